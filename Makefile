@@ -1,0 +1,21 @@
+# The README's commands. Each target is a script under hack/ so it also runs without make.
+.PHONY: demo test crds fmt lint bench
+
+demo: ## Local control plane + webhook + controller + samples; Ctrl-C stops it all
+	bash hack/demo.sh
+
+test: ## Unit and end-to-end tests (installs what they need)
+	bash hack/test.sh
+
+crds: ## Regenerate the checked-in CRD from the Rust types
+	cargo run -q -p karmada-quota-crds --bin crdgen > crds/quota.karmada.io_karmadaquotas.yaml
+
+fmt:
+	cargo fmt --all
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+bench: ## Engine micro-benchmarks (criterion)
+	cargo bench -p karmada-quota-core

@@ -1,0 +1,34 @@
+//! The pure quota engine of karmada-quota.
+//!
+//! Everything a KarmadaQuota decision needs, as plain functions over plain data: no kube
+//! client, no HTTP, no tokio. The webhook and the controller are thin I/O shells around
+//! this crate, so the two can never disagree on what a ResourceBinding costs.
+//!
+//! ```text
+//!  ResourceBinding (binding::ResourceBindingSpec, tolerant serde view)
+//!        │ usage::BindingCharge::compute            (design §3: what a binding costs,
+//!        ▼                                           scope-independent, per part/cluster)
+//!  BindingCharge ── .scoped(&scope) ──► ScopedUsage  (total + per cluster, for one quota)
+//!        │                                   │
+//!        │ decision::decide (webhook, §4)     │ status::compute (controller, §5)
+//!        ▼                                   ▼
+//!  Decision::{Allow{entries}, Deny}    QuotaView (used, clusters[], pruned reservations,
+//!        │                                         drift) — what status and dashboard show
+//!        └──► ledger (reservations: upsert, effective usage, prune)
+//! ```
+//!
+//! Quantities are exact ([`quantity::Quantity`], Kubernetes semantics); resource lists
+//! are [`resources::ResourceList`]; quota specs are validated by [`quota::validate_spec`].
+
+pub mod binding;
+pub mod decision;
+pub mod ledger;
+pub mod quantity;
+pub mod quota;
+pub mod resources;
+pub mod scope;
+pub mod status;
+pub mod usage;
+
+pub use quantity::{Format, Quantity, QuantityError};
+pub use resources::ResourceList;

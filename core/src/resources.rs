@@ -1,0 +1,521 @@
+//! Resource lists and resource-name rules.
+//!
+//! A [`ResourceList`] is a sorted map name → [`Quantity`]; serde as a JSON object of
+//! canonical quantity strings (deserialize accepts strings or numbers).
+//!
+//! Name rules follow Kubernetes' ResourceQuota validation (a qualified name; an
+//! unqualified name must be a standard quota resource), narrowed to what a ResourceBinding
+//! can be charged for: [`classify`] says which kind a name is, or why it is not acceptable.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::quantity::{Quantity, QuantityError};
+
+/// Prefix of request names (`requests.cpu`, `requests.nvidia.com/gpu`).
+pub const REQUESTS_PREFIX: &str = "requests.";
+/// Prefix of limit names; valid in Kubernetes, refused here (bindings carry requests only).
+pub const LIMITS_PREFIX: &str = "limits.";
+/// Prefix of object-count names (`count/deployments.apps`).
+pub const COUNT_PREFIX: &str = "count/";
+/// Prefix of huge-page names (`hugepages-2Mi`).
+pub const HUGEPAGES_PREFIX: &str = "hugepages-";
+/// The pod count.
+pub const PODS: &str = "pods";
+
+/// Compute resources whose bare name means the request (huge pages aside).
+const COMPUTE: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
+
+/// Legacy object-count names, with the core-group kind each counts.
+pub(crate) const LEGACY_COUNTS: [(&str, &str); 6] = [
+    ("ConfigMap", "configmaps"),
+    ("PersistentVolumeClaim", "persistentvolumeclaims"),
+    ("ReplicationController", "replicationcontrollers"),
+    ("ResourceQuota", "resourcequotas"),
+    ("Secret", "secrets"),
+    ("Service", "services"),
+];
+
+/// Kubernetes' quota names that a ResourceBinding cannot be charged for, and why.
+const UNENFORCEABLE: [(&str, &str); 4] = [
+    (
+        "requests.storage",
+        "a ResourceBinding does not carry a PersistentVolumeClaim's storage request",
+    ),
+    (
+        "services.nodeports",
+        "a ResourceBinding does not show a Service's type or ports",
+    ),
+    (
+        "services.loadbalancers",
+        "a ResourceBinding does not show a Service's type",
+    ),
+    ("storage", "not a quota resource; use requests.storage"),
+];
+
+/// Kubernetes' qualified-name limit for the name part.
+const MAX_NAME_PART: usize = 63;
+/// Kubernetes' DNS-1123 subdomain limit for the prefix part.
+const MAX_PREFIX_PART: usize = 253;
+
+/// A map of resource name → quantity, sorted by name (so formatting is deterministic).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct ResourceList(pub BTreeMap<String, Quantity>);
+
+/// What kind of name a quota may hold (see [`classify`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameKind {
+    /// `cpu`, `memory`, `ephemeral-storage`, `hugepages-<size>`: compute resources whose
+    /// bare name means the request.
+    Compute,
+    /// `requests.<compute or extended name>`.
+    Requests,
+    /// `limits.*`: valid in Kubernetes, but cannot be enforced here (bindings carry requests only).
+    Limits,
+    /// `pods`.
+    Pods,
+    /// `count/<plural>` or `count/<plural>.<group>`.
+    ObjectCount,
+    /// Legacy object-count names: `services`, `secrets`, `configmaps`,
+    /// `persistentvolumeclaims`, `replicationcontrollers` (and `resourcequotas`).
+    LegacyObjectCount,
+    /// A fully qualified extended resource named without `requests.` (e.g. `nvidia.com/gpu`);
+    /// a quota must use `requests.<name>`.
+    BareExtended,
+}
+
+/// Why a resource name is not acceptable.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NameError(pub String);
+
+fn err(msg: impl Into<String>) -> NameError {
+    NameError(msg.into())
+}
+
+/// Classify a resource name as Kubernetes' quota validation would, or say why it is invalid.
+///
+/// Accepted like Kubernetes: a qualified name (`[prefix/]name`, the prefix a DNS-1123
+/// subdomain, the name ≤ 63 alphanumerics, `-`, `_`, `.`); an unqualified name must be a
+/// standard quota resource. Refused beyond Kubernetes, because a ResourceBinding cannot be
+/// charged for them (nothing is silently ignored): `requests.storage`, the
+/// `services.*` counts, per-StorageClass and per-DeviceClass names, and non-standard names
+/// in the `kubernetes.io/` namespace. `limits.*` and bare extended names classify (as
+/// [`NameKind::Limits`], [`NameKind::BareExtended`]) so the caller can say what to write.
+pub fn classify(name: &str) -> Result<NameKind, NameError> {
+    check_qualified(name)?;
+    if let Some((_, why)) = UNENFORCEABLE.iter().find(|(n, _)| *n == name) {
+        return Err(err(format!("cannot be enforced: {why}")));
+    }
+    if name == PODS {
+        return Ok(NameKind::Pods);
+    }
+    if LEGACY_COUNTS.iter().any(|(_, n)| *n == name) {
+        return Ok(NameKind::LegacyObjectCount);
+    }
+    if is_compute(name) {
+        return Ok(NameKind::Compute);
+    }
+    if let Some(rest) = name.strip_prefix(LIMITS_PREFIX) {
+        return if is_compute(rest) || is_extended(rest) {
+            Ok(NameKind::Limits)
+        } else {
+            Err(invalid_for_quota(name))
+        };
+    }
+    if let Some(rest) = name.strip_prefix(COUNT_PREFIX) {
+        // check_qualified already validated `rest` as a qualified name part.
+        let _ = rest;
+        return Ok(NameKind::ObjectCount);
+    }
+    if let Some(rest) = name.strip_prefix(REQUESTS_PREFIX) {
+        if is_compute(rest) || is_extended(rest) {
+            return Ok(NameKind::Requests);
+        }
+        if rest.contains('/') {
+            return Err(unenforceable_qualified(rest).unwrap_or_else(|| invalid_for_quota(name)));
+        }
+        return Err(invalid_for_quota(name));
+    }
+    if name.contains('/') {
+        if let Some(e) = unenforceable_qualified(name) {
+            return Err(e);
+        }
+        return Ok(NameKind::BareExtended);
+    }
+    Err(invalid_for_quota(name))
+}
+
+fn invalid_for_quota(name: &str) -> NameError {
+    if name.contains('/') {
+        err("must be a standard resource for quota or a fully qualified extended resource")
+    } else {
+        err("must be a standard resource for quota")
+    }
+}
+
+/// A qualified name (with `/`) that Kubernetes accepts but a binding cannot be charged for.
+fn unenforceable_qualified(name: &str) -> Option<NameError> {
+    let (prefix, _) = name.split_once('/')?;
+    if prefix.ends_with(".storageclass.storage.k8s.io") {
+        return Some(err(
+            "cannot be enforced: a ResourceBinding does not carry a PersistentVolumeClaim's \
+             storage class or request",
+        ));
+    }
+    if prefix.ends_with(".deviceclass.resource.k8s.io") {
+        return Some(err(
+            "cannot be enforced: a ResourceBinding does not carry device claims",
+        ));
+    }
+    if is_native_prefix(prefix) {
+        return Some(err(
+            "names in the kubernetes.io/ namespace must be standard resources; \
+             an extended resource needs its own domain",
+        ));
+    }
+    None
+}
+
+/// `kubernetes.io` or a subdomain of it: Kubernetes reserves these for native resources.
+fn is_native_prefix(prefix: &str) -> bool {
+    prefix == "kubernetes.io" || prefix.ends_with(".kubernetes.io")
+}
+
+/// `cpu`, `memory`, `ephemeral-storage`, `hugepages-<size>`.
+fn is_compute(name: &str) -> bool {
+    COMPUTE.contains(&name) || is_hugepages(name)
+}
+
+fn is_hugepages(name: &str) -> bool {
+    name.strip_prefix(HUGEPAGES_PREFIX)
+        .is_some_and(|size| !size.is_empty())
+}
+
+/// A fully qualified extended resource name as a pod requests it (`nvidia.com/gpu`): a
+/// domain outside `kubernetes.io`, and `requests.<name>` a valid qualified name.
+fn is_extended(name: &str) -> bool {
+    let Some((prefix, _)) = name.split_once('/') else {
+        return false;
+    };
+    !is_native_prefix(prefix)
+        && !name.starts_with(REQUESTS_PREFIX)
+        && !name.starts_with(COUNT_PREFIX)
+        && check_qualified(&format!("{REQUESTS_PREFIX}{name}")).is_ok()
+        && unenforceable_qualified(name).is_none()
+}
+
+/// Kubernetes' qualified-name syntax: `[prefix/]name`.
+fn check_qualified(value: &str) -> Result<(), NameError> {
+    let mut parts = value.split('/');
+    let first = parts.next().unwrap_or_default();
+    let (prefix, name) = match (parts.next(), parts.next()) {
+        (None, _) => (None, first),
+        (Some(name), None) => (Some(first), name),
+        (Some(_), Some(_)) => {
+            return Err(err(
+                "a qualified name must be a name with an optional DNS subdomain prefix and a \
+                 single '/' (e.g. 'example.com/MyName')",
+            ));
+        }
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            return Err(err("prefix part must be non-empty"));
+        }
+        check_dns_subdomain(prefix)?;
+    }
+    if name.is_empty() {
+        return Err(err("name part must be non-empty"));
+    }
+    if name.len() > MAX_NAME_PART {
+        return Err(err(format!(
+            "name part must be no more than {MAX_NAME_PART} characters"
+        )));
+    }
+    let bytes = name.as_bytes();
+    let inner_ok = bytes
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    let ends_ok = bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric);
+    if !inner_ok || !ends_ok {
+        return Err(err(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must \
+             start and end with an alphanumeric character (e.g. 'MyName', 'my.name', '123-abc')",
+        ));
+    }
+    Ok(())
+}
+
+/// DNS-1123 subdomain: lowercase labels of `[a-z0-9-]`, starting and ending alphanumeric.
+fn check_dns_subdomain(prefix: &str) -> Result<(), NameError> {
+    if prefix.len() > MAX_PREFIX_PART {
+        return Err(err(format!(
+            "prefix part must be no more than {MAX_PREFIX_PART} characters"
+        )));
+    }
+    let label_ok = |label: &str| {
+        let b = label.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b.first().is_some_and(|c| *c != b'-')
+            && b.last().is_some_and(|c| *c != b'-')
+    };
+    if prefix.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err(err(
+            "prefix part must be a lowercase RFC 1123 subdomain: lowercase alphanumeric \
+             characters, '-' or '.', starting and ending with an alphanumeric character \
+             (e.g. 'example.com')",
+        ))
+    }
+}
+
+/// True for names whose quantities must be whole numbers (pods, object counts, extended
+/// resources).
+///
+/// Kubernetes' rule (pods, the legacy counts, and every extended-resource-shaped name, which
+/// covers `count/…`), extended to `requests.<extended>`: a pod can only request whole units
+/// of an extended resource, so a fractional limit would be meaningless.
+pub fn is_integer_resource(name: &str) -> bool {
+    if name == PODS
+        || name == "services.nodeports"
+        || name == "services.loadbalancers"
+        || LEGACY_COUNTS.iter().any(|(_, n)| *n == name)
+        || name.starts_with(COUNT_PREFIX)
+    {
+        return true;
+    }
+    let bare = name.strip_prefix(REQUESTS_PREFIX).unwrap_or(name);
+    is_extended(bare)
+}
+
+/// The quota names a per-replica (or per-container) request name is charged under
+/// (design §3): compute names count bare and as `requests.<name>`, anything else
+/// (extended resources) as `requests.<name>` only; a name already `requests.*` stays.
+fn expanded_names(name: &str) -> (Option<&str>, std::borrow::Cow<'_, str>) {
+    if name.starts_with(REQUESTS_PREFIX) {
+        (None, std::borrow::Cow::Borrowed(name))
+    } else if is_compute(name) {
+        (
+            Some(name),
+            std::borrow::Cow::Owned(format!("{REQUESTS_PREFIX}{name}")),
+        )
+    } else {
+        (
+            None,
+            std::borrow::Cow::Owned(format!("{REQUESTS_PREFIX}{name}")),
+        )
+    }
+}
+
+/// Expand a per-replica request into quota names (design §3): `cpu` → `cpu` and
+/// `requests.cpu` (likewise memory, ephemeral-storage, `hugepages-<size>`); any other name
+/// (extended, e.g. `nvidia.com/gpu`) → `requests.<name>` only; `requests.*` stays as is.
+pub fn expand_request(per_replica: &ResourceList) -> ResourceList {
+    let mut out = ResourceList::new();
+    for (name, q) in per_replica.iter() {
+        let (bare, requests) = expanded_names(name);
+        if let Some(bare) = bare {
+            out.add_one(bare, *q);
+        }
+        out.add_one(&requests, *q);
+    }
+    out
+}
+
+impl ResourceList {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The quantity of `name`, if present.
+    pub fn get(&self, name: &str) -> Option<&Quantity> {
+        self.0.get(name)
+    }
+
+    /// The quantity of `name`, zero when absent.
+    pub fn get_or_zero(&self, name: &str) -> Quantity {
+        self.0.get(name).copied().unwrap_or(Quantity::ZERO)
+    }
+
+    /// Set `name` to `q`, returning the previous value.
+    pub fn insert(&mut self, name: impl Into<String>, q: Quantity) -> Option<Quantity> {
+        self.0.insert(name.into(), q)
+    }
+
+    /// Whether `name` is present (even with a zero value).
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    /// Entries in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Quantity)> + '_ {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Names in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.0.keys().map(String::as_str)
+    }
+
+    /// Number of names.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// No names at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every value is zero (true for an empty list).
+    pub fn is_zero(&self) -> bool {
+        self.0.values().all(Quantity::is_zero)
+    }
+
+    /// Add `q` to `name` (absent = zero).
+    pub fn add_one(&mut self, name: &str, q: Quantity) {
+        match self.0.get_mut(name) {
+            Some(v) => *v = v.saturating_add(q),
+            None => {
+                self.0.insert(name.to_owned(), q);
+            }
+        }
+    }
+
+    /// `self += other`, name by name (names only in `other` are added).
+    pub fn add_assign(&mut self, other: &ResourceList) {
+        for (name, q) in other.iter() {
+            self.add_one(name, *q);
+        }
+    }
+
+    /// `self + other`, name by name.
+    pub fn plus(&self, other: &ResourceList) -> ResourceList {
+        let mut out = self.clone();
+        out.add_assign(other);
+        out
+    }
+
+    /// Per name of `self`: `max(0, self − other)` (absent in `other` = zero).
+    pub fn sub_clamped(&self, other: &ResourceList) -> ResourceList {
+        ResourceList(
+            self.0
+                .iter()
+                .map(|(k, v)| (k.clone(), v.sub_clamped(other.get_or_zero(k))))
+                .collect(),
+        )
+    }
+
+    /// Per name of either: the larger value (absent = zero).
+    pub fn max(&self, other: &ResourceList) -> ResourceList {
+        let mut out = self.clone();
+        for (name, q) in other.iter() {
+            match out.0.get_mut(name) {
+                Some(v) => *v = (*v).max(*q),
+                None => {
+                    out.0.insert(name.to_owned(), *q);
+                }
+            }
+        }
+        out
+    }
+
+    /// Only the names also present in `names_of` (a mask by name).
+    pub fn restricted_to(&self, names_of: &ResourceList) -> ResourceList {
+        ResourceList(
+            self.0
+                .iter()
+                .filter(|(k, _)| names_of.contains(k))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+        )
+    }
+
+    /// Every value multiplied by `n` (saturating).
+    pub fn scaled(&self, n: i64) -> ResourceList {
+        ResourceList(
+            self.0
+                .iter()
+                .map(|(k, v)| (k.clone(), v.saturating_mul(n)))
+                .collect(),
+        )
+    }
+
+    /// Names (sorted) whose value in `self` is above the value in `hard`; names `hard`
+    /// does not have are unlimited.
+    pub fn exceeds(&self, hard: &ResourceList) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(k, v)| hard.get(k).is_some_and(|h| *v > h))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Only the named entries (names not present are skipped).
+    pub fn select<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> ResourceList {
+        ResourceList(
+            names
+                .into_iter()
+                .filter_map(|n| self.0.get(n).map(|v| (n.to_owned(), *v)))
+                .collect(),
+        )
+    }
+
+    /// Drop the names whose value is zero.
+    pub fn without_zeros(&self) -> ResourceList {
+        ResourceList(
+            self.0
+                .iter()
+                .filter(|(_, v)| !v.is_zero())
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+        )
+    }
+
+    /// Parse a map of name → quantity string; the first unparsable entry is returned with
+    /// its name.
+    pub fn parse_map<'a>(
+        entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<ResourceList, (String, QuantityError)> {
+        let mut out = ResourceList::new();
+        for (name, raw) in entries {
+            let q = Quantity::parse(raw).map_err(|e| (name.to_owned(), e))?;
+            out.insert(name, q);
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for ResourceList {
+    /// `cpu=2,pods=2`: sorted, canonical values, no spaces (Kubernetes' quota messages).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, q)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{name}={q}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromIterator<(String, Quantity)> for ResourceList {
+    fn from_iter<T: IntoIterator<Item = (String, Quantity)>>(iter: T) -> Self {
+        ResourceList(iter.into_iter().collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a ResourceList {
+    type Item = (&'a String, &'a Quantity);
+    type IntoIter = std::collections::btree_map::Iter<'a, String, Quantity>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}

@@ -1,0 +1,237 @@
+//! KarmadaQuota (API, strings) ⇄ the engine's types (parsed, validated).
+//!
+//! The API types keep quantities as strings so that one bad object never fails a whole
+//! watch; everything is parsed and validated here, with errors that name the field.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use karmada_quota_core::quota::{self as cq, FieldError, QuotaSpec, QuotaState};
+use karmada_quota_core::scope::RawRequirement;
+use karmada_quota_core::{Quantity, ResourceList};
+use kube::ResourceExt;
+
+use crate::quota::{KarmadaQuota, KarmadaQuotaSpec, Reservation, ReservedBy};
+
+/// Validate a KarmadaQuota spec with the engine's rules (names, quantities, scopes).
+pub fn validate_spec(spec: &KarmadaQuotaSpec) -> Result<QuotaSpec, Vec<FieldError>> {
+    let raw: Vec<RawRequirement<'_>> = spec
+        .scope_selector
+        .iter()
+        .flat_map(|s| s.match_expressions.iter())
+        .map(|e| RawRequirement {
+            scope_name: &e.scope_name,
+            operator: &e.operator,
+            values: &e.values,
+        })
+        .collect();
+    cq::validate_spec(
+        spec.hard.iter().map(|(k, v)| (k.as_str(), v.0.as_str())),
+        &raw,
+    )
+}
+
+/// The engine's view of a quota (validated spec + status) for the webhook's decision and
+/// the controller's pruning. Status values that do not parse are reported as errors on
+/// `status.…` fields: they are written only by this project, so a bad one is a bug or a
+/// hand edit, and the quota must not be enforced from a guess.
+pub fn quota_state(q: &KarmadaQuota) -> Result<QuotaState, Vec<FieldError>> {
+    let spec = validate_spec(&q.spec)?;
+    let mut errors = Vec::new();
+    let (used, reservations) = match &q.status {
+        None => (None, Vec::new()),
+        Some(st) => {
+            let used = if st.used.is_empty() {
+                None
+            } else {
+                match list_from_api(&st.used, "status.used") {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        errors.push(e);
+                        None
+                    }
+                }
+            };
+            let mut res = Vec::with_capacity(st.reservations.len());
+            for (i, r) in st.reservations.iter().enumerate() {
+                match reservation_from_api(r, &format!("status.reservations[{i}]")) {
+                    Ok(r) => res.push(r),
+                    Err(e) => errors.push(e),
+                }
+            }
+            (used, res)
+        }
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(QuotaState {
+        name: q.name_any(),
+        spec,
+        used,
+        reservations,
+    })
+}
+
+/// Parse an API resource map; the error names `field[resource]`.
+pub fn list_from_api(
+    map: &BTreeMap<String, ApiQuantity>,
+    field: &str,
+) -> Result<ResourceList, FieldError> {
+    let mut out = BTreeMap::new();
+    for (name, q) in map {
+        let parsed = Quantity::parse(&q.0).map_err(|e| FieldError {
+            field: format!("{field}[{name}]"),
+            message: format!("Invalid value: {:?}: {e}", q.0),
+        })?;
+        out.insert(name.clone(), parsed);
+    }
+    Ok(ResourceList(out))
+}
+
+/// Render a resource list with canonical quantity strings.
+pub fn list_to_api(list: &ResourceList) -> BTreeMap<String, ApiQuantity> {
+    list.0
+        .iter()
+        .map(|(k, v)| (k.clone(), ApiQuantity(v.to_string())))
+        .collect()
+}
+
+/// API reservation → engine reservation.
+pub fn reservation_from_api(r: &Reservation, field: &str) -> Result<cq::Reservation, FieldError> {
+    Ok(cq::Reservation {
+        reserved_by: cq::ReservedBy {
+            api_version: r.reserved_by.api_version.clone(),
+            kind: r.reserved_by.kind.clone(),
+            name: r.reserved_by.name.clone(),
+            uid: r.reserved_by.uid.clone(),
+        },
+        generation: r.generation,
+        reserved: list_from_api(&r.reserved, &format!("{field}.reserved"))?,
+        expiration_time: r.expiration_time.0.as_second(),
+    })
+}
+
+/// Engine reservation → API reservation.
+pub fn reservation_to_api(r: &cq::Reservation) -> Reservation {
+    Reservation {
+        reserved_by: ReservedBy {
+            api_version: r.reserved_by.api_version.clone(),
+            kind: r.reserved_by.kind.clone(),
+            name: r.reserved_by.name.clone(),
+            uid: r.reserved_by.uid.clone(),
+        },
+        generation: r.generation,
+        reserved: list_to_api(&r.reserved),
+        expiration_time: unix_to_time(r.expiration_time),
+    }
+}
+
+/// Unix seconds → API time (clamped to jiff's range, which no real clock leaves).
+pub fn unix_to_time(secs: i64) -> Time {
+    let ts = jiff::Timestamp::from_second(secs).unwrap_or(if secs < 0 {
+        jiff::Timestamp::MIN
+    } else {
+        jiff::Timestamp::MAX
+    });
+    Time(ts)
+}
+
+/// `requests.cpu: 3100m/100, pods: 11/500` — the printer column's summary, in hard's
+/// name order; a name with no usage yet shows `?`.
+pub fn summary(hard: &ResourceList, used: Option<&ResourceList>) -> String {
+    hard.0
+        .iter()
+        .map(|(name, h)| {
+            let u = used
+                .and_then(|u| u.0.get(name))
+                .map_or_else(|| "?".to_owned(), |q| q.to_string());
+            format!("{name}: {u}/{h}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = include_str!("../../../shared/examples/karmadaquota.yaml");
+
+    fn example() -> KarmadaQuota {
+        serde_saphyr::from_str(EXAMPLE).expect("the shared example parses")
+    }
+
+    #[test]
+    fn example_quota_converts_with_used_and_reservations() {
+        let state = quota_state(&example()).expect("valid");
+        assert_eq!(state.name, "team-a-compute");
+        assert_eq!(state.spec.hard.0.len(), 5);
+        let used = state.used.expect("status.used present");
+        assert_eq!(used.0["requests.cpu"].to_string(), "3100m");
+        assert_eq!(used.0["requests.memory"].to_string(), "4352Mi");
+        assert_eq!(state.reservations.len(), 1);
+        let r = &state.reservations[0];
+        assert_eq!(r.reserved_by.name, "api-deployment");
+        assert_eq!(r.generation, 1);
+        assert_eq!(r.reserved.0["requests.memory"].to_string(), "4Gi");
+        assert_eq!(
+            r.expiration_time,
+            "2026-11-22T01:12:40Z".parse::<jiff::Timestamp>().unwrap().as_second()
+        );
+    }
+
+    #[test]
+    fn reservation_round_trips_through_the_api_form() {
+        let state = quota_state(&example()).unwrap();
+        let api = reservation_to_api(&state.reservations[0]);
+        let back = reservation_from_api(&api, "x").unwrap();
+        assert_eq!(back, state.reservations[0]);
+    }
+
+    #[test]
+    fn quota_without_status_has_unknown_usage() {
+        let mut q = example();
+        q.status = None;
+        let state = quota_state(&q).unwrap();
+        assert!(state.used.is_none());
+        assert!(state.reservations.is_empty());
+    }
+
+    #[test]
+    fn bad_status_value_is_an_error_naming_the_field() {
+        let mut q = example();
+        let st = q.status.as_mut().unwrap();
+        st.used.insert("pods".into(), ApiQuantity("lots".into()));
+        let errs = quota_state(&q).unwrap_err();
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "status.used[pods]");
+        assert!(errs[0].message.contains("\"lots\""), "{}", errs[0].message);
+    }
+
+    #[test]
+    fn invalid_spec_reports_every_field() {
+        let mut q = example();
+        q.spec.hard.insert("limits.cpu".into(), ApiQuantity("1".into()));
+        q.spec.hard.insert("pods".into(), ApiQuantity("-1".into()));
+        let errs = validate_spec(&q.spec).unwrap_err();
+        let fields: Vec<_> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert!(fields.contains(&"spec.hard[limits.cpu]"), "{errs:?}");
+        assert!(fields.contains(&"spec.hard[pods]"), "{errs:?}");
+    }
+
+    #[test]
+    fn summary_shows_used_over_hard_and_unknown_as_question_mark() {
+        let hard = ResourceList::parse_map([("pods", "10"), ("requests.cpu", "4")]).unwrap();
+        let used = ResourceList::parse_map([("pods", "3")]).unwrap();
+        assert_eq!(summary(&hard, Some(&used)), "pods: 3/10, requests.cpu: ?/4");
+        assert_eq!(summary(&hard, None), "pods: ?/10, requests.cpu: ?/4");
+    }
+
+    #[test]
+    fn unix_time_converts_both_ways() {
+        let t = unix_to_time(1_700_000_000);
+        assert_eq!(t.0.as_second(), 1_700_000_000);
+    }
+}

@@ -1,0 +1,202 @@
+//! quota.karmada.io/v1alpha1 KarmadaQuota: one global quota per namespace across every
+//! member cluster of a Karmada control plane.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of KarmadaQuota.
+pub const GROUP: &str = "quota.karmada.io";
+/// API version of KarmadaQuota.
+pub const VERSION: &str = "v1alpha1";
+
+/// Condition type: status reflects the current spec and bindings.
+pub const CONDITION_READY: &str = "Ready";
+/// Condition type: a member cluster runs more than Karmada placed there.
+pub const CONDITION_DRIFT: &str = "Drift";
+/// Condition type: a member cluster could not be read.
+pub const CONDITION_MEMBERS_REACHABLE: &str = "MembersReachable";
+
+/// Global hard limits for a namespace, enforced on every ResourceBinding across all
+/// member clusters.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "quota.karmada.io",
+    version = "v1alpha1",
+    kind = "KarmadaQuota",
+    plural = "karmadaquotas",
+    shortname = "kquota",
+    category = "karmada-io",
+    namespaced,
+    status = "KarmadaQuotaStatus",
+    doc = "One global quota for a namespace of a Karmada control plane: hard limits on the \
+           sum of requests of all ResourceBindings, across every member cluster.",
+    printcolumn(
+        name = "Usage",
+        type_ = "string",
+        json_path = ".status.summary",
+        description = "used/hard per resource, summed over member clusters"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Drift",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Drift\")].status",
+        priority = 1
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KarmadaQuotaSpec {
+    /// The global limits: resource name → quantity, summed over all member clusters.
+    /// Names: `requests.cpu`/`cpu`, `requests.memory`/`memory`,
+    /// `requests.ephemeral-storage`, `hugepages-<size>`, `requests.<extended>` (e.g.
+    /// `requests.nvidia.com/gpu`), `pods`, `count/<plural>[.<group>]` and the legacy object
+    /// counts. `limits.*` is refused: a ResourceBinding carries requests only.
+    #[schemars(schema_with = "resource_map")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hard: BTreeMap<String, Quantity>,
+
+    /// Restricts the quota to bindings whose PriorityClass matches all expressions.
+    /// Absent: the quota applies to every binding in the namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_selector: Option<ScopeSelector>,
+}
+
+/// A conjunction of scope requirements (Kubernetes' ScopeSelector).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeSelector {
+    /// All expressions must match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<ScopedResourceSelectorRequirement>,
+}
+
+/// One scope requirement: `{scopeName: PriorityClass, operator, values}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopedResourceSelectorRequirement {
+    /// The scope; only `PriorityClass` is supported.
+    #[schemars(extend("enum" = ["PriorityClass"]))]
+    pub scope_name: String,
+    /// `In` and `NotIn` need values; `Exists` and `DoesNotExist` take none.
+    #[schemars(extend("enum" = ["In", "NotIn", "Exists", "DoesNotExist"]))]
+    pub operator: String,
+    /// PriorityClass names for `In`/`NotIn`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// Observed state, written by the controller (used, clusters, pruning) and the webhook
+/// (new reservations), both with compare-and-swap on resourceVersion.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KarmadaQuotaStatus {
+    /// The limits in force (mirrors spec.hard once the controller has seen it).
+    #[schemars(schema_with = "resource_map")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hard: BTreeMap<String, Quantity>,
+
+    /// Usage of all observed ResourceBindings, summed over clusters. A name missing here
+    /// means usage is not known yet: the webhook refuses increases of it
+    /// (`status unknown for quota`).
+    #[schemars(schema_with = "resource_map")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub used: BTreeMap<String, Quantity>,
+
+    /// Admitted changes the controller has not observed yet. Effective usage is used + Σ
+    /// reservations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<Reservation>,
+
+    /// Usage per member cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterUsage>,
+
+    /// `used/hard` per resource, for `kubectl get kquota`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+
+    /// Ready, Drift, MembersReachable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+
+    /// The spec generation the status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// An admitted change not yet observed by the controller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    /// The ResourceBinding the entry was admitted for.
+    pub reserved_by: ReservedBy,
+    /// The binding's metadata.generation at admission; (uid, generation) is the key.
+    pub generation: i64,
+    /// The admitted increase.
+    #[schemars(schema_with = "resource_map")]
+    pub reserved: BTreeMap<String, Quantity>,
+    /// When the entry lapses if the controller never observes the binding.
+    pub expiration_time: Time,
+}
+
+/// Reference to the object holding a reservation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservedBy {
+    /// `work.karmada.io/v1alpha2`.
+    pub api_version: String,
+    /// `ResourceBinding`.
+    pub kind: String,
+    /// Name of the binding.
+    pub name: String,
+    /// UID of the binding.
+    pub uid: String,
+}
+
+/// Usage in one member cluster.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterUsage {
+    /// Member cluster name.
+    pub name: String,
+    /// Usage Karmada placed there (from ResourceBindings).
+    #[schemars(schema_with = "resource_map")]
+    #[serde(default)]
+    pub used: BTreeMap<String, Quantity>,
+    /// Usage measured in the member cluster (non-terminal pods' requests), when known.
+    #[schemars(schema_with = "optional_resource_map")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<BTreeMap<String, Quantity>>,
+}
+
+/// Kubernetes' quantity syntax, as its own ResourceQuota schema states it.
+const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// A resource list: name → quantity (a string, or a number).
+fn resource_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": true
+        }
+    })
+}
+
+/// A resource list that may be absent.
+fn optional_resource_map(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut s = resource_map(g);
+    s.insert("nullable".to_owned(), true.into());
+    s
+}
