@@ -178,7 +178,10 @@ mod tests {
         assert_eq!(r.reserved.0["requests.memory"].to_string(), "4Gi");
         assert_eq!(
             r.expiration_time,
-            "2026-11-22T01:12:40Z".parse::<jiff::Timestamp>().unwrap().as_second()
+            "2026-11-22T01:12:40Z"
+                .parse::<jiff::Timestamp>()
+                .unwrap()
+                .as_second()
         );
     }
 
@@ -213,7 +216,9 @@ mod tests {
     #[test]
     fn invalid_spec_reports_every_field() {
         let mut q = example();
-        q.spec.hard.insert("limits.cpu".into(), ApiQuantity("1".into()));
+        q.spec
+            .hard
+            .insert("limits.cpu".into(), ApiQuantity("1".into()));
         q.spec.hard.insert("pods".into(), ApiQuantity("-1".into()));
         let errs = validate_spec(&q.spec).unwrap_err();
         let fields: Vec<_> = errs.iter().map(|e| e.field.as_str()).collect();

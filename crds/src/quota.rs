@@ -23,6 +23,8 @@ pub const CONDITION_MEMBERS_REACHABLE: &str = "MembersReachable";
 
 /// Global hard limits for a namespace, enforced on every ResourceBinding across all
 /// member clusters.
+// kube's repeated `printcolumn(...)` attributes are distinct columns, not duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "quota.karmada.io",
@@ -52,7 +54,11 @@ pub const CONDITION_MEMBERS_REACHABLE: &str = "MembersReachable";
         json_path = ".status.conditions[?(@.type==\"Drift\")].status",
         priority = 1
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KarmadaQuotaSpec {

@@ -101,7 +101,10 @@ mod tests {
         assert_eq!(rb.spec.clusters[0].name, "member1");
         assert_eq!(rb.spec.resource.kind, "Deployment");
         let req = rb.spec.replica_requirements.unwrap();
-        assert_eq!(req.resource_request.0.get("cpu").unwrap().to_string(), "500m");
+        assert_eq!(
+            req.resource_request.0.get("cpu").unwrap().to_string(),
+            "500m"
+        );
     }
 
     #[test]

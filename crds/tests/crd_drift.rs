@@ -22,13 +22,24 @@ fn checked_in_crd_matches_the_rust_types() {
 fn crd_declares_names_scope_status_and_printer_columns() {
     use kube::CustomResourceExt;
     let crd = karmada_quota_crds::KarmadaQuota::crd();
-    assert_eq!(crd.metadata.name.as_deref(), Some("karmadaquotas.quota.karmada.io"));
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("karmadaquotas.quota.karmada.io")
+    );
     assert_eq!(crd.spec.scope, "Namespaced");
     assert_eq!(crd.spec.names.short_names, Some(vec!["kquota".to_owned()]));
-    assert_eq!(crd.spec.names.categories, Some(vec!["karmada-io".to_owned()]));
+    assert_eq!(
+        crd.spec.names.categories,
+        Some(vec!["karmada-io".to_owned()])
+    );
     let v = &crd.spec.versions[0];
     assert_eq!(v.name, "v1alpha1");
-    assert!(v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+    assert!(
+        v.subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some()
+    );
     let cols: Vec<_> = v
         .additional_printer_columns
         .iter()

@@ -1,0 +1,191 @@
+//! The project's binaries as child processes of a test.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::{Context, Result, bail};
+
+use crate::env::{Env, profile_dir};
+
+/// Variable naming the directory holding the project's binaries (default: the cargo
+/// profile directory of the running test executable, e.g. `target/debug`).
+pub const ENV_BIN_DIR: &str = "E2E_BIN_DIR";
+/// Lines of a binary's log shown when a test panics while it runs.
+const LOG_TAIL_LINES: usize = 50;
+
+// Distinguishes the logs of several starts of one binary within a test process.
+static STARTS: AtomicUsize = AtomicUsize::new(0);
+
+/// A free TCP port on 127.0.0.1 (free when asked; bind it soon).
+pub fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// How to start one of the project's binaries; see [`Binary::builder`].
+#[derive(Debug)]
+pub struct BinaryBuilder {
+    name: String,
+    args: Vec<OsString>,
+    envs: Vec<(OsString, OsString)>,
+}
+
+impl BinaryBuilder {
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets an environment variable for the child.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.envs
+            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Starts the binary with stdout and stderr appended to
+    /// `<log dir>/<name>-<n>.log`. Prints the log's path (test output shows it on failure).
+    pub fn start(self, env: &Env) -> Result<Binary> {
+        let path = Binary::path(&self.name)?;
+        let n = STARTS.fetch_add(1, Ordering::Relaxed);
+        std::fs::create_dir_all(env.log_dir())
+            .with_context(|| format!("creating {}", env.log_dir().display()))?;
+        let log = env
+            .log_dir()
+            .join(format!("{}-{}-{n}.log", self.name, std::process::id()));
+        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = tokio::process::Command::new(&path)
+            .args(&self.args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", path.display()))?;
+        eprintln!(
+            "started {} (pid {}), log: {}",
+            self.name,
+            child.id().unwrap_or_default(),
+            log.display()
+        );
+        Ok(Binary {
+            name: self.name,
+            child,
+            log,
+        })
+    }
+}
+
+/// A running project binary; killed when dropped. When dropped during a panic, the last
+/// lines of its log are printed.
+#[derive(Debug)]
+pub struct Binary {
+    name: String,
+    child: tokio::process::Child,
+    log: PathBuf,
+}
+
+impl Binary {
+    /// Describes a start of the workspace binary `name` (e.g. `karmada-quota-webhook`).
+    pub fn builder(name: &str) -> BinaryBuilder {
+        BinaryBuilder {
+            name: name.to_owned(),
+            args: Vec::new(),
+            envs: Vec::new(),
+        }
+    }
+
+    /// Where the binary `name` is looked up: `$E2E_BIN_DIR/name`, else next to the test
+    /// executable's profile directory (`target/debug/name`). Cargo builds other packages'
+    /// binaries only when asked, so the error says how.
+    pub fn path(name: &str) -> Result<PathBuf> {
+        let dir = match std::env::var_os(ENV_BIN_DIR) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => profile_dir()?,
+        };
+        let path = dir.join(name);
+        if !path.is_file() {
+            bail!(
+                "{} not found: build the binaries first with the same profile and target dir \
+                 (e.g. `cargo build --bins`), or set {ENV_BIN_DIR}",
+                path.display()
+            );
+        }
+        Ok(path)
+    }
+
+    /// The binary's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The child's pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The log file holding the child's stdout and stderr.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// The last `n` lines of the log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// Fails if the child has exited (with its status and log tail).
+    pub fn check_running(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!(
+                "{} exited ({status}); last lines of {}:\n{}",
+                self.name,
+                self.log.display(),
+                self.log_tail(LOG_TAIL_LINES)
+            );
+        }
+        Ok(())
+    }
+
+    /// Kills the child and waits for it.
+    pub async fn stop(mut self) -> Result<()> {
+        self.child
+            .kill()
+            .await
+            .with_context(|| format!("killing {}", self.name))
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        // kill_on_drop sends SIGKILL; this only adds the diagnostics.
+        if std::thread::panicking() {
+            eprintln!(
+                "---- {} log {} (last {LOG_TAIL_LINES} lines) ----\n{}\n----",
+                self.name,
+                self.log.display(),
+                self.log_tail(LOG_TAIL_LINES)
+            );
+        }
+    }
+}
