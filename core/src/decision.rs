@@ -7,7 +7,7 @@ use crate::ledger::{is_live, upsert};
 use crate::quantity::Quantity;
 use crate::quota::{QuotaState, Reservation, ReservedBy};
 use crate::resources::ResourceList;
-use crate::usage::{BINDING_API_VERSION, BINDING_KIND, BindingCharge, MUST_SPECIFY, ScopedUsage};
+use crate::usage::{BINDING_API_VERSION, BINDING_KIND, BindingCharge, MUST_SPECIFY};
 
 /// HTTP code of a policy denial (`exceeded quota`, `must specify`).
 pub const CODE_FORBIDDEN: u16 = 403;
@@ -135,15 +135,19 @@ pub fn decide(quotas: &[QuotaState], req: &AdmissionRequest<'_>) -> Decision {
     let mut entries = Vec::new();
     for quota in ordered {
         let hard = &quota.spec.hard;
-        let Some(new) = req.new.scoped(&quota.spec.scope) else {
+        let Some(new) = req.new.view(&quota.spec.scope) else {
             continue;
         };
-        let missing = tracked_missing(hard, &new);
-        if missing.is_empty() && !new.total.names().any(|n| hard.contains(n)) {
+        let old = req.old.and_then(|o| o.view(&quota.spec.scope));
+        let (delta, shares_a_name) = charge_delta(
+            hard,
+            &new.entries(),
+            &old.map(|o| o.entries()).unwrap_or_default(),
+        );
+        let missing = tracked_missing(hard, &new.missing_requests());
+        if missing.is_empty() && !shares_a_name {
             continue;
         }
-        let old = req.old.and_then(|o| o.scoped(&quota.spec.scope));
-        let delta = charge_delta(hard, &new.total, old.as_ref().map(|o| &o.total));
 
         if !missing.is_empty() && (req.old.is_none() || !delta.is_empty()) {
             return deny(
@@ -173,7 +177,10 @@ pub fn decide(quotas: &[QuotaState], req: &AdmissionRequest<'_>) -> Decision {
                     uid: req.uid.to_owned(),
                 },
                 generation: req.generation,
-                reserved: delta,
+                reserved: delta
+                    .iter()
+                    .map(|d| (d.name.to_owned(), d.increase))
+                    .collect(),
                 expiration_time: req.now.saturating_add(req.reservation_ttl),
             },
         ));
@@ -201,39 +208,63 @@ pub fn decide_batch(quotas: &mut [QuotaState], reqs: &[AdmissionRequest<'_>]) ->
 }
 
 /// Must-specify names (sorted) a matching part lacks while `hard` tracks them.
-fn tracked_missing(hard: &ResourceList, usage: &ScopedUsage) -> Vec<&'static str> {
+fn tracked_missing(hard: &ResourceList, missing: &[&'static str]) -> Vec<&'static str> {
     MUST_SPECIFY
         .iter()
-        .filter(|(bare, req)| {
-            usage.missing_requests.contains(bare) && (hard.contains(bare) || hard.contains(req))
-        })
+        .filter(|(bare, req)| missing.contains(bare) && (hard.contains(bare) || hard.contains(req)))
         .map(|(bare, _)| *bare)
         .collect()
 }
 
-/// Per hard name, `max(0, new − old)`, keeping only the names that increase.
-fn charge_delta(
-    hard: &ResourceList,
-    new: &ResourceList,
-    old: Option<&ResourceList>,
-) -> ResourceList {
-    new.iter()
-        .filter(|(name, _)| hard.contains(name))
-        .filter_map(|(name, q)| {
-            let before = old
-                .and_then(|o| o.get(name))
-                .copied()
-                .unwrap_or(Quantity::ZERO);
-            let increase = q.sub_clamped(before);
-            (!increase.is_zero()).then(|| (name.to_owned(), increase))
-        })
-        .collect()
+/// One name a request increases, for one quota.
+#[derive(Clone, Copy, Debug)]
+struct Increase<'q> {
+    /// The resource name (borrowed from the quota's hard).
+    name: &'q str,
+    /// `scoped_new − scoped_old` (> 0).
+    increase: Quantity,
+    /// The quota's hard limit for the name.
+    hard: Quantity,
 }
 
-/// Steps 5–6 for one quota and a non-empty delta: the denial, if any.
+/// Per hard name, `max(0, new − old)`, keeping only the names that increase (sorted by
+/// name); and whether `hard` shares a name with the new usage at all. `new` and `old` are
+/// sorted by name ([`crate::usage::ScopedView::entries`]), so one merge walk does it.
+fn charge_delta<'q>(
+    hard: &'q ResourceList,
+    new: &[(&str, Quantity)],
+    old: &[(&str, Quantity)],
+) -> (Vec<Increase<'q>>, bool) {
+    let mut delta = Vec::new();
+    let mut shares_a_name = false;
+    let mut hard = hard.iter().peekable();
+    let mut old = old.iter().peekable();
+    for (name, now) in new {
+        while hard.next_if(|(h, _)| h < name).is_some() {}
+        let Some((hard_name, limit)) = hard.next_if(|(h, _)| h == name) else {
+            continue;
+        };
+        shares_a_name = true;
+        while old.next_if(|(o, _)| o < name).is_some() {}
+        let before = old
+            .next_if(|(o, _)| o == name)
+            .map_or(Quantity::ZERO, |(_, q)| *q);
+        let increase = now.sub_clamped(before);
+        if !increase.is_zero() {
+            delta.push(Increase {
+                name: hard_name,
+                increase,
+                hard: *limit,
+            });
+        }
+    }
+    (delta, shares_a_name)
+}
+
+/// Steps 5–6 for one quota and a non-empty delta (sorted by name): the denial, if any.
 fn check_quota(
     quota: &QuotaState,
-    delta: &ResourceList,
+    delta: &[Increase<'_>],
     req: &AdmissionRequest<'_>,
 ) -> Option<Denial> {
     let own = |e: &Reservation| e.reserved_by.uid == req.uid && e.generation == req.generation;
@@ -243,10 +274,20 @@ fn check_quota(
         .filter(|e| is_live(e, req.now) && !own(e))
         .collect();
 
-    let used = quota.used.as_ref();
+    // used + Σ counted reservations, per increased name (None: status unknown).
+    let mut current: Vec<Option<Quantity>> = vec![None; delta.len()];
+    if let Some(used) = &quota.used {
+        let mut used = used.iter().peekable();
+        for (row, slot) in delta.iter().zip(current.iter_mut()) {
+            while used.next_if(|(n, _)| *n < row.name).is_some() {}
+            *slot = used.next_if(|(n, _)| *n == row.name).map(|(_, q)| *q);
+        }
+    }
     let unknown: Vec<&str> = delta
-        .names()
-        .filter(|n| used.is_none_or(|u| !u.contains(n)))
+        .iter()
+        .zip(&current)
+        .filter(|(_, c)| c.is_none())
+        .map(|(row, _)| row.name)
         .collect();
     if !unknown.is_empty() {
         return Some(Denial {
@@ -259,24 +300,28 @@ fn check_quota(
             ),
         });
     }
+    let mut current: Vec<Quantity> = current.into_iter().flatten().collect();
+    for entry in &counted {
+        // Both sorted by name: one merge walk per entry.
+        let mut rows = delta.iter().zip(current.iter_mut()).peekable();
+        for (name, reserved) in entry.reserved.iter() {
+            while rows.next_if(|(row, _)| row.name < name).is_some() {}
+            if let Some((_, slot)) = rows.next_if(|(row, _)| row.name == name) {
+                *slot = slot.saturating_add(*reserved);
+            }
+        }
+    }
 
     let (mut requested, mut in_use, mut limited) = (
         ResourceList::new(),
         ResourceList::new(),
         ResourceList::new(),
     );
-    for (name, increase) in delta.iter() {
-        let Some(hard) = quota.spec.hard.get(name) else {
-            continue;
-        };
-        let current = counted.iter().fold(
-            used.map_or(Quantity::ZERO, |u| u.get_or_zero(name)),
-            |acc, e| acc.saturating_add(e.reserved.get_or_zero(name)),
-        );
-        if current.saturating_add(*increase) > *hard {
-            requested.insert(name, *increase);
-            in_use.insert(name, current);
-            limited.insert(name, *hard);
+    for (row, current) in delta.iter().zip(current) {
+        if current.saturating_add(row.increase) > row.hard {
+            requested.insert(row.name, row.increase);
+            in_use.insert(row.name, current);
+            limited.insert(row.name, row.hard);
         }
     }
     if !requested.is_empty() {
@@ -304,4 +349,532 @@ fn check_quota(
         });
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quota::QuotaSpec;
+    use crate::scope::{PRIORITY_CLASS, RawRequirement, ScopeSelector};
+    use crate::testutil::*;
+
+    const NOW: i64 = 1_000;
+    const TTL: i64 = 60;
+
+    fn mk_quota(name: &str, hard: &[(&str, &str)], used: Option<&[(&str, &str)]>) -> QuotaState {
+        QuotaState {
+            name: name.into(),
+            spec: QuotaSpec {
+                hard: mk_list(hard),
+                scope: ScopeSelector::default(),
+            },
+            used: used.map(mk_list),
+            reservations: Vec::new(),
+        }
+    }
+
+    fn mk_scope(operator: &str, values: &[&str]) -> ScopeSelector {
+        let values: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();
+        let raw = [RawRequirement {
+            scope_name: PRIORITY_CLASS,
+            operator,
+            values: &values,
+        }];
+        ScopeSelector::parse(&raw, "spec.scopeSelector").expect("valid scope")
+    }
+
+    fn mk_req<'a>(old: Option<&'a BindingCharge>, new: &'a BindingCharge) -> AdmissionRequest<'a> {
+        AdmissionRequest {
+            namespace: "team-a",
+            name: "web-deployment",
+            uid: "uid-1",
+            generation: 1,
+            old,
+            new,
+            now: NOW,
+            reservation_ttl: TTL,
+            max_reservations: 1000,
+        }
+    }
+
+    fn mk_entry(
+        uid: &str,
+        generation: i64,
+        reserved: &[(&str, &str)],
+        expiration_time: i64,
+    ) -> Reservation {
+        Reservation {
+            reserved_by: ReservedBy {
+                api_version: BINDING_API_VERSION.into(),
+                kind: BINDING_KIND.into(),
+                name: format!("rb-{uid}"),
+                uid: uid.into(),
+            },
+            generation,
+            reserved: mk_list(reserved),
+            expiration_time,
+        }
+    }
+
+    fn denial(decision: &Decision) -> &Denial {
+        match decision {
+            Decision::Deny(d) => d,
+            Decision::Allow(e) => panic!("expected a denial, got Allow({e:?})"),
+        }
+    }
+
+    fn entries(decision: &Decision) -> &[(String, Reservation)] {
+        match decision {
+            Decision::Allow(e) => e,
+            Decision::Deny(d) => panic!("expected Allow, got {d:?}"),
+        }
+    }
+
+    // --- Karmada's webhook cases, transposed (values in cpu) ---
+
+    #[test]
+    fn denies_create_over_hard() {
+        let quota = mk_quota("compute", &[("cpu", "150m")], Some(&[("cpu", "0")]));
+        let new = mk_cpu_charge(1, "200m");
+        let decision = decide(&[quota], &mk_req(None, &new));
+        assert_eq!(
+            denial(&decision),
+            &Denial {
+                reason: DenyReason::QuotaExceeded,
+                code: 403,
+                message:
+                    "exceeded quota: compute, requested: cpu=200m, used: cpu=0, limited: cpu=150m"
+                        .into(),
+            }
+        );
+    }
+
+    #[test]
+    fn allows_update_within_hard_and_reserves_the_increase() {
+        let quota = mk_quota("compute", &[("cpu", "200m")], Some(&[("cpu", "100m")]));
+        let (old, new) = (mk_cpu_charge(1, "50m"), mk_cpu_charge(1, "100m"));
+        let decision = decide(&[quota], &mk_req(Some(&old), &new));
+        assert_eq!(
+            entries(&decision),
+            [(
+                "compute".to_owned(),
+                Reservation {
+                    reserved_by: ReservedBy {
+                        api_version: "work.karmada.io/v1alpha2".into(),
+                        kind: "ResourceBinding".into(),
+                        name: "web-deployment".into(),
+                        uid: "uid-1".into(),
+                    },
+                    generation: 1,
+                    reserved: mk_list(&[("cpu", "50m")]),
+                    expiration_time: NOW + TTL,
+                }
+            )]
+        );
+    }
+
+    #[test]
+    fn denies_update_whose_increase_exceeds_hard() {
+        let quota = mk_quota("compute", &[("cpu", "100m")], Some(&[("cpu", "0")]));
+        let (old, new) = (mk_cpu_charge(1, "50m"), mk_cpu_charge(2, "80m"));
+        let decision = decide(&[quota], &mk_req(Some(&old), &new));
+        assert_eq!(
+            denial(&decision).message,
+            "exceeded quota: compute, requested: cpu=110m, used: cpu=0, limited: cpu=100m"
+        );
+    }
+
+    #[test]
+    fn charges_components_on_every_target_cluster() {
+        let spec = mk_components(
+            &[
+                ("a", 2, &[("cpu", "25m")], ""),
+                ("b", 1, &[("cpu", "30m")], ""),
+            ],
+            &["member1", "member2"],
+        );
+        let new = mk_charge(&spec);
+        let roomy = mk_quota("compute", &[("cpu", "200m")], Some(&[("cpu", "0")]));
+        let allowed = decide(&[roomy], &mk_req(None, &new));
+        assert_eq!(entries(&allowed)[0].1.reserved, mk_list(&[("cpu", "160m")]));
+        let tight = mk_quota("compute", &[("cpu", "150m")], Some(&[("cpu", "0")]));
+        let denied = decide(&[tight], &mk_req(None, &new));
+        assert_eq!(
+            denial(&denied).message,
+            "exceeded quota: compute, requested: cpu=160m, used: cpu=0, limited: cpu=150m"
+        );
+    }
+
+    #[test]
+    fn allows_scale_down_while_used_is_above_a_lowered_hard() {
+        let quota = mk_quota(
+            "compute",
+            &[("cpu", "100m"), ("pods", "1")],
+            Some(&[("cpu", "300m"), ("pods", "3")]),
+        );
+        let (old, new) = (mk_cpu_charge(3, "100m"), mk_cpu_charge(1, "100m"));
+        assert_eq!(
+            decide(&[quota], &mk_req(Some(&old), &new)),
+            Decision::Allow(Vec::new())
+        );
+    }
+
+    #[test]
+    fn allows_when_the_namespace_has_no_quota() {
+        let new = mk_cpu_charge(100, "8");
+        assert_eq!(
+            decide(&[], &mk_req(None, &new)),
+            Decision::Allow(Vec::new())
+        );
+    }
+
+    #[test]
+    fn allows_identical_old_and_new_without_reservation() {
+        let quota = mk_quota("compute", &[("cpu", "100m")], Some(&[("cpu", "5")]));
+        let (old, new) = (mk_cpu_charge(3, "1"), mk_cpu_charge(3, "1"));
+        assert_eq!(
+            decide(&[quota], &mk_req(Some(&old), &new)),
+            Decision::Allow(Vec::new())
+        );
+    }
+
+    // --- status unknown, must specify ---
+
+    #[test]
+    fn denies_retryably_while_status_is_unknown() {
+        let new = mk_cpu_charge(1, "1");
+        let unsynced = mk_quota("compute", &[("cpu", "10"), ("pods", "10")], None);
+        let d = decide(&[unsynced], &mk_req(None, &new));
+        assert_eq!(
+            denial(&d),
+            &Denial {
+                reason: DenyReason::StatusUnknown,
+                code: 429,
+                message: "status unknown for quota: compute, resources: cpu,pods".into(),
+            }
+        );
+        let partly = mk_quota(
+            "compute",
+            &[("cpu", "10"), ("pods", "10")],
+            Some(&[("cpu", "0")]),
+        );
+        let d = decide(&[partly], &mk_req(None, &new));
+        assert_eq!(
+            denial(&d).message,
+            "status unknown for quota: compute, resources: pods"
+        );
+    }
+
+    #[test]
+    fn denies_a_workload_that_lacks_a_tracked_request() {
+        let new = mk_cpu_charge(1, "1");
+        let quota = mk_quota(
+            "mem",
+            &[("requests.memory", "10Gi")],
+            Some(&[("requests.memory", "0")]),
+        );
+        let d = decide(&[quota], &mk_req(None, &new));
+        assert_eq!(
+            denial(&d),
+            &Denial {
+                reason: DenyReason::MustSpecify,
+                code: 403,
+                message: "must specify memory for ResourceBinding team-a/web-deployment".into(),
+            }
+        );
+        let mut bare = mk_deployment(2, &[], "", &[]);
+        bare.replica_requirements = None;
+        let bare = mk_charge(&bare);
+        let both = mk_quota(
+            "both",
+            &[("cpu", "10"), ("memory", "10Gi")],
+            Some(&[("cpu", "0"), ("memory", "0")]),
+        );
+        let d = decide(&[both], &mk_req(None, &bare));
+        assert_eq!(
+            denial(&d).message,
+            "must specify cpu,memory for ResourceBinding team-a/web-deployment"
+        );
+    }
+
+    #[test]
+    fn does_not_require_requests_a_quota_does_not_track() {
+        let new = mk_cpu_charge(1, "1");
+        let pods = mk_quota("pods", &[("pods", "10")], Some(&[("pods", "0")]));
+        assert!(decide(&[pods], &mk_req(None, &new)).is_allowed());
+    }
+
+    #[test]
+    fn must_specify_only_when_an_update_charges_something() {
+        let quota = || {
+            mk_quota(
+                "compute",
+                &[("cpu", "10"), ("pods", "10")],
+                Some(&[("cpu", "0"), ("pods", "3")]),
+            )
+        };
+        let mk = |replicas, placement: &[(&str, i32)]| {
+            let mut spec = mk_deployment(replicas, &[], "", placement);
+            spec.replica_requirements = None;
+            mk_charge(&spec)
+        };
+        let three = mk(3, &[("m1", 3)]);
+        let moved = mk(3, &[("m2", 3)]);
+        let fewer = mk(2, &[("m1", 2)]);
+        let more = mk(4, &[("m1", 4)]);
+        let same = mk(3, &[("m1", 3)]);
+        assert_eq!(
+            decide(&[quota()], &mk_req(Some(&three), &same)),
+            Decision::Allow(Vec::new())
+        );
+        assert_eq!(
+            decide(&[quota()], &mk_req(Some(&three), &moved)),
+            Decision::Allow(Vec::new())
+        );
+        assert_eq!(
+            decide(&[quota()], &mk_req(Some(&three), &fewer)),
+            Decision::Allow(Vec::new())
+        );
+        let d = decide(&[quota()], &mk_req(Some(&three), &more));
+        assert_eq!(denial(&d).reason, DenyReason::MustSpecify);
+    }
+
+    // --- reservations ---
+
+    #[test]
+    fn the_same_uid_and_generation_twice_replaces_its_entry() {
+        let mut quotas = [mk_quota("compute", &[("cpu", "1")], Some(&[("cpu", "0")]))];
+        let new = mk_cpu_charge(1, "1");
+        let decisions = decide_batch(&mut quotas, &[mk_req(None, &new), mk_req(None, &new)]);
+        assert!(decisions.iter().all(Decision::is_allowed), "{decisions:?}");
+        assert_eq!(quotas[0].reservations.len(), 1);
+    }
+
+    #[test]
+    fn leaves_the_requests_own_entry_out_of_the_sum() {
+        let mut quota = mk_quota("compute", &[("cpu", "1")], Some(&[("cpu", "0")]));
+        quota
+            .reservations
+            .push(mk_entry("uid-1", 1, &[("cpu", "1")], NOW + 30));
+        let new = mk_cpu_charge(1, "1");
+        assert!(decide(std::slice::from_ref(&quota), &mk_req(None, &new)).is_allowed());
+        let other = AdmissionRequest {
+            uid: "uid-2",
+            ..mk_req(None, &new)
+        };
+        let d = decide(&[quota], &other);
+        assert_eq!(
+            denial(&d).message,
+            "exceeded quota: compute, requested: cpu=1, used: cpu=1, limited: cpu=1"
+        );
+    }
+
+    #[test]
+    fn ignores_lapsed_reservations() {
+        let mut quota = mk_quota("compute", &[("cpu", "1")], Some(&[("cpu", "0")]));
+        quota
+            .reservations
+            .push(mk_entry("old", 1, &[("cpu", "1")], NOW));
+        let new = mk_cpu_charge(1, "1");
+        assert!(decide(&[quota], &mk_req(None, &new)).is_allowed());
+    }
+
+    #[test]
+    fn charges_a_binding_newly_entering_scope_in_full() {
+        let mut quota = mk_quota("high", &[("cpu", "10")], Some(&[("cpu", "0")]));
+        quota.spec.scope = mk_scope("In", &["high"]);
+        let old = mk_charge(&mk_deployment(2, &[("cpu", "1")], "", &[]));
+        let new = mk_charge(&mk_deployment(2, &[("cpu", "1")], "high", &[]));
+        let d = decide(std::slice::from_ref(&quota), &mk_req(Some(&old), &new));
+        assert_eq!(entries(&d)[0].1.reserved, mk_list(&[("cpu", "2")]));
+        // Leaving the scope charges nothing.
+        assert_eq!(
+            decide(&[quota], &mk_req(Some(&new), &old)),
+            Decision::Allow(Vec::new())
+        );
+    }
+
+    #[test]
+    fn the_first_failing_quota_by_name_decides_the_message() {
+        let new = mk_cpu_charge(1, "2");
+        let wide = mk_quota("a-wide", &[("cpu", "10")], Some(&[("cpu", "0")]));
+        let tight = mk_quota("b-tight", &[("cpu", "1")], Some(&[("cpu", "0")]));
+        let d = decide(&[tight.clone(), wide], &mk_req(None, &new));
+        assert!(
+            denial(&d).message.starts_with("exceeded quota: b-tight,"),
+            "{d:?}"
+        );
+        let also_tight = mk_quota("a-tight", &[("cpu", "1")], Some(&[("cpu", "0")]));
+        let d = decide(&[tight, also_tight], &mk_req(None, &new));
+        assert!(
+            denial(&d).message.starts_with("exceeded quota: a-tight,"),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn writes_entries_in_quota_name_order_only_for_non_zero_deltas() {
+        let quotas = [
+            mk_quota(
+                "z-cpu",
+                &[("cpu", "10"), ("memory", "1Gi")],
+                Some(&[("cpu", "0"), ("memory", "0")]),
+            ),
+            mk_quota("m-pods", &[("pods", "10")], Some(&[("pods", "1")])),
+            mk_quota(
+                "a-cpu",
+                &[("requests.cpu", "10")],
+                Some(&[("requests.cpu", "0")]),
+            ),
+        ];
+        let old = mk_charge(&mk_deployment(
+            1,
+            &[("cpu", "1"), ("memory", "1Gi")],
+            "",
+            &[],
+        ));
+        let new = mk_charge(&mk_deployment(
+            1,
+            &[("cpu", "2"), ("memory", "1Gi")],
+            "",
+            &[],
+        ));
+        let d = decide(&quotas, &mk_req(Some(&old), &new));
+        let written: Vec<(&str, String)> = entries(&d)
+            .iter()
+            .map(|(q, e)| (q.as_str(), e.reserved.to_string()))
+            .collect();
+        assert_eq!(
+            written,
+            [
+                ("a-cpu", "requests.cpu=1".to_owned()),
+                ("z-cpu", "cpu=1".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn refuses_new_entries_at_max_reservations() {
+        let mut quota = mk_quota("compute", &[("cpu", "10")], Some(&[("cpu", "0")]));
+        quota.reservations = vec![
+            mk_entry("x", 1, &[("cpu", "1")], NOW + 10),
+            mk_entry("y", 1, &[("cpu", "1")], NOW + 10),
+            mk_entry("lapsed", 1, &[("cpu", "1")], NOW - 1),
+        ];
+        let new = mk_cpu_charge(1, "1");
+        let at_max = AdmissionRequest {
+            max_reservations: 2,
+            ..mk_req(None, &new)
+        };
+        let d = decide(std::slice::from_ref(&quota), &at_max);
+        assert_eq!(
+            denial(&d),
+            &Denial {
+                reason: DenyReason::TooManyReservations,
+                code: 429,
+                message: "quota compute holds 2 pending reservations (the maximum is 2); retry \
+                          once the controller has observed them"
+                    .into(),
+            }
+        );
+        // Replacing its own entry does not grow the list.
+        quota.reservations[1] = mk_entry("uid-1", 1, &[("cpu", "1")], NOW + 10);
+        assert!(decide(&[quota], &at_max).is_allowed());
+    }
+
+    #[test]
+    fn batch_admits_until_hard_then_denies() {
+        let mut quotas = [mk_quota("compute", &[("cpu", "2")], Some(&[("cpu", "0")]))];
+        let new = mk_cpu_charge(1, "1");
+        let reqs = [
+            AdmissionRequest {
+                uid: "u1",
+                name: "rb1",
+                ..mk_req(None, &new)
+            },
+            AdmissionRequest {
+                uid: "u2",
+                name: "rb2",
+                ..mk_req(None, &new)
+            },
+            AdmissionRequest {
+                uid: "u3",
+                name: "rb3",
+                ..mk_req(None, &new)
+            },
+        ];
+        let decisions = decide_batch(&mut quotas, &reqs);
+        assert!(decisions[0].is_allowed());
+        assert!(decisions[1].is_allowed());
+        assert_eq!(
+            denial(&decisions[2]).message,
+            "exceeded quota: compute, requested: cpu=1, used: cpu=2, limited: cpu=2"
+        );
+        assert_eq!(quotas[0].reservations.len(), 2);
+    }
+
+    #[test]
+    fn deny_reasons_have_status_strings() {
+        assert_eq!(DenyReason::QuotaExceeded.as_str(), "QuotaExceeded");
+        assert_eq!(
+            DenyReason::TooManyReservations.as_str(),
+            "TooManyReservations"
+        );
+    }
+
+    mod properties {
+        use super::*;
+        use crate::ledger::effective_usage;
+        use crate::quantity::Format;
+        use proptest::prelude::*;
+
+        fn milli(m: i64) -> String {
+            format!("{m}m")
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            #[test]
+            fn a_pure_scale_down_is_never_charged(
+                cpu in 1i64..4000, old_r in 0i32..50, shrink in 0i32..50,
+                hard in 0i64..10_000, used in 0i64..20_000, split in 0i32..50,
+            ) {
+                let new_r = old_r - shrink.min(old_r);
+                let split_old = split.min(old_r);
+                let split_new = split_old.min(new_r);
+                let old = mk_charge(&mk_deployment(old_r, &[("cpu", &milli(cpu))], "", &[("m1", split_old), ("m2", old_r - split_old)]));
+                let new = mk_charge(&mk_deployment(new_r, &[("cpu", &milli(cpu))], "", &[("m1", split_new), ("m2", new_r - split_new)]));
+                let quota = mk_quota("q", &[("cpu", &milli(hard)), ("pods", "1")], Some(&[("cpu", &milli(used)), ("pods", "9")]));
+                prop_assert_eq!(decide(&[quota], &mk_req(Some(&old), &new)), Decision::Allow(Vec::new()));
+            }
+
+            #[test]
+            fn a_batch_never_lets_effective_usage_exceed_hard(
+                hard in 0i64..10_000, used_pct in 0i64..=100,
+                reqs in proptest::collection::vec((1i64..3000, 1i32..5, any::<bool>()), 1..12),
+            ) {
+                let used = hard * used_pct / 100;
+                let mut quotas = [mk_quota("q", &[("cpu", &milli(hard))], Some(&[("cpu", &milli(used))]))];
+                let charges: Vec<(BindingCharge, BindingCharge)> = reqs
+                    .iter()
+                    .map(|(cpu, r, _)| (mk_cpu_charge(*r, &milli(*cpu)), mk_cpu_charge(r + 1, &milli(*cpu))))
+                    .collect();
+                let uids: Vec<String> = (0..reqs.len()).map(|i| format!("uid-{i}")).collect();
+                let batch: Vec<AdmissionRequest<'_>> = charges
+                    .iter()
+                    .zip(&reqs)
+                    .zip(&uids)
+                    .map(|(((small, big), (_, _, update)), uid)| AdmissionRequest {
+                        uid,
+                        ..if *update { mk_req(Some(small), big) } else { mk_req(None, small) }
+                    })
+                    .collect();
+                decide_batch(&mut quotas, &batch);
+                let effective = effective_usage(&mk_list(&[("cpu", &milli(used))]), &quotas[0].reservations, NOW, None);
+                let limit = Quantity::from_milli(hard, Format::DecimalSI);
+                prop_assert!(effective.get_or_zero("cpu") <= limit, "{} > {}", effective, limit);
+            }
+        }
+    }
 }

@@ -75,3 +75,92 @@ pub fn prune(
         .cloned()
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quota::ReservedBy;
+    use crate::testutil::mk_list;
+
+    fn mk_entry(uid: &str, generation: i64, cpu: &str, expiration_time: i64) -> Reservation {
+        Reservation {
+            reserved_by: ReservedBy {
+                api_version: "work.karmada.io/v1alpha2".into(),
+                kind: "ResourceBinding".into(),
+                name: format!("rb-{uid}"),
+                uid: uid.into(),
+            },
+            generation,
+            reserved: mk_list(&[("cpu", cpu)]),
+            expiration_time,
+        }
+    }
+
+    #[test]
+    fn effective_usage_adds_live_entries_except_the_own_one() {
+        let used = mk_list(&[("cpu", "1"), ("pods", "2")]);
+        let entries = [
+            mk_entry("a", 1, "500m", 100),
+            mk_entry("b", 3, "250m", 100),
+            mk_entry("c", 1, "4", 50), // lapsed at now = 50
+        ];
+        let all = effective_usage(&used, &entries, 50, None);
+        assert_eq!(all, mk_list(&[("cpu", "1750m"), ("pods", "2")]));
+        let without_b = effective_usage(&used, &entries, 50, Some(("b", 3)));
+        assert_eq!(without_b, mk_list(&[("cpu", "1500m"), ("pods", "2")]));
+        // Another generation of b is a different entry: still counted.
+        let other_generation = effective_usage(&used, &entries, 50, Some(("b", 2)));
+        assert_eq!(other_generation, all);
+    }
+
+    #[test]
+    fn upsert_replaces_the_same_uid_and_generation() {
+        let mut entries = vec![mk_entry("a", 1, "1", 100)];
+        upsert(&mut entries, mk_entry("a", 1, "2", 160));
+        assert_eq!(entries, [mk_entry("a", 1, "2", 160)]);
+        upsert(&mut entries, mk_entry("a", 2, "1", 170));
+        upsert(&mut entries, mk_entry("b", 1, "1", 170));
+        assert_eq!(entries.len(), 3);
+    }
+
+    #[test]
+    fn prune_drops_observed_deleted_and_expired_entries() {
+        let now = 100;
+        // (observation, entry generation, expiration, kept)
+        let table = [
+            (Observation::Seen(2), 2, 200, false), // observed at the entry's generation
+            (Observation::Seen(3), 2, 200, false), // observed later
+            (Observation::Seen(1), 2, 200, true),  // observed earlier: not in used yet
+            (Observation::Deleted, 2, 200, false),
+            (Observation::NotSeen, 2, 200, true), // the race reservations exist for
+            (Observation::NotSeen, 2, 100, false), // expired (expiration ≤ now)
+            (Observation::Seen(1), 2, 99, false),
+        ];
+        for (observation, generation, expiration, kept) in table {
+            let entries = [mk_entry("a", generation, "1", expiration)];
+            let pruned = prune(&entries, |_| observation, now);
+            assert_eq!(
+                pruned.len(),
+                usize::from(kept),
+                "{observation:?} gen {generation} exp {expiration}"
+            );
+        }
+    }
+
+    #[test]
+    fn prune_asks_about_each_entry_by_uid() {
+        let entries = [mk_entry("seen", 1, "1", 200), mk_entry("new", 1, "1", 200)];
+        let pruned = prune(
+            &entries,
+            |uid| {
+                if uid == "seen" {
+                    Observation::Seen(1)
+                } else {
+                    Observation::NotSeen
+                }
+            },
+            100,
+        );
+        assert_eq!(pruned, [mk_entry("new", 1, "1", 200)]);
+    }
+}

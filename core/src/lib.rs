@@ -30,5 +30,8 @@ pub mod scope;
 pub mod status;
 pub mod usage;
 
+#[cfg(test)]
+mod testutil;
+
 pub use quantity::{Format, Quantity, QuantityError};
 pub use resources::ResourceList;

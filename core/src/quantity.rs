@@ -31,10 +31,10 @@
 //! A value is an `i128` count of nano units (10⁻⁹), so every parsed value is exact.
 //! Kubernetes stores an arbitrary-precision `inf.Dec`; we deliberately **cap parsed
 //! magnitudes at 2⁶³−1 units** ([`Quantity::MAX_UNITS`], what fits Kubernetes' `int64`
-//! `Value()`), i.e. at most 9 223 372 036 854 775 807 × 10⁹ nanos. With that cap, sums of
-//! more than 18 billion maximal quota values still fit an `i128`, so the quota arithmetic
-//! of this project can never overflow in practice; arithmetic nonetheless saturates at
-//! the `i128` bounds instead of wrapping.
+//! `Value()`), i.e. at most 9 223 372 036 854 775 807 × 10⁹ nanos. With that cap, about
+//! 18 billion maximal values can be summed before an `i128` would overflow, so the quota
+//! arithmetic of this project cannot overflow in practice; arithmetic nonetheless
+//! saturates at the `i128` bounds instead of wrapping.
 //!
 //! # Deliberate deviations from Kubernetes
 //!
@@ -62,9 +62,9 @@
 //! # Why not a crate
 //!
 //! No maintained crate implements these semantics without the kube stack:
-//! `kube_quantity` wraps `k8s-openapi` types over `rust_decimal`, does not canonicalise
-//! (`2.5Gi` stays `2.5Gi`, Kubernetes prints `2560Mi`) and differs in rounding and
-//! rejects; `k8s_quantity_parser` only converts to integers. This crate must stay free of
+//! `kube_quantity` (0.9) wraps `k8s-openapi` types over `rust_decimal` and does not
+//! canonicalise (its docs print `2.5Gi` back as `2.5Gi`; Kubernetes prints `2560Mi`);
+//! `k8s_quantity_parser` only converts to integers. This crate must stay free of
 //! kube and k8s-openapi, so the semantics are implemented here, with Kubernetes' own
 //! test vectors.
 

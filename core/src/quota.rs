@@ -135,3 +135,128 @@ pub fn validate_spec<'a>(
         Err(errors)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scope::{Operator, PRIORITY_CLASS};
+
+    fn mk_errors(hard: &[(&str, &str)]) -> Vec<String> {
+        validate_spec(hard.iter().copied(), &[])
+            .expect_err("invalid spec")
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn accepts_the_example_quota() {
+        let values = vec!["batch".to_owned()];
+        let scope = [RawRequirement {
+            scope_name: PRIORITY_CLASS,
+            operator: "NotIn",
+            values: &values,
+        }];
+        let spec = validate_spec(
+            [
+                ("requests.cpu", "100"),
+                ("requests.memory", "200Gi"),
+                ("requests.nvidia.com/gpu", "8"),
+                ("pods", "500"),
+                ("count/deployments.apps", "50"),
+            ],
+            &scope,
+        )
+        .expect("valid spec");
+        assert_eq!(
+            spec.hard.to_string(),
+            "count/deployments.apps=50,pods=500,requests.cpu=100,requests.memory=200Gi,\
+             requests.nvidia.com/gpu=8"
+        );
+        assert_eq!(spec.scope.requirements.len(), 1);
+        assert_eq!(spec.scope.requirements[0].operator, Operator::NotIn);
+    }
+
+    #[test]
+    fn refuses_limits_with_the_reason() {
+        assert_eq!(
+            mk_errors(&[("limits.cpu", "2")]),
+            [
+                "spec.hard[limits.cpu]: Invalid value: \"limits.cpu\": a ResourceBinding carries \
+                 requests only; limits cannot be enforced"
+            ]
+        );
+    }
+
+    #[test]
+    fn refuses_a_bare_extended_name_with_the_name_to_use() {
+        assert_eq!(
+            mk_errors(&[("nvidia.com/gpu", "8")]),
+            [
+                "spec.hard[nvidia.com/gpu]: Invalid value: \"nvidia.com/gpu\": an extended \
+                 resource is limited through its requests: use requests.nvidia.com/gpu"
+            ]
+        );
+    }
+
+    #[test]
+    fn refuses_invalid_names() {
+        assert_eq!(
+            mk_errors(&[("foo", "1")]),
+            ["spec.hard[foo]: Invalid value: \"foo\": must be a standard resource for quota"]
+        );
+    }
+
+    #[test]
+    fn refuses_bad_negative_and_fractional_quantities() {
+        assert_eq!(
+            mk_errors(&[("cpu", "1.1.M")]),
+            [
+                "spec.hard[cpu]: Invalid value: \"1.1.M\": quantities must match the regular \
+                 expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+            ]
+        );
+        assert_eq!(
+            mk_errors(&[("memory", "-1Gi")]),
+            ["spec.hard[memory]: Invalid value: \"-1Gi\": must be greater than or equal to 0"]
+        );
+        assert_eq!(
+            mk_errors(&[("pods", "1500m")]),
+            ["spec.hard[pods]: Invalid value: \"1500m\": must be an integer"]
+        );
+        assert_eq!(
+            mk_errors(&[("requests.nvidia.com/gpu", "0.5")]),
+            ["spec.hard[requests.nvidia.com/gpu]: Invalid value: \"0.5\": must be an integer"]
+        );
+    }
+
+    #[test]
+    fn reports_every_error_at_once() {
+        let none: Vec<String> = Vec::new();
+        let scope = [RawRequirement {
+            scope_name: PRIORITY_CLASS,
+            operator: "In",
+            values: &none,
+        }];
+        let errors = validate_spec(
+            [
+                ("limits.memory", "1Gi"),
+                ("cpu", "x"),
+                ("count/jobs.batch", "1.5"),
+                ("pods", "2"),
+            ],
+            &scope,
+        )
+        .expect_err("invalid");
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.hard[limits.memory]",
+                "spec.hard[cpu]",
+                "spec.hard[count/jobs.batch]",
+                "spec.scopeSelector.matchExpressions[0].values",
+            ]
+        );
+    }
+}

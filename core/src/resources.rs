@@ -294,23 +294,12 @@ pub fn is_integer_resource(name: &str) -> bool {
     is_extended(bare)
 }
 
-/// The quota names a per-replica (or per-container) request name is charged under
-/// (design §3): compute names count bare and as `requests.<name>`, anything else
-/// (extended resources) as `requests.<name>` only; a name already `requests.*` stays.
-fn expanded_names(name: &str) -> (Option<&str>, std::borrow::Cow<'_, str>) {
-    if name.starts_with(REQUESTS_PREFIX) {
-        (None, std::borrow::Cow::Borrowed(name))
-    } else if is_compute(name) {
-        (
-            Some(name),
-            std::borrow::Cow::Owned(format!("{REQUESTS_PREFIX}{name}")),
-        )
-    } else {
-        (
-            None,
-            std::borrow::Cow::Owned(format!("{REQUESTS_PREFIX}{name}")),
-        )
-    }
+/// `requests.<name>`, without the formatting machinery (this runs per binding).
+fn requests_name(name: &str) -> String {
+    let mut out = String::with_capacity(REQUESTS_PREFIX.len() + name.len());
+    out.push_str(REQUESTS_PREFIX);
+    out.push_str(name);
+    out
 }
 
 /// Expand a per-replica request into quota names (design §3): `cpu` → `cpu` and
@@ -319,11 +308,20 @@ fn expanded_names(name: &str) -> (Option<&str>, std::borrow::Cow<'_, str>) {
 pub fn expand_request(per_replica: &ResourceList) -> ResourceList {
     let mut out = ResourceList::new();
     for (name, q) in per_replica.iter() {
-        let (bare, requests) = expanded_names(name);
-        if let Some(bare) = bare {
-            out.add_one(bare, *q);
+        if name.starts_with(REQUESTS_PREFIX) {
+            out.add_one(name, *q);
+            continue;
         }
-        out.add_one(&requests, *q);
+        if is_compute(name) {
+            out.add_one(name, *q);
+        }
+        let requests = requests_name(name);
+        match out.0.get_mut(&requests) {
+            Some(v) => *v = v.saturating_add(*q),
+            None => {
+                out.0.insert(requests, *q);
+            }
+        }
     }
     out
 }
@@ -391,8 +389,39 @@ impl ResourceList {
 
     /// `self += other`, name by name (names only in `other` are added).
     pub fn add_assign(&mut self, other: &ResourceList) {
-        for (name, q) in other.iter() {
-            self.add_one(name, *q);
+        self.merge_add(other, |q| q);
+    }
+
+    /// `self += other × n`, name by name (names only in `other` are added); saturating.
+    pub fn add_scaled(&mut self, other: &ResourceList, n: i64) {
+        self.merge_add(other, |q| q.saturating_mul(n));
+    }
+
+    /// Add `f(value)` of every entry of `other`. Both maps are sorted, so existing names are
+    /// updated in one merge walk instead of a search per name (the controller runs this for
+    /// every binding of a namespace).
+    fn merge_add(&mut self, other: &ResourceList, f: impl Fn(Quantity) -> Quantity) {
+        let mut missing = Vec::new();
+        let mut theirs = other.0.iter().peekable();
+        for (name, value) in self.0.iter_mut() {
+            while let Some((their_name, their_value)) = theirs.peek() {
+                match their_name.as_str().cmp(name) {
+                    std::cmp::Ordering::Less => missing.extend(theirs.next()),
+                    std::cmp::Ordering::Equal => {
+                        *value = value.saturating_add(f(**their_value));
+                        theirs.next();
+                        break;
+                    }
+                    std::cmp::Ordering::Greater => break,
+                }
+            }
+            if theirs.peek().is_none() {
+                break;
+            }
+        }
+        missing.extend(theirs);
+        for (name, value) in missing {
+            self.0.insert(name.clone(), f(*value));
         }
     }
 
@@ -405,12 +434,11 @@ impl ResourceList {
 
     /// Per name of `self`: `max(0, self − other)` (absent in `other` = zero).
     pub fn sub_clamped(&self, other: &ResourceList) -> ResourceList {
-        ResourceList(
-            self.0
-                .iter()
-                .map(|(k, v)| (k.clone(), v.sub_clamped(other.get_or_zero(k))))
-                .collect(),
-        )
+        let mut out = self.clone();
+        for (name, value) in out.0.iter_mut() {
+            *value = value.sub_clamped(other.get_or_zero(name));
+        }
+        out
     }
 
     /// Per name of either: the larger value (absent = zero).
@@ -440,12 +468,16 @@ impl ResourceList {
 
     /// Every value multiplied by `n` (saturating).
     pub fn scaled(&self, n: i64) -> ResourceList {
-        ResourceList(
-            self.0
-                .iter()
-                .map(|(k, v)| (k.clone(), v.saturating_mul(n)))
-                .collect(),
-        )
+        let mut out = self.clone();
+        out.scale(n);
+        out
+    }
+
+    /// Multiply every value by `n` in place (saturating).
+    pub fn scale(&mut self, n: i64) {
+        for value in self.0.values_mut() {
+            *value = value.saturating_mul(n);
+        }
     }
 
     /// Names (sorted) whose value in `self` is above the value in `hard`; names `hard`
@@ -517,5 +549,270 @@ impl<'a> IntoIterator for &'a ResourceList {
     type IntoIter = std::collections::btree_map::Iter<'a, String, Quantity>;
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).expect("test quantity")
+    }
+
+    fn mk_list(entries: &[(&str, &str)]) -> ResourceList {
+        ResourceList::parse_map(entries.iter().copied()).expect("test list")
+    }
+
+    #[test]
+    fn classifies_accepted_names() {
+        let table = [
+            ("cpu", NameKind::Compute),
+            ("memory", NameKind::Compute),
+            ("ephemeral-storage", NameKind::Compute),
+            ("hugepages-2Mi", NameKind::Compute),
+            ("requests.cpu", NameKind::Requests),
+            ("requests.memory", NameKind::Requests),
+            ("requests.ephemeral-storage", NameKind::Requests),
+            ("requests.hugepages-1Gi", NameKind::Requests),
+            ("requests.nvidia.com/gpu", NameKind::Requests),
+            ("limits.cpu", NameKind::Limits),
+            ("limits.nvidia.com/gpu", NameKind::Limits),
+            ("pods", NameKind::Pods),
+            ("count/deployments.apps", NameKind::ObjectCount),
+            ("count/pods", NameKind::ObjectCount),
+            (
+                "count/flinkdeployments.flink.apache.org",
+                NameKind::ObjectCount,
+            ),
+            ("services", NameKind::LegacyObjectCount),
+            ("secrets", NameKind::LegacyObjectCount),
+            ("configmaps", NameKind::LegacyObjectCount),
+            ("persistentvolumeclaims", NameKind::LegacyObjectCount),
+            ("replicationcontrollers", NameKind::LegacyObjectCount),
+            ("resourcequotas", NameKind::LegacyObjectCount),
+            ("nvidia.com/gpu", NameKind::BareExtended),
+            ("example.com/foo", NameKind::BareExtended),
+        ];
+        for (name, kind) in table {
+            assert_eq!(classify(name), Ok(kind), "{name}");
+        }
+    }
+
+    #[test]
+    fn rejects_invalid_names_with_a_reason() {
+        let table = [
+            ("foo", "must be a standard resource for quota"),
+            ("requests.foo", "must be a standard resource for quota"),
+            ("limits.foo", "must be a standard resource for quota"),
+            (
+                "hugepages-",
+                "name part must consist of alphanumeric characters",
+            ),
+            ("storage", "use requests.storage"),
+            (
+                "requests.storage",
+                "does not carry a PersistentVolumeClaim's storage request",
+            ),
+            ("services.nodeports", "cannot be enforced"),
+            ("services.loadbalancers", "cannot be enforced"),
+            (
+                "gold.storageclass.storage.k8s.io/requests.storage",
+                "storage class",
+            ),
+            ("gpu.deviceclass.resource.k8s.io/devices", "device claims"),
+            ("kubernetes.io/foo", "kubernetes.io/ namespace"),
+            ("requests.kubernetes.io/foo", "kubernetes.io/ namespace"),
+            (
+                "requests.node.kubernetes.io/foo",
+                "kubernetes.io/ namespace",
+            ),
+            (
+                "Example.com/foo",
+                "prefix part must be a lowercase RFC 1123 subdomain",
+            ),
+            (
+                "example..com/foo",
+                "prefix part must be a lowercase RFC 1123 subdomain",
+            ),
+            ("/foo", "prefix part must be non-empty"),
+            ("example.com/", "name part must be non-empty"),
+            ("a/b/c", "a single '/'"),
+            ("cpu ", "name part must consist of alphanumeric characters"),
+            ("-cpu", "name part must consist of alphanumeric characters"),
+            ("", "name part must be non-empty"),
+        ];
+        for (name, reason) in table {
+            let e = classify(name).expect_err(name);
+            assert!(e.0.contains(reason), "{name:?}: {e}");
+        }
+        let long = format!("example.com/{}", "a".repeat(64));
+        assert!(
+            classify(&long)
+                .expect_err("long")
+                .0
+                .contains("no more than 63")
+        );
+    }
+
+    #[test]
+    fn integer_resources_are_counts_and_extended_resources() {
+        let table = [
+            ("pods", true),
+            ("services", true),
+            ("configmaps", true),
+            ("resourcequotas", true),
+            ("count/deployments.apps", true),
+            ("count/pods", true),
+            ("nvidia.com/gpu", true),
+            ("requests.nvidia.com/gpu", true),
+            ("cpu", false),
+            ("requests.cpu", false),
+            ("memory", false),
+            ("hugepages-2Mi", false),
+            ("requests.hugepages-2Mi", false),
+            ("ephemeral-storage", false),
+            ("limits.cpu", false),
+            ("requests.kubernetes.io/foo", false),
+        ];
+        for (name, integer) in table {
+            assert_eq!(is_integer_resource(name), integer, "{name}");
+        }
+    }
+
+    #[test]
+    fn expands_requests_into_quota_names() {
+        let per_replica = mk_list(&[
+            ("cpu", "500m"),
+            ("memory", "256Mi"),
+            ("ephemeral-storage", "1Gi"),
+            ("hugepages-2Mi", "4Mi"),
+            ("nvidia.com/gpu", "1"),
+            ("requests.example.com/fpga", "2"),
+        ]);
+        let expected = mk_list(&[
+            ("cpu", "500m"),
+            ("requests.cpu", "500m"),
+            ("memory", "256Mi"),
+            ("requests.memory", "256Mi"),
+            ("ephemeral-storage", "1Gi"),
+            ("requests.ephemeral-storage", "1Gi"),
+            ("hugepages-2Mi", "4Mi"),
+            ("requests.hugepages-2Mi", "4Mi"),
+            ("requests.nvidia.com/gpu", "1"),
+            ("requests.example.com/fpga", "2"),
+        ]);
+        assert_eq!(expand_request(&per_replica), expected);
+    }
+
+    #[test]
+    fn formats_sorted_canonical_without_spaces() {
+        let list = mk_list(&[("pods", "2"), ("cpu", "2000m"), ("memory", "1.5Gi")]);
+        assert_eq!(list.to_string(), "cpu=2,memory=1536Mi,pods=2");
+        assert_eq!(ResourceList::new().to_string(), "");
+    }
+
+    #[test]
+    fn adds_name_by_name() {
+        let mut a = mk_list(&[("cpu", "1"), ("pods", "1")]);
+        a.add_assign(&mk_list(&[("cpu", "500m"), ("memory", "1Gi")]));
+        assert_eq!(
+            a,
+            mk_list(&[("cpu", "1500m"), ("memory", "1Gi"), ("pods", "1")])
+        );
+        let b = mk_list(&[("cpu", "1")]).plus(&mk_list(&[("cpu", "1")]));
+        assert_eq!(b.get("cpu"), Some(&q("2")));
+        let mut c = mk_list(&[("memory", "1Gi"), ("pods", "1")]);
+        c.add_scaled(
+            &mk_list(&[("cpu", "250m"), ("pods", "1"), ("zz.io/x", "1")]),
+            4,
+        );
+        assert_eq!(
+            c,
+            mk_list(&[
+                ("cpu", "1"),
+                ("memory", "1Gi"),
+                ("pods", "5"),
+                ("zz.io/x", "4")
+            ])
+        );
+    }
+
+    #[test]
+    fn subtracts_clamped_at_zero_per_name_of_self() {
+        let a = mk_list(&[("cpu", "1"), ("memory", "1Gi"), ("pods", "3")]);
+        let b = mk_list(&[("cpu", "2"), ("pods", "1"), ("services", "4")]);
+        assert_eq!(
+            a.sub_clamped(&b),
+            mk_list(&[("cpu", "0"), ("memory", "1Gi"), ("pods", "2")])
+        );
+    }
+
+    #[test]
+    fn max_takes_the_larger_value_of_either() {
+        let a = mk_list(&[("cpu", "1"), ("memory", "1Gi")]);
+        let b = mk_list(&[("cpu", "2"), ("memory", "512Mi"), ("pods", "1")]);
+        assert_eq!(
+            a.max(&b),
+            mk_list(&[("cpu", "2"), ("memory", "1Gi"), ("pods", "1")])
+        );
+    }
+
+    #[test]
+    fn restricts_scales_and_selects() {
+        let a = mk_list(&[("cpu", "250m"), ("memory", "1Gi"), ("pods", "1")]);
+        let mask = mk_list(&[("cpu", "0"), ("services", "1")]);
+        assert_eq!(a.restricted_to(&mask), mk_list(&[("cpu", "250m")]));
+        assert_eq!(
+            a.scaled(4),
+            mk_list(&[("cpu", "1"), ("memory", "4Gi"), ("pods", "4")])
+        );
+        assert_eq!(a.select(["pods", "nothing"]), mk_list(&[("pods", "1")]));
+        assert_eq!(a.scaled(0).without_zeros(), ResourceList::new());
+    }
+
+    #[test]
+    fn zero_and_empty() {
+        assert!(ResourceList::new().is_zero());
+        assert!(ResourceList::new().is_empty());
+        let zeros = mk_list(&[("cpu", "0"), ("pods", "0")]);
+        assert!(zeros.is_zero());
+        assert!(!zeros.is_empty());
+        assert_eq!(zeros.len(), 2);
+        assert!(!mk_list(&[("cpu", "1n")]).is_zero());
+    }
+
+    #[test]
+    fn exceeds_lists_names_above_hard_only() {
+        let usage = mk_list(&[("cpu", "3"), ("memory", "1Gi"), ("pods", "9")]);
+        let hard = mk_list(&[("cpu", "2"), ("memory", "1Gi")]);
+        assert_eq!(usage.exceeds(&hard), vec!["cpu".to_owned()]);
+    }
+
+    #[test]
+    fn parse_map_names_the_bad_entry() {
+        let (name, _) =
+            ResourceList::parse_map([("cpu", "1"), ("memory", "1.1.M")]).expect_err("bad quantity");
+        assert_eq!(name, "memory");
+        assert!(ResourceList::parse_map([("cpu", " 1")]).is_err());
+    }
+
+    #[test]
+    fn accessors_see_names_in_order() {
+        let list = mk_list(&[("pods", "1"), ("cpu", "1")]);
+        assert!(list.contains("cpu"));
+        assert!(!list.contains("memory"));
+        assert_eq!(list.names().collect::<Vec<_>>(), ["cpu", "pods"]);
+        assert_eq!(list.iter().count(), 2);
+        assert_eq!(list.get_or_zero("memory"), Quantity::ZERO);
+    }
+
+    #[test]
+    fn serde_is_a_map_of_canonical_strings() {
+        let list = mk_list(&[("cpu", "1.5"), ("pods", "2")]);
+        let json = serde_json::to_string(&list).expect("serialize");
+        assert_eq!(json, r#"{"cpu":"1500m","pods":"2"}"#);
+        let back: ResourceList = serde_json::from_str(r#"{"cpu":"1500m","pods":2}"#).expect("de");
+        assert_eq!(back, list);
     }
 }

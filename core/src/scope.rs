@@ -167,3 +167,121 @@ impl ScopeSelector {
         self.requirements.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mk_values(values: &[&str]) -> Vec<String> {
+        values.iter().map(|v| (*v).to_owned()).collect()
+    }
+
+    fn mk_selector(exprs: &[(&str, &[&str])]) -> ScopeSelector {
+        let values: Vec<Vec<String>> = exprs.iter().map(|(_, v)| mk_values(v)).collect();
+        let raw: Vec<RawRequirement<'_>> = exprs
+            .iter()
+            .zip(&values)
+            .map(|((op, _), values)| RawRequirement {
+                scope_name: PRIORITY_CLASS,
+                operator: op,
+                values,
+            })
+            .collect();
+        ScopeSelector::parse(&raw, "spec.scopeSelector").expect("valid selector")
+    }
+
+    #[test]
+    fn operators_follow_kubernetes_semantics() {
+        // (operator, values, priority class, matches)
+        let table: [(&str, &[&str], &str, bool); 12] = [
+            ("In", &["high"], "high", true),
+            ("In", &["high"], "low", false),
+            ("In", &["high"], "", false),
+            ("NotIn", &["batch"], "high", true),
+            ("NotIn", &["batch"], "batch", false),
+            ("NotIn", &["batch"], "", true),
+            ("Exists", &[], "high", true),
+            ("Exists", &[], "", false),
+            ("DoesNotExist", &[], "", true),
+            ("DoesNotExist", &[], "high", false),
+            ("In", &["high", "low"], "low", true),
+            ("NotIn", &["high", "low"], "low", false),
+        ];
+        for (op, values, class, expected) in table {
+            let selector = mk_selector(&[(op, values)]);
+            assert_eq!(
+                selector.matches(class),
+                expected,
+                "{op} {values:?} on {class:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_selector_matches_everything() {
+        let selector = mk_selector(&[]);
+        assert!(selector.is_empty());
+        assert!(selector.matches(""));
+        assert!(selector.matches("batch"));
+    }
+
+    #[test]
+    fn all_requirements_must_match() {
+        let selector = mk_selector(&[("Exists", &[]), ("NotIn", &["batch"])]);
+        assert!(!selector.is_empty());
+        assert!(selector.matches("high"));
+        assert!(!selector.matches("batch"));
+        assert!(!selector.matches(""));
+    }
+
+    #[test]
+    fn parse_reports_every_error_with_its_field() {
+        let none: Vec<String> = Vec::new();
+        let some = mk_values(&["high"]);
+        let empty = mk_values(&[""]);
+        let raw = [
+            RawRequirement {
+                scope_name: "Terminating",
+                operator: "In",
+                values: &some,
+            },
+            RawRequirement {
+                scope_name: PRIORITY_CLASS,
+                operator: "Gt",
+                values: &some,
+            },
+            RawRequirement {
+                scope_name: PRIORITY_CLASS,
+                operator: "NotIn",
+                values: &none,
+            },
+            RawRequirement {
+                scope_name: PRIORITY_CLASS,
+                operator: "Exists",
+                values: &some,
+            },
+            RawRequirement {
+                scope_name: PRIORITY_CLASS,
+                operator: "In",
+                values: &empty,
+            },
+        ];
+        let errors = ScopeSelector::parse(&raw, "spec.scopeSelector").expect_err("invalid");
+        let rendered: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            rendered,
+            [
+                "spec.scopeSelector.matchExpressions[0].scopeName: Unsupported value: \
+                 \"Terminating\": supported values: \"PriorityClass\"",
+                "spec.scopeSelector.matchExpressions[1].operator: Unsupported value: \"Gt\": \
+                 supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\"",
+                "spec.scopeSelector.matchExpressions[2].values: Required value: must be at \
+                 least one value when `operator` is 'NotIn'",
+                "spec.scopeSelector.matchExpressions[3].values: Invalid value: [\"high\"]: \
+                 must be no value when `operator` is 'Exists'",
+                "spec.scopeSelector.matchExpressions[4].values[0]: Invalid value: \"\": a \
+                 PriorityClass name must be non-empty",
+            ]
+        );
+    }
+}

@@ -202,3 +202,282 @@ pub fn drift_message(cluster: &str, observed: &ResourceList, placed: &ResourceLi
         list(|e| e.2)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quota::{QuotaSpec, ReservedBy, validate_spec};
+    use crate::scope::RawRequirement;
+    use crate::testutil::*;
+    use crate::usage::{PodView, pod_usage};
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Expression {
+        scope_name: String,
+        operator: String,
+        #[serde(default)]
+        values: Vec<String>,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ScopeSelectorDoc {
+        match_expressions: Vec<Expression>,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct SpecDoc {
+        hard: BTreeMap<String, String>,
+        scope_selector: ScopeSelectorDoc,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct ClusterDoc {
+        name: String,
+        used: ResourceList,
+        observed: Option<ResourceList>,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ConditionDoc {
+        #[serde(rename = "type")]
+        type_: String,
+        message: String,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct StatusDoc {
+        used: ResourceList,
+        clusters: Vec<ClusterDoc>,
+        conditions: Vec<ConditionDoc>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct QuotaDoc {
+        spec: SpecDoc,
+        status: StatusDoc,
+    }
+
+    fn example_quota() -> QuotaDoc {
+        let text = std::fs::read_to_string(KARMADAQUOTA_YAML).expect("shared example present");
+        serde_saphyr::from_str(&text).expect("example parses")
+    }
+
+    fn mk_state(doc: &QuotaDoc) -> QuotaState {
+        let raw: Vec<RawRequirement<'_>> = doc
+            .spec
+            .scope_selector
+            .match_expressions
+            .iter()
+            .map(|e| RawRequirement {
+                scope_name: &e.scope_name,
+                operator: &e.operator,
+                values: &e.values,
+            })
+            .collect();
+        let hard = doc.spec.hard.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let spec = validate_spec(hard, &raw).expect("example spec is valid");
+        QuotaState {
+            name: "team-a-compute".into(),
+            spec,
+            used: None,
+            reservations: Vec::new(),
+        }
+    }
+
+    /// `n` pods of one container with `requests`, as the member reports them.
+    fn mk_pods(n: usize, class: &str, requests: &[(&str, &str)]) -> Vec<(String, ResourceList)> {
+        let pod = PodView {
+            priority_class: class.into(),
+            containers: vec![mk_list(requests)],
+            ..Default::default()
+        };
+        vec![(class.to_owned(), pod_usage(&pod)); n]
+    }
+
+    /// What the members run for web (high) and trainer (no class); member2 also runs two
+    /// pods created behind Karmada's back; member1 runs batch pods out of scope.
+    fn example_pods() -> ObservedPods {
+        let web = |n| mk_pods(n, "high", &[("cpu", "500m"), ("memory", "256Mi")]);
+        let trainer = |n| {
+            mk_pods(
+                n,
+                "",
+                &[
+                    ("cpu", "100m"),
+                    ("memory", "512Mi"),
+                    ("nvidia.com/gpu", "1"),
+                ],
+            )
+        };
+        let mut member1 = [web(3), trainer(3)].concat();
+        member1.extend(mk_pods(4, "batch", &[("cpu", "2")]));
+        let member2 = [web(2), trainer(3), mk_pods(2, "", &[("cpu", "500m")])].concat();
+        BTreeMap::from([
+            ("member1".to_owned(), Some(member1)),
+            ("member2".to_owned(), Some(member2)),
+        ])
+    }
+
+    fn mk_entry(uid: &str, generation: i64, expiration_time: i64) -> Reservation {
+        Reservation {
+            reserved_by: ReservedBy {
+                api_version: "work.karmada.io/v1alpha2".into(),
+                kind: "ResourceBinding".into(),
+                name: "api-deployment".into(),
+                uid: uid.into(),
+            },
+            generation,
+            reserved: mk_list(&[
+                ("requests.cpu", "2"),
+                ("requests.memory", "4Gi"),
+                ("pods", "4"),
+                ("count/deployments.apps", "1"),
+            ]),
+            expiration_time,
+        }
+    }
+
+    #[test]
+    fn reproduces_the_example_quota_status() {
+        let doc = example_quota();
+        let mut state = mk_state(&doc);
+        state.reservations = vec![mk_entry("api", 1, 160), mk_entry("gone", 1, 160)];
+        let charges = [
+            example_charge("web-deployment"),
+            example_charge("trainer-deployment"),
+        ];
+        let observe = |uid: &str| match uid {
+            "gone" => Observation::Deleted,
+            _ => Observation::NotSeen,
+        };
+        let view = compute("team-a", &state, &charges, observe, &example_pods(), 100);
+
+        assert_eq!(view.used, doc.status.used);
+        assert_eq!(
+            view.used,
+            mk_list(&[
+                ("requests.cpu", "3100m"),
+                ("requests.memory", "4352Mi"),
+                ("requests.nvidia.com/gpu", "6"),
+                ("pods", "11"),
+                ("count/deployments.apps", "2"),
+            ])
+        );
+        assert_eq!(
+            view.used
+                .get("requests.memory")
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("4352Mi")
+        );
+        assert_eq!(view.bindings, 2);
+        let names: Vec<&str> = view.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["member1", "member2"]);
+        for (got, want) in view.clusters.iter().zip(&doc.status.clusters) {
+            assert_eq!(got.name, want.name);
+            assert_eq!(got.used, want.used, "{} used", want.name);
+            assert_eq!(got.observed, want.observed, "{} observed", want.name);
+        }
+        let drift = doc
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Drift")
+            .expect("Drift");
+        assert_eq!(view.drift.keys().collect::<Vec<_>>(), ["member2"]);
+        let member2 = &view.clusters[1];
+        let message = drift_message(
+            "member2",
+            member2.observed.as_ref().expect("observed"),
+            &member2.used,
+        );
+        assert_eq!(message, drift.message);
+        assert_eq!(
+            message,
+            "member2 runs requests.cpu=2300m, pods=7 but Karmada placed requests.cpu=1300m, pods=5"
+        );
+        assert_eq!(
+            view.drift["member2"],
+            mk_list(&[("requests.cpu", "2300m"), ("pods", "7")])
+        );
+
+        // The never-seen entry is kept, the deleted one dropped; effective adds it.
+        assert_eq!(view.reservations, [mk_entry("api", 1, 160)]);
+        assert_eq!(
+            view.effective,
+            mk_list(&[
+                ("requests.cpu", "5100m"),
+                ("requests.memory", "8448Mi"),
+                ("requests.nvidia.com/gpu", "6"),
+                ("pods", "15"),
+                ("count/deployments.apps", "3"),
+            ])
+        );
+        assert_eq!(view.namespace, "team-a");
+        assert_eq!(view.name, "team-a-compute");
+        assert_eq!(view.hard, state.spec.hard);
+    }
+
+    #[test]
+    fn used_lists_every_hard_name_even_when_nothing_matches() {
+        let state = QuotaState {
+            name: "q".into(),
+            spec: QuotaSpec {
+                hard: mk_list(&[("pods", "5"), ("requests.cpu", "2")]),
+                ..Default::default()
+            },
+            used: None,
+            reservations: Vec::new(),
+        };
+        let view = compute(
+            "ns",
+            &state,
+            &[],
+            |_| Observation::NotSeen,
+            &ObservedPods::new(),
+            0,
+        );
+        assert_eq!(view.used, mk_list(&[("pods", "0"), ("requests.cpu", "0")]));
+        assert!(view.clusters.is_empty());
+        assert_eq!(view.bindings, 0);
+    }
+
+    #[test]
+    fn an_unreachable_member_has_no_observed_usage_and_no_drift() {
+        let state = QuotaState {
+            name: "q".into(),
+            spec: QuotaSpec {
+                hard: mk_list(&[("pods", "50")]),
+                ..Default::default()
+            },
+            used: None,
+            reservations: Vec::new(),
+        };
+        let charge = mk_charge(&mk_deployment(2, &[("cpu", "1")], "", &[("m1", 2)]));
+        let pods = BTreeMap::from([("m1".to_owned(), None), ("m9".to_owned(), None)]);
+        let view = compute("ns", &state, [&charge], |_| Observation::NotSeen, &pods, 0);
+        assert_eq!(view.clusters.len(), 2);
+        assert_eq!(view.clusters[0].used, mk_list(&[("pods", "2")]));
+        assert_eq!(view.clusters[0].observed, None);
+        assert_eq!(view.clusters[1].name, "m9");
+        assert!(view.drift.is_empty());
+    }
+
+    #[test]
+    fn drift_message_lists_only_names_above_placed() {
+        let observed = mk_list(&[
+            ("pods", "3"),
+            ("requests.memory", "1Gi"),
+            ("count/pods", "9"),
+        ]);
+        let placed = mk_list(&[("pods", "1"), ("requests.memory", "2Gi")]);
+        assert_eq!(
+            drift_message("m1", &observed, &placed),
+            "m1 runs pods=3, count/pods=9 but Karmada placed pods=1, count/pods=0"
+        );
+    }
+}

@@ -1,9 +1,9 @@
 //! What a ResourceBinding (and a member-cluster pod) costs: design §3.
 //!
 //! [`BindingCharge::compute`] turns a binding into scope-independent parts (one per
-//! component, or one for a single-component workload) with their expanded resource
-//! names, totals and per-cluster split; [`BindingCharge::scoped`] sums the parts a quota's
-//! scope matches. Computing the charge once and scoping it per quota keeps both the webhook
+//! component, or one for a single-component workload): the expanded per-replica usage,
+//! the charged replicas and their per-cluster split; [`BindingCharge::scoped`] sums the
+//! parts a quota's scope matches (and [`BindingCharge::view`] reads them name by name). Computing the charge once and scoping it per quota keeps both the webhook
 //! and the controller cheap.
 
 use std::collections::BTreeMap;
@@ -14,19 +14,41 @@ use crate::resources::{LEGACY_COUNTS, PODS, ResourceList, expand_request};
 use crate::scope::ScopeSelector;
 
 /// One priced part of a binding: a single-component workload, or one component.
+///
+/// Kept compact (one resource list and the replica counts, not a list per cluster): the
+/// controller holds a charge for every binding it watches and sums them on each reconcile.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChargePart {
     /// Component name (empty for a single-component workload).
     pub component: String,
     /// The PriorityClass this part is matched on (empty = none).
     pub priority_class: String,
-    /// Usage of this part over all clusters, names expanded (cpu + requests.cpu, …, pods).
-    pub total: ResourceList,
-    /// Usage of this part per member cluster (empty before scheduling).
-    pub clusters: BTreeMap<String, ResourceList>,
+    /// Usage of one replica, names expanded (cpu + requests.cpu, …, pods = 1).
+    pub per_replica: ResourceList,
+    /// Charged replicas over all clusters (design §3: R = max(desired, Σ placed); for a
+    /// component without a per-cluster split, replicas × max(1, clusters)).
+    pub replicas: i64,
+    /// Replicas per member cluster, in `spec.clusters` order (empty before scheduling).
+    pub placement: Vec<(String, i64)>,
     /// Compute names (`cpu`, `memory`, `ephemeral-storage`) the per-replica request lacks:
     /// a quota tracking one of them refuses the binding (`must specify …`).
     pub missing_requests: Vec<&'static str>,
+}
+
+impl ChargePart {
+    /// Usage of this part over all clusters: `per_replica × replicas`.
+    pub fn total(&self) -> ResourceList {
+        self.per_replica.scaled(self.replicas)
+    }
+
+    /// Usage of this part per member cluster (empty before scheduling).
+    pub fn clusters(&self) -> BTreeMap<String, ResourceList> {
+        let mut out = BTreeMap::new();
+        for (cluster, replicas) in &self.placement {
+            add_cluster(&mut out, cluster, &self.per_replica, *replicas);
+        }
+        out
+    }
 }
 
 /// What a binding costs, independent of any quota's scope.
@@ -101,19 +123,24 @@ fn missing_requests(per_replica: &ResourceList) -> Vec<&'static str> {
         .collect()
 }
 
-/// `expand_request(per_replica) + pods=1`, every value multiplied by `n`.
-fn expand_scaled(per_replica: &ResourceList, n: i64) -> ResourceList {
-    let mut out = expand_request(per_replica).scaled(n);
-    out.insert(PODS, one().saturating_mul(n));
+/// `expand_request(per_replica) + pods=1`: what one replica is charged.
+fn charge_per_replica(per_replica: &ResourceList) -> ResourceList {
+    let mut out = expand_request(per_replica);
+    out.insert(PODS, one());
     out
 }
 
-/// Add `list` to the entry of `cluster`, creating it when absent.
-fn add_cluster(map: &mut BTreeMap<String, ResourceList>, cluster: &str, list: &ResourceList) {
+/// Add `per_replica × replicas` to the entry of `cluster`, creating it when absent.
+fn add_cluster(
+    map: &mut BTreeMap<String, ResourceList>,
+    cluster: &str,
+    per_replica: &ResourceList,
+    replicas: i64,
+) {
     match map.get_mut(cluster) {
-        Some(acc) => acc.add_assign(list),
+        Some(acc) => acc.add_scaled(per_replica, replicas),
         None => {
-            map.insert(cluster.to_owned(), list.clone());
+            map.insert(cluster.to_owned(), per_replica.scaled(replicas));
         }
     }
 }
@@ -175,9 +202,9 @@ impl BindingCharge {
                 .filter(|p| scope.matches(&p.priority_class))
             {
                 matched = true;
-                acc.total.add_assign(&part.total);
-                for (cluster, list) in &part.clusters {
-                    add_cluster(&mut acc.clusters, cluster, list);
+                acc.total.add_scaled(&part.per_replica, part.replicas);
+                for (cluster, replicas) in &part.placement {
+                    add_cluster(&mut acc.clusters, cluster, &part.per_replica, *replicas);
                 }
                 for name in &part.missing_requests {
                     if !acc.missing_requests.contains(name) {
@@ -196,6 +223,112 @@ impl BindingCharge {
     }
 }
 
+/// A borrowed view of the parts of a charge that one scope matches: the same numbers as
+/// [`BindingCharge::scoped`]'s total, read name by name without copying any list (the
+/// webhook's hot path).
+#[derive(Clone, Debug)]
+pub struct ScopedView<'a> {
+    charge: &'a BindingCharge,
+    parts: Vec<&'a ChargePart>,
+}
+
+impl<'a> ScopedView<'a> {
+    /// The scoped total of `name`; `None` when no matching part (nor the object counts) has it.
+    pub fn get(&self, name: &str) -> Option<Quantity> {
+        let parts = self.parts.iter().filter_map(|p| {
+            p.per_replica
+                .get(name)
+                .map(|q| q.saturating_mul(p.replicas))
+        });
+        parts
+            .chain(self.charge.objects.get(name).copied())
+            .reduce(Quantity::saturating_add)
+    }
+
+    /// The scoped total as (name, value) pairs sorted by name, one per name: what
+    /// [`BindingCharge::scoped`] would total, without building a map.
+    pub fn entries(&self) -> Vec<(&'a str, Quantity)> {
+        let objects = &self.charge.objects;
+        if let [part] = self.parts.as_slice() {
+            // The common case: one part and the object counts, both sorted: merge them.
+            let mut out = Vec::with_capacity(part.per_replica.len() + objects.len());
+            let mut theirs = objects.iter().peekable();
+            for (name, q) in part.per_replica.iter() {
+                while let Some((o, oq)) = theirs.next_if(|(o, _)| o < &name) {
+                    out.push((o, *oq));
+                }
+                let own = q.saturating_mul(part.replicas);
+                match theirs.next_if(|(o, _)| *o == name) {
+                    Some((_, extra)) => out.push((name, own.saturating_add(*extra))),
+                    None => out.push((name, own)),
+                }
+            }
+            out.extend(theirs.map(|(o, q)| (o, *q)));
+            return out;
+        }
+        let mut out: Vec<(&'a str, Quantity)> = self
+            .parts
+            .iter()
+            .flat_map(|p| {
+                p.per_replica
+                    .iter()
+                    .map(|(n, q)| (n, q.saturating_mul(p.replicas)))
+            })
+            .chain(objects.iter().map(|(n, q)| (n, *q)))
+            .collect();
+        out.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 = kept.1.saturating_add(later.1);
+            }
+            same
+        });
+        out
+    }
+
+    /// Whether the scoped usage has `name` (even with a zero value).
+    pub fn contains(&self, name: &str) -> bool {
+        self.charge.objects.contains(name)
+            || self.parts.iter().any(|p| p.per_replica.contains(name))
+    }
+
+    /// Must-specify names a matching part lacks (sorted, see [`ChargePart::missing_requests`]).
+    pub fn missing_requests(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self
+            .parts
+            .iter()
+            .flat_map(|p| p.missing_requests.iter().copied())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
+
+impl BindingCharge {
+    /// The parts `scope` matches, as a [`ScopedView`]; `None` when nothing matches (the same
+    /// rule as [`BindingCharge::scoped`]).
+    pub fn view(&self, scope: &ScopeSelector) -> Option<ScopedView<'_>> {
+        if self.workload {
+            let parts: Vec<&ChargePart> = self
+                .parts
+                .iter()
+                .filter(|p| scope.matches(&p.priority_class))
+                .collect();
+            (!parts.is_empty()).then_some(ScopedView {
+                charge: self,
+                parts,
+            })
+        } else {
+            scope.matches("").then_some(ScopedView {
+                charge: self,
+                parts: Vec::new(),
+            })
+        }
+    }
+}
+
 /// A single-component workload: R = max(spec.replicas, Σ clusters[].replicas).
 fn single_part(spec: &ResourceBindingSpec) -> ChargePart {
     let empty = ResourceList::new();
@@ -203,24 +336,20 @@ fn single_part(spec: &ResourceBindingSpec) -> ChargePart {
         Some(r) => (&r.resource_request, r.priority_class_name.as_str()),
         None => (&empty, ""),
     };
-    let placed: i64 = spec.clusters.iter().map(|c| replicas(c.replicas)).sum();
-    let charged = replicas(spec.replicas).max(placed);
-    let mut clusters = BTreeMap::new();
-    if !spec.clusters.is_empty() {
-        let per_replica = expand_scaled(request, 1);
-        for c in &spec.clusters {
-            add_cluster(
-                &mut clusters,
-                &c.name,
-                &per_replica.scaled(replicas(c.replicas)),
-            );
-        }
-    }
+    let placement: Vec<(String, i64)> = spec
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), replicas(c.replicas)))
+        .collect();
+    let placed = placement
+        .iter()
+        .fold(0i64, |acc, (_, r)| acc.saturating_add(*r));
     ChargePart {
         component: String::new(),
         priority_class: class.to_owned(),
-        total: expand_scaled(request, charged),
-        clusters,
+        per_replica: charge_per_replica(request),
+        replicas: replicas(spec.replicas).max(placed),
+        placement,
         missing_requests: missing_requests(request),
     }
 }
@@ -235,8 +364,9 @@ fn split_replicas(c: &TargetCluster, name: &str) -> i64 {
 }
 
 /// A multi-component workload: per component, the per-cluster split when the scheduler
-/// gave one (`clusters[].components`), else Karmada's rule: every target cluster runs
-/// `replicas_k` of component k (total = replicas_k × max(1, clusters)).
+/// gave one (`clusters[].components`; charged max(replicas_k, Σ split)), else Karmada's
+/// rule: every target cluster runs `replicas_k` of component k (total = replicas_k ×
+/// max(1, clusters)).
 fn component_parts(spec: &ResourceBindingSpec) -> Vec<ChargePart> {
     let split = spec.clusters.iter().any(|c| !c.components.is_empty());
     let targets = i64::try_from(spec.clusters.len())
@@ -251,28 +381,33 @@ fn component_parts(spec: &ResourceBindingSpec) -> Vec<ChargePart> {
                 None => (&empty, ""),
             };
             let k = replicas(comp.replicas);
-            let per_replica = expand_scaled(request, 1);
-            let mut clusters = BTreeMap::new();
-            let mut placed = 0i64;
-            for c in &spec.clusters {
-                let rc = if split {
-                    split_replicas(c, &comp.name)
-                } else {
-                    k
-                };
-                placed = placed.saturating_add(rc);
-                add_cluster(&mut clusters, &c.name, &per_replica.scaled(rc));
-            }
-            let charged = if split {
-                k.max(placed)
-            } else {
-                k.saturating_mul(targets)
-            };
+            let placement: Vec<(String, i64)> = spec
+                .clusters
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.clone(),
+                        if split {
+                            split_replicas(c, &comp.name)
+                        } else {
+                            k
+                        },
+                    )
+                })
+                .collect();
+            let placed = placement
+                .iter()
+                .fold(0i64, |acc, (_, r)| acc.saturating_add(*r));
             ChargePart {
                 component: comp.name.clone(),
                 priority_class: class.to_owned(),
-                total: per_replica.scaled(charged),
-                clusters,
+                per_replica: charge_per_replica(request),
+                replicas: if split {
+                    k.max(placed)
+                } else {
+                    k.saturating_mul(targets)
+                },
+                placement,
                 missing_requests: missing_requests(request),
             }
         })
@@ -384,5 +519,461 @@ pub fn pod_usage(pod: &PodView) -> ResourceList {
     }
     let mut requests = requests.max(&init_peak);
     requests.add_assign(&pod.overhead);
-    expand_scaled(&requests, 1)
+    charge_per_replica(&requests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scope::{PRIORITY_CLASS, RawRequirement};
+    use crate::testutil::*;
+
+    fn mk_scope(operator: &str, values: &[&str]) -> ScopeSelector {
+        let values: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();
+        let raw = [RawRequirement {
+            scope_name: PRIORITY_CLASS,
+            operator,
+            values: &values,
+        }];
+        ScopeSelector::parse(&raw, "spec.scopeSelector").expect("valid scope")
+    }
+
+    fn cluster(charge: &ScopedUsage, name: &str) -> ResourceList {
+        charge.clusters.get(name).cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn example_divided_web_deployment() {
+        let charge = example_charge("web-deployment");
+        assert!(charge.workload);
+        let usage = charge.scoped(&ScopeSelector::default()).expect("matches");
+        assert_eq!(
+            usage.total,
+            mk_list(&[
+                ("cpu", "2500m"),
+                ("requests.cpu", "2500m"),
+                ("memory", "1280Mi"),
+                ("requests.memory", "1280Mi"),
+                ("pods", "5"),
+                ("count/deployments.apps", "1"),
+            ])
+        );
+        assert_eq!(
+            usage.total.to_string(),
+            "count/deployments.apps=1,cpu=2500m,memory=1280Mi,pods=5,requests.cpu=2500m,\
+             requests.memory=1280Mi"
+        );
+        let member1 = mk_list(&[
+            ("cpu", "1500m"),
+            ("requests.cpu", "1500m"),
+            ("memory", "768Mi"),
+            ("requests.memory", "768Mi"),
+            ("pods", "3"),
+        ]);
+        let member2 = mk_list(&[
+            ("cpu", "1000m"),
+            ("requests.cpu", "1000m"),
+            ("memory", "512Mi"),
+            ("requests.memory", "512Mi"),
+            ("pods", "2"),
+        ]);
+        assert_eq!(cluster(&usage, "member1"), member1);
+        assert_eq!(cluster(&usage, "member2"), member2);
+        assert_eq!(usage.clusters.len(), 2);
+        assert!(usage.missing_requests == ["ephemeral-storage"]);
+    }
+
+    #[test]
+    fn example_duplicated_trainer_deployment() {
+        let charge = example_charge("trainer-deployment");
+        let usage = charge.scoped(&ScopeSelector::default()).expect("matches");
+        assert_eq!(
+            usage.total,
+            mk_list(&[
+                ("cpu", "600m"),
+                ("requests.cpu", "600m"),
+                ("memory", "3Gi"),
+                ("requests.memory", "3Gi"),
+                ("requests.nvidia.com/gpu", "6"),
+                ("pods", "6"),
+                ("count/deployments.apps", "1"),
+            ])
+        );
+        assert!(
+            !usage.total.contains("nvidia.com/gpu"),
+            "extended names only as requests.*"
+        );
+        assert_eq!(
+            usage
+                .total
+                .get("memory")
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("3Gi")
+        );
+        let each = mk_list(&[
+            ("cpu", "300m"),
+            ("requests.cpu", "300m"),
+            ("memory", "1536Mi"),
+            ("requests.memory", "1536Mi"),
+            ("requests.nvidia.com/gpu", "3"),
+            ("pods", "3"),
+        ]);
+        assert_eq!(cluster(&usage, "member1"), each);
+        assert_eq!(cluster(&usage, "member2"), each);
+    }
+
+    #[test]
+    fn example_multi_component_flinkdeployment() {
+        let charge = example_charge("analytics-flinkdeployment");
+        assert_eq!(charge.parts.len(), 2);
+        let usage = charge.scoped(&ScopeSelector::default()).expect("matches");
+        assert_eq!(
+            usage.total,
+            mk_list(&[
+                ("cpu", "10"),
+                ("requests.cpu", "10"),
+                ("memory", "10Gi"),
+                ("requests.memory", "10Gi"),
+                ("pods", "6"),
+                ("count/flinkdeployments.flink.apache.org", "1"),
+            ])
+        );
+        // Every target cluster runs each component's replicas: 1×1 + 2×2 cpu per cluster.
+        let each = mk_list(&[
+            ("cpu", "5"),
+            ("requests.cpu", "5"),
+            ("memory", "5Gi"),
+            ("requests.memory", "5Gi"),
+            ("pods", "3"),
+        ]);
+        assert_eq!(cluster(&usage, "member1"), each);
+        assert_eq!(cluster(&usage, "member2"), each);
+    }
+
+    #[test]
+    fn example_flinkdeployment_under_notin_batch_counts_the_jobmanager_only() {
+        let charge = example_charge("analytics-flinkdeployment");
+        let usage = charge
+            .scoped(&mk_scope("NotIn", &["batch"]))
+            .expect("jobmanager matches");
+        assert_eq!(
+            usage.total,
+            mk_list(&[
+                ("cpu", "2"),
+                ("requests.cpu", "2"),
+                ("memory", "2Gi"),
+                ("requests.memory", "2Gi"),
+                ("pods", "2"),
+                ("count/flinkdeployments.flink.apache.org", "1"),
+            ])
+        );
+        let taskmanager = charge
+            .scoped(&mk_scope("In", &["batch"]))
+            .expect("taskmanager");
+        assert_eq!(taskmanager.total.get("cpu"), Some(&q("8")));
+        assert_eq!(taskmanager.total.get("pods"), Some(&q("4")));
+    }
+
+    #[test]
+    fn view_reads_the_same_numbers_as_scoped() {
+        let scopes = [
+            ScopeSelector::default(),
+            mk_scope("NotIn", &["batch"]),
+            mk_scope("In", &["high"]),
+        ];
+        let mut compared = 0;
+        for name in example_bindings().keys() {
+            let charge = example_charge(name);
+            for scope in &scopes {
+                let (scoped, view) = (charge.scoped(scope), charge.view(scope));
+                assert_eq!(scoped.is_some(), view.is_some(), "{name}");
+                let (Some(scoped), Some(view)) = (scoped, view) else {
+                    continue;
+                };
+                for (n, value) in scoped.total.iter() {
+                    assert!(view.contains(n));
+                    assert_eq!(view.get(n), Some(*value), "{name} {n}");
+                    compared += 1;
+                }
+                assert_eq!(view.get("no-such-name"), None);
+                let entries: ResourceList = view
+                    .entries()
+                    .into_iter()
+                    .map(|(n, q)| (n.to_owned(), q))
+                    .collect();
+                assert_eq!(entries, scoped.total, "{name}");
+                assert_eq!(view.missing_requests(), scoped.missing_requests);
+            }
+        }
+        assert!(compared > 20);
+    }
+
+    #[test]
+    fn example_configmap_counts_only_as_objects() {
+        let charge = example_charge("settings-configmap");
+        assert!(!charge.workload);
+        assert!(charge.parts.is_empty());
+        let usage = charge.scoped(&ScopeSelector::default()).expect("matches");
+        assert_eq!(
+            usage.total,
+            mk_list(&[("count/configmaps", "1"), ("configmaps", "1")])
+        );
+        assert!(usage.clusters.is_empty());
+        // A non-workload has no class: NotIn matches it, Exists does not.
+        assert!(charge.scoped(&mk_scope("NotIn", &["batch"])).is_some());
+        assert!(charge.scoped(&mk_scope("Exists", &[])).is_none());
+    }
+
+    #[test]
+    fn charged_replicas_are_the_larger_of_desired_and_placed() {
+        // Before scheduling: the desired count, no per-cluster split.
+        let unscheduled = mk_charge(&mk_deployment(4, &[("cpu", "1")], "", &[]));
+        let usage = unscheduled
+            .scoped(&ScopeSelector::default())
+            .expect("matches");
+        assert_eq!(usage.total.get("requests.cpu"), Some(&q("4")));
+        assert_eq!(usage.total.get("pods"), Some(&q("4")));
+        assert!(usage.clusters.is_empty());
+        // Mid-scheduling: placed 1 of 4 → still 4.
+        let partial = mk_charge(&mk_deployment(4, &[("cpu", "1")], "", &[("m1", 1)]));
+        let usage = partial.scoped(&ScopeSelector::default()).expect("matches");
+        assert_eq!(usage.total.get("pods"), Some(&q("4")));
+        assert_eq!(cluster(&usage, "m1").get("pods"), Some(&q("1")));
+    }
+
+    #[test]
+    fn uses_per_cluster_component_replicas_when_given() {
+        let mut spec = mk_components(
+            &[
+                ("jm", 1, &[("cpu", "1")], ""),
+                ("tm", 4, &[("cpu", "2")], ""),
+            ],
+            &["m1", "m2"],
+        );
+        spec.clusters[0].components = vec![
+            crate::binding::ComponentReplicas {
+                name: "jm".into(),
+                replicas: 1,
+            },
+            crate::binding::ComponentReplicas {
+                name: "tm".into(),
+                replicas: 3,
+            },
+        ];
+        spec.clusters[1].components = vec![crate::binding::ComponentReplicas {
+            name: "tm".into(),
+            replicas: 1,
+        }];
+        let usage = mk_charge(&spec)
+            .scoped(&ScopeSelector::default())
+            .expect("matches");
+        assert_eq!(usage.total.get("cpu"), Some(&q("9")));
+        assert_eq!(usage.total.get("pods"), Some(&q("5")));
+        assert_eq!(cluster(&usage, "m1").get("cpu"), Some(&q("7")));
+        assert_eq!(cluster(&usage, "m1").get("pods"), Some(&q("4")));
+        assert_eq!(cluster(&usage, "m2").get("cpu"), Some(&q("2")));
+        assert_eq!(cluster(&usage, "m2").get("pods"), Some(&q("1")));
+    }
+
+    #[test]
+    fn components_before_scheduling_count_once() {
+        let spec = mk_components(
+            &[
+                ("a", 2, &[("cpu", "25m")], ""),
+                ("b", 1, &[("cpu", "30m")], ""),
+            ],
+            &[],
+        );
+        let usage = mk_charge(&spec)
+            .scoped(&ScopeSelector::default())
+            .expect("matches");
+        assert_eq!(usage.total.get("cpu"), Some(&q("80m")));
+        assert_eq!(usage.total.get("pods"), Some(&q("3")));
+    }
+
+    #[test]
+    fn a_workload_without_requirements_is_charged_pods_and_lacks_every_request() {
+        let mut spec = mk_deployment(3, &[], "", &[("m1", 3)]);
+        spec.replica_requirements = None;
+        let charge = mk_charge(&spec);
+        assert!(charge.workload);
+        let usage = charge.scoped(&ScopeSelector::default()).expect("matches");
+        assert_eq!(
+            usage.total,
+            mk_list(&[("pods", "3"), ("count/deployments.apps", "1")])
+        );
+        assert_eq!(
+            usage.missing_requests,
+            ["cpu", "ephemeral-storage", "memory"]
+        );
+    }
+
+    #[test]
+    fn unknown_plural_leaves_out_the_count_but_keeps_legacy_names() {
+        let mut spec = mk_deployment(0, &[], "", &[]);
+        spec.replica_requirements = None;
+        spec.resource.api_version = "v1".into();
+        spec.resource.kind = "Service".into();
+        let charge = BindingCharge::compute(&spec, None);
+        assert_eq!(charge.objects, mk_list(&[("services", "1")]));
+        spec.resource.api_version = "example.com/v1".into();
+        assert_eq!(
+            BindingCharge::compute(&spec, None).objects,
+            ResourceList::new()
+        );
+    }
+
+    #[test]
+    fn multi_component_objects_count_when_any_component_matches() {
+        let spec = mk_components(
+            &[
+                ("a", 1, &[("cpu", "1")], "high"),
+                ("b", 1, &[("cpu", "1")], "batch"),
+            ],
+            &[],
+        );
+        let charge = mk_charge(&spec);
+        assert!(charge.scoped(&mk_scope("In", &["gold"])).is_none());
+        let high = charge
+            .scoped(&mk_scope("In", &["high"]))
+            .expect("a matches");
+        assert_eq!(
+            high.total.get("count/flinkdeployments.flink.apache.org"),
+            Some(&q("1"))
+        );
+        assert_eq!(high.total.get("cpu"), Some(&q("1")));
+    }
+
+    #[test]
+    fn negative_replicas_are_charged_as_zero() {
+        let charge = mk_charge(&mk_deployment(-3, &[("cpu", "1")], "", &[("m1", -1)]));
+        let usage = charge.scoped(&ScopeSelector::default()).expect("matches");
+        assert_eq!(usage.total.get("cpu"), Some(&Quantity::ZERO));
+    }
+
+    #[test]
+    fn count_names_by_group() {
+        assert_eq!(
+            count_name("apps/v1", "deployments"),
+            "count/deployments.apps"
+        );
+        assert_eq!(count_name("v1", "configmaps"), "count/configmaps");
+        assert_eq!(
+            count_name("flink.apache.org/v1beta1", "flinkdeployments"),
+            "count/flinkdeployments.flink.apache.org"
+        );
+    }
+
+    #[test]
+    fn builtin_plurals_by_group_and_kind() {
+        let table = [
+            ("apps/v1", "Deployment", Some("deployments")),
+            ("apps/v1beta2", "StatefulSet", Some("statefulsets")),
+            ("batch/v1", "CronJob", Some("cronjobs")),
+            ("v1", "Service", Some("services")),
+            (
+                "v1",
+                "PersistentVolumeClaim",
+                Some("persistentvolumeclaims"),
+            ),
+            ("networking.k8s.io/v1", "Ingress", Some("ingresses")),
+            (
+                "networking.k8s.io/v1",
+                "NetworkPolicy",
+                Some("networkpolicies"),
+            ),
+            (
+                "policy/v1",
+                "PodDisruptionBudget",
+                Some("poddisruptionbudgets"),
+            ),
+            (
+                "autoscaling/v2",
+                "HorizontalPodAutoscaler",
+                Some("horizontalpodautoscalers"),
+            ),
+            ("v1", "Deployment", None),
+            ("example.com/v1", "Widget", None),
+        ];
+        for (api_version, kind, plural) in table {
+            assert_eq!(
+                builtin_plural(api_version, kind),
+                plural,
+                "{api_version} {kind}"
+            );
+        }
+    }
+
+    fn mk_pod(containers: &[&[(&str, &str)]], inits: &[(&[(&str, &str)], bool)]) -> PodView {
+        PodView {
+            containers: containers.iter().map(|c| mk_list(c)).collect(),
+            init_containers: inits.iter().map(|(c, _)| mk_list(c)).collect(),
+            init_restartable: inits.iter().map(|(_, r)| *r).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pod_usage_sums_containers_and_expands_names() {
+        let pod = mk_pod(
+            &[
+                &[("cpu", "250m"), ("nvidia.com/gpu", "1")],
+                &[("cpu", "250m"), ("memory", "1Gi")],
+            ],
+            &[],
+        );
+        assert_eq!(
+            pod_usage(&pod),
+            mk_list(&[
+                ("cpu", "500m"),
+                ("requests.cpu", "500m"),
+                ("memory", "1Gi"),
+                ("requests.memory", "1Gi"),
+                ("requests.nvidia.com/gpu", "1"),
+                ("pods", "1"),
+            ])
+        );
+    }
+
+    #[test]
+    fn pod_usage_takes_the_init_peak_when_larger() {
+        let pod = mk_pod(
+            &[&[("cpu", "100m")]],
+            &[(&[("cpu", "1"), ("memory", "1Gi")], false)],
+        );
+        let usage = pod_usage(&pod);
+        assert_eq!(usage.get("cpu"), Some(&q("1")));
+        assert_eq!(usage.get("memory"), Some(&q("1Gi")));
+    }
+
+    #[test]
+    fn pod_usage_counts_sidecars_with_containers_and_later_inits() {
+        // sidecar 200m runs throughout; the init after it peaks at 500m + 200m.
+        let pod = mk_pod(
+            &[&[("cpu", "300m")]],
+            &[
+                (&[("cpu", "900m")], false),
+                (&[("cpu", "200m")], true),
+                (&[("cpu", "500m")], false),
+            ],
+        );
+        // containers + sidecar = 500m; inits: 900m (before the sidecar), 700m → peak 900m.
+        assert_eq!(pod_usage(&pod).get("cpu"), Some(&q("900m")));
+        let pod = mk_pod(
+            &[&[("cpu", "300m")]],
+            &[(&[("cpu", "200m")], true), (&[("cpu", "600m")], false)],
+        );
+        // containers + sidecar = 500m; init after the sidecar = 800m.
+        assert_eq!(pod_usage(&pod).get("cpu"), Some(&q("800m")));
+    }
+
+    #[test]
+    fn pod_usage_adds_overhead_and_ignores_terminal_pods() {
+        let mut pod = mk_pod(&[&[("cpu", "100m")]], &[]);
+        pod.overhead = mk_list(&[("cpu", "50m")]);
+        assert_eq!(pod_usage(&pod).get("requests.cpu"), Some(&q("150m")));
+        pod.terminal = true;
+        assert_eq!(pod_usage(&pod), ResourceList::new());
+    }
 }
