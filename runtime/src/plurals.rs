@@ -110,6 +110,9 @@ impl PluralResolver {
         gv.fetched = Some(Instant::now());
         match discover(client, api_version).await {
             Ok(plurals) => gv.plurals = plurals,
+            Err(kube::Error::Api(s)) if s.is_not_found() => {
+                tracing::debug!(%api_version, "group-version not served");
+            }
             Err(e) => {
                 tracing::warn!(%api_version, error = %e, "API discovery failed; retrying after a minute");
             }

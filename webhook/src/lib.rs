@@ -1,1 +1,173 @@
-//! placeholder
+//! The KarmadaQuota admission webhook (design §4): a thin I/O shell around
+//! `karmada-quota-core`.
+//!
+//! ```text
+//!  apiserver ──HTTPS POST AdmissionReview──► admission::app (axum Router)
+//!                                              │ /validate/karmadaquota: crds::convert::validate_spec
+//!                                              │ /validate/resourcebinding:
+//!                                              │   decode ─► BindingCharge::compute (core, plural
+//!                                              │   from runtime::plurals) ─► dry-run? decide now
+//!                                              ▼
+//!   cache::QuotaCache ◄── reflector(watch KarmadaQuota, all namespaces)
+//!        │ (namespace's quotas, parsed once per watch event)
+//!        ▼
+//!   reserve::Batcher: one queue + one worker per namespace
+//!        │ newest copy of each quota (cache, or the object our own write/read returned)
+//!        │ core::decision::decide_batch ─► Allow(entries) / Deny
+//!        │ one status replace per quota, resourceVersion precondition (CAS), name order;
+//!        │ 409 → re-GET, re-decide the not-yet-durable requests (a deny stays a deny)
+//!        ▼
+//!   reserve::QuotaStore (kube Api<KarmadaQuota>::replace_status / get; a fake in tests)
+//! ```
+//!
+//! Every decision comes from core; this crate only decodes, looks up, batches, writes and
+//! encodes. It never answers "allowed" on an internal error or a timeout.
+
+pub mod admission;
+pub mod args;
+pub mod cache;
+pub mod duration;
+pub mod metrics;
+pub mod reserve;
+pub mod server;
+
+#[cfg(test)]
+mod tests;
+
+pub use admission::{AppState, Settings, app};
+pub use args::Args;
+pub use cache::{CachedQuota, QuotaCache};
+pub use metrics::Metrics;
+pub use reserve::{Batcher, BatcherConfig, BindingRequest, KubeQuotaStore, QuotaStore, StoreError};
+
+/// Errors of the webhook library. None of them ever turns into an "allowed".
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No decision within `--decision-timeout`.
+    #[error("no quota decision within the decision timeout")]
+    Timeout,
+
+    /// A KarmadaQuota API call failed.
+    #[error("KarmadaQuota {namespace}/{name}: {source}")]
+    Store {
+        /// Namespace of the quota.
+        namespace: String,
+        /// Name of the quota.
+        name: String,
+        /// What the API said.
+        #[source]
+        source: StoreError,
+    },
+
+    /// Every attempt to write a quota's status met a concurrent write.
+    #[error(
+        "KarmadaQuota {namespace}/{name}: the status changed under {attempts} consecutive \
+         writes; retry"
+    )]
+    TooManyConflicts {
+        /// Namespace of the quota.
+        namespace: String,
+        /// Name of the quota.
+        name: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+
+    /// A quota in the namespace cannot be parsed or validated, so it cannot be enforced;
+    /// requests in its namespace are refused until it is fixed (never silently skipped).
+    #[error("KarmadaQuota {namespace}/{name} cannot be enforced: {errors}")]
+    InvalidQuota {
+        /// Namespace of the quota.
+        namespace: String,
+        /// Name of the quota.
+        name: String,
+        /// Its field errors, joined with `; `.
+        errors: String,
+    },
+
+    /// The template's kind could not be resolved to a resource plural while a quota in
+    /// the namespace counts objects of its API group.
+    #[error(
+        "cannot count {kind} ({api_version}) for KarmadaQuota {namespace}/{quota}: the \
+         resource plural of this kind is unknown (API discovery failed or the kind is not \
+         served); retry"
+    )]
+    UnknownPlural {
+        /// Template apiVersion.
+        api_version: String,
+        /// Template kind.
+        kind: String,
+        /// Namespace.
+        namespace: String,
+        /// The quota that counts objects of that group.
+        quota: String,
+    },
+
+    /// The KarmadaQuota cache has not finished its initial list yet.
+    #[error("the KarmadaQuota cache has not synced yet; retry")]
+    NotSynced,
+
+    /// The namespace worker went away without answering (a bug; logged).
+    #[error("the reservation worker of namespace {0} stopped without answering")]
+    WorkerGone(String),
+
+    /// The TLS certificate or key could not be loaded.
+    #[error("cannot load the TLS certificate {cert} / key {key}: {source}")]
+    Tls {
+        /// Certificate path.
+        cert: String,
+        /// Key path.
+        key: String,
+        /// The I/O or parse error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The HTTPS server failed.
+    #[error("HTTPS server on {addr}: {source}")]
+    Serve {
+        /// Listen address.
+        addr: std::net::SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Low-cardinality label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Timeout => "timeout",
+            Error::Store { source, .. } => source.metric_label(),
+            Error::TooManyConflicts { .. } => "too_many_conflicts",
+            Error::InvalidQuota { .. } => "invalid_quota",
+            Error::UnknownPlural { .. } => "unknown_plural",
+            Error::NotSynced => "not_synced",
+            Error::WorkerGone(_) => "worker_gone",
+            Error::Tls { .. } => "tls",
+            Error::Serve { .. } => "serve",
+        }
+    }
+
+    /// HTTP code for the AdmissionResponse status.
+    pub fn code(&self) -> u16 {
+        match self {
+            Error::Timeout => 504,
+            Error::NotSynced => 503,
+            _ => 500,
+        }
+    }
+
+    /// Kubernetes-style `status.reason` for the AdmissionResponse.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Timeout => "Timeout",
+            Error::NotSynced => "ServiceUnavailable",
+            _ => "InternalError",
+        }
+    }
+}

@@ -1,1 +1,91 @@
-fn main() {}
+//! `karmada-quota-webhook`: parse flags, build the state, serve HTTPS + admin, stop on
+//! SIGTERM. Everything else lives in the library.
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use clap::Parser;
+use karmada_quota_runtime::{self as runtime, Readiness, plurals::PluralResolver};
+use karmada_quota_webhook::{
+    AppState, Args, Batcher, BatcherConfig, KubeQuotaStore, Metrics, QuotaCache, Settings, app,
+    server,
+};
+use prometheus_client::registry::Registry;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    runtime::init_logging(&args.log)?;
+    server::install_crypto_provider();
+    let client = runtime::client(&args.client).await?;
+
+    let mut registry = Registry::default();
+    let metrics = Arc::new(Metrics::register(&mut registry));
+    let ready = Readiness::default();
+
+    let (cache, feed) = QuotaCache::watch(client.clone());
+    tokio::spawn(feed);
+    tokio::spawn({
+        let (cache, ready) = (cache.clone(), ready.clone());
+        async move {
+            if cache.wait_until_ready().await.is_ok() {
+                tracing::info!("KarmadaQuota cache synced; ready");
+                ready.set_ready();
+            }
+        }
+    });
+
+    let batcher = Batcher::new(
+        Arc::new(KubeQuotaStore::new(client.clone())),
+        cache.clone(),
+        metrics.clone(),
+        BatcherConfig {
+            reservation_ttl: args.reservation_ttl,
+            max_reservations: args.max_reservations,
+            ..BatcherConfig::default()
+        },
+    );
+    let state = AppState {
+        cache,
+        batcher,
+        plurals: PluralResolver::new(client),
+        metrics,
+        settings: Settings {
+            decision_timeout: args.decision_timeout,
+            max_body_bytes: args.max_body_bytes,
+        },
+    };
+
+    let tls = server::load_tls(&args.tls_cert_file, &args.tls_private_key_file).await?;
+    tokio::spawn(server::reload_tls_on_change(
+        tls.clone(),
+        args.tls_cert_file.clone(),
+        args.tls_private_key_file.clone(),
+        args.tls_reload_interval,
+    ));
+
+    let handle = axum_server::Handle::new();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn({
+        let handle = handle.clone();
+        async move {
+            runtime::shutdown_signal().await;
+            tracing::info!("shutting down");
+            handle.graceful_shutdown(Some(server::GRACEFUL_SHUTDOWN));
+            let _ = stop_tx.send(true);
+        }
+    });
+    let admin = runtime::serve_admin(
+        args.admin.admin_listen,
+        runtime::admin_router(Arc::new(Mutex::new(registry)), ready),
+        async move {
+            let mut rx = stop_rx;
+            let _ = rx.wait_for(|stop| *stop).await;
+        },
+    );
+    let https = server::serve_https(args.listen, app(state), tls, handle);
+    let (admin, https) = tokio::join!(admin, https);
+    admin?;
+    https.context("admission server")?;
+    Ok(())
+}

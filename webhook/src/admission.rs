@@ -1,0 +1,534 @@
+//! The admission router: AdmissionReview in, AdmissionReview out (design §4).
+//!
+//! - `POST /validate/resourcebinding`: decode → charges (core, plural from
+//!   [`PluralResolver`]) → the namespace's quotas from the cache → dry-run: decide now;
+//!   otherwise the [`Batcher`] decides and records the reservation → answer. Bounded by
+//!   `--decision-timeout`; an error or a timeout is a refusal, never an allow.
+//! - `POST /validate/karmadaquota`: `crds::convert::validate_spec`; field errors → 422
+//!   Invalid; a second quota in the namespace → allowed with a warning.
+//! - Anything else: 404. A body over `--max-body-bytes`: 413.
+//!
+//! Bad input gets HTTP 200 with `allowed: false`, code 400 and a message naming the object
+//! when it is known. A review of another kind is allowed (the webhook configuration is
+//! wrong, not the request) and logged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::routing::post;
+use karmada_quota_core::decision::Decision;
+use karmada_quota_core::usage::BindingCharge;
+use karmada_quota_crds::convert::validate_spec;
+use karmada_quota_crds::{KarmadaQuota, ResourceBinding};
+use karmada_quota_runtime::plurals::PluralResolver;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::{DynamicObject, GroupVersionKind, Resource, Status};
+use serde::de::DeserializeOwned;
+use tokio::time::{Instant, timeout_at};
+
+use crate::cache::QuotaCache;
+use crate::metrics::{ALLOWED, DENIED, ERROR, Metrics};
+use crate::reserve::{Batcher, BindingRequest};
+use crate::{Error, duration};
+
+/// Path of the ResourceBinding check.
+pub const RESOURCEBINDING_PATH: &str = "/validate/resourcebinding";
+/// Path of the KarmadaQuota check.
+pub const KARMADAQUOTA_PATH: &str = "/validate/karmadaquota";
+
+/// `status.reason` of a malformed review or object.
+pub const REASON_BAD_REQUEST: &str = "BadRequest";
+/// `status.reason` of an invalid KarmadaQuota (as Kubernetes' validation).
+pub const REASON_INVALID: &str = "Invalid";
+
+/// HTTP code of a malformed review or object.
+const CODE_BAD_REQUEST: u16 = 400;
+/// HTTP code of an invalid KarmadaQuota (Kubernetes' 422 Unprocessable Entity).
+const CODE_INVALID: u16 = 422;
+
+/// Metric label of a ResourceBinding review.
+const KIND_BINDING: &str = "resourcebinding";
+/// Metric label of a KarmadaQuota review.
+const KIND_QUOTA: &str = "karmadaquota";
+
+/// Limits of the HTTP handlers.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Longest time to answer one review (`--decision-timeout`).
+    pub decision_timeout: Duration,
+    /// Largest accepted body (`--max-body-bytes`); larger → 413.
+    pub max_body_bytes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            decision_timeout: Duration::from_secs(2),
+            max_body_bytes: 3 * 1024 * 1024,
+        }
+    }
+}
+
+/// Everything the handlers need. Clone freely.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The KarmadaQuota cache (the batcher reads the same one).
+    pub cache: QuotaCache,
+    /// Decides and records ResourceBinding requests.
+    pub batcher: Batcher,
+    /// Template kind → object-count name.
+    pub plurals: PluralResolver,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Limits.
+    pub settings: Settings,
+}
+
+/// The admission router: the two check paths, 404 for anything else.
+pub fn app(state: AppState) -> Router {
+    let limit = state.settings.max_body_bytes;
+    Router::new()
+        .route(RESOURCEBINDING_PATH, post(validate_binding))
+        .route(KARMADAQUOTA_PATH, post(validate_quota))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// A response and how to count it.
+struct Answer {
+    response: AdmissionResponse,
+    result: &'static str,
+    reason: &'static str,
+}
+
+fn allowed<T: Resource>(req: &AdmissionRequest<T>, reason: &'static str) -> Answer {
+    Answer {
+        response: AdmissionResponse::from(req),
+        result: ALLOWED,
+        reason,
+    }
+}
+
+fn refused<T: Resource>(
+    req: &AdmissionRequest<T>,
+    code: u16,
+    status_reason: &str,
+    message: &str,
+    result: &'static str,
+    metric_reason: &'static str,
+) -> Answer {
+    let mut response = AdmissionResponse::from(req);
+    response.allowed = false;
+    response.result = Status::failure(message, status_reason).with_code(code);
+    Answer {
+        response,
+        result,
+        reason: metric_reason,
+    }
+}
+
+fn bad_request<T: Resource>(req: &AdmissionRequest<T>, message: &str) -> Answer {
+    refused(
+        req,
+        CODE_BAD_REQUEST,
+        REASON_BAD_REQUEST,
+        message,
+        DENIED,
+        REASON_BAD_REQUEST,
+    )
+}
+
+/// A 400 for a body we could not read a request from (no uid to echo).
+fn bad_review(message: &str) -> Answer {
+    let mut response = AdmissionResponse::invalid(message);
+    response.result = Status::failure(message, REASON_BAD_REQUEST).with_code(CODE_BAD_REQUEST);
+    Answer {
+        response,
+        result: DENIED,
+        reason: REASON_BAD_REQUEST,
+    }
+}
+
+fn finish(
+    st: &AppState,
+    kind: &'static str,
+    started: Instant,
+    answer: Answer,
+) -> Json<AdmissionReview<DynamicObject>> {
+    st.metrics.decision(kind, answer.result, answer.reason);
+    st.metrics
+        .decision_duration
+        .observe(started.elapsed().as_secs_f64());
+    Json(answer.response.into_review())
+}
+
+/// The kind a path checks.
+struct Target {
+    group: &'static str,
+    kind: &'static str,
+}
+
+const BINDING: Target = Target {
+    group: karmada_quota_crds::resourcebinding::GROUP,
+    kind: karmada_quota_crds::resourcebinding::KIND,
+};
+
+const QUOTA: Target = Target {
+    group: karmada_quota_crds::quota::GROUP,
+    kind: "KarmadaQuota",
+};
+
+impl Target {
+    fn matches(&self, gvk: &GroupVersionKind) -> bool {
+        gvk.group == self.group && gvk.kind == self.kind
+    }
+}
+
+enum Decoded<T: Resource> {
+    Request(Box<AdmissionRequest<T>>),
+    Answer(Box<Answer>),
+}
+
+/// `ns/name` of the object under review, from the object when it has them.
+fn object_key<T: Resource>(
+    req: &AdmissionRequest<T>,
+    meta: Option<&kube::core::ObjectMeta>,
+) -> String {
+    let ns = meta
+        .and_then(|m| m.namespace.as_deref())
+        .filter(|s| !s.is_empty())
+        .or(req.namespace.as_deref())
+        .unwrap_or_default();
+    let name = meta
+        .and_then(|m| m.name.as_deref())
+        .filter(|s| !s.is_empty())
+        .unwrap_or(&req.name);
+    format!("{ns}/{name}")
+}
+
+/// Decode a review of `target`'s kind. Fast path: straight into the typed object. When
+/// that fails, decode generically to say precisely what is wrong and with which object
+/// (or to let a review of another kind through); a broken `oldObject` is dropped (the
+/// request is then charged like a CREATE, never less).
+fn decode<T>(body: &[u8], path: &str, target: &Target) -> Decoded<T>
+where
+    T: Resource + DeserializeOwned + Clone,
+{
+    match serde_json::from_slice::<AdmissionReview<T>>(body) {
+        Ok(review) => match TryInto::<AdmissionRequest<T>>::try_into(review) {
+            Err(_) => Decoded::Answer(Box::new(bad_review("AdmissionReview has no request"))),
+            Ok(req) if !target.matches(&req.kind) => {
+                Decoded::Answer(Box::new(other_kind(&req, path)))
+            }
+            Ok(req) => Decoded::Request(Box::new(req)),
+        },
+        Err(_) => decode_slow(body, path, target),
+    }
+}
+
+fn decode_slow<T>(body: &[u8], path: &str, target: &Target) -> Decoded<T>
+where
+    T: Resource + DeserializeOwned + Clone,
+{
+    let review = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body) {
+        Ok(r) => r,
+        Err(e) => {
+            return Decoded::Answer(Box::new(bad_review(&format!(
+                "malformed AdmissionReview: {e}"
+            ))));
+        }
+    };
+    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(r) => r,
+        Err(_) => return Decoded::Answer(Box::new(bad_review("AdmissionReview has no request"))),
+    };
+    if !target.matches(&req.kind) {
+        return Decoded::Answer(Box::new(other_kind(&req, path)));
+    }
+    let typed = |o: &DynamicObject| serde_json::to_value(o).and_then(serde_json::from_value::<T>);
+    let object = match req.object.as_ref().map(typed).transpose() {
+        Ok(o) => o,
+        Err(e) => {
+            let key = object_key(&req, req.object.as_ref().map(|o| &o.metadata));
+            return Decoded::Answer(Box::new(bad_request(
+                &req,
+                &format!("{} {key} is not a valid {}: {e}", target.kind, target.kind),
+            )));
+        }
+    };
+    let old_object = match req.old_object.as_ref().map(typed).transpose() {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(
+                object = object_key(&req, req.old_object.as_ref().map(|o| &o.metadata)),
+                error = %e,
+                "the stored {} does not decode; checking the request as a CREATE",
+                target.kind
+            );
+            None
+        }
+    };
+    Decoded::Request(Box::new(AdmissionRequest {
+        types: req.types,
+        uid: req.uid,
+        kind: req.kind,
+        resource: req.resource,
+        sub_resource: req.sub_resource,
+        request_kind: req.request_kind,
+        request_resource: req.request_resource,
+        request_sub_resource: req.request_sub_resource,
+        name: req.name,
+        namespace: req.namespace,
+        operation: req.operation,
+        user_info: req.user_info,
+        object,
+        old_object,
+        dry_run: req.dry_run,
+        options: req.options,
+    }))
+}
+
+fn other_kind<T: Resource>(req: &AdmissionRequest<T>, path: &str) -> Answer {
+    tracing::warn!(
+        %path,
+        group = %req.kind.group,
+        kind = %req.kind.kind,
+        name = %req.name,
+        "review of another kind on this path: allowed; check the ValidatingWebhookConfiguration"
+    );
+    allowed(req, "OtherKind")
+}
+
+async fn validate_binding(
+    State(st): State<AppState>,
+    body: Bytes,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let started = Instant::now();
+    let answer = review_binding(&st, &body, started + st.settings.decision_timeout).await;
+    finish(&st, KIND_BINDING, started, answer)
+}
+
+async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer {
+    let req = match decode::<ResourceBinding>(body, RESOURCEBINDING_PATH, &BINDING) {
+        Decoded::Request(r) => r,
+        Decoded::Answer(a) => return *a,
+    };
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return allowed(&req, "NotChecked");
+    }
+    if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
+        return allowed(&req, "NotChecked");
+    }
+    let Some(new) = req.object.as_ref() else {
+        let key = object_key(&req, None);
+        return bad_request(
+            &req,
+            &format!("ResourceBinding {key}: the review has no object"),
+        );
+    };
+    let key = object_key(&req, Some(&new.metadata));
+    let namespace = new
+        .metadata
+        .namespace
+        .clone()
+        .filter(|s| !s.is_empty())
+        .or_else(|| req.namespace.clone())
+        .unwrap_or_default();
+    let Some(uid) = new.metadata.uid.clone().filter(|u| !u.is_empty()) else {
+        return bad_request(&req, &format!("ResourceBinding {key} has no metadata.uid"));
+    };
+    let error = |e: Error| {
+        let message = match e {
+            Error::Timeout => format!(
+                "ResourceBinding {key}: no quota decision within {}",
+                duration::format(st.settings.decision_timeout)
+            ),
+            _ => format!("ResourceBinding {key}: {e}"),
+        };
+        tracing::warn!(%message, "refusing on error");
+        refused(
+            &req,
+            e.code(),
+            e.reason(),
+            &message,
+            ERROR,
+            e.metric_label(),
+        )
+    };
+
+    if !st.cache.is_synced() {
+        return error(Error::NotSynced);
+    }
+    let quotas = st.cache.in_namespace(&namespace);
+    if quotas.is_empty() {
+        // Design §4 step 2: no quota in the namespace → allowed; nothing to compute.
+        return allowed(&req, "NoQuota");
+    }
+
+    let template = &new.spec.resource;
+    let Ok(count) = timeout_at(
+        deadline,
+        st.plurals.count_name(&template.api_version, &template.kind),
+    )
+    .await
+    else {
+        return error(Error::Timeout);
+    };
+    if count.is_none()
+        && let Some(quota) = counts_group(&quotas, &template.api_version)
+    {
+        return error(Error::UnknownPlural {
+            api_version: template.api_version.clone(),
+            kind: template.kind.clone(),
+            namespace,
+            quota,
+        });
+    }
+    let new_charge = BindingCharge::compute(&new.spec, count.as_deref());
+    let old_charge = match (&req.operation, req.old_object.as_ref()) {
+        (Operation::Update, Some(old)) => {
+            let t = &old.spec.resource;
+            let old_count = if t.api_version == template.api_version && t.kind == template.kind {
+                count.clone()
+            } else {
+                match timeout_at(deadline, st.plurals.count_name(&t.api_version, &t.kind)).await {
+                    Ok(c) => c,
+                    Err(_) => return error(Error::Timeout),
+                }
+            };
+            Some(BindingCharge::compute(&old.spec, old_count.as_deref()))
+        }
+        _ => None,
+    };
+    let request = BindingRequest {
+        namespace,
+        name: new
+            .metadata
+            .name
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| req.name.clone()),
+        uid,
+        generation: new.metadata.generation.unwrap_or(0),
+        old: old_charge,
+        new: new_charge,
+    };
+
+    let result = if req.dry_run {
+        st.batcher.decide_now(&request)
+    } else {
+        timeout_at(deadline, st.batcher.submit(request, deadline))
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    };
+    match result {
+        Ok(Decision::Allow(_)) => allowed(&req, "Allowed"),
+        Ok(Decision::Deny(d)) => refused(
+            &req,
+            d.code,
+            d.reason.as_str(),
+            &d.message,
+            DENIED,
+            d.reason.as_str(),
+        ),
+        Err(e) => error(e),
+    }
+}
+
+/// A quota (name) that counts objects of `api_version`'s group (`count/<plural>.<group>`,
+/// or `count/<plural>` for the core group): one the template's count could matter to.
+fn counts_group(quotas: &[Arc<crate::CachedQuota>], api_version: &str) -> Option<String> {
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    quotas.iter().find_map(|q| {
+        let parsed = q.parsed.as_ref().ok()?;
+        parsed
+            .state
+            .spec
+            .hard
+            .names()
+            .filter_map(|n| n.strip_prefix("count/"))
+            .any(|rest| match rest.split_once('.') {
+                Some((_, g)) => g == group,
+                None => group.is_empty(),
+            })
+            .then(|| q.name().to_owned())
+    })
+}
+
+async fn validate_quota(
+    State(st): State<AppState>,
+    body: Bytes,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let started = Instant::now();
+    let answer = review_quota(&st, &body);
+    finish(&st, KIND_QUOTA, started, answer)
+}
+
+fn review_quota(st: &AppState, body: &[u8]) -> Answer {
+    let req = match decode::<KarmadaQuota>(body, KARMADAQUOTA_PATH, &QUOTA) {
+        Decoded::Request(r) => r,
+        Decoded::Answer(a) => return *a,
+    };
+    if !matches!(req.operation, Operation::Create | Operation::Update)
+        || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
+    {
+        return allowed(&req, "NotChecked");
+    }
+    let Some(new) = req.object.as_ref() else {
+        let key = object_key(&req, None);
+        return bad_request(
+            &req,
+            &format!("KarmadaQuota {key}: the review has no object"),
+        );
+    };
+    let key = object_key(&req, Some(&new.metadata));
+    if let Some(old) = req.old_object.as_ref()
+        && old.spec == new.spec
+    {
+        // Metadata-only edits (labels, finalizers) of an existing quota are not re-judged.
+        return allowed(&req, "Unchanged");
+    }
+    if let Err(errors) = validate_spec(&new.spec) {
+        let joined = errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        return refused(
+            &req,
+            CODE_INVALID,
+            REASON_INVALID,
+            &format!("KarmadaQuota \"{key}\" is invalid: {joined}"),
+            DENIED,
+            REASON_INVALID,
+        );
+    }
+    let namespace = new
+        .metadata
+        .namespace
+        .as_deref()
+        .or(req.namespace.as_deref())
+        .unwrap_or_default();
+    let name = new.metadata.name.as_deref().unwrap_or(&req.name);
+    let others: Vec<String> = st
+        .cache
+        .in_namespace(namespace)
+        .iter()
+        .filter(|q| q.name() != name)
+        .map(|q| format!("\"{}\"", q.name()))
+        .collect();
+    let mut answer = allowed(&req, "Allowed");
+    if !others.is_empty() {
+        answer.response.warnings = Some(vec![format!(
+            "namespace {namespace} already has KarmadaQuota {}: a ResourceBinding must fit \
+             every quota of its namespace",
+            others.join(", ")
+        )]);
+        answer.reason = "AllowedWithWarning";
+    }
+    answer
+}

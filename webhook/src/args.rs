@@ -1,0 +1,101 @@
+//! Command-line flags (each with an environment-variable twin).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs};
+
+/// Validating admission webhook that enforces KarmadaQuota on Karmada ResourceBindings.
+///
+/// Serves `POST /validate/resourcebinding` and `POST /validate/karmadaquota` over HTTPS,
+/// and `/metrics`, `/livez`, `/readyz` over plain HTTP on the admin address.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(name = "karmada-quota-webhook", version, about, long_about = None)]
+pub struct Args {
+    /// HTTPS address for admission reviews.
+    #[arg(long, env = "KQ_LISTEN", default_value = "0.0.0.0:9443")]
+    pub listen: SocketAddr,
+
+    /// PEM certificate (chain) served on --listen. Reloaded when the file changes, so a
+    /// rotated certificate needs no restart.
+    #[arg(long, env = "KQ_TLS_CERT_FILE")]
+    pub tls_cert_file: PathBuf,
+
+    /// PEM private key of --tls-cert-file. Reloaded with it.
+    #[arg(long, env = "KQ_TLS_PRIVATE_KEY_FILE")]
+    pub tls_private_key_file: PathBuf,
+
+    /// How often the certificate and key files are checked for changes.
+    #[arg(long, env = "KQ_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = crate::duration::parse)]
+    pub tls_reload_interval: Duration,
+
+    /// Longest time to answer one admission review; past it the request is refused
+    /// (never allowed). Keep it below the webhook configuration's timeoutSeconds (3s).
+    #[arg(long, env = "KQ_DECISION_TIMEOUT", default_value = "2s", value_parser = crate::duration::parse)]
+    pub decision_timeout: Duration,
+
+    /// Lifetime of a reservation entry in a quota's status: how long an admitted change
+    /// counts before the controller must have observed it.
+    #[arg(long, env = "KQ_RESERVATION_TTL", default_value = "60s", value_parser = crate::duration::parse)]
+    pub reservation_ttl: Duration,
+
+    /// A quota holding this many pending reservation entries refuses new ones (retryable),
+    /// rather than grow toward etcd's object size limit.
+    #[arg(long, env = "KQ_MAX_RESERVATIONS", default_value_t = 1000)]
+    pub max_reservations: usize,
+
+    /// Largest accepted AdmissionReview body, in bytes; larger bodies get HTTP 413.
+    #[arg(long, env = "KQ_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub admin: AdminArgs,
+
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub log: LogArgs,
+
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub client: ClientArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn flags_are_consistent_and_default_sensibly() {
+        Args::command().debug_assert();
+        let a = Args::try_parse_from([
+            "karmada-quota-webhook",
+            "--tls-cert-file=c.pem",
+            "--tls-private-key-file=k.pem",
+            "--decision-timeout=500ms",
+        ])
+        .unwrap();
+        assert_eq!(a.listen.to_string(), "0.0.0.0:9443");
+        assert_eq!(a.decision_timeout, Duration::from_millis(500));
+        assert_eq!(a.reservation_ttl, Duration::from_secs(60));
+        assert_eq!(a.max_reservations, 1000);
+        assert_eq!(a.max_body_bytes, 3 * 1024 * 1024);
+    }
+
+    #[test]
+    fn every_flag_has_an_env_twin() {
+        let cmd = Args::command();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            assert!(
+                arg.get_env().is_some(),
+                "--{id} has no environment variable"
+            );
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Prometheus metrics of the webhook (prometheus-client), served by the runtime's admin
+//! router on `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Result label: the request was admitted.
+pub const ALLOWED: &str = "allowed";
+/// Result label: the request was refused by a rule (quota, validation, bad input).
+pub const DENIED: &str = "denied";
+/// Result label: the request was refused because of an internal error or a timeout.
+pub const ERROR: &str = "error";
+
+/// Labels of `kq_webhook_decisions_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// `resourcebinding` or `karmadaquota`.
+    pub kind: &'static str,
+    /// [`ALLOWED`], [`DENIED`] or [`ERROR`].
+    pub result: &'static str,
+    /// Why: a core deny reason (`QuotaExceeded`, …), `Invalid`, `BadRequest`,
+    /// an error's metric label, or `Allowed`.
+    pub reason: &'static str,
+}
+
+/// Labels of `kq_webhook_status_writes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// `ok`, `conflict`, `not_found`, `error`, `timeout`.
+    pub result: &'static str,
+}
+
+/// The webhook's metrics. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Admission decisions by kind, result and reason.
+    pub decisions: Family<DecisionLabels, Counter>,
+    /// Time from receiving a review to answering it, seconds.
+    pub decision_duration: Histogram,
+    /// Status replaces by result.
+    pub status_writes: Family<WriteLabels, Counter>,
+    /// Status replaces refused with 409 Conflict (someone else wrote the quota first).
+    pub conflicts: Counter,
+    /// Decision rounds re-run after a conflict.
+    pub retries: Counter,
+    /// Requests decided together in one batch.
+    pub batch_size: Histogram,
+}
+
+impl Metrics {
+    /// Create the metrics and register them under the `kq_webhook` prefix.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        let reg = registry.sub_registry_with_prefix("kq_webhook");
+        reg.register(
+            "decisions",
+            "Admission decisions by kind, result and reason",
+            m.decisions.clone(),
+        );
+        reg.register(
+            "decision_duration_seconds",
+            "Time to answer one admission review",
+            m.decision_duration.clone(),
+        );
+        reg.register(
+            "status_writes",
+            "KarmadaQuota status replaces by result",
+            m.status_writes.clone(),
+        );
+        reg.register(
+            "status_write_conflicts",
+            "KarmadaQuota status replaces refused with 409 Conflict",
+            m.conflicts.clone(),
+        );
+        reg.register(
+            "decision_retries",
+            "Decision rounds re-run after a status write conflict",
+            m.retries.clone(),
+        );
+        reg.register(
+            "batch_size",
+            "ResourceBinding requests of one namespace decided together",
+            m.batch_size.clone(),
+        );
+        m
+    }
+
+    /// Count one decision.
+    pub fn decision(&self, kind: &'static str, result: &'static str, reason: &'static str) {
+        self.decisions
+            .get_or_create(&DecisionLabels {
+                kind,
+                result,
+                reason,
+            })
+            .inc();
+    }
+
+    /// Count one status write.
+    pub fn write(&self, result: &'static str) {
+        self.status_writes
+            .get_or_create(&WriteLabels { result })
+            .inc();
+    }
+}
+
+impl Default for Metrics {
+    /// Metrics not registered anywhere (tests).
+    fn default() -> Self {
+        Self {
+            decisions: Family::default(),
+            // 0.5 ms … ~4 s
+            decision_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            status_writes: Family::default(),
+            conflicts: Counter::default(),
+            retries: Counter::default(),
+            // 1 … 512
+            batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registers_under_the_kq_webhook_prefix() {
+        let mut reg = Registry::default();
+        let m = Metrics::register(&mut reg);
+        m.decision("resourcebinding", DENIED, "QuotaExceeded");
+        m.write("conflict");
+        m.conflicts.inc();
+        m.batch_size.observe(3.0);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        for name in [
+            "kq_webhook_decisions_total{kind=\"resourcebinding\",result=\"denied\",reason=\"QuotaExceeded\"} 1",
+            "kq_webhook_status_writes_total{result=\"conflict\"} 1",
+            "kq_webhook_status_write_conflicts_total 1",
+            "kq_webhook_decision_retries_total 0",
+            "kq_webhook_batch_size_count 1",
+            "kq_webhook_decision_duration_seconds_count 0",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+    }
+}
