@@ -1,0 +1,310 @@
+//! Command-line flags of `karmada-quota-controller`; every flag has a `KQ_*` environment twin.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser};
+use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs};
+
+/// Flags of the controller binary.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "karmada-quota-controller",
+    version,
+    about = "Computes the federated usage of every KarmadaQuota across Karmada member clusters",
+    long_about = "Computes the federated usage of every KarmadaQuota across Karmada member clusters.\n\n\
+        Watches KarmadaQuota, ResourceBinding and Cluster objects in the Karmada control plane, \
+        sums what every binding costs (the same engine the admission webhook uses), measures \
+        the pods actually running in each member cluster, and writes status.used, \
+        status.clusters[], pruned status.reservations and conditions (Ready, Drift, \
+        MembersReachable). Only the holder of the leader Lease writes; other replicas keep \
+        their caches warm. The admin port serves /metrics, /livez, /readyz and the computed \
+        view of every quota as JSON at /api/v1/quotas."
+)]
+pub struct Args {
+    /// Admin port flags.
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Logging flags.
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// How to reach the Karmada control plane.
+    #[command(flatten)]
+    pub client: ClientArgs,
+
+    /// Recompute every quota at least this often, even when no watch event arrived
+    /// (e.g. `30s`, `5m`, `1h`). Changes are picked up at once regardless; the resync only
+    /// repairs what a lost event could have left stale.
+    #[arg(long, env = "KQ_RESYNC_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    pub resync_period: Duration,
+
+    /// How many quotas are reconciled at the same time (one quota is never reconciled twice
+    /// at once).
+    #[arg(long, env = "KQ_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+
+    /// Elect a leader with a coordination.k8s.io/v1 Lease so several replicas can run and
+    /// only one writes status. `--leader-election=false` or `--no-leader-election` writes
+    /// unconditionally (a single replica).
+    #[arg(
+        long,
+        env = "KQ_LEADER_ELECTION",
+        default_value_t = true,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        require_equals = true
+    )]
+    pub leader_election: bool,
+
+    /// Same as `--leader-election=false`.
+    #[arg(long, overrides_with = "leader_election")]
+    pub no_leader_election: bool,
+
+    /// Namespace of the leader-election Lease (in the Karmada control plane).
+    #[arg(long, env = "KQ_LEASE_NAMESPACE", default_value = "karmada-system")]
+    pub lease_namespace: String,
+
+    /// Name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "KQ_LEASE_NAME",
+        default_value = "karmada-quota-controller"
+    )]
+    pub lease_name: String,
+
+    /// This replica's identity in the Lease. Default: $POD_NAME, else `<hostname>_<pid>`.
+    #[arg(long, env = "KQ_IDENTITY")]
+    pub identity: Option<String>,
+
+    /// How long a Lease stays valid without renewal; a stopped leader is replaced after
+    /// about this long.
+    #[arg(long, env = "KQ_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+
+    /// How often the leader renews the Lease (and how often a candidate retries). The leader
+    /// stops writing when it could not renew for `--lease-duration` minus this.
+    #[arg(long, env = "KQ_LEASE_RENEW_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    pub lease_renew_interval: Duration,
+
+    /// A member cluster given by kubeconfig, as `NAME=PATH` (repeatable; the env twin takes
+    /// a comma-separated list). NAME is the cluster's name in ResourceBindings; it wins over
+    /// a Cluster object of the same name.
+    #[arg(long = "member-kubeconfig", env = "KQ_MEMBER_KUBECONFIG", value_name = "NAME=PATH", value_delimiter = ',', value_parser = parse_member_kubeconfig)]
+    pub member_kubeconfigs: Vec<MemberKubeconfig>,
+
+    /// Read member clusters from the control plane's Cluster objects (spec.apiEndpoint +
+    /// spec.secretRef). `--member-clusters-from-api=false` uses only --member-kubeconfig.
+    #[arg(
+        long,
+        env = "KQ_MEMBER_CLUSTERS_FROM_API",
+        default_value_t = true,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        require_equals = true
+    )]
+    pub member_clusters_from_api: bool,
+
+    /// Give up connecting to a member's API server after this long (the member is then
+    /// reported unreachable and retried with backoff).
+    #[arg(long, env = "KQ_MEMBER_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub member_connect_timeout: Duration,
+
+    /// How often a member's API server is probed (GET /version) while its pods are watched.
+    /// A failed probe marks it unreachable at once, even when a half-open watch connection
+    /// (a partition, a stopped server) would otherwise hide that for minutes.
+    #[arg(long, env = "KQ_MEMBER_PROBE_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    pub member_probe_interval: Duration,
+
+    /// Longest wait between two attempts to reach an unreachable member.
+    #[arg(long, env = "KQ_MEMBER_MAX_BACKOFF", default_value = "60s", value_parser = parse_duration)]
+    pub member_max_backoff: Duration,
+
+    /// How long a ResourceBinding deletion seen by the watch is remembered, so that a
+    /// reservation for it is pruned as "deleted". Must exceed the webhook's
+    /// --reservation-ttl (after which the entry would expire anyway).
+    #[arg(long, env = "KQ_DELETED_MEMORY", default_value = "10m", value_parser = parse_duration)]
+    pub deleted_memory: Duration,
+}
+
+impl Args {
+    /// Whether leader election is on (`--leader-election`, not `--no-leader-election`).
+    pub fn leader_election_enabled(&self) -> bool {
+        self.leader_election && !self.no_leader_election
+    }
+
+    /// The Lease identity: `--identity`, else $POD_NAME, else `<hostname>_<pid>`.
+    pub fn identity(&self) -> String {
+        if let Some(id) = self.identity.as_ref().filter(|s| !s.is_empty()) {
+            return id.clone();
+        }
+        if let Ok(pod) = std::env::var("POD_NAME")
+            && !pod.is_empty()
+        {
+            return pod;
+        }
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .or_else(|| {
+                std::fs::read_to_string("/etc/hostname")
+                    .ok()
+                    .map(|h| h.trim().to_owned())
+                    .filter(|h| !h.is_empty())
+            })
+            .unwrap_or_else(|| "karmada-quota-controller".to_owned());
+        format!("{host}_{}", std::process::id())
+    }
+}
+
+/// `--member-kubeconfig NAME=PATH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberKubeconfig {
+    /// Member cluster name (as in `spec.clusters[].name` of bindings).
+    pub name: String,
+    /// Kubeconfig file of that member.
+    pub path: PathBuf,
+}
+
+/// Parse `NAME=PATH`.
+pub fn parse_member_kubeconfig(s: &str) -> Result<MemberKubeconfig, String> {
+    let (name, path) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=PATH, got {s:?}"))?;
+    let name = name.trim();
+    let path = path.trim();
+    if name.is_empty() || path.is_empty() {
+        return Err(format!(
+            "expected NAME=PATH with both parts non-empty, got {s:?}"
+        ));
+    }
+    Ok(MemberKubeconfig {
+        name: name.to_owned(),
+        path: PathBuf::from(path),
+    })
+}
+
+/// Parse a Go-style duration: `500ms`, `15s`, `5m`, `1h30m`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".to_owned());
+    }
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(|| format!("duration {s:?} lacks a unit after its last number"))?;
+        if digits == 0 {
+            return Err(format!("invalid duration {s:?}: expected a number"));
+        }
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|e| format!("invalid duration {s:?}: {e}"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let part = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            u => {
+                return Err(format!(
+                    "invalid duration {s:?}: unknown unit {u:?} (ms, s, m, h)"
+                ));
+            }
+        };
+        total = total.saturating_add(part);
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Args {
+        Args::try_parse_from(
+            std::iter::once("karmada-quota-controller").chain(args.iter().copied()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn defaults_are_sensible() {
+        let a = parse(&[]);
+        assert_eq!(a.resync_period, Duration::from_secs(300));
+        assert!(a.leader_election_enabled());
+        assert_eq!(a.lease_namespace, "karmada-system");
+        assert_eq!(a.lease_name, "karmada-quota-controller");
+        assert_eq!(a.lease_duration, Duration::from_secs(15));
+        assert_eq!(a.lease_renew_interval, Duration::from_secs(5));
+        assert!(a.member_kubeconfigs.is_empty());
+        assert!(a.member_clusters_from_api);
+        assert_eq!(a.deleted_memory, Duration::from_secs(600));
+        assert_eq!(a.concurrency, 4);
+    }
+
+    #[test]
+    fn member_kubeconfig_is_repeatable() {
+        let a = parse(&["--member-kubeconfig", "a=/x", "--member-kubeconfig=b=/y/z"]);
+        assert_eq!(
+            a.member_kubeconfigs,
+            vec![
+                MemberKubeconfig {
+                    name: "a".into(),
+                    path: "/x".into()
+                },
+                MemberKubeconfig {
+                    name: "b".into(),
+                    path: "/y/z".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn member_kubeconfig_without_equals_is_refused() {
+        let err = Args::try_parse_from(["c", "--member-kubeconfig", "a"]).unwrap_err();
+        assert!(err.to_string().contains("NAME=PATH"), "{err}");
+        assert!(Args::try_parse_from(["c", "--member-kubeconfig", "=/x"]).is_err());
+    }
+
+    #[test]
+    fn leader_election_can_be_turned_off_both_ways() {
+        assert!(!parse(&["--leader-election=false"]).leader_election_enabled());
+        assert!(!parse(&["--no-leader-election"]).leader_election_enabled());
+        assert!(parse(&["--leader-election"]).leader_election_enabled());
+        assert!(parse(&["--leader-election=true"]).leader_election_enabled());
+    }
+
+    #[test]
+    fn durations_parse_go_style() {
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("42"), Ok(Duration::from_secs(42)));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("5").is_ok());
+        assert!(parse_duration("").is_err());
+        let a = parse(&["--resync-period", "30s", "--deleted-memory=2m"]);
+        assert_eq!(a.resync_period, Duration::from_secs(30));
+        assert_eq!(a.deleted_memory, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn identity_flag_wins() {
+        let a = parse(&["--identity", "replica-a"]);
+        assert_eq!(a.identity(), "replica-a");
+        assert!(!parse(&[]).identity().is_empty());
+    }
+}

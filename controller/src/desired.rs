@@ -1,0 +1,991 @@
+//! What a quota's status should be: pure functions, no client (style.md points 4 and 9).
+//!
+//! ```text
+//!  KarmadaQuota ─┐
+//!  Index ────────┼─► compute ─► Computed::{Valid{view}, Invalid{errors}}
+//!  member pods ──┘                    │
+//!  member reach ──────────────────────┴─► desired_status ─► Some(new status) | None (unchanged)
+//!                                                 └─► notices (events), next_requeue
+//! ```
+//!
+//! All arithmetic is core's (`core::status::compute`); this module only maps the view onto
+//! the API status and keeps conditions' `lastTransitionTime` stable.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use karmada_quota_core::quota::{FieldError, QuotaState};
+use karmada_quota_core::status::{self as core_status, ObservedPods, QuotaView};
+use karmada_quota_crds::convert::{
+    list_to_api, reservation_from_api, reservation_to_api, summary, validate_spec,
+};
+use karmada_quota_crds::quota::{
+    CONDITION_DRIFT, CONDITION_MEMBERS_REACHABLE, CONDITION_READY, ClusterUsage, Reservation,
+};
+use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+
+use crate::index::Index;
+use crate::members::Reach;
+
+/// Ready=True: usage was computed.
+pub const REASON_SYNCED: &str = "Synced";
+/// Ready=False: the spec does not validate; nothing else is computed.
+pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
+/// Drift=True: a member runs more than Karmada placed there.
+pub const REASON_OBSERVED_ABOVE_PLACED: &str = "ObservedAbovePlaced";
+/// Drift=False: every measured member runs at most what was placed.
+pub const REASON_NO_DRIFT: &str = "NoDrift";
+/// Drift=Unknown: no member cluster is measured (none configured or none reachable).
+pub const REASON_NOT_MEASURED: &str = "NotMeasured";
+/// MembersReachable=True.
+pub const REASON_REACHABLE: &str = "Reachable";
+/// MembersReachable=False: at least one member cannot be read.
+pub const REASON_UNREACHABLE: &str = "Unreachable";
+/// MembersReachable=Unknown: no member cluster to measure.
+pub const REASON_NO_MEMBERS: &str = "NoMembers";
+
+/// Event reason: Drift became True.
+pub const EVENT_DRIFT_DETECTED: &str = "DriftDetected";
+/// Event reason: Drift became False.
+pub const EVENT_DRIFT_RESOLVED: &str = "DriftResolved";
+/// Event reason: a member became unreachable.
+pub const EVENT_MEMBER_UNREACHABLE: &str = "MemberUnreachable";
+/// Event reason: every member is reachable again.
+pub const EVENT_MEMBERS_REACHABLE: &str = "MembersReachable";
+/// Event reason: the spec is invalid.
+pub const EVENT_INVALID_SPEC: &str = "InvalidSpec";
+
+/// Separates a member's name from its error in the MembersReachable message
+/// (`member2 unreachable: <error>; member3 unreachable: <error>`).
+const UNREACHABLE_SEP: &str = " unreachable: ";
+
+/// The member names a MembersReachable=False message lists.
+fn unreachable_names(message: &str) -> std::collections::BTreeSet<&str> {
+    message
+        .split("; ")
+        .filter_map(|part| part.split_once(UNREACHABLE_SEP).map(|(name, _)| name))
+        .filter(|name| !name.is_empty() && !name.contains(' '))
+        .collect()
+}
+
+/// Longest error text of one member in the MembersReachable message.
+const MAX_MEMBER_ERROR: usize = 300;
+
+/// The outcome of computing one quota.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Computed {
+    /// The spec validated; core's view, plus status entries that did not parse (kept
+    /// verbatim until they expire: status is written only by this project, so one is a bug
+    /// or a hand edit, and dropping it could under-count).
+    Valid {
+        /// What core computed.
+        view: QuotaView,
+        /// Unparseable, unexpired reservations.
+        unparsed: Vec<Reservation>,
+    },
+    /// The spec does not validate.
+    Invalid(Vec<FieldError>),
+}
+
+/// Compute one quota from the index and the members' pods, at `now` (Unix seconds).
+pub fn compute(
+    quota: &KarmadaQuota,
+    index: &Index,
+    observed_pods: &ObservedPods,
+    now: i64,
+) -> Computed {
+    let spec = match validate_spec(&quota.spec) {
+        Ok(s) => s,
+        Err(errors) => return Computed::Invalid(errors),
+    };
+    let ns = quota.namespace().unwrap_or_default();
+    let mut reservations = Vec::new();
+    let mut unparsed = Vec::new();
+    for (i, r) in quota
+        .status
+        .iter()
+        .flat_map(|s| s.reservations.iter())
+        .enumerate()
+    {
+        match reservation_from_api(r, &format!("status.reservations[{i}]")) {
+            Ok(parsed) => reservations.push(parsed),
+            Err(e) => {
+                if r.expiration_time.0.as_second() > now {
+                    tracing::warn!(quota = %format!("{ns}/{}", quota.name_any()), error = %e, "keeping an unparseable reservation until it expires");
+                    unparsed.push(r.clone());
+                }
+            }
+        }
+    }
+    let state = QuotaState {
+        name: quota.name_any(),
+        spec,
+        used: None,
+        reservations,
+    };
+    let view = core_status::compute(
+        &ns,
+        &state,
+        index.charges_in(&ns),
+        |uid| index.observation(&ns, uid),
+        observed_pods,
+        now,
+    );
+    Computed::Valid { view, unparsed }
+}
+
+/// The status the quota should have, or `None` when its current status already says it.
+pub fn desired_status(
+    quota: &KarmadaQuota,
+    computed: &Computed,
+    reach: &BTreeMap<String, Reach>,
+    now: jiff::Timestamp,
+) -> Option<KarmadaQuotaStatus> {
+    let current = quota.status.clone().unwrap_or_default();
+    let generation = quota.metadata.generation;
+    let mut next = current.clone();
+    match computed {
+        Computed::Invalid(errors) => {
+            let message = format!(
+                "invalid spec: {}",
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            set_condition(
+                &mut next.conditions,
+                CONDITION_READY,
+                "False",
+                REASON_INVALID_SPEC,
+                &message,
+                generation,
+                now,
+            );
+        }
+        Computed::Valid { view, unparsed } => {
+            next.hard = list_to_api(&view.hard);
+            next.used = list_to_api(&view.used);
+            next.clusters = view
+                .clusters
+                .iter()
+                .map(|c| ClusterUsage {
+                    name: c.name.clone(),
+                    used: list_to_api(&c.used),
+                    observed: c.observed.as_ref().map(list_to_api),
+                })
+                .collect();
+            next.reservations = view.reservations.iter().map(reservation_to_api).collect();
+            next.reservations.extend(unparsed.iter().cloned());
+            next.summary = Some(summary(&view.hard, Some(&view.used)));
+            let ready = format!(
+                "usage computed from {} in {}",
+                plural(view.bindings, "binding"),
+                plural(view.clusters.len(), "cluster")
+            );
+            set_condition(
+                &mut next.conditions,
+                CONDITION_READY,
+                "True",
+                REASON_SYNCED,
+                &ready,
+                generation,
+                now,
+            );
+            // While a member is still connecting (first list in flight), Drift and
+            // MembersReachable are not lowered from what they say: a restart or a re-added
+            // member must not flap them (and emit events) for the second it takes to list.
+            let connecting = reach.values().any(|r| *r == Reach::Connecting);
+            let (status, reason, message) = drift_condition(view);
+            let keep_drift =
+                connecting && status != "True" && has_condition(&next.conditions, CONDITION_DRIFT);
+            if !keep_drift {
+                set_condition(
+                    &mut next.conditions,
+                    CONDITION_DRIFT,
+                    status,
+                    reason,
+                    &message,
+                    generation,
+                    now,
+                );
+            }
+            let (status, reason, message) = members_condition(reach);
+            let keep_members = connecting
+                && status != "False"
+                && has_condition(&next.conditions, CONDITION_MEMBERS_REACHABLE);
+            if !keep_members {
+                set_condition(
+                    &mut next.conditions,
+                    CONDITION_MEMBERS_REACHABLE,
+                    status,
+                    reason,
+                    &message,
+                    generation,
+                    now,
+                );
+            }
+        }
+    }
+    next.observed_generation = generation;
+    (next != current).then_some(next)
+}
+
+fn has_condition(conditions: &[Condition], type_: &str) -> bool {
+    conditions.iter().any(|c| c.type_ == type_)
+}
+
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// (status, reason, message) of the Drift condition.
+fn drift_condition(view: &QuotaView) -> (&'static str, &'static str, String) {
+    let measured = view
+        .clusters
+        .iter()
+        .filter(|c| c.observed.is_some())
+        .count();
+    if !view.drift.is_empty() {
+        let message = view
+            .clusters
+            .iter()
+            .filter(|c| view.drift.contains_key(&c.name))
+            .filter_map(|c| {
+                c.observed
+                    .as_ref()
+                    .map(|obs| core_status::drift_message(&c.name, obs, &c.used))
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        ("True", REASON_OBSERVED_ABOVE_PLACED, message)
+    } else if measured == 0 {
+        (
+            "Unknown",
+            REASON_NOT_MEASURED,
+            "no member cluster is measured".to_owned(),
+        )
+    } else {
+        (
+            "False",
+            REASON_NO_DRIFT,
+            format!(
+                "{} {} at most what Karmada placed",
+                plural(measured, "measured cluster"),
+                if measured == 1 { "runs" } else { "run" }
+            ),
+        )
+    }
+}
+
+/// (status, reason, message) of the MembersReachable condition.
+fn members_condition(reach: &BTreeMap<String, Reach>) -> (&'static str, &'static str, String) {
+    if reach.is_empty() {
+        return (
+            "Unknown",
+            REASON_NO_MEMBERS,
+            "no member cluster to measure (no Cluster with apiEndpoint and secretRef, no --member-kubeconfig)"
+                .to_owned(),
+        );
+    }
+    let unreachable: Vec<String> = reach
+        .iter()
+        .filter_map(|(name, r)| match r {
+            Reach::Unreachable(e) => Some(format!(
+                "{name}{UNREACHABLE_SEP}{}",
+                truncate(e, MAX_MEMBER_ERROR)
+            )),
+            _ => None,
+        })
+        .collect();
+    if !unreachable.is_empty() {
+        return ("False", REASON_UNREACHABLE, unreachable.join("; "));
+    }
+    let connecting = reach.values().filter(|r| **r == Reach::Connecting).count();
+    let reachable = reach.len() - connecting;
+    let message = if connecting == 0 {
+        format!("{} reachable", plural(reachable, "member cluster"))
+    } else {
+        format!(
+            "{} reachable, {connecting} connecting",
+            plural(reachable, "member cluster")
+        )
+    };
+    ("True", REASON_REACHABLE, message)
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// Set a condition; `lastTransitionTime` changes only when the status flips.
+fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) {
+    let fresh = |last_transition_time| Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        observed_generation: generation,
+        last_transition_time,
+    };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            let ltt = if c.status == status {
+                c.last_transition_time.clone()
+            } else {
+                Time(now)
+            };
+            *c = fresh(ltt);
+        }
+        None => conditions.push(fresh(Time(now))),
+    }
+}
+
+/// A notable change, published as a Kubernetes event on the quota.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// Event reason (one of the `EVENT_*` constants).
+    pub reason: &'static str,
+    /// Human-readable note.
+    pub note: String,
+}
+
+fn condition<'a>(status: Option<&'a KarmadaQuotaStatus>, type_: &str) -> Option<&'a Condition> {
+    status.and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+}
+
+/// The notable changes from `old` to `new`: drift raised/cleared, a member unreachable /
+/// all reachable again, an invalid spec.
+pub fn notices(old: Option<&KarmadaQuotaStatus>, new: &KarmadaQuotaStatus) -> Vec<Notice> {
+    let mut out = Vec::new();
+    let (old_drift, new_drift) = (
+        condition(old, CONDITION_DRIFT),
+        condition(Some(new), CONDITION_DRIFT),
+    );
+    match (old_drift.map(|c| c.status.as_str()), new_drift) {
+        (o, Some(n)) if n.status == "True" && o != Some("True") => out.push(Notice {
+            type_: EventType::Warning,
+            reason: EVENT_DRIFT_DETECTED,
+            note: n.message.clone(),
+        }),
+        (Some("True"), Some(n)) if n.status == "False" => out.push(Notice {
+            type_: EventType::Normal,
+            reason: EVENT_DRIFT_RESOLVED,
+            note: n.message.clone(),
+        }),
+        _ => {}
+    }
+    let (old_m, new_m) = (
+        condition(old, CONDITION_MEMBERS_REACHABLE),
+        condition(Some(new), CONDITION_MEMBERS_REACHABLE),
+    );
+    match (old_m, new_m) {
+        (o, Some(n))
+            if n.status == "False"
+                && o.is_none_or(|o| {
+                    o.status != "False"
+                        || !unreachable_names(&n.message).is_subset(&unreachable_names(&o.message))
+                }) =>
+        {
+            out.push(Notice {
+                type_: EventType::Warning,
+                reason: EVENT_MEMBER_UNREACHABLE,
+                note: n.message.clone(),
+            });
+        }
+        (Some(o), Some(n)) if o.status == "False" && n.status == "True" => out.push(Notice {
+            type_: EventType::Normal,
+            reason: EVENT_MEMBERS_REACHABLE,
+            note: n.message.clone(),
+        }),
+        _ => {}
+    }
+    let (old_r, new_r) = (
+        condition(old, CONDITION_READY),
+        condition(Some(new), CONDITION_READY),
+    );
+    if let Some(n) = new_r
+        && n.reason == REASON_INVALID_SPEC
+        && old_r.is_none_or(|o| o.reason != REASON_INVALID_SPEC || o.message != n.message)
+    {
+        out.push(Notice {
+            type_: EventType::Warning,
+            reason: EVENT_INVALID_SPEC,
+            note: n.message.clone(),
+        });
+    }
+    out
+}
+
+/// When to reconcile again without an event: one second after the earliest reservation
+/// expires (so it is pruned promptly), else after the resync period.
+pub fn next_requeue(computed: &Computed, now: i64, resync: Duration) -> Duration {
+    let Computed::Valid { view, unparsed } = computed else {
+        return resync;
+    };
+    let earliest = view
+        .reservations
+        .iter()
+        .map(|r| r.expiration_time)
+        .chain(unparsed.iter().map(|r| r.expiration_time.0.as_second()))
+        .min();
+    match earliest {
+        Some(t) => {
+            let secs = u64::try_from((t - now).max(0)).unwrap_or(0) + 1;
+            Duration::from_secs(secs).min(resync)
+        }
+        None => resync,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+    use karmada_quota_core::ledger::Observation;
+    use kube::runtime::watcher::Event;
+
+    const NOW: i64 = 1_795_000_000;
+
+    fn ts(secs: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(secs).unwrap()
+    }
+
+    fn index_with(bindings: &[karmada_quota_crds::ResourceBinding]) -> Index {
+        let mut i = Index::new(600);
+        i.apply_binding_event(&Event::Init, None, NOW);
+        for b in bindings {
+            i.apply_binding_event(
+                &Event::InitApply(b.clone()),
+                Some("count/deployments.apps"),
+                NOW,
+            );
+        }
+        i.apply_binding_event(&Event::InitDone, None, NOW);
+        i
+    }
+
+    fn no_members() -> BTreeMap<String, Reach> {
+        BTreeMap::new()
+    }
+
+    fn status_of(
+        q: &KarmadaQuota,
+        i: &Index,
+        pods: &ObservedPods,
+        reach: &BTreeMap<String, Reach>,
+    ) -> KarmadaQuotaStatus {
+        let c = compute(q, i, pods, NOW);
+        desired_status(q, &c, reach, ts(NOW)).expect("a first status differs")
+    }
+
+    fn s(
+        map: &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+        k: &str,
+    ) -> String {
+        map.get(k)
+            .map(|q| q.0.clone())
+            .unwrap_or_else(|| "<none>".into())
+    }
+
+    #[test]
+    fn used_and_clusters_sum_the_namespace_bindings() {
+        let q = mk_quota(
+            "team-a",
+            "q",
+            &[
+                ("requests.cpu", "10"),
+                ("pods", "20"),
+                ("count/deployments.apps", "5"),
+            ],
+        );
+        let i = index_with(&[
+            mk_binding(
+                "team-a",
+                "web",
+                "u1",
+                1,
+                3,
+                "500m",
+                &[("member1", 2), ("member2", 1)],
+            ),
+            mk_binding("team-a", "api", "u2", 1, 2, "1", &[("member2", 2)]),
+            mk_binding("team-b", "other", "u3", 1, 9, "1", &[("member1", 9)]),
+        ]);
+        let st = status_of(&q, &i, &ObservedPods::new(), &no_members());
+        assert_eq!(s(&st.used, "requests.cpu"), "3500m");
+        assert_eq!(s(&st.used, "pods"), "5");
+        assert_eq!(s(&st.used, "count/deployments.apps"), "2");
+        assert_eq!(st.hard.len(), 3);
+        let names: Vec<_> = st.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["member1", "member2"]);
+        assert_eq!(s(&st.clusters[0].used, "requests.cpu"), "1");
+        assert_eq!(s(&st.clusters[1].used, "requests.cpu"), "2500m");
+        assert!(st.clusters.iter().all(|c| c.observed.is_none()));
+        assert_eq!(
+            st.summary.as_deref(),
+            Some("count/deployments.apps: 2/5, pods: 5/20, requests.cpu: 3500m/10")
+        );
+        let ready = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_READY)
+            .unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", REASON_SYNCED)
+        );
+        assert_eq!(
+            ready.message,
+            "usage computed from 2 bindings in 2 clusters"
+        );
+        assert_eq!(st.observed_generation, Some(1));
+    }
+
+    #[test]
+    fn every_hard_name_is_present_even_with_no_bindings() {
+        let q = mk_quota("team-a", "q", &[("requests.memory", "1Gi"), ("pods", "2")]);
+        let st = status_of(&q, &index_with(&[]), &ObservedPods::new(), &no_members());
+        assert_eq!(s(&st.used, "requests.memory"), "0");
+        assert_eq!(s(&st.used, "pods"), "0");
+        assert!(st.clusters.is_empty());
+    }
+
+    #[test]
+    fn unchanged_status_is_not_written_and_transition_times_stay() {
+        let q = mk_quota("team-a", "q", &[("pods", "2")]);
+        let i = index_with(&[mk_binding(
+            "team-a",
+            "web",
+            "u1",
+            1,
+            1,
+            "1",
+            &[("member1", 1)],
+        )]);
+        let first = status_of(&q, &i, &ObservedPods::new(), &no_members());
+        let mut q2 = q.clone();
+        q2.status = Some(first.clone());
+        // Later, same inputs: nothing to write.
+        let c = compute(&q2, &i, &ObservedPods::new(), NOW + 100);
+        assert_eq!(desired_status(&q2, &c, &no_members(), ts(NOW + 100)), None);
+        // A new binding changes the message but not Ready's status: same transition time.
+        let i2 = index_with(&[
+            mk_binding("team-a", "web", "u1", 1, 1, "1", &[("member1", 1)]),
+            mk_binding("team-a", "web2", "u2", 1, 1, "1", &[("member1", 1)]),
+        ]);
+        let c = compute(&q2, &i2, &ObservedPods::new(), NOW + 100);
+        let next = desired_status(&q2, &c, &no_members(), ts(NOW + 100)).unwrap();
+        let ready = next
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_READY)
+            .unwrap();
+        assert_eq!(ready.last_transition_time, Time(ts(NOW)));
+        assert!(ready.message.contains("2 bindings"));
+    }
+
+    #[test]
+    fn observed_pods_raise_drift_with_cores_message() {
+        let q = mk_quota("team-a", "q", &[("requests.cpu", "100"), ("pods", "500")]);
+        let i = index_with(&[mk_binding(
+            "team-a",
+            "web",
+            "u1",
+            1,
+            2,
+            "500m",
+            &[("member1", 1), ("member2", 1)],
+        )]);
+        let pods: ObservedPods = [
+            ("member1".to_owned(), Some(vec![pod_usage_of("", "500m")])),
+            (
+                "member2".to_owned(),
+                Some(vec![
+                    pod_usage_of("", "500m"),
+                    pod_usage_of("", "500m"),
+                    pod_usage_of("", "500m"),
+                ]),
+            ),
+        ]
+        .into();
+        let reach: BTreeMap<_, _> = [
+            ("member1".to_owned(), Reach::Reachable),
+            ("member2".to_owned(), Reach::Reachable),
+        ]
+        .into();
+        let st = status_of(&q, &i, &pods, &reach);
+        let m2 = st.clusters.iter().find(|c| c.name == "member2").unwrap();
+        assert_eq!(s(m2.observed.as_ref().unwrap(), "requests.cpu"), "1500m");
+        assert_eq!(s(&m2.used, "requests.cpu"), "500m");
+        let drift = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_DRIFT)
+            .unwrap();
+        assert_eq!(
+            (drift.status.as_str(), drift.reason.as_str()),
+            ("True", REASON_OBSERVED_ABOVE_PLACED)
+        );
+        assert_eq!(
+            drift.message,
+            "member2 runs requests.cpu=1500m, pods=3 but Karmada placed requests.cpu=500m, pods=1"
+        );
+        let ev = notices(None, &st);
+        assert!(
+            ev.iter()
+                .any(|n| n.reason == EVENT_DRIFT_DETECTED && n.type_ == EventType::Warning)
+        );
+        let reachable = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_MEMBERS_REACHABLE)
+            .unwrap();
+        assert_eq!(reachable.status, "True");
+
+        // The extra pods go away: drift cleared, an event says so.
+        let mut q2 = q.clone();
+        q2.status = Some(st.clone());
+        let calm: ObservedPods = [
+            ("member1".to_owned(), Some(vec![pod_usage_of("", "500m")])),
+            ("member2".to_owned(), Some(vec![pod_usage_of("", "500m")])),
+        ]
+        .into();
+        let c = compute(&q2, &i, &calm, NOW + 5);
+        let st2 = desired_status(&q2, &c, &reach, ts(NOW + 5)).unwrap();
+        let drift2 = st2
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_DRIFT)
+            .unwrap();
+        assert_eq!(
+            (drift2.status.as_str(), drift2.reason.as_str()),
+            ("False", REASON_NO_DRIFT)
+        );
+        assert_eq!(drift2.last_transition_time, Time(ts(NOW + 5)));
+        assert!(
+            notices(Some(&st), &st2)
+                .iter()
+                .any(|n| n.reason == EVENT_DRIFT_RESOLVED)
+        );
+    }
+
+    #[test]
+    fn scoped_quota_counts_only_matching_pods() {
+        let mut q = mk_quota("team-a", "q", &[("requests.cpu", "100")]);
+        q.spec.scope_selector = Some(scope_not_in(&["batch"]));
+        let pods: ObservedPods = [(
+            "member1".to_owned(),
+            Some(vec![
+                pod_usage_of("", "1"),
+                pod_usage_of("batch", "4"),
+                pod_usage_of("high", "2"),
+            ]),
+        )]
+        .into();
+        let reach: BTreeMap<_, _> = [("member1".to_owned(), Reach::Reachable)].into();
+        let st = status_of(&q, &index_with(&[]), &pods, &reach);
+        assert_eq!(
+            s(st.clusters[0].observed.as_ref().unwrap(), "requests.cpu"),
+            "3"
+        );
+    }
+
+    #[test]
+    fn unreachable_member_is_named_and_has_no_observed() {
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let i = index_with(&[mk_binding(
+            "team-a",
+            "web",
+            "u1",
+            1,
+            2,
+            "1",
+            &[("member1", 1), ("member2", 1)],
+        )]);
+        let pods: ObservedPods = [
+            ("member1".to_owned(), Some(vec![pod_usage_of("", "1")])),
+            ("member2".to_owned(), None),
+        ]
+        .into();
+        let reach: BTreeMap<_, _> = [
+            ("member1".to_owned(), Reach::Reachable),
+            (
+                "member2".to_owned(),
+                Reach::Unreachable("dial tcp 127.0.0.1:7443: connection refused".into()),
+            ),
+        ]
+        .into();
+        let st = status_of(&q, &i, &pods, &reach);
+        let m1 = st.clusters.iter().find(|c| c.name == "member1").unwrap();
+        let m2 = st.clusters.iter().find(|c| c.name == "member2").unwrap();
+        assert!(m1.observed.is_some());
+        assert!(m2.observed.is_none());
+        assert_eq!(s(&m2.used, "pods"), "1");
+        let c = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_MEMBERS_REACHABLE)
+            .unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", REASON_UNREACHABLE)
+        );
+        assert!(
+            c.message.starts_with("member2 unreachable: dial tcp"),
+            "{}",
+            c.message
+        );
+        assert!(!c.message.contains("member1"));
+        assert!(
+            notices(None, &st)
+                .iter()
+                .any(|n| n.reason == EVENT_MEMBER_UNREACHABLE)
+        );
+    }
+
+    #[test]
+    fn reservations_are_pruned_when_observed_deleted_or_expired_and_never_seen_ones_kept() {
+        let q = {
+            let mut q = mk_quota("team-a", "q", &[("pods", "10")]);
+            q.status = Some(KarmadaQuotaStatus {
+                reservations: vec![
+                    mk_reservation("observed", "u-obs", 2, &[("pods", "1")], NOW + 30),
+                    mk_reservation("older-gen", "u-old", 3, &[("pods", "1")], NOW + 30),
+                    mk_reservation("deleted", "u-del", 1, &[("pods", "1")], NOW + 30),
+                    mk_reservation("expired", "u-exp", 1, &[("pods", "1")], NOW - 1),
+                    mk_reservation("pending", "u-pend", 1, &[("pods", "4")], NOW + 30),
+                ],
+                ..KarmadaQuotaStatus::default()
+            });
+            q
+        };
+        let del = mk_binding("team-a", "deleted", "u-del", 1, 1, "1", &[]);
+        let mut i = index_with(&[
+            mk_binding("team-a", "observed", "u-obs", 2, 1, "1", &[]),
+            mk_binding("team-a", "older-gen", "u-old", 2, 1, "1", &[]),
+            del.clone(),
+        ]);
+        i.apply_binding_event(&Event::Delete(del), None, NOW);
+        assert_eq!(i.observation("team-a", "u-pend"), Observation::NotSeen);
+        let c = compute(&q, &i, &ObservedPods::new(), NOW);
+        let st = desired_status(&q, &c, &no_members(), ts(NOW)).unwrap();
+        let kept: Vec<_> = st
+            .reservations
+            .iter()
+            .map(|r| r.reserved_by.name.as_str())
+            .collect();
+        assert_eq!(kept, ["older-gen", "pending"]);
+        // Requeue right after the earliest kept entry expires.
+        assert_eq!(
+            next_requeue(&c, NOW, Duration::from_secs(300)),
+            Duration::from_secs(31)
+        );
+        assert_eq!(
+            next_requeue(&c, NOW, Duration::from_secs(10)),
+            Duration::from_secs(10)
+        );
+    }
+
+    #[test]
+    fn invalid_spec_sets_ready_false_and_computes_nothing_else() {
+        let q = mk_quota("team-a", "q", &[("limits.cpu", "10")]);
+        let i = index_with(&[mk_binding(
+            "team-a",
+            "web",
+            "u1",
+            1,
+            1,
+            "1",
+            &[("member1", 1)],
+        )]);
+        let c = compute(&q, &i, &ObservedPods::new(), NOW);
+        assert!(matches!(c, Computed::Invalid(_)));
+        let st = desired_status(&q, &c, &no_members(), ts(NOW)).unwrap();
+        assert!(st.used.is_empty() && st.clusters.is_empty() && st.hard.is_empty());
+        let ready = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_READY)
+            .unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", REASON_INVALID_SPEC)
+        );
+        assert!(ready.message.contains("limits.cpu"), "{}", ready.message);
+        assert_eq!(st.conditions.len(), 1);
+        assert!(
+            notices(None, &st)
+                .iter()
+                .any(|n| n.reason == EVENT_INVALID_SPEC)
+        );
+        assert_eq!(
+            next_requeue(&c, NOW, Duration::from_secs(300)),
+            Duration::from_secs(300)
+        );
+    }
+
+    #[test]
+    fn no_members_means_drift_not_measured() {
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let st = status_of(&q, &index_with(&[]), &ObservedPods::new(), &no_members());
+        let d = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_DRIFT)
+            .unwrap();
+        assert_eq!(
+            (d.status.as_str(), d.reason.as_str()),
+            ("Unknown", REASON_NOT_MEASURED)
+        );
+        let m = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_MEMBERS_REACHABLE)
+            .unwrap();
+        assert_eq!(m.reason, REASON_NO_MEMBERS);
+    }
+
+    #[test]
+    fn connecting_members_do_not_lower_drift_or_reachability() {
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let i = index_with(&[mk_binding(
+            "team-a",
+            "web",
+            "u1",
+            1,
+            1,
+            "1",
+            &[("member1", 1)],
+        )]);
+        let pods: ObservedPods = [(
+            "member1".to_owned(),
+            Some(vec![pod_usage_of("", "1"), pod_usage_of("", "1")]),
+        )]
+        .into();
+        let reach: BTreeMap<_, _> = [
+            ("member1".to_owned(), Reach::Reachable),
+            ("member2".to_owned(), Reach::Unreachable("refused".into())),
+        ]
+        .into();
+        let mut q2 = q.clone();
+        q2.status = Some(status_of(&q, &i, &pods, &reach));
+        // The controller restarts: both members are connecting, nothing is measured yet.
+        let connecting: BTreeMap<_, _> = [
+            ("member1".to_owned(), Reach::Connecting),
+            ("member2".to_owned(), Reach::Connecting),
+        ]
+        .into();
+        let none: ObservedPods =
+            [("member1".to_owned(), None), ("member2".to_owned(), None)].into();
+        let c = compute(&q2, &i, &none, NOW + 1);
+        let next = desired_status(&q2, &c, &connecting, ts(NOW + 1)).unwrap();
+        let get = |st: &KarmadaQuotaStatus, t: &str| {
+            st.conditions
+                .iter()
+                .find(|c| c.type_ == t)
+                .unwrap()
+                .status
+                .clone()
+        };
+        assert_eq!(get(&next, CONDITION_DRIFT), "True");
+        assert_eq!(get(&next, CONDITION_MEMBERS_REACHABLE), "False");
+        assert!(notices(q2.status.as_ref(), &next).is_empty());
+    }
+
+    #[test]
+    fn drift_free_message_agrees_in_number() {
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let pods: ObservedPods = [("member1".to_owned(), Some(vec![]))].into();
+        let reach: BTreeMap<_, _> = [("member1".to_owned(), Reach::Reachable)].into();
+        let st = status_of(&q, &index_with(&[]), &pods, &reach);
+        let d = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_DRIFT)
+            .unwrap();
+        assert_eq!(
+            d.message,
+            "1 measured cluster runs at most what Karmada placed"
+        );
+    }
+
+    #[test]
+    fn member_unreachable_event_only_when_a_member_newly_fails() {
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let i = index_with(&[]);
+        let reach = |m: &[(&str, &str)]| -> BTreeMap<String, Reach> {
+            m.iter()
+                .map(|(n, e)| {
+                    let r = if e.is_empty() {
+                        Reach::Reachable
+                    } else {
+                        Reach::Unreachable((*e).into())
+                    };
+                    ((*n).to_owned(), r)
+                })
+                .collect()
+        };
+        let r1 = reach(&[("member1", ""), ("member2", "refused; retry later")]);
+        let st1 = status_of(&q, &i, &ObservedPods::new(), &r1);
+        assert_eq!(notices(None, &st1).len(), 1);
+        // Same member, another error text: no new event.
+        let mut q1 = q.clone();
+        q1.status = Some(st1.clone());
+        let r2 = reach(&[("member1", ""), ("member2", "timeout")]);
+        let st2 = desired_status(
+            &q1,
+            &compute(&q1, &i, &ObservedPods::new(), NOW),
+            &r2,
+            ts(NOW),
+        )
+        .unwrap();
+        assert!(
+            notices(Some(&st1), &st2)
+                .iter()
+                .all(|n| n.reason != EVENT_MEMBER_UNREACHABLE)
+        );
+        // A second member fails: an event.
+        let r3 = reach(&[("member1", "refused"), ("member2", "timeout")]);
+        let st3 = desired_status(
+            &q1,
+            &compute(&q1, &i, &ObservedPods::new(), NOW),
+            &r3,
+            ts(NOW),
+        )
+        .unwrap();
+        assert!(
+            notices(Some(&st2), &st3)
+                .iter()
+                .any(|n| n.reason == EVENT_MEMBER_UNREACHABLE)
+        );
+    }
+}

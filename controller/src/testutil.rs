@@ -1,0 +1,190 @@
+//! `mk_*` fixture builders for the controller's tests.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+use karmada_quota_core::binding::{
+    ObjectReference, ReplicaRequirements, ResourceBindingSpec, TargetCluster,
+};
+use karmada_quota_core::usage::{PodView, pod_usage};
+use karmada_quota_core::{Quantity, ResourceList};
+use karmada_quota_crds::cluster::{ClusterSpec, LocalSecretReference};
+use karmada_quota_crds::convert::unix_to_time;
+use karmada_quota_crds::quota::{
+    Reservation, ReservedBy, ScopeSelector, ScopedResourceSelectorRequirement,
+};
+use karmada_quota_crds::{Cluster, KarmadaQuota, KarmadaQuotaSpec, ResourceBinding};
+use kube::api::ObjectMeta;
+
+fn api_map(pairs: &[(&str, &str)]) -> BTreeMap<String, ApiQuantity> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), ApiQuantity((*v).to_owned())))
+        .collect()
+}
+
+/// A resource list from `(name, quantity)` pairs.
+pub fn rl(pairs: &[(&str, &str)]) -> ResourceList {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Quantity::parse(v).unwrap()))
+        .collect()
+}
+
+/// A KarmadaQuota at generation 1 with `hard`, no status.
+pub fn mk_quota(ns: &str, name: &str, hard: &[(&str, &str)]) -> KarmadaQuota {
+    let mut q = KarmadaQuota::new(
+        name,
+        KarmadaQuotaSpec {
+            hard: api_map(hard),
+            scope_selector: None,
+        },
+    );
+    q.metadata.namespace = Some(ns.to_owned());
+    q.metadata.generation = Some(1);
+    q.metadata.resource_version = Some("1".to_owned());
+    q.metadata.uid = Some(format!("quota-{ns}-{name}"));
+    q
+}
+
+/// `PriorityClass NotIn values`.
+pub fn scope_not_in(values: &[&str]) -> ScopeSelector {
+    ScopeSelector {
+        match_expressions: vec![ScopedResourceSelectorRequirement {
+            scope_name: "PriorityClass".into(),
+            operator: "NotIn".into(),
+            values: values.iter().map(|v| (*v).to_owned()).collect(),
+        }],
+    }
+}
+
+/// A Deployment binding: `replicas` of `cpu` each, placed on `clusters`.
+pub fn mk_binding(
+    ns: &str,
+    name: &str,
+    uid: &str,
+    generation: i64,
+    replicas: i32,
+    cpu: &str,
+    clusters: &[(&str, i32)],
+) -> ResourceBinding {
+    let mut rb = ResourceBinding::new(
+        name,
+        ResourceBindingSpec {
+            resource: ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: ns.into(),
+                name: name.into(),
+                ..ObjectReference::default()
+            },
+            replicas,
+            replica_requirements: Some(ReplicaRequirements {
+                resource_request: rl(&[("cpu", cpu)]),
+                ..ReplicaRequirements::default()
+            }),
+            clusters: clusters
+                .iter()
+                .map(|(n, r)| TargetCluster {
+                    name: (*n).to_owned(),
+                    replicas: *r,
+                    ..TargetCluster::default()
+                })
+                .collect(),
+            ..ResourceBindingSpec::default()
+        },
+    );
+    rb.metadata.namespace = Some(ns.to_owned());
+    rb.metadata.uid = Some(uid.to_owned());
+    rb.metadata.generation = Some(generation);
+    rb
+}
+
+/// A Cluster with an optional endpoint and secretRef (namespace, name).
+pub fn mk_cluster(name: &str, endpoint: Option<&str>, secret: Option<(&str, &str)>) -> Cluster {
+    Cluster {
+        types: None,
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: ClusterSpec {
+            sync_mode: Some("Push".into()),
+            api_endpoint: endpoint.map(str::to_owned),
+            secret_ref: secret.map(|(ns, n)| LocalSecretReference {
+                namespace: ns.into(),
+                name: n.into(),
+            }),
+            insecure_skip_tls_verification: false,
+        },
+    }
+}
+
+/// A container requesting `cpu`.
+pub fn mk_container(name: &str, cpu: &str) -> Container {
+    Container {
+        name: name.to_owned(),
+        resources: Some(ResourceRequirements {
+            requests: Some(api_map(&[("cpu", cpu)])),
+            ..ResourceRequirements::default()
+        }),
+        ..Container::default()
+    }
+}
+
+/// A pod with one container per `cpus` entry, in `phase`.
+pub fn mk_pod(ns: &str, name: &str, uid: &str, class: &str, cpus: &[&str], phase: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(ns.to_owned()),
+            uid: Some(uid.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            priority_class_name: (!class.is_empty()).then(|| class.to_owned()),
+            containers: cpus
+                .iter()
+                .enumerate()
+                .map(|(i, c)| mk_container(&format!("c{i}"), c))
+                .collect(),
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some(phase.to_owned()),
+            ..PodStatus::default()
+        }),
+    }
+}
+
+/// What core says a one-container pod requesting `cpu` uses, with its class.
+pub fn pod_usage_of(class: &str, cpu: &str) -> (String, ResourceList) {
+    let view = PodView {
+        priority_class: class.to_owned(),
+        containers: vec![rl(&[("cpu", cpu)])],
+        ..PodView::default()
+    };
+    (class.to_owned(), pod_usage(&view))
+}
+
+/// A reservation entry for binding `name`/`uid` at `generation`, expiring at `exp` (Unix s).
+pub fn mk_reservation(
+    name: &str,
+    uid: &str,
+    generation: i64,
+    reserved: &[(&str, &str)],
+    exp: i64,
+) -> Reservation {
+    Reservation {
+        reserved_by: ReservedBy {
+            api_version: "work.karmada.io/v1alpha2".into(),
+            kind: "ResourceBinding".into(),
+            name: name.into(),
+            uid: uid.into(),
+        },
+        generation,
+        reserved: api_map(reserved),
+        expiration_time: unix_to_time(exp),
+    }
+}
