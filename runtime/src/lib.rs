@@ -8,6 +8,7 @@
 //! - [`init_logging`]: `tracing` to stderr, plain or JSON;
 //! - [`client`]: a kube client from `--kubeconfig` or the usual discovery.
 
+pub mod duration;
 pub mod plurals;
 
 use std::net::SocketAddr;

@@ -33,7 +33,9 @@ use tokio::time::{Instant, timeout_at};
 use crate::cache::QuotaCache;
 use crate::metrics::{ALLOWED, DENIED, ERROR, Metrics};
 use crate::reserve::{Batcher, BindingRequest};
-use crate::{Error, duration};
+use karmada_quota_runtime::duration;
+
+use crate::Error;
 
 /// Path of the ResourceBinding check.
 pub const RESOURCEBINDING_PATH: &str = "/validate/resourcebinding";

@@ -27,17 +27,17 @@ pub struct Args {
     pub tls_private_key_file: PathBuf,
 
     /// How often the certificate and key files are checked for changes.
-    #[arg(long, env = "KQ_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = crate::duration::parse)]
+    #[arg(long, env = "KQ_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = karmada_quota_runtime::duration::parse)]
     pub tls_reload_interval: Duration,
 
     /// Longest time to answer one admission review; past it the request is refused
     /// (never allowed). Keep it below the webhook configuration's timeoutSeconds (3s).
-    #[arg(long, env = "KQ_DECISION_TIMEOUT", default_value = "2s", value_parser = crate::duration::parse)]
+    #[arg(long, env = "KQ_DECISION_TIMEOUT", default_value = "2s", value_parser = karmada_quota_runtime::duration::parse)]
     pub decision_timeout: Duration,
 
     /// Lifetime of a reservation entry in a quota's status: how long an admitted change
     /// counts before the controller must have observed it.
-    #[arg(long, env = "KQ_RESERVATION_TTL", default_value = "60s", value_parser = crate::duration::parse)]
+    #[arg(long, env = "KQ_RESERVATION_TTL", default_value = "60s", value_parser = karmada_quota_runtime::duration::parse)]
     pub reservation_ttl: Duration,
 
     /// A quota holding this many pending reservation entries refuses new ones (retryable),

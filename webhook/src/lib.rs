@@ -26,7 +26,6 @@
 pub mod admission;
 pub mod args;
 pub mod cache;
-pub mod duration;
 pub mod metrics;
 pub mod reserve;
 pub mod server;
