@@ -171,6 +171,7 @@ pub async fn run_until(
             connect_timeout: args.member_connect_timeout,
             probe_interval: args.member_probe_interval,
             max_backoff: args.member_max_backoff,
+            namespace: args.watch_namespace().map(str::to_owned),
         },
         triggers.clone(),
         metrics.clone(),
@@ -214,7 +215,7 @@ pub async fn run_until(
 
     // Watches feeding the index.
     tokio::spawn(watch_bindings(
-        Api::<ResourceBinding>::all(client.clone()),
+        scoped_api::<ResourceBinding>(&client, args.watch_namespace()),
         index.clone(),
         karmada_quota_runtime::plurals::PluralResolver::new(client.clone()),
         triggers.clone(),
@@ -239,7 +240,7 @@ pub async fn run_until(
         let views = views.clone();
         let metrics = metrics.clone();
         watcher(
-            Api::<KarmadaQuota>::all(client.clone()),
+            scoped_api::<KarmadaQuota>(&client, args.watch_namespace()),
             watcher::Config::default().any_semantic(),
         )
         .default_backoff()
@@ -287,7 +288,12 @@ pub async fn run_until(
         args.resync_period,
     ));
 
-    tracing::info!(%identity, admin = %admin_addr, "karmada-quota-controller started");
+    tracing::info!(
+        %identity,
+        admin = %admin_addr,
+        namespace = args.watch_namespace().unwrap_or("(all)"),
+        "karmada-quota-controller started"
+    );
     let controller = Controller::for_stream(quota_stream, reader)
         .with_config(controller::Config::default().concurrency(args.concurrency))
         .reconcile_on(ns_refs)
@@ -346,6 +352,18 @@ pub async fn run_until(
             Ok(res) => flatten_admin(res),
             Err(_) => Err(Error::Admin("admin server did not stop in time".to_owned())),
         },
+    }
+}
+
+/// An `Api` over one namespace (`--namespace`) or all of them.
+fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     }
 }
 

@@ -5,7 +5,7 @@
 //!  --member-kubeconfig NAME=PATH ─────────────┘        (start / restart / stop one task each)
 //!
 //!  task per member:  config (Secret token + caBundle, or kubeconfig)
-//!        └─► watch pods (all namespaces, non-terminal) ─► MemberPods: ns → uid → {class, usage}
+//!        └─► watch pods (all namespaces, or --namespace; non-terminal) ─► MemberPods: ns → uid → {class, usage}
 //!              error ─► Reach::Unreachable, retry with backoff (never a crash)
 //!              changes ─► Triggers (only the namespaces touched; all quotas on reach changes)
 //! ```
@@ -504,6 +504,8 @@ pub struct MemberSettings {
     pub probe_interval: Duration,
     /// Longest wait between attempts.
     pub max_backoff: Duration,
+    /// Watch pods of this namespace only (`--namespace`); `None`: all namespaces.
+    pub namespace: Option<String>,
 }
 
 /// Starts, restarts and stops one watch task per member.
@@ -710,7 +712,10 @@ impl MemberTask {
 
     /// Watch the member's pods until the watch fails.
     async fn watch(&self, client: Client, backoff: &mut Backoff) -> Ended {
-        let api: Api<Pod> = Api::all(client.clone());
+        let api: Api<Pod> = match &self.settings.namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
         let wc = watcher::Config::default()
             .fields(NON_TERMINAL_PODS)
             .any_semantic();

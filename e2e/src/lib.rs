@@ -26,9 +26,12 @@
 
 mod apply;
 mod binary;
+pub mod controller;
 mod env;
 mod ns;
+pub mod proxy;
 mod wait;
+pub mod webhook;
 
 pub use apply::{accepts, apply_json, apply_yaml, rejects, resolve, yaml_documents};
 pub use binary::{Binary, BinaryBuilder, free_port};

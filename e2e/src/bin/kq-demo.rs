@@ -1,0 +1,562 @@
+//! `kq-demo`: the one-command demo (`make demo`). A local Karmada-like control plane with two
+//! member clusters, the quota webhook and controller running against it, and the samples of
+//! `examples/` applied; it prints what the controller computed and where everything is, and
+//! runs until Ctrl-C, then stops everything it started.
+//!
+//! ```text
+//!  Env::get()            own control plane (etcd + 3 kube-apiservers, CRDs), or the one
+//!                        E2E_CONTROLPLANE_DIR names (then only the demo namespace is touched)
+//!  webhook               started, registered for the demo namespace
+//!  Cluster member1/2     + Secret {token, caBundle} in karmada-cluster, as Karmada stores them
+//!  controller            all namespaces (own control plane), leader election on
+//!  examples/             quotas → (status synced) → member pods → bindings via the webhook
+//!                        → one over-limit binding refused
+//!  print                 kubectl get kquota -o wide, per-cluster table, endpoints
+//!  Ctrl-C / SIGTERM      children killed, Clusters and registration removed, control plane down
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Parser;
+use k8s_openapi::api::core::v1::Namespace;
+use karmada_quota_e2e::controller::{
+    ClusterRegistration, Controller, MemberCluster, ensure_namespace, get_quota, member_apis,
+    wait_quota, wait_synced,
+};
+use karmada_quota_e2e::webhook::{Rb, Registration, Webhook, create, wait_until_status_seen};
+use karmada_quota_e2e::{Env, EnvSource, apply_yaml, yaml_documents};
+use kube::api::{Api, DeleteParams};
+use serde_json::Value;
+
+/// How long the controller may take to count every sample binding.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A local Karmada-like control plane with karmada-quota's webhook and controller and the
+/// samples of examples/; runs until Ctrl-C.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kq-demo",
+    about = "A local Karmada-like control plane (etcd + 3 kube-apiservers: the control plane \
+             and two members) with the karmada-quota webhook and controller and the samples of \
+             examples/. Runs until Ctrl-C, then stops everything it started.",
+    long_about = None,
+    after_help = "Environment: E2E_CONTROLPLANE_DIR=DIR uses a control plane `controlplane.sh up DIR 3` \
+                  brought up (then only --namespace is touched and the controller is limited to it); \
+                  otherwise kq-demo starts its own and brings it down on exit."
+)]
+struct Args {
+    /// Set everything up, print it, clean up and exit (CI and tests), instead of waiting
+    /// for Ctrl-C.
+    #[arg(long, env = "KQ_DEMO_EXIT_AFTER_SETUP")]
+    exit_after_setup: bool,
+
+    /// The namespace the samples go into (created when missing).
+    #[arg(long, env = "KQ_DEMO_NAMESPACE", default_value = "team-a")]
+    namespace: String,
+
+    /// The samples' directory.
+    #[arg(long, env = "KQ_DEMO_EXAMPLES")]
+    examples: Option<PathBuf>,
+}
+
+/// What was started, for the cleanup.
+#[derive(Default)]
+struct Started {
+    webhook: Option<Webhook>,
+    registration: Option<Registration>,
+    controller: Option<Controller>,
+    clusters: Option<ClusterRegistration>,
+    namespace: Option<String>,
+}
+
+fn say(s: &str) {
+    println!("{s}");
+}
+
+fn heading(s: &str) {
+    println!("\n== {s}");
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    // The variables Env::get() reads (see the harness): neither set → it starts its own.
+    let owned = ["E2E_CONTROLPLANE_DIR", "E2E_KUBECONFIG"]
+        .iter()
+        .all(|v| std::env::var_os(v).is_none_or(|v| v.is_empty()));
+    if owned {
+        heading(
+            "Starting a local control plane: etcd + 3 kube-apiservers (Karmada, member1, member2)",
+        );
+    }
+    let env = Env::get().await?;
+    let mut started = Started::default();
+    let result = tokio::select! {
+        r = run(env, &args, &mut started) => r.map(|()| !args.exit_after_setup),
+        () = shutdown_signal() => {
+            say("\ninterrupted during setup");
+            Ok(false)
+        }
+    };
+    let wait = match result {
+        Ok(wait) => wait,
+        Err(e) => {
+            eprintln!("\nkq-demo failed: {e:#}");
+            cleanup(env, started).await;
+            std::process::exit(1);
+        }
+    };
+    if wait {
+        say("\nRunning. Press Ctrl-C to stop everything.");
+        shutdown_signal().await;
+        say("\nCtrl-C: stopping");
+    }
+    cleanup(env, started).await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()> {
+    let shared = *env.source() != EnvSource::Owned;
+    let apis = member_apis(env, 2)?;
+    let client = env.client()?;
+    let members = env.member_clients()?;
+    let ns = args.namespace.as_str();
+    let examples = args
+        .examples
+        .clone()
+        .unwrap_or_else(|| Env::repo_root().join("examples"));
+    let read = |file: &str| -> Result<String> {
+        let path = examples.join(file);
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+    say(&format!(
+        "control plane: {} ({})",
+        env.kubeconfig().display(),
+        match env.source() {
+            EnvSource::Owned => "started by kq-demo",
+            EnvSource::ControlPlaneDir => "E2E_CONTROLPLANE_DIR",
+            EnvSource::Kubeconfig => "E2E_KUBECONFIG",
+        }
+    ));
+    for a in &apis {
+        say(&format!(
+            "member{}: {} ({})",
+            a.index,
+            a.server,
+            a.kubeconfig.display()
+        ));
+    }
+
+    heading(&format!(
+        "Namespace {ns} in the control plane and both members"
+    ));
+    fresh_namespace(&client, ns).await?;
+    started.namespace = Some(ns.to_owned());
+    for m in &members {
+        ensure_namespace(m, ns).await?;
+    }
+
+    heading("Webhook");
+    let webhook = Webhook::start(env).await?;
+    let url = webhook.url();
+    let registration = Registration::register(&client, &url, &[ns], &[&webhook]).await;
+    started.webhook = Some(webhook);
+    started.registration = Some(registration?);
+    say(&format!(
+        "karmada-quota-webhook {url} registered for namespace {ns} (ValidatingWebhookConfiguration {})",
+        started
+            .registration
+            .as_ref()
+            .map(Registration::name)
+            .unwrap_or_default()
+    ));
+
+    heading("Member clusters as Karmada stores them: Cluster + Secret {token, caBundle}");
+    let member_clusters: Vec<MemberCluster> = apis
+        .iter()
+        .map(|a| MemberCluster::new(&format!("member{}", a.index), a))
+        .collect();
+    started.clusters =
+        Some(ClusterRegistration::register(&client, "kq-demo", &member_clusters).await?);
+    for m in &member_clusters {
+        say(&format!(
+            "Cluster {} apiEndpoint {} secretRef karmada-cluster/{}",
+            m.name, m.endpoint, m.name
+        ));
+    }
+
+    heading("Controller");
+    // On a shared control plane a Lease of its own per namespace: a killed earlier run's
+    // Lease would otherwise delay leadership by the lease duration.
+    let lease = if shared {
+        format!("kq-demo-{ns}")
+    } else {
+        "karmada-quota-controller".to_owned()
+    };
+    let mut builder = Controller::builder().lease_name(&lease);
+    if shared {
+        builder = builder.namespace(ns);
+    }
+    let controller = started.controller.insert(builder.start(env).await?);
+    say(&format!(
+        "karmada-quota-controller {} for {} (Lease default/{}), ready",
+        controller.admin_url(),
+        if shared { ns } else { "all namespaces" },
+        controller.lease_name()
+    ));
+    let controller = started.controller.as_ref().context("controller")?;
+    let leader = wait_leader(controller).await?;
+    say(&format!("leader: {leader}"));
+
+    heading("examples/quotas.yaml");
+    let quotas = apply_yaml(&client, ns, &read("quotas.yaml")?).await?;
+    let quota_names: Vec<String> = quotas
+        .iter()
+        .filter_map(|q| q.metadata.name.clone())
+        .collect();
+    for name in &quota_names {
+        wait_synced(&client, ns, name).await?;
+        say(&format!(
+            "KarmadaQuota {ns}/{name}: status synced by the controller"
+        ));
+    }
+    // The webhook decides only once it sees a synced status (else `status unknown`).
+    wait_until_status_seen(
+        &client,
+        &Rb::deployment("kq-demo-probe", 1)
+            .request("cpu", "1m")
+            .json(ns),
+    )
+    .await?;
+
+    heading("examples/member1-pods.yaml, examples/member2-pods.yaml (straight into the members)");
+    for (i, m) in members.iter().enumerate().take(2) {
+        let file = format!("member{}-pods.yaml", i + 1);
+        let applied = apply_yaml(m, ns, &read(&file)?).await?;
+        let pods = applied
+            .iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Pod"))
+            .count();
+        say(&format!("member{}: {pods} pods", i + 1));
+    }
+
+    heading("examples/bindings.yaml (through the webhook)");
+    for doc in yaml_documents(&read("bindings.yaml")?)? {
+        let name = doc["metadata"]["name"].as_str().unwrap_or("?").to_owned();
+        karmada_quota_e2e::apply_json(&client, ns, doc)
+            .await
+            .with_context(|| format!("ResourceBinding {name} was not admitted"))?;
+        say(&format!("ResourceBinding {name}: admitted"));
+    }
+
+    heading("examples/over-limit-binding.yaml (must be refused)");
+    let mut over = yaml_documents(&read("over-limit-binding.yaml")?)?
+        .into_iter()
+        .next()
+        .context("over-limit-binding.yaml is empty")?;
+    over["metadata"]["namespace"] = Value::from(ns);
+    match create(&client, &over).await? {
+        Err(status) => say(&format!(
+            "ResourceBinding {}: refused ({} {}):\n  {}",
+            over["metadata"]["name"].as_str().unwrap_or("?"),
+            status.code,
+            status.reason,
+            status.message
+        )),
+        Ok(_) => bail!("the over-limit binding was admitted"),
+    }
+
+    heading("Waiting for the controller to count every binding and measure both members");
+    for name in &quota_names {
+        wait_quota(
+            &client,
+            ns,
+            name,
+            &format!("{ns}/{name}: every reservation pruned, both members measured"),
+            SETTLE_TIMEOUT,
+            |q| {
+                q.status.as_ref().is_some_and(|s| {
+                    s.reservations.is_empty()
+                        && ["member1", "member2"].iter().all(|m| {
+                            s.clusters
+                                .iter()
+                                .any(|c| c.name == *m && c.observed.is_some())
+                        })
+                })
+            },
+        )
+        .await?;
+    }
+    // The Drift condition follows the member pods in the same pass.
+    let compute = get_quota(&client, ns, &quota_names[0]).await?;
+    say(&format!(
+        "{ns}/{}: {}",
+        quota_names[0],
+        compute
+            .status
+            .as_ref()
+            .and_then(|s| s.summary.clone())
+            .unwrap_or_default()
+    ));
+
+    heading(&format!(
+        "kubectl get kquota {} -o wide",
+        if shared {
+            format!("-n {ns}")
+        } else {
+            "-A".to_owned()
+        }
+    ));
+    let table = if shared {
+        env.kubectl(&["get", "kquota", "-n", ns, "-o", "wide"])
+            .await?
+    } else {
+        env.kubectl(&["get", "kquota", "-A", "-o", "wide"]).await?
+    };
+    print!("{table}");
+
+    heading(&format!(
+        "Per member cluster, placed / observed ({}/api/v1/quotas/{ns})",
+        controller.admin_url()
+    ));
+    let view = controller.quotas().await?;
+    print_clusters(&view, ns);
+
+    heading("Endpoints");
+    let webhook = started.webhook.as_mut().context("webhook")?;
+    let webhook_admin = admin_of(webhook.binary().pid());
+    let webhook_log = webhook.binary().log_path().to_path_buf();
+    let controller = started.controller.as_mut().context("controller")?;
+    let controller_log = controller.binary().log_path().to_path_buf();
+    say(&format!(
+        "webhook     {url}/validate/resourcebinding, {url}/validate/karmadaquota"
+    ));
+    match &webhook_admin {
+        Some(a) => say(&format!(
+            "            metrics http://{a}/metrics, readiness http://{a}/readyz"
+        )),
+        None => say("            admin port: see its log"),
+    }
+    say(&format!("            log {}", webhook_log.display()));
+    let admin = controller.admin_url();
+    say(&format!(
+        "controller  metrics {admin}/metrics, readiness {admin}/readyz, JSON view {admin}/api/v1/quotas"
+    ));
+    say(&format!("            log {}", controller_log.display()));
+    say(&format!("kubeconfig  {}", env.kubeconfig().display()));
+    for a in &apis {
+        say(&format!(
+            "            member{}: {}",
+            a.index,
+            a.kubeconfig.display()
+        ));
+    }
+    say(&format!(
+        "try         kubectl --kubeconfig {} get kquota -A -o wide",
+        env.kubeconfig().display()
+    ));
+    say(&format!(
+        "            kubectl --kubeconfig {} -n {ns} get resourcebindings",
+        env.kubeconfig().display()
+    ));
+    say(&format!("            curl -s {admin}/api/v1/quotas/{ns}"));
+    Ok(())
+}
+
+/// Creates namespace `ns`, or reuses it if it exists and is not being deleted.
+async fn fresh_namespace(client: &kube::Client, ns: &str) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if let Some(existing) = api.get_opt(ns).await? {
+        if existing.metadata.deletion_timestamp.is_some() {
+            bail!(
+                "namespace {ns} is being deleted (a control plane without controller-manager never \
+                 finishes that): pass another --namespace"
+            );
+        }
+        return Ok(());
+    }
+    ensure_namespace(client, ns).await
+}
+
+async fn wait_leader(controller: &Controller) -> Result<&'static str> {
+    for _ in 0..100 {
+        if controller.is_leader().await.unwrap_or(false) {
+            return Ok("this controller holds the Lease");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(anyhow!("the controller did not become leader within 10 s"))
+}
+
+/// The `--admin-listen` address on a process's command line.
+fn admin_of(pid: Option<u32>) -> Option<String> {
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid?)).ok()?;
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    args.iter().enumerate().find_map(|(i, a)| {
+        a.strip_prefix("--admin-listen=")
+            .map(str::to_owned)
+            .or_else(|| {
+                (a == "--admin-listen")
+                    .then(|| args.get(i + 1).cloned())
+                    .flatten()
+            })
+    })
+}
+
+/// One table per quota: a row per member cluster, a column per resource of `hard`, cells
+/// `placed/observed` (`-` where not measured).
+fn print_clusters(view: &Value, ns: &str) {
+    let Some(items) = view["items"].as_array() else {
+        say("(no quotas in the view)");
+        return;
+    };
+    for item in items.iter().filter(|i| i["namespace"] == ns) {
+        let name = item["name"].as_str().unwrap_or("?");
+        let hard: Vec<&str> = item["hard"]
+            .as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let drift = item["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Drift"))
+            .map(|c| {
+                format!(
+                    "Drift={} {}",
+                    c["status"].as_str().unwrap_or("?"),
+                    c["message"].as_str().unwrap_or("")
+                )
+            })
+            .unwrap_or_default();
+        say(&format!("{ns}/{name}  {drift}"));
+        let mut rows = vec![
+            std::iter::once("CLUSTER".to_owned())
+                .chain(hard.iter().map(|h| h.to_uppercase()))
+                .collect::<Vec<_>>(),
+        ];
+        for c in item["clusters"].as_array().into_iter().flatten() {
+            let mut row = vec![c["name"].as_str().unwrap_or("?").to_owned()];
+            for h in &hard {
+                let used = c["used"][h].as_str().unwrap_or("0");
+                let observed = if c["observed"].is_null() {
+                    "-"
+                } else {
+                    c["observed"][h].as_str().unwrap_or("0")
+                };
+                row.push(format!("{used}/{observed}"));
+            }
+            rows.push(row);
+        }
+        let total = std::iter::once("TOTAL used/hard".to_owned())
+            .chain(hard.iter().map(|h| {
+                format!(
+                    "{}/{}",
+                    item["used"][h].as_str().unwrap_or("0"),
+                    item["hard"][h].as_str().unwrap_or("?")
+                )
+            }))
+            .collect();
+        rows.push(total);
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+            .collect();
+        for row in rows {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect();
+            say(&format!("  {}", line.join("   ").trim_end()));
+        }
+    }
+}
+
+/// Stops what `run` started, newest first; errors are reported, never fatal.
+async fn cleanup(env: &'static Env, mut started: Started) {
+    heading("Cleaning up");
+    if let Some(c) = started.controller.take() {
+        let _ = c.kill().await;
+        say("controller stopped");
+    }
+    if let Some(r) = started.registration.take() {
+        match r.cleanup().await {
+            Ok(()) => say("webhook registration deleted"),
+            Err(e) => eprintln!("deleting the webhook registration: {e:#}"),
+        }
+    }
+    if let Some(w) = started.webhook.take() {
+        let _ = w.kill().await;
+        say("webhook stopped");
+    }
+    if let Some(c) = started.clusters.take() {
+        match c.cleanup().await {
+            Ok(()) => say("Clusters member1, member2 and their Secrets deleted"),
+            Err(e) => eprintln!("deleting the Clusters: {e:#}"),
+        }
+    }
+    if *env.source() == EnvSource::Owned {
+        // The whole control plane goes: nothing inside it needs deleting.
+        if let Some(dir) = env.cp_dir() {
+            control_plane_down(dir).await;
+        }
+        return;
+    }
+    if let Some(ns) = started.namespace.take()
+        && let Ok(client) = env.client()
+    {
+        let _ = Api::<Namespace>::all(client)
+            .delete(&ns, &DeleteParams::background())
+            .await;
+        say(&format!("namespace {ns} deleted"));
+    }
+}
+
+async fn control_plane_down(dir: &Path) {
+    let script = Env::repo_root().join("e2e/controlplane/controlplane.sh");
+    let out = tokio::process::Command::new("bash")
+        .arg(&script)
+        .arg("down")
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await;
+    match out {
+        Ok(o) if o.status.success() => {
+            say(&format!("control plane down ({})", dir.display()));
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        Ok(o) => eprintln!(
+            "controlplane.sh down {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => eprintln!("running controlplane.sh down: {e}"),
+    }
+}
