@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
-use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs};
+use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs, duration};
 
 /// Flags of the controller binary.
 #[derive(Clone, Debug, Parser)]
@@ -42,7 +42,7 @@ pub struct Args {
     /// Recompute every quota at least this often, even when no watch event arrived
     /// (e.g. `30s`, `5m`, `1h`). Changes are picked up at once regardless; the resync only
     /// repairs what a lost event could have left stale.
-    #[arg(long, env = "KQ_RESYNC_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, env = "KQ_RESYNC_PERIOD", default_value = "5m", value_parser = duration::parse)]
     pub resync_period: Duration,
 
     /// How many quotas are reconciled at the same time (one quota is never reconciled twice
@@ -86,12 +86,12 @@ pub struct Args {
 
     /// How long a Lease stays valid without renewal; a stopped leader is replaced after
     /// about this long.
-    #[arg(long, env = "KQ_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, env = "KQ_LEASE_DURATION", default_value = "15s", value_parser = duration::parse)]
     pub lease_duration: Duration,
 
     /// How often the leader renews the Lease (and how often a candidate retries). The leader
     /// stops writing when it could not renew for `--lease-duration` minus this.
-    #[arg(long, env = "KQ_LEASE_RENEW_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "KQ_LEASE_RENEW_INTERVAL", default_value = "5s", value_parser = duration::parse)]
     pub lease_renew_interval: Duration,
 
     /// A member cluster given by kubeconfig, as `NAME=PATH` (repeatable; the env twin takes
@@ -115,23 +115,23 @@ pub struct Args {
 
     /// Give up connecting to a member's API server after this long (the member is then
     /// reported unreachable and retried with backoff).
-    #[arg(long, env = "KQ_MEMBER_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "KQ_MEMBER_CONNECT_TIMEOUT", default_value = "10s", value_parser = duration::parse)]
     pub member_connect_timeout: Duration,
 
     /// How often a member's API server is probed (GET /version) while its pods are watched.
     /// A failed probe marks it unreachable at once, even when a half-open watch connection
     /// (a partition, a stopped server) would otherwise hide that for minutes.
-    #[arg(long, env = "KQ_MEMBER_PROBE_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "KQ_MEMBER_PROBE_INTERVAL", default_value = "10s", value_parser = duration::parse)]
     pub member_probe_interval: Duration,
 
     /// Longest wait between two attempts to reach an unreachable member.
-    #[arg(long, env = "KQ_MEMBER_MAX_BACKOFF", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, env = "KQ_MEMBER_MAX_BACKOFF", default_value = "60s", value_parser = duration::parse)]
     pub member_max_backoff: Duration,
 
     /// How long a ResourceBinding deletion seen by the watch is remembered, so that a
     /// reservation for it is pruned as "deleted". Must exceed the webhook's
     /// --reservation-ttl (after which the entry would expire anyway).
-    #[arg(long, env = "KQ_DELETED_MEMORY", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "KQ_DELETED_MEMORY", default_value = "10m", value_parser = duration::parse)]
     pub deleted_memory: Duration,
 }
 
@@ -199,48 +199,6 @@ pub fn parse_member_kubeconfig(s: &str) -> Result<MemberKubeconfig, String> {
         name: name.to_owned(),
         path: PathBuf::from(path),
     })
-}
-
-/// Parse a Go-style duration: `500ms`, `15s`, `5m`, `1h30m`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty duration".to_owned());
-    }
-    if let Ok(secs) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(|| format!("duration {s:?} lacks a unit after its last number"))?;
-        if digits == 0 {
-            return Err(format!("invalid duration {s:?}: expected a number"));
-        }
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|e| format!("invalid duration {s:?}: {e}"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
-            u => {
-                return Err(format!(
-                    "invalid duration {s:?}: unknown unit {u:?} (ms, s, m, h)"
-                ));
-            }
-        };
-        total = total.saturating_add(part);
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
 }
 
 #[cfg(test)]
@@ -330,15 +288,7 @@ mod tests {
     }
 
     #[test]
-    fn durations_parse_go_style() {
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("42"), Ok(Duration::from_secs(42)));
-        assert!(parse_duration("5x").is_err());
-        assert!(parse_duration("m").is_err());
-        assert!(parse_duration("5").is_ok());
-        assert!(parse_duration("").is_err());
+    fn duration_flags_take_units() {
         let a = parse(&["--resync-period", "30s", "--deleted-memory=2m"]);
         assert_eq!(a.resync_period, Duration::from_secs(30));
         assert_eq!(a.deleted_memory, Duration::from_secs(120));

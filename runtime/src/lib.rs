@@ -55,8 +55,11 @@ pub struct ClientArgs {
 pub fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
         .map_err(|e| anyhow::anyhow!("invalid --log filter {:?}: {e}", args.log))?;
+    // Colours only on a terminal: log files and pod logs stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let res = if args.log_format == "json" {
         builder.json().try_init()
