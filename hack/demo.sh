@@ -21,4 +21,4 @@ cargo build --bins --locked
 
 step "run the demo (Ctrl-C stops it and everything it started)"
 # exec: Ctrl-C and SIGTERM reach kq-demo itself, which cleans up.
-exec target/debug/kq-demo "$@"
+exec "${CARGO_TARGET_DIR:-target}/debug/kq-demo" "$@"

@@ -11,6 +11,12 @@ root=$PWD
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# CI runs on a fresh clone every time: keep cargo's build output under the user's cache
+# directory there, so a later run on the same machine rebuilds only what changed.
+if [ -n "${CI:-}" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
+  export CARGO_TARGET_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/karmada-quota/target"
+fi
+
 step "install the control plane's prerequisites (cached after the first run)"
 e2e/controlplane/controlplane.sh install
 
