@@ -19,9 +19,12 @@
 //!       │                    apiserver really calls it (a dry-run probe moves the webhook's
 //!       │                    decision counter); deleted by cleanup() or on drop
 //!       ▼
-//!  tests: quota()/Rb builders, seed_used() (status.used "as the controller would"),
+//!  tests: client(env) (kube's retry layer off: every refusal is seen as given),
+//!         quota()/Rb builders, seed_used() (status.used "as the controller would"),
 //!         create()/update() returning the apiserver's refusal, quota_usage(),
-//!         wait_until_status_seen(), RoundRobinProxy (two webhooks behind one URL)
+//!         wait_until_status_seen(), RoundRobinProxy (two webhooks behind one URL),
+//!         review_client()/binding_review()/post_review() (reviews straight to a webhook,
+//!         also used by the `kq-load` bench tool)
 //! ```
 //!
 //! Without a controller nothing fills `status.used`, and the webhook answers
@@ -77,12 +80,14 @@ const STATUS_SEEN_TIMEOUT: Duration = Duration::from_secs(20);
 /// machine (the default, 60 s, is the production value and is not what is under test).
 pub const TEST_RESERVATION_TTL: &str = "10m";
 
-/// Prefix of the message the apiserver returns when the ResourceBinding webhook refuses.
+/// The whole message the apiserver returns when the ResourceBinding webhook refuses with
+/// `message`.
 pub fn binding_denied(message: &str) -> String {
     format!("admission webhook \"{BINDING_WEBHOOK}\" denied the request: {message}")
 }
 
-/// Prefix of the message the apiserver returns when the KarmadaQuota webhook refuses.
+/// The whole message the apiserver returns when the KarmadaQuota webhook refuses with
+/// `message`.
 pub fn quota_denied(message: &str) -> String {
     format!("admission webhook \"{QUOTA_WEBHOOK}\" denied the request: {message}")
 }

@@ -206,8 +206,19 @@ impl QuotaCache {
     }
 
     /// Resolves once the initial list has completed; an error if the writer is gone.
+    ///
+    /// Polls rather than awaits the store's readiness future: that future keeps only the
+    /// waker of its latest poll, and [`Self::is_synced`] (called by every review that
+    /// arrives before the sync) polls it too, so an awaiting task was never woken and a
+    /// webhook restarted under traffic stayed unready for good.
     pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.store.wait_until_ready().await?;
+        loop {
+            match self.store.wait_until_ready().now_or_never() {
+                Some(Ok(())) => break,
+                Some(Err(e)) => return Err(e),
+                None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+            }
+        }
         self.synced.store(true, Ordering::Release);
         Ok(())
     }
