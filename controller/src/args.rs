@@ -45,6 +45,12 @@ pub struct Args {
     #[arg(long, env = "KQ_RESYNC_PERIOD", default_value = "5m", value_parser = duration::parse)]
     pub resync_period: Duration,
 
+    /// Least time between two status writes of one quota. The first write after a change
+    /// goes out at once; during a burst of admissions later ones wait, so the controller
+    /// does not fight the webhook over the quota's status on every change.
+    #[arg(long, env = "KQ_MIN_WRITE_INTERVAL", default_value = "1s", value_parser = duration::parse)]
+    pub min_write_interval: Duration,
+
     /// How many quotas are reconciled at the same time (one quota is never reconciled twice
     /// at once).
     #[arg(long, env = "KQ_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]

@@ -277,16 +277,19 @@ pub async fn run_until(
             instance: Some(identity.clone()),
         },
     );
-    let ctx = Arc::new(Ctx::new(
-        index.clone(),
-        member_registry,
-        views,
-        metrics.clone(),
-        leader,
-        KubeStatusApi(client.clone()),
-        Some(recorder),
-        args.resync_period,
-    ));
+    let ctx = Arc::new(
+        Ctx::new(
+            index.clone(),
+            member_registry,
+            views,
+            metrics.clone(),
+            leader,
+            KubeStatusApi(client.clone()),
+            Some(recorder),
+            args.resync_period,
+        )
+        .with_min_write_interval(args.min_write_interval),
+    );
 
     tracing::info!(
         %identity,

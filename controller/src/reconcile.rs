@@ -186,6 +186,10 @@ pub struct Ctx<A: StatusApi = KubeStatusApi> {
     pub resync: Duration,
     /// Consecutive failures per quota, for the error backoff.
     pub failures: Mutex<HashMap<(String, String), u32>>,
+    /// Least time between two status writes of one quota (see [`Ctx::throttled`]).
+    pub min_write_interval: Duration,
+    /// When this replica last wrote each quota's status.
+    pub last_write: Mutex<HashMap<(String, String), Instant>>,
 }
 
 impl<A: StatusApi> Ctx<A> {
@@ -211,7 +215,32 @@ impl<A: StatusApi> Ctx<A> {
             recorder,
             resync,
             failures: Mutex::new(HashMap::new()),
+            min_write_interval: Duration::ZERO,
+            last_write: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Set the least time between two status writes of one quota.
+    #[must_use]
+    pub fn with_min_write_interval(mut self, interval: Duration) -> Self {
+        self.min_write_interval = interval;
+        self
+    }
+
+    /// How long to wait before this quota's status may be written again, if at all.
+    ///
+    /// During a burst of admissions the webhook rewrites the quota's status many times a
+    /// second, and every rewrite is a watch event that asks for a reconcile. Writing after
+    /// each one would make the controller and the webhook conflict on nearly every write.
+    /// So the first write goes out at once and later ones at most once per interval
+    /// (leading edge: unlike a trailing debounce, a steady stream of events can never
+    /// postpone the controller's write, and so its pruning, for good).
+    fn throttled(&self, key: &(String, String)) -> Option<Duration> {
+        let last = self.last_write.lock().unwrap_or_else(|e| e.into_inner());
+        let elapsed = last.get(key)?.elapsed();
+        self.min_write_interval
+            .checked_sub(elapsed)
+            .filter(|d| !d.is_zero())
     }
 
     /// Plan one quota: compute from the index and members, then the desired status.
@@ -254,6 +283,10 @@ pub async fn reconcile<A: StatusApi>(
         return Ok(Action::requeue(NOT_SYNCED_RETRY));
     }
     let leader = *ctx.leader.borrow();
+    let key = (ns.clone(), name.clone());
+    if leader && let Some(wait) = ctx.throttled(&key) {
+        return Ok(Action::requeue(wait));
+    }
     let (report, computed, now) = if leader {
         let w = write_status(
             &ctx.status_api,
@@ -285,6 +318,10 @@ pub async fn reconcile<A: StatusApi>(
             WriteOutcome::Unchanged => w.base.status.clone().unwrap_or_default(),
             WriteOutcome::Written(written) => {
                 ctx.metrics.status_written();
+                ctx.last_write
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key.clone(), Instant::now());
                 let new = written.status.clone().unwrap_or_default();
                 let notices = desired::notices(w.base.status.as_ref(), &new);
                 publish(&ctx, written, &notices).await;
@@ -348,6 +385,10 @@ pub fn error_policy<A: StatusApi>(
 pub fn forget<A: StatusApi>(ctx: &Ctx<A>, ns: &str, name: &str) {
     ctx.views
         .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&(ns.to_owned(), name.to_owned()));
+    ctx.last_write
+        .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&(ns.to_owned(), name.to_owned()));
     ctx.metrics.forget_quota(ns, name);
@@ -513,6 +554,43 @@ mod tests {
             report.used.get("pods").map(ToString::to_string).as_deref(),
             Some("3")
         );
+    }
+
+    #[tokio::test]
+    async fn writes_of_one_quota_are_spaced_by_the_min_write_interval() {
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let i = synced_index(&[mk_binding("team-a", "web", "u1", 1, 3, "1", &[])]);
+        let (c, _tx) = ctx(FakeApi::new(&q), i, true);
+        let mut c = Arc::into_inner(c).unwrap();
+        c.min_write_interval = Duration::from_secs(60);
+        let c = Arc::new(c);
+        reconcile(Arc::new(q), c.clone()).await.unwrap();
+        assert_eq!(c.status_api.writes.lock().unwrap().len(), 1);
+
+        // A new binding changes usage, but the last write was just now: no write, and a
+        // requeue for when the interval has passed.
+        c.index.write().unwrap().apply_binding_event(
+            &Event::Apply(mk_binding("team-a", "api", "u2", 1, 2, "1", &[])),
+            None,
+            0,
+        );
+        let stored = c.status_api.stored();
+        let action = reconcile(Arc::new(stored.clone()), c.clone())
+            .await
+            .unwrap();
+        assert_eq!(c.status_api.writes.lock().unwrap().len(), 1);
+        assert!(
+            action != Action::requeue(Duration::from_secs(300)),
+            "{action:?}"
+        );
+
+        // Once the interval has passed, the change is written.
+        let key = ("team-a".to_owned(), "q".to_owned());
+        let long_ago = Instant::now().checked_sub(Duration::from_secs(61)).unwrap();
+        c.last_write.lock().unwrap().insert(key, long_ago);
+        reconcile(Arc::new(stored), c.clone()).await.unwrap();
+        assert_eq!(c.status_api.writes.lock().unwrap().len(), 2);
+        assert_eq!(c.status_api.stored().status.unwrap().used["pods"].0, "5");
     }
 
     #[tokio::test]
