@@ -2,12 +2,15 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::env::{Env, profile_dir};
 
@@ -16,6 +19,12 @@ use crate::env::{Env, profile_dir};
 pub const ENV_BIN_DIR: &str = "E2E_BIN_DIR";
 /// Lines of a binary's log shown when a test panics while it runs.
 const LOG_TAIL_LINES: usize = 50;
+/// Lines of a binary's log shown when it does not become ready in time.
+const NOT_READY_TAIL_LINES: usize = 30;
+/// How often [`Binary::wait_admin`] asks the admin port again.
+const ADMIN_POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// How long one [`http_get`] may take.
+const HTTP_GET_TIMEOUT: Duration = Duration::from_secs(5);
 
 // Distinguishes the logs of several starts of one binary within a test process.
 static STARTS: AtomicUsize = AtomicUsize::new(0);
@@ -24,6 +33,39 @@ static STARTS: AtomicUsize = AtomicUsize::new(0);
 pub fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
+}
+
+/// A plain HTTP/1.0 GET on loopback (a binary's admin port): (status code, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
+    let io = async {
+        let mut stream = TcpStream::connect(addr).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await?;
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = tokio::time::timeout(HTTP_GET_TIMEOUT, io)
+        .await
+        .map_err(|_| anyhow!("GET http://{addr}{path} timed out"))?
+        .with_context(|| format!("GET http://{addr}{path}"))?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| anyhow!("GET http://{addr}{path}: no status line in {head:?}"))?;
+    Ok((code, body.to_owned()))
+}
+
+/// [`http_get`] of a path that must answer 200: its body.
+pub async fn http_get_ok(addr: SocketAddr, path: &str) -> Result<String> {
+    match http_get(addr, path).await? {
+        (200, body) => Ok(body),
+        (code, body) => bail!("GET {path} answered {code}: {body}"),
+    }
 }
 
 /// How to start one of the project's binaries; see [`Binary::builder`].
@@ -165,6 +207,32 @@ impl Binary {
             );
         }
         Ok(())
+    }
+
+    /// Waits until `path` (`/readyz`, `/livez`) on the child's admin address `admin`
+    /// answers 200; fails early if the child exits, and with its log tail on timeout.
+    pub async fn wait_admin(
+        &mut self,
+        admin: SocketAddr,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            if let Ok((200, _)) = http_get(admin, path).await {
+                return Ok(());
+            }
+            self.check_running()?;
+            if started.elapsed() > timeout {
+                bail!(
+                    "{}'s {path} did not answer 200 within {timeout:?}; log {}:\n{}",
+                    self.name,
+                    self.log.display(),
+                    self.log_tail(NOT_READY_TAIL_LINES)
+                );
+            }
+            tokio::time::sleep(ADMIN_POLL_INTERVAL).await;
+        }
     }
 
     /// Kills the child and waits for it.

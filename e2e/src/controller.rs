@@ -31,13 +31,18 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use karmada_quota_core::Quantity;
 use karmada_quota_crds::quota::{ClusterUsage, Reservation, ReservedBy};
-use karmada_quota_crds::{Cluster, KarmadaQuota, KarmadaQuotaStatus};
+use karmada_quota_crds::{Cluster, KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::webhook::{http_get, metric_sum};
-use crate::{Binary, Env, FIELD_MANAGER, free_port, try_wait_for, wait_for, yaml_documents};
+use crate::env::cleanup_from_drop;
+use crate::ns::label_value;
+use crate::webhook::metric_sum;
+use crate::{
+    Binary, Env, FIELD_MANAGER, free_port, http_get, http_get_ok, try_wait_for, wait_for,
+    yaml_documents,
+};
 
 /// The controller binary.
 pub const CONTROLLER_BIN: &str = "karmada-quota-controller";
@@ -284,21 +289,9 @@ impl Drop for ClusterRegistration {
             return;
         }
         let names = std::mem::take(&mut self.names);
-        let done = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async {
-                let client = Env::get().await?.client()?;
-                delete_clusters(&client, &names).await
-            })
-        })
-        .join();
-        match done {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("deleting the test's Clusters: {e:#}"),
-            Err(_) => eprintln!("deleting the test's Clusters panicked"),
-        }
+        cleanup_from_drop("deleting the test's Clusters", move |client| async move {
+            delete_clusters(&client, &names).await
+        });
     }
 }
 
@@ -341,23 +334,6 @@ pub async fn ensure_namespace(client: &Client, name: &str) -> Result<()> {
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
     }
-}
-
-/// `s` as a label value (at most 63 characters of `[A-Za-z0-9._-]`).
-fn label_value(s: &str) -> String {
-    let v: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(63)
-        .collect();
-    v.trim_matches(|c: char| !c.is_ascii_alphanumeric())
-        .to_owned()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -533,31 +509,15 @@ impl Controller {
         &mut self.binary
     }
 
-    /// Waits until `/readyz` answers 200; fails early if the process exits.
+    /// Waits until `/readyz` answers 200; fails early if the process exits, and with its
+    /// log tail on timeout.
     pub async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
-        let started = std::time::Instant::now();
-        loop {
-            if let Ok((200, _)) = http_get(self.admin, "/readyz").await {
-                return Ok(());
-            }
-            self.binary.check_running()?;
-            if started.elapsed() > timeout {
-                bail!(
-                    "the controller's /readyz did not answer 200 within {timeout:?}; log {}:\n{}",
-                    self.binary.log_path().display(),
-                    self.binary.log_tail(30)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.binary.wait_admin(self.admin, "/readyz", timeout).await
     }
 
     /// `/metrics`, as text.
     pub async fn metrics(&self) -> Result<String> {
-        match http_get(self.admin, "/metrics").await? {
-            (200, body) => Ok(body),
-            (code, body) => bail!("GET /metrics answered {code}: {body}"),
-        }
+        http_get_ok(self.admin, "/metrics").await
     }
 
     /// The sum of metric `name`'s samples whose labels contain every fragment of `labels`.
@@ -597,10 +557,8 @@ impl Controller {
 }
 
 async fn get_json(addr: SocketAddr, path: &str) -> Result<Value> {
-    match http_get(addr, path).await? {
-        (200, body) => serde_json::from_str(&body).with_context(|| format!("GET {path}: {body}")),
-        (code, body) => bail!("GET {path} answered {code}: {body}"),
-    }
+    let body = http_get_ok(addr, path).await?;
+    serde_json::from_str(&body).with_context(|| format!("GET {path}: {body}"))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -745,25 +703,47 @@ pub async fn add_reservation(
     quota: &str,
     entry: &Reservation,
 ) -> Result<KarmadaQuota> {
-    let api: Api<KarmadaQuota> = Api::namespaced(client.clone(), ns);
-    try_wait_for(
+    replace_quota_status(
+        client,
+        ns,
+        quota,
         &format!("adding a reservation to {ns}/{quota}"),
-        Duration::from_secs(10),
-        || async {
-            let mut q = api.get(quota).await?;
-            let status = q.status.get_or_insert_with(KarmadaQuotaStatus::default);
+        |_, status| {
             status
                 .reservations
                 .retain(|r| r.reserved_by.uid != entry.reserved_by.uid);
             status.reservations.push(entry.clone());
-            q.metadata.managed_fields = None;
-            match api.replace_status(quota, &PostParams::default(), &q).await {
-                Ok(written) => Ok(Some(written)),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
-                Err(e) => Err(anyhow::Error::from(e)),
-            }
         },
     )
+    .await
+}
+
+/// Reads quota `ns/quota`, lets `change` edit its status (created empty when missing; the
+/// spec is given to look at) and
+/// replaces the status with the read resourceVersion, as the controller and the webhook
+/// write it; re-read and retried on 409 for up to 10 s (`desc` names the attempt in the
+/// timeout error). Returns the object written.
+pub async fn replace_quota_status(
+    client: &Client,
+    ns: &str,
+    quota: &str,
+    desc: &str,
+    change: impl Fn(&KarmadaQuotaSpec, &mut KarmadaQuotaStatus),
+) -> Result<KarmadaQuota> {
+    let api: Api<KarmadaQuota> = Api::namespaced(client.clone(), ns);
+    try_wait_for(desc, Duration::from_secs(10), || async {
+        let mut q = api.get(quota).await?;
+        change(
+            &q.spec,
+            q.status.get_or_insert_with(KarmadaQuotaStatus::default),
+        );
+        q.metadata.managed_fields = None;
+        match api.replace_status(quota, &PostParams::default(), &q).await {
+            Ok(written) => Ok(Some(written)),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Err(e) => Err(anyhow::Error::from(e)),
+        }
+    })
     .await
 }
 

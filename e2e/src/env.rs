@@ -1,5 +1,6 @@
 //! The control plane a test process runs against, resolved once per process.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -135,8 +136,14 @@ impl Env {
     }
 
     /// A client for apiserver 0, the Karmada control plane. Build one per test.
+    ///
+    /// Every answer is shown as the apiserver gave it: kube's default retry layer (which
+    /// silently repeats a request answered 429, 503 or 504, POSTs included) is off. A
+    /// webhook refusal such as `status unknown` (429) or a decision timeout (504) must
+    /// reach the caller, and a repeated create is a new object with a new uid, so a retry
+    /// would also hide reservations left by the first attempt.
     pub fn client(&self) -> Result<Client> {
-        Client::try_from(self.config.clone()).context("building a client for apiserver 0")
+        client_without_retry(&self.config).context("building a client for apiserver 0")
     }
 
     /// The configuration behind [`Env::client`].
@@ -144,14 +151,14 @@ impl Env {
         &self.config
     }
 
-    /// Clients for the member clusters (apiservers 1..N), in order; empty for
-    /// `E2E_KUBECONFIG`.
+    /// Clients for the member clusters (apiservers 1..N), in order, built like
+    /// [`Env::client`] (no retry layer); empty for `E2E_KUBECONFIG`.
     pub fn member_clients(&self) -> Result<Vec<Client>> {
         self.member_configs
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                Client::try_from(c.clone())
+                client_without_retry(c)
                     .with_context(|| format!("building a client for member apiserver {}", i + 1))
             })
             .collect()
@@ -293,6 +300,35 @@ pub(crate) fn profile_dir() -> Result<PathBuf> {
             .ok_or_else(|| anyhow!("{} has no parent", dir.display()))?;
     }
     Ok(dir.to_path_buf())
+}
+
+/// Runs `cleanup` with a client for apiserver 0 from a `Drop` (a fixture dropped while its
+/// test panics): on a fresh runtime on a fresh thread, since the test's runtime may be
+/// shutting down. Failures are printed as `<what>: <error>`, never raised.
+pub(crate) fn cleanup_from_drop<F, Fut>(what: &str, cleanup: F)
+where
+    F: FnOnce(Client) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<()>>,
+{
+    let done = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async { cleanup(Env::get().await?.client()?).await })
+    })
+    .join();
+    match done {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("{what}: {e:#}"),
+        Err(_) => eprintln!("{what} panicked"),
+    }
+}
+
+/// A client for `config` with kube's default retry layer off (see [`Env::client`]).
+fn client_without_retry(config: &Config) -> kube::Result<Client> {
+    let mut config = config.clone();
+    config.default_retry = false;
+    Client::try_from(config)
 }
 
 fn non_empty_var(name: &str) -> Option<String> {

@@ -12,13 +12,15 @@
 //!  test process ─────────────────────┘
 //!    Env::get()   one per process: E2E_KUBECONFIG │ E2E_CONTROLPLANE_DIR │ own `up`
 //!                 (own `up` runs with --owner-pid: a watchdog downs it when we exit)
-//!      ├─ client() / member_clients()   a fresh kube::Client per test runtime
+//!      ├─ client() / member_clients()   a fresh kube::Client per test runtime, kube's
+//!      │                                 retry layer off (every refusal is seen as given)
 //!      ├─ kubectl(&args)                 against apiserver 0
 //!      └─ log_dir()                      where Binary logs go
 //!    TestNs       a fresh namespace per test (generateName, labelled)
 //!    apply_yaml / apply_json / accepts / rejects / wait_for
 //!    Binary       target/<profile>/karmada-quota-{webhook,controller} as children,
-//!                 killed on drop, log tail printed when the test panics
+//!                 killed on drop, log tail printed when the test panics;
+//!                 wait_admin() polls an admin path (http_get) until it answers 200
 //! ```
 //!
 //! Each `#[tokio::test]` has its own runtime, so nothing here keeps a `kube::Client`
@@ -34,7 +36,7 @@ mod wait;
 pub mod webhook;
 
 pub use apply::{accepts, apply_json, apply_yaml, rejects, resolve, yaml_documents};
-pub use binary::{Binary, BinaryBuilder, free_port};
+pub use binary::{Binary, BinaryBuilder, free_port, http_get, http_get_ok};
 pub use env::{Env, EnvSource};
 pub use ns::TestNs;
 pub use wait::{try_wait_for, wait_for};

@@ -60,9 +60,10 @@ impl std::fmt::Display for TestNs {
     }
 }
 
-/// `test` as a label value: at most 63 of `[A-Za-z0-9._-]`, alphanumeric at both ends.
-fn label_value(test: &str) -> String {
-    let mapped: String = test
+/// `s` (a test's name, an owner) as a label value: at most 63 of `[A-Za-z0-9._-]`,
+/// alphanumeric at both ends; `test` when nothing of `s` is left.
+pub(crate) fn label_value(s: &str) -> String {
+    let mapped: String = s
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {

@@ -1,15 +1,17 @@
 //! A loopback TCP proxy that can be stopped and started again on the same port: a member
 //! cluster "goes away" (connection refused, open connections cut) and comes back, without
-//! touching the shared control plane's apiservers.
+//! touching the shared control plane's apiservers. In front of several backends it hands
+//! each new connection to the next one in turn (two webhooks behind one URL).
 //!
 //! ```text
 //!  controller ──TLS──▶ 127.0.0.1:<proxy port> ══ TcpProxy ══▶ 127.0.0.1:<member apiserver>
 //!                         stop():  listener closed, every open connection cut
 //!                         start(): listening again on the same port
+//!  apiserver ──TLS──▶ 127.0.0.1:<proxy port> ══ TcpProxy::round_robin ══▶ webhook 1, 2, 1, …
 //! ```
 //!
-//! TLS passes through untouched; the member's serving certificate is for 127.0.0.1, so it
-//! verifies at the proxy's address as well.
+//! TLS passes through untouched; the member's serving certificate is for 127.0.0.1 (and
+//! the webhooks share theirs), so it verifies at the proxy's address as well.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,11 +26,12 @@ use tokio::task::JoinSet;
 /// in use by the same process is normally free at once; this only absorbs a slow close).
 const REBIND_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A TCP proxy on 127.0.0.1 in front of one backend; stopped when dropped.
+/// A TCP proxy on 127.0.0.1 in front of one backend, or several taken in turn; stopped
+/// when dropped.
 #[derive(Debug)]
 pub struct TcpProxy {
     addr: SocketAddr,
-    backend: SocketAddr,
+    backends: Arc<[SocketAddr]>,
     accepted: Arc<AtomicU64>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -36,9 +39,18 @@ pub struct TcpProxy {
 impl TcpProxy {
     /// Starts forwarding a free port of 127.0.0.1 to `backend`.
     pub async fn start(backend: SocketAddr) -> Result<TcpProxy> {
+        TcpProxy::round_robin(vec![backend]).await
+    }
+
+    /// Starts forwarding a free port of 127.0.0.1 to `backends`, each new connection to
+    /// the next one in turn.
+    pub async fn round_robin(backends: Vec<SocketAddr>) -> Result<TcpProxy> {
+        if backends.is_empty() {
+            bail!("a proxy needs a backend");
+        }
         let mut proxy = TcpProxy {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            backend,
+            backends: backends.into(),
             accepted: Arc::new(AtomicU64::new(0)),
             task: None,
         };
@@ -56,9 +68,14 @@ impl TcpProxy {
         format!("https://{}", self.addr)
     }
 
-    /// The backend connections are forwarded to.
+    /// The (first) backend connections are forwarded to.
     pub fn backend(&self) -> SocketAddr {
-        self.backend
+        self.backends[0]
+    }
+
+    /// Every backend, in the order connections are handed to them.
+    pub fn backends(&self) -> &[SocketAddr] {
+        &self.backends
     }
 
     /// Connections accepted so far (over every start).
@@ -113,7 +130,7 @@ impl TcpProxy {
         if self.addr.port() == 0 {
             bail!("proxy: bound to port 0");
         }
-        let backend = self.backend;
+        let backends = self.backends.clone();
         let accepted = self.accepted.clone();
         self.task = Some(tokio::spawn(async move {
             let mut conns = JoinSet::new();
@@ -121,7 +138,8 @@ impl TcpProxy {
                 tokio::select! {
                     res = listener.accept() => {
                         let Ok((inbound, _)) = res else { continue };
-                        accepted.fetch_add(1, Ordering::Relaxed);
+                        let n = accepted.fetch_add(1, Ordering::Relaxed);
+                        let backend = backends[(n % backends.len() as u64) as usize];
                         conns.spawn(forward(inbound, backend));
                     }
                     // Reap finished connections so the set does not grow.
@@ -204,5 +222,34 @@ mod tests {
         assert_eq!(proxy.addr(), addr);
         assert_eq!(round_trip(addr).await.unwrap(), b"ping");
         assert!(proxy.connections() >= 3);
+    }
+
+    /// A server that answers every connection with `tag` and closes it.
+    async fn tagged(tag: u8) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let _ = s.write_all(&[tag]).await;
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn round_robin_hands_connections_to_each_backend_in_turn() {
+        let proxy = TcpProxy::round_robin(vec![tagged(b'a').await, tagged(b'b').await])
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+            let mut tag = [0u8; 1];
+            s.read_exact(&mut tag).await.unwrap();
+            seen.push(tag[0]);
+        }
+        assert_eq!(seen, b"abab");
+        assert_eq!(proxy.connections(), 4);
+        assert!(TcpProxy::round_robin(Vec::new()).await.is_err());
     }
 }

@@ -19,10 +19,11 @@
 //!       │                    apiserver really calls it (a dry-run probe moves the webhook's
 //!       │                    decision counter); deleted by cleanup() or on drop
 //!       ▼
-//!  tests: client(env) (kube's retry layer off: every refusal is seen as given),
+//!  tests: Env::client() (kube's retry layer off: every refusal is seen as given),
 //!         quota()/Rb builders, seed_used() (status.used "as the controller would"),
 //!         create()/update() returning the apiserver's refusal, quota_usage(),
-//!         wait_until_status_seen(), RoundRobinProxy (two webhooks behind one URL),
+//!         wait_until_status_seen(), proxy::TcpProxy::round_robin (two webhooks behind
+//!         one URL),
 //!         review_client()/binding_review()/post_review() (reviews straight to a webhook,
 //!         also used by the `kq-load` bench tool)
 //! ```
@@ -33,26 +34,25 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_core::ResourceList;
+use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::convert::{list_from_api, quota_state};
-use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{GroupVersionKind, Status};
 use kube::discovery::ApiResource;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OnceCell;
 
-use crate::{Binary, Env, free_port, try_wait_for, yaml_documents};
+use crate::controller::replace_quota_status;
+use crate::env::cleanup_from_drop;
+use crate::{Binary, Env, free_port, http_get, http_get_ok, try_wait_for, yaml_documents};
 
 /// The webhook binary.
 pub const WEBHOOK_BIN: &str = "karmada-quota-webhook";
@@ -90,17 +90,6 @@ pub fn binding_denied(message: &str) -> String {
 /// `message`.
 pub fn quota_denied(message: &str) -> String {
     format!("admission webhook \"{QUOTA_WEBHOOK}\" denied the request: {message}")
-}
-
-/// A client for apiserver 0 that shows every answer as the apiserver gave it: kube's
-/// default retry layer (which silently repeats a request answered 429, 503 or 504, POSTs
-/// included) is off. A webhook refusal such as `status unknown` (429) or a decision
-/// timeout (504) must reach the test, and a repeated create is a new object with a new
-/// uid, so a retry would also hide reservations left by the first attempt.
-pub fn client(env: &Env) -> Result<Client> {
-    let mut config = env.config().clone();
-    config.default_retry = false;
-    Client::try_from(config).context("building a client for apiserver 0")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -333,24 +322,15 @@ impl Webhook {
         format!("https://127.0.0.1:{}", self.port)
     }
 
+    /// The admin address (`/metrics`, `/livez`, `/readyz`).
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin
+    }
+
     /// Waits until the admin `path` (`/readyz`, `/livez`) answers 200; fails early if the
     /// process exits, and with its log tail on timeout.
     pub async fn wait_until(&mut self, path: &str, timeout: Duration) -> Result<()> {
-        let started = std::time::Instant::now();
-        loop {
-            if let Ok((200, _)) = http_get(self.admin, path).await {
-                return Ok(());
-            }
-            self.binary.check_running()?;
-            if started.elapsed() > timeout {
-                bail!(
-                    "the webhook's {path} did not answer 200 within {timeout:?}; log {}:\n{}",
-                    self.binary.log_path().display(),
-                    self.binary.log_tail(30)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.binary.wait_admin(self.admin, path, timeout).await
     }
 
     /// Whether `/readyz` answers 200 now.
@@ -365,10 +345,7 @@ impl Webhook {
 
     /// `/metrics` of the admin port, as text.
     pub async fn metrics(&self) -> Result<String> {
-        match http_get(self.admin, "/metrics").await? {
-            (200, body) => Ok(body),
-            (code, body) => bail!("GET /metrics answered {code}: {body}"),
-        }
+        http_get_ok(self.admin, "/metrics").await
     }
 
     /// Sum of `kq_webhook_decisions_total` over the label sets whose labels contain every
@@ -404,31 +381,6 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
         })
         .map(|v| v as u64)
         .sum()
-}
-
-/// A plain HTTP/1.0 GET on loopback (the admin port): (status code, body).
-pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
-    let io = async {
-        let mut stream = TcpStream::connect(addr).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await?;
-        Ok::<_, std::io::Error>(raw)
-    };
-    let raw = tokio::time::timeout(Duration::from_secs(5), io)
-        .await
-        .map_err(|_| anyhow!("GET http://{addr}{path} timed out"))?
-        .with_context(|| format!("GET http://{addr}{path}"))?;
-    let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| anyhow!("GET http://{addr}{path}: no status line in {head:?}"))?;
-    Ok((code, body.to_owned()))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -563,28 +515,10 @@ impl Drop for Registration {
             return;
         }
         let name = self.name.clone();
-        // The test's runtime may be shutting down: a fresh one on a fresh thread.
-        let done = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async {
-                let client = Env::get().await?.client()?;
-                delete_vwc(client, &name).await
-            })
-        })
-        .join();
-        match done {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!(
-                "deleting ValidatingWebhookConfiguration {}: {e:#}",
-                self.name
-            ),
-            Err(_) => eprintln!(
-                "deleting ValidatingWebhookConfiguration {} panicked",
-                self.name
-            ),
-        }
+        cleanup_from_drop(
+            &format!("deleting ValidatingWebhookConfiguration {name}"),
+            move |client| async move { delete_vwc(client, &name).await },
+        );
     }
 }
 
@@ -895,7 +829,6 @@ pub async fn seed_used(
     quota: &str,
     used: &[(&str, &str)],
 ) -> Result<KarmadaQuota> {
-    let api: Api<KarmadaQuota> = Api::namespaced(client.clone(), ns);
     let used: std::collections::BTreeMap<_, _> = used
         .iter()
         .map(|(k, v)| {
@@ -905,20 +838,14 @@ pub async fn seed_used(
             )
         })
         .collect();
-    try_wait_for(
+    replace_quota_status(
+        client,
+        ns,
+        quota,
         &format!("seeding status.used of {ns}/{quota}"),
-        Duration::from_secs(10),
-        || async {
-            let mut q = api.get(quota).await?;
-            let status = q.status.get_or_insert_with(KarmadaQuotaStatus::default);
+        |spec, status| {
             status.used = used.clone();
-            status.hard = q.spec.hard.clone();
-            q.metadata.managed_fields = None;
-            match api.replace_status(quota, &PostParams::default(), &q).await {
-                Ok(written) => Ok(Some(written)),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
-                Err(e) => Err(anyhow::Error::from(e)),
-            }
+            status.hard = spec.hard.clone();
         },
     )
     .await
@@ -1014,73 +941,6 @@ pub async fn wait_until_dry_run_refused(
         },
     )
     .await
-}
-
-// ---------------------------------------------------------------------------------------
-// A round-robin TCP proxy
-// ---------------------------------------------------------------------------------------
-
-/// A TCP proxy on 127.0.0.1 that hands each new connection to the next backend in turn
-/// (TLS passes through untouched: the backends share the certificate). Stops when dropped.
-#[derive(Debug)]
-pub struct RoundRobinProxy {
-    addr: SocketAddr,
-    accepted: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl RoundRobinProxy {
-    /// Listens on a free port and starts forwarding to `backends`.
-    pub async fn start(backends: Vec<SocketAddr>) -> Result<RoundRobinProxy> {
-        if backends.is_empty() {
-            bail!("a proxy needs a backend");
-        }
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let accepted = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn({
-            let accepted = accepted.clone();
-            async move {
-                loop {
-                    let Ok((inbound, _)) = listener.accept().await else {
-                        continue;
-                    };
-                    let n = accepted.fetch_add(1, Ordering::Relaxed);
-                    let backend = backends[(n % backends.len() as u64) as usize];
-                    tokio::spawn(async move {
-                        let _ = inbound.set_nodelay(true);
-                        let Ok(outbound) = TcpStream::connect(backend).await else {
-                            return; // closing the inbound connection is the answer
-                        };
-                        let _ = outbound.set_nodelay(true);
-                        let (mut a, mut b) = (inbound, outbound);
-                        let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
-                    });
-                }
-            }
-        });
-        Ok(RoundRobinProxy {
-            addr,
-            accepted,
-            task,
-        })
-    }
-
-    /// `https://127.0.0.1:<port>`.
-    pub fn url(&self) -> String {
-        format!("https://{}", self.addr)
-    }
-
-    /// Connections accepted so far.
-    pub fn connections(&self) -> u64 {
-        self.accepted.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for RoundRobinProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 #[cfg(test)]

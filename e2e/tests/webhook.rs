@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use futures::StreamExt;
+use karmada_quota_e2e::proxy::TcpProxy;
 use karmada_quota_e2e::webhook::{
-    Outcome, READY_TIMEOUT, Rb, Registration, RoundRobinProxy, Webhook, WebhookTls, binding_denied,
-    binding_review, bindings, client, create, expect_admitted, expect_refused, post_review, quota,
-    quota_denied, quota_scoped, quota_usage, review_client, seed_used, update,
-    wait_until_dry_run_refused, wait_until_status_seen,
+    Outcome, READY_TIMEOUT, Rb, Registration, Webhook, WebhookTls, binding_denied, binding_review,
+    bindings, create, expect_admitted, expect_refused, post_review, quota, quota_denied,
+    quota_scoped, quota_usage, review_client, seed_used, update, wait_until_dry_run_refused,
+    wait_until_status_seen,
 };
 use karmada_quota_e2e::{Env, TestNs, accepts, wait_for};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -47,7 +48,7 @@ impl Setup {
     /// `n` namespaces sharing one webhook and one registration.
     async fn with_namespaces(test: &str, n: usize) -> Result<Setup> {
         let env = Env::get().await?;
-        let client = client(env)?;
+        let client = env.client()?;
         let mut namespaces = Vec::with_capacity(n);
         for _ in 0..n {
             namespaces.push(TestNs::new(&client, test).await?);
@@ -853,20 +854,20 @@ async fn concurrent_creates_admit_exactly_the_limit_with_two_webhooks_behind_a_p
 /// `replicas` webhook processes (two: behind a round-robin TCP proxy, one URL).
 async fn concurrent_creates(test: &str, replicas: usize) -> Result<()> {
     let env = Env::get().await?;
-    let c = &client(env)?;
+    let c = &env.client()?;
     let ns = TestNs::new(c, test).await?;
     let mut webhooks = Vec::new();
     for _ in 0..replicas {
         webhooks.push(Webhook::start(env).await?);
     }
     let proxy = if replicas > 1 {
-        Some(RoundRobinProxy::start(webhooks.iter().map(Webhook::addr).collect()).await?)
+        Some(TcpProxy::round_robin(webhooks.iter().map(Webhook::addr).collect()).await?)
     } else {
         None
     };
     let url = proxy
         .as_ref()
-        .map_or_else(|| webhooks[0].url(), RoundRobinProxy::url);
+        .map_or_else(|| webhooks[0].url(), TcpProxy::url);
     let hooks: Vec<&Webhook> = webhooks.iter().collect();
     let registration = Registration::register(c, &url, &[ns.name()], &hooks).await?;
     step(&format!(
@@ -1001,7 +1002,7 @@ const KILL_AFTER: usize = 20;
 #[tokio::test]
 async fn webhook_killed_and_restarted_mid_run_loses_nothing_admitted() -> Result<()> {
     let env = Env::get().await?;
-    let c = client(env)?;
+    let c = env.client()?;
     let ns = TestNs::new(&c, "webhook_killed_and_restarted").await?;
     let ns_name = ns.name().to_owned();
     let webhook = Webhook::start(env).await?;
@@ -1272,7 +1273,7 @@ impl Stats {
 #[tokio::test]
 async fn webhook_becomes_ready_when_reviews_arrive_during_its_cache_sync() -> Result<()> {
     let env = Env::get().await?;
-    let c = client(env)?;
+    let c = env.client()?;
     let ns = TestNs::new(&c, "webhook_becomes_ready_under_traffic").await?;
     step("[Create] KarmadaQuota q: requests.cpu=10; used zero");
     synced_quota(&c, ns.name(), "q", &[("requests.cpu", "10")]).await?;

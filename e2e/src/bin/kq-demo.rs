@@ -349,19 +349,16 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
 
     heading("Endpoints");
     let webhook = started.webhook.as_mut().context("webhook")?;
-    let webhook_admin = admin_of(webhook.binary().pid());
+    let webhook_admin = webhook.admin_addr();
     let webhook_log = webhook.binary().log_path().to_path_buf();
     let controller = started.controller.as_mut().context("controller")?;
     let controller_log = controller.binary().log_path().to_path_buf();
     say(&format!(
         "webhook     {url}/validate/resourcebinding, {url}/validate/karmadaquota"
     ));
-    match &webhook_admin {
-        Some(a) => say(&format!(
-            "            metrics http://{a}/metrics, readiness http://{a}/readyz"
-        )),
-        None => say("            admin port: see its log"),
-    }
+    say(&format!(
+        "            metrics http://{webhook_admin}/metrics, readiness http://{webhook_admin}/readyz"
+    ));
     say(&format!("            log {}", webhook_log.display()));
     let admin = controller.admin_url();
     say(&format!(
@@ -411,24 +408,6 @@ async fn wait_leader(controller: &Controller) -> Result<&'static str> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(anyhow!("the controller did not become leader within 10 s"))
-}
-
-/// The `--admin-listen` address on a process's command line.
-fn admin_of(pid: Option<u32>) -> Option<String> {
-    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid?)).ok()?;
-    let args: Vec<String> = cmdline
-        .split(|b| *b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    args.iter().enumerate().find_map(|(i, a)| {
-        a.strip_prefix("--admin-listen=")
-            .map(str::to_owned)
-            .or_else(|| {
-                (a == "--admin-listen")
-                    .then(|| args.get(i + 1).cloned())
-                    .flatten()
-            })
-    })
 }
 
 /// One table per quota: a row per member cluster, a column per resource of `hard`, cells

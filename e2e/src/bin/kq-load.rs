@@ -24,8 +24,9 @@ use axum::Json;
 use axum::body::Bytes;
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
+use karmada_quota_e2e::http_get_ok;
 use karmada_quota_e2e::webhook::{
-    Rb, binding_review, create_with, http_get, metric_sum, post_review, review_client, seed_used,
+    Rb, binding_review, create_with, metric_sum, post_review, review_client, seed_used,
     wait_until_status_seen,
 };
 use kube::Client;
@@ -343,14 +344,11 @@ async fn client(kubeconfig: &std::path::Path) -> Result<Client> {
 }
 
 async fn decisions(admin: SocketAddr) -> Result<u64> {
-    match http_get(admin, "/metrics").await? {
-        (200, body) => Ok(metric_sum(
-            &body,
-            "kq_webhook_decisions_total",
-            &["kind=\"resourcebinding\""],
-        )),
-        (code, body) => bail!("GET /metrics: {code} {body}"),
-    }
+    Ok(metric_sum(
+        &http_get_ok(admin, "/metrics").await?,
+        "kq_webhook_decisions_total",
+        &["kind=\"resourcebinding\""],
+    ))
 }
 
 /// A distinct RFC 4122-shaped uid per request.
