@@ -48,7 +48,7 @@ pub struct Args {
     /// Least time between two status writes of one quota. The first write after a change
     /// goes out at once; during a burst of admissions later ones wait, so the controller
     /// does not fight the webhook over the quota's status on every change.
-    #[arg(long, env = "KQ_MIN_WRITE_INTERVAL", default_value = "1s", value_parser = duration::parse)]
+    #[arg(long, env = "KQ_MIN_WRITE_INTERVAL", default_value = "250ms", value_parser = duration::parse)]
     pub min_write_interval: Duration,
 
     /// How many quotas are reconciled at the same time (one quota is never reconciled twice
