@@ -24,19 +24,27 @@ step "build the workspace (one dev/test profile)"
 cargo build --workspace --all-targets --locked
 
 cp_dir="$root/target/e2e-controlplane"
+stop_controlplane() {
+  # Quietly: the test summary must stay the last thing printed.
+  e2e/controlplane/controlplane.sh down "$cp_dir" >"$root/target/e2e-controlplane-down.log" 2>&1 || true
+}
 if [ -z "${E2E_KUBECONFIG:-}" ]; then
   step "start etcd and 3 kube-apiservers on 127.0.0.1 (0 = Karmada control plane, 1..2 = members)"
-  e2e/controlplane/controlplane.sh down "$cp_dir" >/dev/null 2>&1 || true
+  stop_controlplane
   rm -rf "$cp_dir"
-  trap 'e2e/controlplane/controlplane.sh down "$cp_dir" || true' EXIT
+  trap stop_controlplane EXIT
   e2e/controlplane/controlplane.sh up "$cp_dir" 3 --owner-pid $$
   export E2E_CONTROLPLANE_DIR="$cp_dir"
 fi
 
 step "run all tests"
+status=0
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --locked --no-fail-fast
+  cargo nextest run --workspace --locked --no-fail-fast 2>&1 || status=$?
 else
   echo "(cargo-nextest not found: using cargo test)"
-  cargo test --workspace --locked --no-fail-fast
+  cargo test --workspace --locked --no-fail-fast 2>&1 || status=$?
 fi
+stop_controlplane
+trap - EXIT
+exit "$status"
