@@ -355,7 +355,7 @@ fn check_quota(
 mod tests {
     use super::*;
     use crate::quota::QuotaSpec;
-    use crate::scope::{PRIORITY_CLASS, RawRequirement, ScopeSelector};
+    use crate::scope::ScopeSelector;
     use crate::testutil::*;
 
     const NOW: i64 = 1_000;
@@ -371,16 +371,6 @@ mod tests {
             used: used.map(mk_list),
             reservations: Vec::new(),
         }
-    }
-
-    fn mk_scope(operator: &str, values: &[&str]) -> ScopeSelector {
-        let values: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();
-        let raw = [RawRequirement {
-            scope_name: PRIORITY_CLASS,
-            operator,
-            values: &values,
-        }];
-        ScopeSelector::parse(&raw, "spec.scopeSelector").expect("valid scope")
     }
 
     fn mk_req<'a>(old: Option<&'a BindingCharge>, new: &'a BindingCharge) -> AdmissionRequest<'a> {

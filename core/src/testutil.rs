@@ -8,6 +8,7 @@ use crate::binding::{
 };
 use crate::quantity::Quantity;
 use crate::resources::ResourceList;
+use crate::scope::{PRIORITY_CLASS, RawRequirement, ScopeSelector};
 use crate::usage::{BindingCharge, builtin_plural, count_name};
 
 /// Where the shared examples sit: beside the checkout (`/work/shared` vs `/work/main`).
@@ -134,4 +135,15 @@ pub fn example_bindings() -> BTreeMap<String, ResourceBindingSpec> {
 pub fn example_charge(name: &str) -> BindingCharge {
     let bindings = example_bindings();
     mk_charge(bindings.get(name).expect("example binding"))
+}
+
+/// A one-requirement PriorityClass scope, e.g. `mk_scope("NotIn", &["batch"])`.
+pub fn mk_scope(operator: &str, values: &[&str]) -> ScopeSelector {
+    let values: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();
+    let raw = [RawRequirement {
+        scope_name: PRIORITY_CLASS,
+        operator,
+        values: &values,
+    }];
+    ScopeSelector::parse(&raw, "spec.scopeSelector").expect("valid scope")
 }

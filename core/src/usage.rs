@@ -525,18 +525,7 @@ pub fn pod_usage(pod: &PodView) -> ResourceList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scope::{PRIORITY_CLASS, RawRequirement};
     use crate::testutil::*;
-
-    fn mk_scope(operator: &str, values: &[&str]) -> ScopeSelector {
-        let values: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();
-        let raw = [RawRequirement {
-            scope_name: PRIORITY_CLASS,
-            operator,
-            values: &values,
-        }];
-        ScopeSelector::parse(&raw, "spec.scopeSelector").expect("valid scope")
-    }
 
     fn cluster(charge: &ScopedUsage, name: &str) -> ResourceList {
         charge.clusters.get(name).cloned().unwrap_or_default()
