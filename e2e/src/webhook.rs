@@ -3,7 +3,10 @@
 //!
 //! ```text
 //!  WebhookTls::get(env)      once per process: openssl → <cp dir>/webhook-tls-<pid>/
-//!       │                    ca.pem (caBundle), tls.pem + tls.key (SAN IP:127.0.0.1)
+//!       │                    ca.pem (caBundle), tls.pem + tls.key (SAN IP:127.0.0.1);
+//!       │                    WebhookTls::generate_as(dir, label, serial): another pair
+//!       │                    (rotation tests serve their own copies: tls_files(cert, key),
+//!       │                    Registration::register_with_ca; served_fingerprint(addr))
 //!       ▼
 //!  Webhook::start(env)       target/<profile>/karmada-quota-webhook
 //!       │                      --listen 127.0.0.1:<free> --admin-listen 127.0.0.1:<free>
@@ -132,7 +135,27 @@ impl WebhookTls {
     /// its CA satisfies both Go's verifier (the apiserver) and webpki (rustls clients),
     /// which refuses a CA certificate presented as a server's own.
     pub async fn generate(dir: &Path) -> Result<WebhookTls> {
+        Self::generate_as(dir, "", 1).await
+    }
+
+    /// [`generate`](Self::generate) with `label` in both subjects (CA
+    /// `CN=karmada-quota-e2e-ca-<label>`, leaf `O=<label>, CN=127.0.0.1`) and the leaf's
+    /// serial `serial`: a second, distinct pair, e.g. to rotate the served certificate.
+    /// An empty `label` gives [`generate`](Self::generate)'s subjects.
+    pub async fn generate_as(dir: &Path, label: &str, serial: u32) -> Result<WebhookTls> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let (ca_subj, leaf_subj) = if label.is_empty() {
+            (
+                "/CN=karmada-quota-e2e-ca".to_owned(),
+                "/CN=127.0.0.1".to_owned(),
+            )
+        } else {
+            (
+                format!("/CN=karmada-quota-e2e-ca-{label}"),
+                format!("/O={label}/CN=127.0.0.1"),
+            )
+        };
+        let serial = serial.to_string();
         let p = |f: &str| dir.join(f);
         let ext = p("leaf.ext");
         std::fs::write(
@@ -151,19 +174,19 @@ impl WebhookTls {
             &[
                 &["req", "-x509"][..],
                 &ec,
-                &["-days", "30", "-subj", "/CN=karmada-quota-e2e-ca"],
+                &["-days", "30", "-subj", &ca_subj],
             ]
             .concat(),
             &[("-keyout", p("ca.key")), ("-out", p("ca.pem"))],
         )
         .await?;
         openssl(
-            &[&["req"][..], &ec, &["-subj", "/CN=127.0.0.1"]].concat(),
+            &[&["req"][..], &ec, &["-subj", &leaf_subj]].concat(),
             &[("-keyout", p("tls.key")), ("-out", p("tls.csr"))],
         )
         .await?;
         openssl(
-            &["x509", "-req", "-days", "30", "-set_serial", "1"],
+            &["x509", "-req", "-days", "30", "-set_serial", &serial],
             &[
                 ("-in", p("tls.csr")),
                 ("-CA", p("ca.pem")),
@@ -181,6 +204,62 @@ impl WebhookTls {
             ca_bundle: base64(&ca_pem),
         })
     }
+}
+
+/// The SHA-256 fingerprint of the PEM certificate in `cert`, as
+/// `openssl x509 -fingerprint -sha256` prints it (`AB:CD:…`).
+pub async fn cert_fingerprint(cert: &Path) -> Result<String> {
+    let out = tokio::process::Command::new("openssl")
+        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
+        .arg(cert)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("running openssl (is it installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "openssl x509 -fingerprint {} failed ({}): {}",
+            cert.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    parse_fingerprint(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The SHA-256 fingerprint of the certificate `addr` serves now (a fresh TLS handshake
+/// with `openssl s_client`, SNI `127.0.0.1`, nothing verified).
+pub async fn served_fingerprint(addr: SocketAddr) -> Result<String> {
+    let script = format!(
+        "openssl s_client -connect {addr} -servername {ip} </dev/null 2>/dev/null \
+         | openssl x509 -noout -fingerprint -sha256",
+        ip = addr.ip()
+    );
+    let out = tokio::process::Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("running openssl s_client")?;
+    if !out.status.success() {
+        bail!(
+            "no certificate read from {addr} ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    parse_fingerprint(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `sha256 Fingerprint=AB:CD:…` (OpenSSL 3) or `SHA256 Fingerprint=…` (1.1) → `AB:CD:…`.
+fn parse_fingerprint(text: &str) -> Result<String> {
+    text.lines()
+        .find_map(|l| {
+            l.split_once("Fingerprint=")
+                .map(|(_, f)| f.trim().to_owned())
+        })
+        .filter(|f| !f.is_empty())
+        .ok_or_else(|| anyhow!("no fingerprint in openssl's output: {text:?}"))
 }
 
 async fn openssl(args: &[&str], paths: &[(&str, PathBuf)]) -> Result<()> {
@@ -235,6 +314,7 @@ pub fn base64(data: &[u8]) -> String {
 #[derive(Debug, Default)]
 pub struct WebhookBuilder {
     port: Option<u16>,
+    tls: Option<(PathBuf, PathBuf)>,
     args: Vec<String>,
 }
 
@@ -243,6 +323,14 @@ impl WebhookBuilder {
     /// default: a free one.
     pub fn port(mut self, port: u16) -> Self {
         self.port = Some(port);
+        self
+    }
+
+    /// Serve this certificate and key (PEM files the test may rewrite, e.g. to rotate
+    /// them); default: the process's shared [`WebhookTls`] files, which a test must
+    /// never touch.
+    pub fn tls_files(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls = Some((cert.into(), key.into()));
         self
     }
 
@@ -267,15 +355,19 @@ impl WebhookBuilder {
             None => free_port()?,
         };
         let admin_port = free_port()?;
+        let (cert, key) = match &self.tls {
+            Some((cert, key)) => (cert.as_path(), key.as_path()),
+            None => (tls.cert.as_path(), tls.key.as_path()),
+        };
         let binary = Binary::builder(WEBHOOK_BIN)
             .arg(format!("--listen=127.0.0.1:{port}"))
             .arg(format!("--admin-listen=127.0.0.1:{admin_port}"))
             .arg("--kubeconfig")
             .arg(env.kubeconfig())
             .arg("--tls-cert-file")
-            .arg(&tls.cert)
+            .arg(cert)
             .arg("--tls-private-key-file")
-            .arg(&tls.key)
+            .arg(key)
             .arg(format!("--reservation-ttl={TEST_RESERVATION_TTL}"))
             .arg("--log=info,karmada_quota_webhook=debug")
             .args(&self.args)
@@ -471,6 +563,20 @@ impl Registration {
         namespaces: &[&str],
         webhooks: &[&Webhook],
     ) -> Result<Registration> {
+        let tls = WebhookTls::get(Env::get().await?).await?;
+        Self::register_with_ca(client, url, namespaces, webhooks, &tls.ca_bundle).await
+    }
+
+    /// [`register`](Self::register) with `ca_bundle` (base64 PEM, see
+    /// [`WebhookTls::ca_bundle`]) as the configuration's caBundle instead of the
+    /// process's shared CA: for a webhook serving a certificate of its own.
+    pub async fn register_with_ca(
+        client: &Client,
+        url: &str,
+        namespaces: &[&str],
+        webhooks: &[&Webhook],
+        ca_bundle: &str,
+    ) -> Result<Registration> {
         let first = *namespaces
             .first()
             .ok_or_else(|| anyhow!("register: no namespace"))?;
@@ -486,8 +592,7 @@ impl Registration {
                 .await
                 .with_context(|| format!("labelling namespace {ns}"))?;
         }
-        let tls = WebhookTls::get(Env::get().await?).await?;
-        let vwc = vwc_from_manifest(&name, url, &tls.ca_bundle, &name)?;
+        let vwc = vwc_from_manifest(&name, url, ca_bundle, &name)?;
         let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
         api.create(&PostParams::default(), &vwc)
             .await
@@ -955,6 +1060,20 @@ mod tests {
         assert_eq!(base64(b"foo"), "Zm9v");
         assert_eq!(base64(b"foobar"), "Zm9vYmFy");
         assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
+    }
+
+    #[test]
+    fn parse_fingerprint_takes_the_value_after_the_label() {
+        assert_eq!(
+            parse_fingerprint("sha256 Fingerprint=AB:CD:01\n").unwrap(),
+            "AB:CD:01"
+        );
+        assert_eq!(
+            parse_fingerprint("SHA256 Fingerprint=AB:CD\n").unwrap(),
+            "AB:CD"
+        );
+        assert!(parse_fingerprint("").is_err());
+        assert!(parse_fingerprint("sha256 Fingerprint=\n").is_err());
     }
 
     #[test]

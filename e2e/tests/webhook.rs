@@ -15,10 +15,10 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use futures::StreamExt;
 use karmada_quota_e2e::proxy::TcpProxy;
 use karmada_quota_e2e::webhook::{
-    Outcome, READY_TIMEOUT, Rb, Registration, Webhook, WebhookTls, binding_denied, binding_review,
-    bindings, create, expect_admitted, expect_refused, post_review, quota, quota_denied,
-    quota_scoped, quota_usage, review_client, seed_used, update, wait_until_dry_run_refused,
-    wait_until_status_seen,
+    Outcome, READY_TIMEOUT, Rb, Registration, Webhook, WebhookBuilder, WebhookTls, binding_denied,
+    binding_review, bindings, cert_fingerprint, create, expect_admitted, expect_refused,
+    post_review, quota, quota_denied, quota_scoped, quota_usage, review_client, seed_used,
+    served_fingerprint, update, wait_until_dry_run_refused, wait_until_status_seen,
 };
 use karmada_quota_e2e::{Env, TestNs, accepts, wait_for};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -47,13 +47,22 @@ impl Setup {
 
     /// `n` namespaces sharing one webhook and one registration.
     async fn with_namespaces(test: &str, n: usize) -> Result<Setup> {
+        Self::start(test, n, Webhook::builder()).await
+    }
+
+    /// One namespace, one webhook started by `builder` (extra flags).
+    async fn with_webhook(test: &str, builder: WebhookBuilder) -> Result<Setup> {
+        Self::start(test, 1, builder).await
+    }
+
+    async fn start(test: &str, n: usize, builder: WebhookBuilder) -> Result<Setup> {
         let env = Env::get().await?;
         let client = env.client()?;
         let mut namespaces = Vec::with_capacity(n);
         for _ in 0..n {
             namespaces.push(TestNs::new(&client, test).await?);
         }
-        let webhook = Webhook::start(env).await?;
+        let webhook = builder.start(env).await?;
         let names: Vec<&str> = namespaces.iter().map(TestNs::name).collect();
         let registration =
             Registration::register(&client, &webhook.url(), &names, &[&webhook]).await?;
@@ -1309,4 +1318,195 @@ async fn webhook_becomes_ready_when_reviews_arrive_during_its_cache_sync() -> Re
     let ready = webhook.wait_until("/readyz", Duration::from_secs(10)).await;
     ns.delete(&c).await?;
     ready.context("the webhook decides reviews from a synced cache but never reports ready")
+}
+
+// ---------------------------------------------------------------------------------------
+// The pending-reservation cap (--max-reservations)
+// ---------------------------------------------------------------------------------------
+
+/// A quota already holding `--max-reservations` pending entries refuses a create that
+/// would add one more, even though it fits: 429 `TooManyReservations` (retryable), so the
+/// status cannot grow toward etcd's object size limit while the controller lags. No
+/// controller runs here, so nothing prunes the entries; the fixture's 10m
+/// `--reservation-ttl` keeps every one of them live for the whole test.
+#[tokio::test]
+async fn too_many_pending_reservations_are_refused_retryably() -> Result<()> {
+    let s = Setup::with_webhook(
+        "too_many_pending_reservations",
+        Webhook::builder().arg("--max-reservations=3"),
+    )
+    .await?;
+    let (c, ns) = (&s.client, s.ns());
+
+    step("[Create] KarmadaQuota q: requests.cpu=10, pods=10; status.used seeded to zero");
+    synced_quota(c, ns, "q", &[("requests.cpu", "10"), ("pods", "10")]).await?;
+    let one = |name: &str| Rb::deployment(name, 1).request("cpu", "1").json(ns);
+    wait_until_status_seen(c, &one("probe")).await?;
+
+    step("[Create] ResourceBindings rb-1..rb-3: 1 × 1 cpu each → admitted (3 entries)");
+    let mut uids = Vec::new();
+    for name in ["rb-1", "rb-2", "rb-3"] {
+        let created = expect_admitted(create(c, &one(name)).await?)
+            .with_context(|| format!("creating {name}"))?;
+        uids.push(created.uid().context("created binding without uid")?);
+    }
+
+    step("[Create] ResourceBinding rb-4: fits (4 of 10 cpu), but q holds 3 entries → 429");
+    let outcome = create(c, &one("rb-4")).await?;
+    let status = outcome
+        .as_ref()
+        .err()
+        .with_context(|| "rb-4 was admitted past --max-reservations=3".to_owned())?;
+    assert_eq!(status.code, 429, "{status:?}");
+    assert_eq!(status.reason, "TooManyReservations", "{status:?}");
+    assert!(
+        status.message.contains("quota q "),
+        "the refusal does not name the quota: {}",
+        status.message
+    );
+    expect_refused(
+        &outcome,
+        429,
+        &binding_denied(
+            "quota q holds 3 pending reservations (the maximum is 3); retry once the \
+             controller has observed them",
+        ),
+    )?;
+
+    step("[Get] rb-4 does not exist; q's status holds exactly the 3 entries of rb-1..rb-3");
+    assert!(
+        bindings(c, ns).get_opt("rb-4").await?.is_none(),
+        "rb-4 exists after a refusal"
+    );
+    let usage = quota_usage(c, ns, "q").await?;
+    assert_eq!(usage.reservations.len(), 3, "{:?}", usage.reservations);
+    for uid in &uids {
+        let entry = usage
+            .reservation_of(uid)
+            .with_context(|| format!("no reservation for {uid}: {:?}", usage.reservations))?;
+        assert_eq!(
+            reserved(entry),
+            map(&[("pods", "1"), ("requests.cpu", "1")])
+        );
+    }
+    assert_eq!(usage.effective.to_string(), "pods=3,requests.cpu=3");
+
+    s.teardown().await
+}
+
+// ---------------------------------------------------------------------------------------
+// Certificate rotation (--tls-reload-interval)
+// ---------------------------------------------------------------------------------------
+
+/// Writes `data` to `path` atomically: a temporary file next to it, renamed into place
+/// (what a Secret volume's symlink swap amounts to for a reader).
+fn replace_file(path: &std::path::Path, data: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("rotating");
+    std::fs::write(&tmp, data).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+/// The webhook serves a rotated certificate without a restart: started on certificate A
+/// with `--tls-reload-interval=1s`, its files overwritten with B (another CA, subject and
+/// serial), it serves B within seconds, and the apiserver, given B's CA, has a binding
+/// decided by the same process.
+#[tokio::test]
+async fn rotated_certificate_is_served_without_restart() -> Result<()> {
+    let env = Env::get().await?;
+    let c = env.client()?;
+    let dir = env
+        .cp_dir()
+        .unwrap_or(env.log_dir())
+        .join(format!("webhook-rotate-{}", std::process::id()));
+    step("[TLS] certificates A and B for 127.0.0.1, each with its own CA");
+    let a = WebhookTls::generate_as(&dir.join("a"), "rotation-a", 0xA).await?;
+    let b = WebhookTls::generate_as(&dir.join("b"), "rotation-b", 0xB).await?;
+    let (fp_a, fp_b) = (
+        cert_fingerprint(&a.cert).await?,
+        cert_fingerprint(&b.cert).await?,
+    );
+    ensure!(fp_a != fp_b, "A and B have the same fingerprint {fp_a}");
+    // The webhook serves copies: the generated files stay as they are.
+    let serving = dir.join("serving");
+    std::fs::create_dir_all(&serving)?;
+    let (cert, key) = (serving.join("tls.pem"), serving.join("tls.key"));
+    std::fs::copy(&a.cert, &cert)?;
+    std::fs::copy(&a.key, &key)?;
+
+    let ns = TestNs::new(&c, "rotated_certificate").await?;
+    step("[Start] the webhook on A, --tls-reload-interval=1s");
+    let mut webhook = Webhook::builder()
+        .tls_files(&cert, &key)
+        .arg("--tls-reload-interval=1s")
+        .start(env)
+        .await?;
+    let pid = webhook.binary().pid().context("the webhook has no pid")?;
+    let addr = webhook.addr();
+    let served = served_fingerprint(addr).await?;
+    step(&format!("[TLS] served: {served} (A: {fp_a})"));
+    assert_eq!(served, fp_a, "the webhook does not serve A");
+
+    step("[Rotate] key, then certificate, each renamed into place with B's");
+    replace_file(&key, &std::fs::read(&b.key)?)?;
+    replace_file(&cert, &std::fs::read(&b.cert)?)?;
+    let rotated = Instant::now();
+    wait_for(
+        "the webhook to serve certificate B",
+        Duration::from_secs(20),
+        || async {
+            match served_fingerprint(addr).await {
+                Ok(f) if f == fp_b => Some(()),
+                _ => None,
+            }
+        },
+    )
+    .await?;
+    step(&format!(
+        "[TLS] served: {fp_b} (B) {:.1}s after the rotation",
+        rotated.elapsed().as_secs_f64()
+    ));
+
+    step("[Register] the webhook with B's CA; KarmadaQuota q: requests.cpu=4, used zero");
+    let registration =
+        Registration::register_with_ca(&c, &webhook.url(), &[ns.name()], &[&webhook], &b.ca_bundle)
+            .await?;
+    synced_quota(&c, ns.name(), "q", &[("requests.cpu", "4")]).await?;
+    let web = Rb::deployment("web", 2).request("cpu", "1").json(ns.name());
+    wait_until_status_seen(&c, &web).await?;
+
+    step("[Create] ResourceBinding web: 2 × 1 cpu → admitted by the same process");
+    let before = webhook
+        .decisions(&["kind=\"resourcebinding\"", "result=\"allowed\""])
+        .await?;
+    let created = expect_admitted(create(&c, &web).await?)?;
+    let uid = created.uid().context("created binding without uid")?;
+    let after = webhook
+        .decisions(&["kind=\"resourcebinding\"", "result=\"allowed\""])
+        .await?;
+    ensure!(
+        after > before,
+        "the create was admitted, but not by this webhook (allowed decisions {before} → {after})"
+    );
+    let usage = quota_usage(&c, ns.name(), "q").await?;
+    let entry = usage
+        .reservation_of(&uid)
+        .with_context(|| format!("no reservation for web ({uid}): {:?}", usage.reservations))?;
+    assert_eq!(reserved(entry), map(&[("requests.cpu", "2")]));
+    webhook.binary().check_running()?;
+    assert_eq!(
+        webhook.binary().pid(),
+        Some(pid),
+        "the webhook process changed"
+    );
+    let log = std::fs::read_to_string(webhook.binary().log_path())?;
+    ensure!(
+        log.contains("TLS certificate reloaded"),
+        "the webhook's log does not record the reload"
+    );
+
+    registration.cleanup().await?;
+    drop(webhook);
+    ns.delete(&c).await?;
+    Ok(())
 }
