@@ -6,7 +6,7 @@
 use crate::ledger::{is_live, upsert};
 use crate::quantity::Quantity;
 use crate::quota::{QuotaState, Reservation, ReservedBy};
-use crate::resources::ResourceList;
+use crate::resources::{PODS, ResourceList};
 use crate::usage::{BINDING_API_VERSION, BINDING_KIND, BindingCharge, MUST_SPECIFY};
 
 /// HTTP code of a policy denial (`exceeded quota`, `must specify`).
@@ -112,7 +112,8 @@ fn deny(reason: DenyReason, code: u16, message: String) -> Decision {
 ///    quota the old object did not match is charged the full new usage.
 /// 4. `must specify`: a matching workload part that lacks cpu (memory, ephemeral-storage)
 ///    while the quota tracks `cpu`/`requests.cpu` (…) is refused on CREATE, and on an UPDATE
-///    whose delta is non-zero. (Design §3 says "any UPDATE that changes replicas, placement
+///    whose delta is non-zero or whose scoped replicas (`pods`) grow — whether or not the
+///    quota tracks `pods`. (Design §3 says "any UPDATE that changes replicas, placement
 ///    or requests"; a change that charges nothing — a scale-down, a re-placement — is let
 ///    through, as step 3 promises that scale-downs and unrelated edits are always allowed.)
 /// 5. Only names the delta increases are checked. A name missing from `status.used` →
@@ -142,14 +143,24 @@ pub fn decide(quotas: &[QuotaState], req: &AdmissionRequest<'_>) -> Decision {
         let (delta, shares_a_name) = charge_delta(
             hard,
             &new.entries(),
-            &old.map(|o| o.entries()).unwrap_or_default(),
+            &old.as_ref().map(|o| o.entries()).unwrap_or_default(),
         );
         let missing = tracked_missing(hard, &new.missing_requests());
         if missing.is_empty() && !shares_a_name {
             continue;
         }
 
-        if !missing.is_empty() && (req.old.is_none() || !delta.is_empty()) {
+        // A binding that lacks a request charges nothing for it, so the delta alone would
+        // let it scale up freely under a quota that tracks only that resource: more
+        // replicas (scoped pods) count as an increase too.
+        let replicas_grow = {
+            let before = old
+                .as_ref()
+                .and_then(|o| o.get(PODS))
+                .unwrap_or(Quantity::ZERO);
+            new.get(PODS).is_some_and(|now| now > before)
+        };
+        if !missing.is_empty() && (req.old.is_none() || !delta.is_empty() || replicas_grow) {
             return deny(
                 DenyReason::MustSpecify,
                 CODE_FORBIDDEN,
@@ -627,6 +638,29 @@ mod tests {
         );
         let d = decide(&[quota()], &mk_req(Some(&three), &more));
         assert_eq!(denial(&d).reason, DenyReason::MustSpecify);
+    }
+
+    #[test]
+    fn must_specify_stops_a_scale_up_under_a_quota_on_cpu_alone() {
+        // The headline quota ("100 cpu") does not track pods: a binding without a cpu
+        // request charges no cpu, so only its growing replica count can give it away.
+        let quota = mk_quota(
+            "compute",
+            &[("requests.cpu", "10")],
+            Some(&[("requests.cpu", "0")]),
+        );
+        let mk = |replicas| {
+            let mut spec = mk_deployment(replicas, &[], "", &[("m1", replicas)]);
+            spec.replica_requirements = None;
+            mk_charge(&spec)
+        };
+        let (three, more, fewer) = (mk(3), mk(300), mk(2));
+        let d = decide(std::slice::from_ref(&quota), &mk_req(Some(&three), &more));
+        assert_eq!(denial(&d).reason, DenyReason::MustSpecify);
+        assert_eq!(
+            decide(std::slice::from_ref(&quota), &mk_req(Some(&three), &fewer)),
+            Decision::Allow(Vec::new())
+        );
     }
 
     // --- reservations ---
