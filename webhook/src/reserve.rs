@@ -372,16 +372,23 @@ fn invalid_quota(namespace: &str, c: &CachedQuota) -> Error {
     }
 }
 
-/// `object` with `entries` upserted into `status.reservations` by (uid, generation); the
-/// other entries are left exactly as they are.
+/// `object` with `entries` upserted into `status.reservations` by (uid, generation), and
+/// lapsed entries (`expirationTime ≤ now`) dropped; the other entries are left exactly as
+/// they are. Lapsed entries count for nothing (core ignores them), and dropping them keeps
+/// the list within `--max-reservations` live entries even while no controller prunes —
+/// otherwise it could grow by that many per TTL toward etcd's object size limit.
 fn with_entries<'a>(
     object: &KarmadaQuota,
     entries: impl IntoIterator<Item = &'a Reservation>,
+    now: i64,
 ) -> KarmadaQuota {
     let mut q = object.clone();
     // Not needed for a status replace (nil keeps the stored ones) and often large.
     q.metadata.managed_fields = None;
     let status = q.status.get_or_insert_with(Default::default);
+    status
+        .reservations
+        .retain(|r| r.expiration_time.0.as_second() > now);
     for entry in entries {
         let api = reservation_to_api(entry);
         match status
@@ -428,6 +435,8 @@ async fn worker(inner: Arc<Inner>, namespace: String) {
         namespace: namespace.clone(),
     };
     loop {
+        // Read before taking the namespaces lock, as newest_copies does.
+        let cached = inner.cache.in_namespace(&namespace);
         let jobs: Vec<Job> = {
             let mut namespaces = lock(&inner.namespaces);
             let Some(ns) = namespaces.get_mut(&namespace) else {
@@ -435,6 +444,11 @@ async fn worker(inner: Arc<Inner>, namespace: String) {
             };
             if ns.pending.is_empty() {
                 ns.running = false;
+                // Keep only our copies the cache has not caught up with yet, so a quiet or
+                // deleted namespace does not hold its quota objects for the process's life.
+                ns.newest.retain(|name, own| {
+                    cached.iter().any(|c| c.name() == name && is_newer(own, c))
+                });
                 if ns.newest.is_empty() {
                     namespaces.remove(&namespace);
                 }
@@ -585,7 +599,7 @@ impl Inner {
                 else {
                     continue; // unreachable: decisions only name quotas of `copies`
                 };
-                let body = with_entries(&parsed.object, entries.iter().map(|(_, e)| e));
+                let body = with_entries(&parsed.object, entries.iter().map(|(_, e)| e), now);
                 match timeout_at(deadline, self.store.replace_status(&body)).await {
                     Ok(Ok(written)) => {
                         self.metrics.write("ok");

@@ -293,3 +293,40 @@ async fn a_quota_deleted_meanwhile_no_longer_applies() {
     let d = submit(&h, request("web", 1, "1", "")).await;
     assert!(d.is_allowed(), "{}", message(&d));
 }
+
+#[tokio::test]
+async fn a_write_drops_lapsed_entries_and_keeps_live_ones() {
+    use karmada_quota_crds::convert::unix_to_time;
+    use karmada_quota_crds::quota::{Reservation, ReservedBy};
+    let entry = |uid: &str, expires: i64| Reservation {
+        reserved_by: ReservedBy {
+            api_version: "work.karmada.io/v1alpha2".into(),
+            kind: "ResourceBinding".into(),
+            name: uid.into(),
+            uid: uid.into(),
+        },
+        generation: 1,
+        reserved: list(&[("requests.cpu", "1")]),
+        expiration_time: unix_to_time(expires),
+    };
+    let mut q = mk_quota(
+        "compute",
+        &[("requests.cpu", "10")],
+        &[("requests.cpu", "0")],
+    );
+    // With no controller pruning, a lapsed entry would otherwise stay for good.
+    q.status.as_mut().unwrap().reservations = vec![entry("lapsed", NOW), entry("live", NOW + 60)];
+    let h = Harness::new(&[q]);
+    let d = submit(&h, request("web", 1, "1", "")).await;
+    assert!(d.is_allowed(), "{d:?}");
+    let uids: Vec<String> = h
+        .store
+        .object("compute")
+        .status
+        .unwrap()
+        .reservations
+        .into_iter()
+        .map(|r| r.reserved_by.uid)
+        .collect();
+    assert_eq!(uids, ["live", "uid-web"]);
+}
