@@ -11,8 +11,9 @@
 //!             Wait    (someone else holds it)                                        ─► follower
 //!  409 on any write: someone else wrote first ─► follower until the next round.
 //!  A leader that cannot renew for (duration − renew interval) stops writing before anyone
-//!  may take over. On shutdown the leader releases the Lease (holder cleared) for a fast
-//!  hand-over.
+//!  may take over: every round is bounded by that deadline (a hung GET or replace is
+//!  abandoned), and so is the sleep between rounds. On shutdown the leader releases the
+//!  Lease (holder cleared) for a fast hand-over.
 //! ```
 //!
 //! Like client-go, expiry is judged by when *this* replica saw the record change (its own
@@ -50,11 +51,37 @@ impl LeaseSettings {
         self.renew_interval.min(Duration::from_secs(2))
     }
 
-    /// How long a leader may go without a successful renewal before it stops writing.
+    /// How long a leader may go without a successful renewal before it stops writing
+    /// (never longer than the lease duration).
     pub fn renew_deadline(&self) -> Duration {
         self.duration
             .saturating_sub(self.renew_interval)
             .max(self.renew_interval)
+            .min(self.duration)
+    }
+
+    /// Until when a replica whose last successful round *started* at `last_renew` may act
+    /// as the leader. The round start is before the Lease write, and another replica's
+    /// expiry clock starts only once it sees that write, so this is at least the renew
+    /// interval before anyone else may take over.
+    pub fn leader_until(&self, last_renew: Instant) -> Instant {
+        last_renew + self.renew_deadline()
+    }
+
+    /// Whether a replica that last renewed at `last_renew` may still act as the leader at
+    /// `now`.
+    pub fn still_leader(&self, last_renew: Option<Instant>, now: Instant) -> bool {
+        last_renew.is_some_and(|t| now < self.leader_until(t))
+    }
+
+    /// How long a round started at `now` may take: a leader's must end by its deadline
+    /// (`leading_until`); a candidate's is bounded by the renew deadline so that a hung
+    /// request cannot stall the election.
+    pub fn round_budget(&self, leading_until: Option<Instant>, now: Instant) -> Duration {
+        match leading_until {
+            Some(until) => until.saturating_duration_since(now),
+            None => self.renew_deadline(),
+        }
     }
 
     fn duration_secs(&self) -> i32 {
@@ -157,27 +184,48 @@ impl Elector {
         tokio::pin!(shutdown);
         loop {
             let now = Instant::now();
-            match self.round(now).await {
-                Ok(leader) => {
+            // Step down first if the deadline passed (e.g. while sleeping after a failure).
+            if !self.settings.still_leader(self.last_renew, now) {
+                self.set(false);
+            }
+            let leading_until = self.leading_until();
+            let budget = self.settings.round_budget(leading_until, now);
+            let ok = match tokio::time::timeout(budget, self.round(now)).await {
+                Ok(Ok(leader)) => {
                     if leader {
                         self.last_renew = Some(now);
                     }
-                    self.set(leader);
+                    // A (candidate's) round that ended past its own deadline is not enough.
+                    self.set(leader && self.settings.still_leader(self.last_renew, Instant::now()));
+                    true
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     tracing::warn!(error = %e, "leader election round failed");
-                    let expired = self
-                        .last_renew
-                        .is_none_or(|t| now.duration_since(t) >= self.settings.renew_deadline());
-                    if expired {
-                        self.set(false);
-                    }
+                    false
                 }
+                Err(_) => {
+                    tracing::warn!(
+                        timeout = ?budget,
+                        "leader election round timed out; request abandoned"
+                    );
+                    false
+                }
+            };
+            if !ok && !self.settings.still_leader(self.last_renew, Instant::now()) {
+                self.set(false);
             }
-            let wait = if *self.tx.borrow() {
-                self.settings.renew_interval
-            } else {
-                self.settings.retry_period()
+            let after = Instant::now();
+            let wait = match self.leading_until() {
+                // A leader sleeps at most until its deadline, so that it steps down on time.
+                Some(until) => {
+                    let wait = if ok {
+                        self.settings.renew_interval
+                    } else {
+                        self.settings.retry_period()
+                    };
+                    wait.min(until.saturating_duration_since(after))
+                }
+                None => self.settings.retry_period(),
             };
             tokio::select! {
                 () = &mut shutdown => break,
@@ -191,6 +239,15 @@ impl Elector {
             } else {
                 tracing::info!("leader Lease released");
             }
+        }
+    }
+
+    /// The deadline of the leadership this replica currently publishes, if it is the leader.
+    fn leading_until(&self) -> Option<Instant> {
+        if *self.tx.borrow() {
+            self.last_renew.map(|t| self.settings.leader_until(t))
+        } else {
+            None
         }
     }
 
@@ -366,17 +423,58 @@ mod tests {
         assert_ne!(a, b);
     }
 
-    #[test]
-    fn renew_deadline_is_below_the_lease_duration() {
-        let s = LeaseSettings {
+    fn settings(duration: u64, renew_interval: u64) -> LeaseSettings {
+        LeaseSettings {
             namespace: "karmada-system".into(),
             name: "l".into(),
             identity: "me".into(),
-            duration: Duration::from_secs(15),
-            renew_interval: Duration::from_secs(5),
-        };
+            duration: Duration::from_secs(duration),
+            renew_interval: Duration::from_secs(renew_interval),
+        }
+    }
+
+    #[test]
+    fn renew_deadline_is_below_the_lease_duration() {
+        let s = settings(15, 5);
         assert_eq!(s.renew_deadline(), Duration::from_secs(10));
         assert_eq!(s.retry_period(), Duration::from_secs(2));
         assert_eq!(s.duration_secs(), 15);
+    }
+
+    #[test]
+    fn renew_deadline_never_exceeds_the_lease_duration() {
+        assert_eq!(settings(15, 10).renew_deadline(), Duration::from_secs(10));
+        assert_eq!(settings(15, 20).renew_deadline(), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn leader_steps_down_before_the_lease_can_expire() {
+        let s = settings(15, 5);
+        let renewed = Instant::now();
+        let secs = |n| renewed + Duration::from_secs(n);
+        assert!(!s.still_leader(None, renewed));
+        assert!(s.still_leader(Some(renewed), renewed));
+        assert!(s.still_leader(Some(renewed), secs(9)));
+        // The deadline is the renew interval before the lease duration, whatever a round
+        // is doing at that moment.
+        assert_eq!(s.leader_until(renewed), secs(10));
+        assert!(!s.still_leader(Some(renewed), secs(10)));
+        assert!(!s.still_leader(Some(renewed), secs(15)));
+    }
+
+    #[test]
+    fn a_leaders_round_cannot_outlive_its_deadline() {
+        let s = settings(15, 5);
+        let renewed = Instant::now();
+        let until = s.leader_until(renewed);
+        // Next round, one renew interval later: 5 s left of the 10 s deadline.
+        let next = renewed + Duration::from_secs(5);
+        assert_eq!(s.round_budget(Some(until), next), Duration::from_secs(5));
+        assert!(next + s.round_budget(Some(until), next) <= renewed + s.duration);
+        // Past the deadline: no time at all.
+        let late = renewed + Duration::from_secs(12);
+        assert_eq!(s.round_budget(Some(until), late), Duration::ZERO);
+        // A candidate's round is bounded too (kube's own read timeout is ~295 s).
+        assert_eq!(s.round_budget(None, late), Duration::from_secs(10));
     }
 }

@@ -5,6 +5,7 @@
 //!     │ plan(fresh quota) = desired::compute + desired_status   (pure, from the index)
 //!     ├─ follower: keep the view for /api/v1/quotas, write nothing
 //!     └─ leader:   write_status ─ unchanged ─► nothing
+//!                      │ still the leader? (checked before every write) ─ no ─► nothing
 //!                      │ replace_status(resourceVersion = the one the plan was computed on)
 //!                      ├─ 200 ─► events for notable changes
 //!                      └─ 409 ─► GET the quota, plan again from it (entries the webhook
@@ -82,6 +83,8 @@ pub enum WriteOutcome {
     Written(Box<KarmadaQuota>),
     /// The quota was deleted meanwhile.
     Gone,
+    /// Leadership was lost before a write; nothing (more) written.
+    NotLeader,
 }
 
 /// The result of [`write_status`]: the outcome, the plan that was (or would have been)
@@ -100,11 +103,13 @@ pub struct Written<P> {
 
 /// Compute the desired status with `plan` and write it when it differs, with a
 /// resourceVersion precondition; on 409 re-read the quota and plan again from the fresh
-/// object, at most `max_attempts` writes.
+/// object, at most `max_attempts` writes. `is_leader` is asked before every write; once it
+/// says no, nothing more is written ([`WriteOutcome::NotLeader`]).
 pub async fn write_status<A: StatusApi, P>(
     api: &A,
     quota: KarmadaQuota,
     mut plan: impl FnMut(&KarmadaQuota) -> (Option<KarmadaQuotaStatus>, P),
+    is_leader: impl Fn() -> bool,
     max_attempts: u32,
 ) -> Result<Written<P>, Error> {
     let ns = quota.namespace().unwrap_or_default();
@@ -121,6 +126,15 @@ pub async fn write_status<A: StatusApi, P>(
                 conflicts,
             });
         };
+        if !is_leader() {
+            tracing::debug!(quota = %format!("{ns}/{name}"), "no longer the leader; not writing");
+            return Ok(Written {
+                outcome: WriteOutcome::NotLeader,
+                plan: p,
+                base,
+                conflicts,
+            });
+        }
         let mut obj = base.clone();
         obj.status = Some(status);
         match api.replace_status(&obj).await {
@@ -292,6 +306,7 @@ pub async fn reconcile<A: StatusApi>(
             &ctx.status_api,
             (*quota).clone(),
             |q| ctx.plan(q),
+            || *ctx.leader.borrow(),
             MAX_WRITE_ATTEMPTS,
         )
         .await;
@@ -315,7 +330,10 @@ pub async fn reconcile<A: StatusApi>(
                 forget(&ctx, &ns, &name);
                 return Ok(Action::await_change());
             }
-            WriteOutcome::Unchanged => w.base.status.clone().unwrap_or_default(),
+            // Lost leadership mid-write: like a follower, keep the view of what is stored.
+            WriteOutcome::Unchanged | WriteOutcome::NotLeader => {
+                w.base.status.clone().unwrap_or_default()
+            }
             WriteOutcome::Written(written) => {
                 ctx.metrics.status_written();
                 ctx.last_write
@@ -676,6 +694,7 @@ mod tests {
                 plans += 1;
                 (Some(KarmadaQuotaStatus::default()), ())
             },
+            || true,
             3,
         )
         .await
@@ -683,6 +702,72 @@ mod tests {
         assert!(matches!(err, Error::Conflicts { attempts: 3, .. }), "{err}");
         assert_eq!(plans, 3);
         assert_eq!(err.metric_label(), "conflict");
+    }
+
+    #[tokio::test]
+    async fn write_status_stops_when_leadership_is_lost_between_attempts() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // The first write conflicts (the webhook wrote in between); meanwhile leadership is
+        // lost, so the retry must not write.
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let api = FakeApi::new(&q);
+        let leader = Arc::new(AtomicBool::new(true));
+        let l = leader.clone();
+        *api.before_first_write.lock().unwrap() = Some(Box::new(move |_: &mut KarmadaQuota| {
+            l.store(false, Ordering::SeqCst);
+        }));
+        let mut plans = 0;
+        let w = write_status(
+            &api,
+            q,
+            |_| {
+                plans += 1;
+                (Some(KarmadaQuotaStatus::default()), ())
+            },
+            || leader.load(Ordering::SeqCst),
+            MAX_WRITE_ATTEMPTS,
+        )
+        .await
+        .unwrap();
+        assert!(matches!(w.outcome, WriteOutcome::NotLeader), "{w:?}");
+        assert_eq!(w.conflicts, 1);
+        assert_eq!(plans, 2);
+        assert!(api.writes.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn write_status_writes_nothing_when_not_the_leader() {
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let api = FakeApi::new(&q);
+        let w = write_status(
+            &api,
+            q,
+            |_| (Some(KarmadaQuotaStatus::default()), ()),
+            || false,
+            MAX_WRITE_ATTEMPTS,
+        )
+        .await
+        .unwrap();
+        assert!(matches!(w.outcome, WriteOutcome::NotLeader), "{w:?}");
+        assert!(api.writes.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn reconcile_stops_writing_when_leadership_is_lost_mid_write() {
+        // Leader at the start of the reconcile; the elector steps down while the first write
+        // is in flight (and conflicts). The reconcile ends Ok (no error backoff), writes
+        // nothing, and still publishes the view.
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let i = synced_index(&[mk_binding("team-a", "web", "u1", 1, 3, "1", &[])]);
+        let (c, tx) = ctx(FakeApi::new(&q), i, true);
+        *c.status_api.before_first_write.lock().unwrap() =
+            Some(Box::new(move |_: &mut KarmadaQuota| {
+                tx.send_replace(false);
+            }));
+        reconcile(Arc::new(q), c.clone()).await.unwrap();
+        assert!(c.status_api.writes.lock().unwrap().is_empty());
+        assert!(c.last_write.lock().unwrap().is_empty());
+        assert_eq!(c.views.read().unwrap().len(), 1);
     }
 
     #[tokio::test]
