@@ -274,7 +274,7 @@ mod tests {
         let report = QuotaReport::new(
             &q,
             &Computed::Valid {
-                view,
+                view: Box::new(view),
                 unparsed: vec![],
             },
             &KarmadaQuotaStatus::default(),

@@ -82,7 +82,7 @@ pub enum Computed {
     /// or a hand edit, and dropping it could under-count).
     Valid {
         /// What core computed.
-        view: QuotaView,
+        view: Box<QuotaView>,
         /// Unparseable, unexpired reservations.
         unparsed: Vec<Reservation>,
     },
@@ -134,7 +134,10 @@ pub fn compute(
         observed_pods,
         now,
     );
-    Computed::Valid { view, unparsed }
+    Computed::Valid {
+        view: Box::new(view),
+        unparsed,
+    }
 }
 
 /// The status the quota should have, or `None` when its current status already says it.

@@ -272,7 +272,6 @@ impl Metrics {
             resource: resource.to_owned(),
         };
         let mut next = QuotaSeries::default();
-        let reserved = view.effective.sub_clamped(&view.used);
         for (resource, hard) in view.hard.iter() {
             let l = qr(resource);
             self.hard.get_or_create(&l).set(as_f64(hard));
@@ -281,7 +280,7 @@ impl Metrics {
                 .set(as_f64(&view.used.get_or_zero(resource)));
             self.reserved
                 .get_or_create(&l)
-                .set(as_f64(&reserved.get_or_zero(resource)));
+                .set(as_f64(&view.reserved.get_or_zero(resource)));
             next.resources.insert(l);
         }
         for c in &view.clusters {
@@ -397,6 +396,7 @@ mod tests {
             name: "q".into(),
             hard: rl(&[("requests.cpu", "10"), ("pods", "5")]),
             used: rl(&[("requests.cpu", "1500m"), ("pods", "2")]),
+            reserved: rl(&[("requests.cpu", "1"), ("pods", "1")]),
             effective: rl(&[("requests.cpu", "2500m"), ("pods", "3")]),
             clusters: vec![ClusterView {
                 name: "member1".into(),

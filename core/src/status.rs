@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ledger::{Observation, prune};
+use crate::ledger::{Observation, effective_usage, prune};
 use crate::quantity::Quantity;
 use crate::quota::{QuotaState, Reservation};
 use crate::resources::{COUNT_PREFIX, LEGACY_COUNTS, PODS, ResourceList};
@@ -46,7 +46,9 @@ pub struct QuotaView {
     pub clusters: Vec<ClusterView>,
     /// Reservations after pruning.
     pub reservations: Vec<Reservation>,
-    /// Effective usage = used + Σ reservations.
+    /// Σ pruned reservations, restricted to hard's names.
+    pub reserved: ResourceList,
+    /// Effective usage = used + reserved.
     pub effective: ResourceList,
     /// Clusters whose observed usage exceeds placed usage: name → the names above.
     pub drift: BTreeMap<String, ResourceList>,
@@ -140,10 +142,9 @@ pub fn compute<'a>(
     }
 
     let reservations = prune(&quota.reservations, observe, now);
-    let mut effective = used.clone();
-    for entry in &reservations {
-        effective.add_assign(&entry.reserved.restricted_to(hard));
-    }
+    let reserved =
+        effective_usage(&ResourceList::new(), &reservations, now, None).restricted_to(hard);
+    let effective = used.plus(&reserved);
 
     QuotaView {
         namespace: namespace.to_owned(),
@@ -152,6 +153,7 @@ pub fn compute<'a>(
         used,
         clusters,
         reservations,
+        reserved,
         effective,
         drift,
         bindings: matched,
