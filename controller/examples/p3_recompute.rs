@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use karmada_quota_controller::desired::{compute, desired_status};
-use karmada_quota_controller::index::{Index, builtin_count_name};
+use karmada_quota_controller::index::Index;
 use karmada_quota_core::status::ObservedPods;
+use karmada_quota_core::usage::{builtin_plural, count_name};
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaSpec, ResourceBinding};
 use kube::runtime::watcher::Event;
 
@@ -68,7 +69,8 @@ fn main() {
     index.apply_binding_event(&Event::Init, None, 0);
     for r in &raw {
         let rb: ResourceBinding = serde_json::from_str(r).expect("valid binding");
-        let count = builtin_count_name(&rb.spec.resource.api_version, &rb.spec.resource.kind);
+        let r = &rb.spec.resource;
+        let count = builtin_plural(&r.api_version, &r.kind).map(|p| count_name(&r.api_version, p));
         index.apply_binding_event(&Event::InitApply(rb), count.as_deref(), 0);
     }
     index.apply_binding_event(&Event::InitDone, None, 0);

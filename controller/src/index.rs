@@ -19,44 +19,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use karmada_quota_core::ledger::Observation;
-use karmada_quota_core::usage::{BindingCharge, builtin_plural, count_name};
+use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::{Cluster, KarmadaQuota, ResourceBinding};
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
-
-/// Resolves a template's `count/<plural>[.<group>]` name.
-pub trait CountNames: Send + Sync {
-    /// The object-count name of `kind` in `api_version`, or `None` when the plural is
-    /// unknown (the binding then carries no `count/…` entry).
-    fn count_name(
-        &self,
-        api_version: &str,
-        kind: &str,
-    ) -> impl Future<Output = Option<String>> + Send;
-}
-
-/// The built-in table of common kinds (core's `builtin_plural`), no discovery.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BuiltinCountNames;
-
-impl CountNames for BuiltinCountNames {
-    async fn count_name(&self, api_version: &str, kind: &str) -> Option<String> {
-        builtin_count_name(api_version, kind)
-    }
-}
-
-/// The runtime's resolver: core's built-in table, then API discovery (cached), shared with
-/// the webhook so both resolve the same kinds to the same names.
-impl CountNames for karmada_quota_runtime::plurals::PluralResolver {
-    async fn count_name(&self, api_version: &str, kind: &str) -> Option<String> {
-        karmada_quota_runtime::plurals::PluralResolver::count_name(self, api_version, kind).await
-    }
-}
-
-/// `count/<plural>[.<group>]` from the built-in table.
-pub fn builtin_count_name(api_version: &str, kind: &str) -> Option<String> {
-    builtin_plural(api_version, kind).map(|plural| count_name(api_version, plural))
-}
 
 /// One observed ResourceBinding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -549,18 +515,5 @@ mod tests {
         assert!(!i.synced());
         i.skip_clusters();
         assert!(i.synced());
-    }
-
-    #[test]
-    fn builtin_count_names_resolve_common_kinds() {
-        assert_eq!(
-            builtin_count_name("apps/v1", "Deployment").as_deref(),
-            Some("count/deployments.apps")
-        );
-        assert_eq!(
-            builtin_count_name("v1", "ConfigMap").as_deref(),
-            Some("count/configmaps")
-        );
-        assert_eq!(builtin_count_name("example.com/v1", "Widget"), None);
     }
 }

@@ -50,7 +50,7 @@ use tokio::sync::watch;
 pub use args::Args;
 
 use crate::api::{ApiState, Views};
-use crate::index::{CountNames, Index};
+use crate::index::Index;
 use crate::leader::{Elector, LeaseSettings};
 use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
 use crate::metrics::Metrics;
@@ -423,7 +423,7 @@ fn on_quota_event(
 async fn watch_bindings(
     api: Api<ResourceBinding>,
     index: Arc<RwLock<Index>>,
-    counts: impl CountNames,
+    counts: karmada_quota_runtime::plurals::PluralResolver,
     triggers: Triggers,
     metrics: Arc<Metrics>,
 ) {
