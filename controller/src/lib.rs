@@ -427,32 +427,22 @@ async fn watch_bindings(
     triggers: Triggers,
     metrics: Arc<Metrics>,
 ) {
-    let mut events = watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .boxed();
+    let mut events = guarded_events(api, "resourcebindings", metrics.clone());
     while let Some(ev) = events.next().await {
-        match ev {
-            Ok(ev) => {
-                let count = match &ev {
-                    Event::Apply(rb) | Event::InitApply(rb) => {
-                        let r = &rb.spec.resource;
-                        counts.count_name(&r.api_version, &r.kind).await
-                    }
-                    _ => None,
-                };
-                let (touched, n) = {
-                    let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
-                    let touched = idx.apply_binding_event(&ev, count.as_deref(), now_secs());
-                    (touched, idx.binding_count())
-                };
-                metrics.set_bindings(n);
-                triggers.namespaces(touched);
+        let count = match &ev {
+            Event::Apply(rb) | Event::InitApply(rb) => {
+                let r = &rb.spec.resource;
+                counts.count_name(&r.api_version, &r.kind).await
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "ResourceBinding watch error; retrying");
-                metrics.watch_restarted("resourcebindings");
-            }
-        }
+            _ => None,
+        };
+        let (touched, n) = {
+            let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
+            let touched = idx.apply_binding_event(&ev, count.as_deref(), now_secs());
+            (touched, idx.binding_count())
+        };
+        metrics.set_bindings(n);
+        triggers.namespaces(touched);
     }
 }
 
@@ -464,27 +454,44 @@ async fn watch_clusters(
     flags: Vec<args::MemberKubeconfig>,
     metrics: Arc<Metrics>,
 ) {
-    let mut events = watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .boxed();
+    let mut events = guarded_events(api, "clusters", metrics);
     while let Some(ev) = events.next().await {
-        match ev {
-            Ok(ev) => {
-                let desired = {
-                    let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
-                    if !idx.apply_cluster_event(&ev) {
-                        continue;
-                    }
-                    desired_members(idx.clusters().values().map(AsRef::as_ref), &flags)
-                };
-                members.sync(&desired);
+        let desired = {
+            let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
+            if !idx.apply_cluster_event(&ev) {
+                continue;
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "Cluster watch error; retrying");
-                metrics.watch_restarted("clusters");
-            }
-        }
+            desired_members(idx.clusters().values().map(AsRef::as_ref), &flags)
+        };
+        members.sync(&desired);
     }
+}
+
+/// The events of a watch on `api`, re-established with backoff. An error never ends the
+/// stream (one malformed object must not stall the watch): it is logged and counted as a
+/// restart of `what`.
+fn guarded_events<K>(
+    api: Api<K>,
+    what: &'static str,
+    metrics: Arc<Metrics>,
+) -> futures::stream::BoxStream<'static, Event<K>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .filter_map(move |ev| {
+            let ok = match ev {
+                Ok(ev) => Some(ev),
+                Err(e) => {
+                    tracing::warn!(error = %e, watch = what, "watch error; retrying");
+                    metrics.watch_restarted(what);
+                    None
+                }
+            };
+            std::future::ready(ok)
+        })
+        .boxed()
 }
 
 /// Ready once every control-plane watch has listed everything once.
