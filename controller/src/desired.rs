@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use karmada_quota_core::quota::{FieldError, QuotaState};
 use karmada_quota_core::status::{self as core_status, ObservedPods, QuotaView};
 use karmada_quota_crds::convert::{
-    list_to_api, reservation_from_api, reservation_to_api, summary, validate_spec,
+    list_to_api, parse_status, reservation_to_api, summary, validate_spec,
 };
 use karmada_quota_crds::quota::{
     CONDITION_DRIFT, CONDITION_MEMBERS_REACHABLE, CONDITION_READY, ClusterUsage, Reservation,
@@ -102,24 +102,17 @@ pub fn compute(
         Err(errors) => return Computed::Invalid(errors),
     };
     let ns = quota.namespace().unwrap_or_default();
-    let mut reservations = Vec::new();
-    let mut unparsed = Vec::new();
-    for (i, r) in quota
-        .status
-        .iter()
-        .flat_map(|s| s.reservations.iter())
-        .enumerate()
-    {
-        match reservation_from_api(r, &format!("status.reservations[{i}]")) {
-            Ok(parsed) => reservations.push(parsed),
-            Err(e) => {
-                if r.expiration_time.0.as_second() > now {
-                    tracing::warn!(quota = %format!("{ns}/{}", quota.name_any()), error = %e, "keeping an unparseable reservation until it expires");
-                    unparsed.push(r.clone());
-                }
-            }
-        }
+    // One parse for both binaries; `used` is recomputed here, so only the entries matter.
+    let stored = parse_status(quota.status.as_ref());
+    let unparsed: Vec<Reservation> = stored
+        .unparsed
+        .into_iter()
+        .filter(|r| r.expiration_time.0.as_second() > now)
+        .collect();
+    if !unparsed.is_empty() {
+        tracing::warn!(quota = %format!("{ns}/{}", quota.name_any()), errors = ?stored.errors, "keeping unparseable reservations until they expire");
     }
+    let reservations = stored.reservations;
     let state = QuotaState {
         name: quota.name_any(),
         spec,

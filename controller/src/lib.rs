@@ -10,7 +10,7 @@
 //!  watch Cluster ─► index.clusters ─► members::Members::sync (start/stop member watches)
 //!
 //!  Controller ─► reconcile(quota) ─► desired::compute (core::status::compute, pure)
-//!                    │              ─► desired::desired_status ─► write_status (CAS, redo on 409)
+//!                    │              ─► desired::desired_status ─► status::update (CAS, redo on 409)
 //!                    │                                           (leader only; leader::Elector)
 //!                    └─► api::Views (GET /api/v1/quotas), metrics, events
 //! ```
@@ -54,7 +54,7 @@ use crate::index::Index;
 use crate::leader::{Elector, LeaseSettings};
 use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
 use crate::metrics::Metrics;
-use crate::reconcile::{Ctx, KubeStatusApi};
+use crate::reconcile::Ctx;
 use crate::triggers::{Triggers, triggers};
 
 /// The controller's name, as reporting controller of events.
@@ -70,14 +70,9 @@ pub enum Error {
     /// A Kubernetes API call failed.
     #[error("kubernetes API call failed: {0}")]
     Kube(#[from] kube::Error),
-    /// A quota's status write kept meeting 409 Conflict.
-    #[error("status of KarmadaQuota {quota} still conflicted after {attempts} attempts")]
-    Conflicts {
-        /// `namespace/name`.
-        quota: String,
-        /// Writes tried.
-        attempts: u32,
-    },
+    /// A quota's status could not be written (409s in a row, or an API error).
+    #[error(transparent)]
+    Status(#[from] karmada_quota_status::UpdateError),
     /// A KarmadaQuota without a namespace (never from a watch).
     #[error("KarmadaQuota {0} has no namespace")]
     MissingNamespace(String),
@@ -99,7 +94,10 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube(_) => "kube",
-            Error::Conflicts { .. } => "conflict",
+            Error::Status(e) => match e {
+                karmada_quota_status::UpdateError::Conflicts { .. } => "conflict",
+                karmada_quota_status::UpdateError::Store { .. } => "kube",
+            },
             Error::MissingNamespace(_) => "missing_namespace",
             Error::MemberConfig { .. } => "member_config",
             Error::Admin(_) => "admin",
@@ -284,7 +282,7 @@ pub async fn run_until(
             views,
             metrics.clone(),
             leader,
-            KubeStatusApi(client.clone()),
+            Arc::new(karmada_quota_status::KubeStore::new(client.clone())),
             Some(recorder),
             args.resync_period,
         )

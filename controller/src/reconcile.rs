@@ -18,10 +18,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
-use kube::api::PostParams;
+use karmada_quota_status::{self as status, Outcome, StatusStore};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, Recorder};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 
 use crate::Error;
@@ -39,149 +39,8 @@ const NOT_SYNCED_RETRY: Duration = Duration::from_secs(1);
 /// Longest error backoff of one quota.
 const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(300);
 
-/// The only place that writes a quota's status (style.md point 4).
-pub trait StatusApi: Send + Sync + 'static {
-    /// The current object, `None` when it is gone.
-    fn get(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> impl Future<Output = Result<Option<KarmadaQuota>, kube::Error>> + Send;
-
-    /// Replace the status subresource; `quota.metadata.resourceVersion` is the precondition.
-    fn replace_status(
-        &self,
-        quota: &KarmadaQuota,
-    ) -> impl Future<Output = Result<KarmadaQuota, kube::Error>> + Send;
-}
-
-/// [`StatusApi`] over the API server.
-#[derive(Clone)]
-pub struct KubeStatusApi(pub Client);
-
-impl StatusApi for KubeStatusApi {
-    async fn get(&self, namespace: &str, name: &str) -> Result<Option<KarmadaQuota>, kube::Error> {
-        Api::<KarmadaQuota>::namespaced(self.0.clone(), namespace)
-            .get_opt(name)
-            .await
-    }
-
-    async fn replace_status(&self, quota: &KarmadaQuota) -> Result<KarmadaQuota, kube::Error> {
-        let ns = quota.namespace().unwrap_or_default();
-        Api::<KarmadaQuota>::namespaced(self.0.clone(), &ns)
-            .replace_status(&quota.name_any(), &PostParams::default(), quota)
-            .await
-    }
-}
-
-/// What [`write_status`] did.
-#[derive(Clone, Debug)]
-pub enum WriteOutcome {
-    /// The status already said it; nothing written.
-    Unchanged,
-    /// Written; the object the API server returned.
-    Written(Box<KarmadaQuota>),
-    /// The quota was deleted meanwhile.
-    Gone,
-    /// Leadership was lost before a write; nothing (more) written.
-    NotLeader,
-}
-
-/// The result of [`write_status`]: the outcome, the plan that was (or would have been)
-/// written, and the object it was computed from.
-#[derive(Debug)]
-pub struct Written<P> {
-    /// What happened.
-    pub outcome: WriteOutcome,
-    /// The last plan computed.
-    pub plan: P,
-    /// The quota the last plan was computed from (its status is what was replaced).
-    pub base: KarmadaQuota,
-    /// How many 409s were met.
-    pub conflicts: u32,
-}
-
-/// Compute the desired status with `plan` and write it when it differs, with a
-/// resourceVersion precondition; on 409 re-read the quota and plan again from the fresh
-/// object, at most `max_attempts` writes. `is_leader` is asked before every write; once it
-/// says no, nothing more is written ([`WriteOutcome::NotLeader`]).
-pub async fn write_status<A: StatusApi, P>(
-    api: &A,
-    quota: KarmadaQuota,
-    mut plan: impl FnMut(&KarmadaQuota) -> (Option<KarmadaQuotaStatus>, P),
-    is_leader: impl Fn() -> bool,
-    max_attempts: u32,
-) -> Result<Written<P>, Error> {
-    let ns = quota.namespace().unwrap_or_default();
-    let name = quota.name_any();
-    let mut base = quota;
-    let mut conflicts = 0;
-    loop {
-        let (status, p) = plan(&base);
-        let Some(status) = status else {
-            return Ok(Written {
-                outcome: WriteOutcome::Unchanged,
-                plan: p,
-                base,
-                conflicts,
-            });
-        };
-        if !is_leader() {
-            tracing::debug!(quota = %format!("{ns}/{name}"), "no longer the leader; not writing");
-            return Ok(Written {
-                outcome: WriteOutcome::NotLeader,
-                plan: p,
-                base,
-                conflicts,
-            });
-        }
-        let mut obj = base.clone();
-        obj.status = Some(status);
-        match api.replace_status(&obj).await {
-            Ok(written) => {
-                return Ok(Written {
-                    outcome: WriteOutcome::Written(Box::new(written)),
-                    plan: p,
-                    base,
-                    conflicts,
-                });
-            }
-            Err(kube::Error::Api(s)) if s.is_not_found() => {
-                return Ok(Written {
-                    outcome: WriteOutcome::Gone,
-                    plan: p,
-                    base,
-                    conflicts,
-                });
-            }
-            Err(kube::Error::Api(s)) if s.is_conflict() => {
-                conflicts += 1;
-                if conflicts >= max_attempts {
-                    return Err(Error::Conflicts {
-                        quota: format!("{ns}/{name}"),
-                        attempts: conflicts,
-                    });
-                }
-                tracing::debug!(quota = %format!("{ns}/{name}"), "status write conflict; re-reading");
-                match api.get(&ns, &name).await? {
-                    Some(fresh) => base = fresh,
-                    None => {
-                        return Ok(Written {
-                            outcome: WriteOutcome::Gone,
-                            plan: p,
-                            base,
-                            conflicts,
-                        });
-                    }
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
 /// Everything a reconcile needs.
-pub struct Ctx<A: StatusApi = KubeStatusApi> {
+pub struct Ctx {
     /// Control-plane state.
     pub index: Arc<RwLock<Index>>,
     /// Member clusters' pods and reachability.
@@ -192,8 +51,8 @@ pub struct Ctx<A: StatusApi = KubeStatusApi> {
     pub metrics: Arc<Metrics>,
     /// Whether this replica is the leader (only the leader writes and records events).
     pub leader: watch::Receiver<bool>,
-    /// The status writer.
-    pub status_api: A,
+    /// Reads and writes quota status (the only writer of it in the controller).
+    pub store: Arc<dyn StatusStore>,
     /// Event recorder (`None` in tests).
     pub recorder: Option<Recorder>,
     /// Resync period.
@@ -206,7 +65,7 @@ pub struct Ctx<A: StatusApi = KubeStatusApi> {
     pub last_write: Mutex<HashMap<(String, String), Instant>>,
 }
 
-impl<A: StatusApi> Ctx<A> {
+impl Ctx {
     /// A context; `failures` starts empty.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -215,7 +74,7 @@ impl<A: StatusApi> Ctx<A> {
         views: Views,
         metrics: Arc<Metrics>,
         leader: watch::Receiver<bool>,
-        status_api: A,
+        store: Arc<dyn StatusStore>,
         recorder: Option<Recorder>,
         resync: Duration,
     ) -> Self {
@@ -225,7 +84,7 @@ impl<A: StatusApi> Ctx<A> {
             views,
             metrics,
             leader,
-            status_api,
+            store,
             recorder,
             resync,
             failures: Mutex::new(HashMap::new()),
@@ -279,10 +138,7 @@ impl<A: StatusApi> Ctx<A> {
 }
 
 /// Reconcile one quota (idempotent).
-pub async fn reconcile<A: StatusApi>(
-    quota: Arc<KarmadaQuota>,
-    ctx: Arc<Ctx<A>>,
-) -> Result<Action, Error> {
+pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = Instant::now();
     let ns = quota
         .namespace()
@@ -302,8 +158,8 @@ pub async fn reconcile<A: StatusApi>(
         return Ok(Action::requeue(wait));
     }
     let (report, computed, now) = if leader {
-        let w = write_status(
-            &ctx.status_api,
+        let w = status::update(
+            &*ctx.store,
             (*quota).clone(),
             |q| ctx.plan(q),
             || *ctx.leader.borrow(),
@@ -313,12 +169,10 @@ pub async fn reconcile<A: StatusApi>(
         let w = match w {
             Ok(w) => w,
             Err(e) => {
-                if let Error::Conflicts { attempts, .. } = &e {
-                    for _ in 0..*attempts {
-                        ctx.metrics.status_conflict();
-                    }
+                for _ in 0..e.conflicts() {
+                    ctx.metrics.status_conflict();
                 }
-                return Err(e);
+                return Err(e.into());
             }
         };
         for _ in 0..w.conflicts {
@@ -326,15 +180,13 @@ pub async fn reconcile<A: StatusApi>(
         }
         let (computed, _reach, now) = w.plan;
         let status = match &w.outcome {
-            WriteOutcome::Gone => {
+            Outcome::Gone => {
                 forget(&ctx, &ns, &name);
                 return Ok(Action::await_change());
             }
             // Lost leadership mid-write: like a follower, keep the view of what is stored.
-            WriteOutcome::Unchanged | WriteOutcome::NotLeader => {
-                w.base.status.clone().unwrap_or_default()
-            }
-            WriteOutcome::Written(written) => {
+            Outcome::Unchanged | Outcome::Stopped => w.base.status.clone().unwrap_or_default(),
+            Outcome::Written(written) => {
                 ctx.metrics.status_written();
                 ctx.last_write
                     .lock()
@@ -381,11 +233,7 @@ pub async fn reconcile<A: StatusApi>(
 }
 
 /// After a failed reconcile: count it and retry with exponential backoff (1 s … 5 min).
-pub fn error_policy<A: StatusApi>(
-    quota: Arc<KarmadaQuota>,
-    error: &Error,
-    ctx: Arc<Ctx<A>>,
-) -> Action {
+pub fn error_policy(quota: Arc<KarmadaQuota>, error: &Error, ctx: Arc<Ctx>) -> Action {
     ctx.metrics.reconcile_failed(error.metric_label());
     let key = (quota.namespace().unwrap_or_default(), quota.name_any());
     let n = {
@@ -400,7 +248,7 @@ pub fn error_policy<A: StatusApi>(
 }
 
 /// Drop what is kept about a deleted quota.
-pub fn forget<A: StatusApi>(ctx: &Ctx<A>, ns: &str, name: &str) {
+pub fn forget(ctx: &Ctx, ns: &str, name: &str) {
     ctx.views
         .write()
         .unwrap_or_else(|e| e.into_inner())
@@ -412,7 +260,7 @@ pub fn forget<A: StatusApi>(ctx: &Ctx<A>, ns: &str, name: &str) {
     ctx.metrics.forget_quota(ns, name);
 }
 
-async fn publish<A: StatusApi>(ctx: &Ctx<A>, quota: &KarmadaQuota, notices: &[Notice]) {
+async fn publish(ctx: &Ctx, quota: &KarmadaQuota, notices: &[Notice]) {
     let Some(recorder) = &ctx.recorder else {
         return;
     };
@@ -437,81 +285,16 @@ mod tests {
     use crate::desired::REASON_SYNCED;
     use crate::testutil::*;
     use karmada_quota_crds::quota::CONDITION_READY;
-    use kube::core::Status;
+    use karmada_quota_status::fake::FakeStore;
     use kube::runtime::watcher::Event;
     use prometheus_client::registry::Registry;
 
     const FAR: i64 = 4_000_000_000;
 
-    /// An in-memory API server for one quota: resourceVersion compare-and-swap, and a hook
-    /// that runs before the first write (to simulate the webhook writing in between).
-    type Hook = Box<dyn FnOnce(&mut KarmadaQuota) + Send>;
+    const NS: &str = "team-a";
 
-    struct FakeApi {
-        stored: Mutex<Option<KarmadaQuota>>,
-        before_first_write: Mutex<Option<Hook>>,
-        writes: Mutex<Vec<KarmadaQuotaStatus>>,
-    }
-
-    impl FakeApi {
-        fn new(q: &KarmadaQuota) -> Self {
-            Self {
-                stored: Mutex::new(Some(q.clone())),
-                before_first_write: Mutex::new(None),
-                writes: Mutex::new(Vec::new()),
-            }
-        }
-        fn stored(&self) -> KarmadaQuota {
-            self.stored.lock().unwrap().clone().unwrap()
-        }
-    }
-
-    fn conflict() -> kube::Error {
-        kube::Error::Api(
-            Status::failure("the object has been modified", "Conflict")
-                .with_code(409)
-                .boxed(),
-        )
-    }
-
-    fn bump(q: &mut KarmadaQuota) {
-        let rv: u64 = q
-            .metadata
-            .resource_version
-            .as_deref()
-            .unwrap_or("0")
-            .parse()
-            .unwrap();
-        q.metadata.resource_version = Some((rv + 1).to_string());
-    }
-
-    impl StatusApi for FakeApi {
-        async fn get(&self, _ns: &str, _name: &str) -> Result<Option<KarmadaQuota>, kube::Error> {
-            Ok(self.stored.lock().unwrap().clone())
-        }
-        async fn replace_status(&self, quota: &KarmadaQuota) -> Result<KarmadaQuota, kube::Error> {
-            if let Some(hook) = self.before_first_write.lock().unwrap().take() {
-                let mut guard = self.stored.lock().unwrap();
-                let stored = guard.as_mut().unwrap();
-                hook(stored);
-                bump(stored);
-            }
-            let mut guard = self.stored.lock().unwrap();
-            let stored = guard.as_mut().unwrap();
-            if stored.metadata.resource_version != quota.metadata.resource_version {
-                return Err(conflict());
-            }
-            stored.status = quota.status.clone();
-            bump(stored);
-            self.writes
-                .lock()
-                .unwrap()
-                .push(quota.status.clone().unwrap());
-            Ok(stored.clone())
-        }
-    }
-
-    fn ctx(api: FakeApi, index: Index, leader: bool) -> (Arc<Ctx<FakeApi>>, watch::Sender<bool>) {
+    /// A context writing to `store`; the written quota is "q" in "team-a".
+    fn ctx(store: &Arc<FakeStore>, index: Index, leader: bool) -> (Arc<Ctx>, watch::Sender<bool>) {
         let mut reg = Registry::default();
         let metrics = Arc::new(Metrics::register(&mut reg));
         let (tx, rx) = watch::channel(leader);
@@ -521,7 +304,7 @@ mod tests {
             Views::default(),
             metrics,
             rx,
-            api,
+            store.clone(),
             None,
             Duration::from_secs(300),
         );
@@ -550,9 +333,10 @@ mod tests {
             "1",
             &[("member1", 3)],
         )]);
-        let (c, _tx) = ctx(FakeApi::new(&q), i, true);
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        let (c, _tx) = ctx(&store, i, true);
         reconcile(Arc::new(q), c.clone()).await.unwrap();
-        let stored = c.status_api.stored();
+        let stored = store.object(NS, "q");
         let st = stored.status.clone().unwrap();
         assert_eq!(st.used["pods"].0, "3");
         assert_eq!(
@@ -565,7 +349,7 @@ mod tests {
         );
         // Reconciling the written object again writes nothing.
         reconcile(Arc::new(stored), c.clone()).await.unwrap();
-        assert_eq!(c.status_api.writes.lock().unwrap().len(), 1);
+        assert_eq!(store.written(NS, "q").len(), 1);
         let views = c.views.read().unwrap();
         let report = &views[&("team-a".to_owned(), "q".to_owned())];
         assert_eq!(
@@ -578,12 +362,13 @@ mod tests {
     async fn writes_of_one_quota_are_spaced_by_the_min_write_interval() {
         let q = mk_quota("team-a", "q", &[("pods", "10")]);
         let i = synced_index(&[mk_binding("team-a", "web", "u1", 1, 3, "1", &[])]);
-        let (c, _tx) = ctx(FakeApi::new(&q), i, true);
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        let (c, _tx) = ctx(&store, i, true);
         let mut c = Arc::into_inner(c).unwrap();
         c.min_write_interval = Duration::from_secs(60);
         let c = Arc::new(c);
         reconcile(Arc::new(q), c.clone()).await.unwrap();
-        assert_eq!(c.status_api.writes.lock().unwrap().len(), 1);
+        assert_eq!(store.written(NS, "q").len(), 1);
 
         // A new binding changes usage, but the last write was just now: no write, and a
         // requeue for when the interval has passed.
@@ -592,11 +377,11 @@ mod tests {
             None,
             0,
         );
-        let stored = c.status_api.stored();
+        let stored = store.object(NS, "q");
         let action = reconcile(Arc::new(stored.clone()), c.clone())
             .await
             .unwrap();
-        assert_eq!(c.status_api.writes.lock().unwrap().len(), 1);
+        assert_eq!(store.written(NS, "q").len(), 1);
         assert!(
             action != Action::requeue(Duration::from_secs(300)),
             "{action:?}"
@@ -607,30 +392,32 @@ mod tests {
         let long_ago = Instant::now().checked_sub(Duration::from_secs(61)).unwrap();
         c.last_write.lock().unwrap().insert(key, long_ago);
         reconcile(Arc::new(stored), c.clone()).await.unwrap();
-        assert_eq!(c.status_api.writes.lock().unwrap().len(), 2);
-        assert_eq!(c.status_api.stored().status.unwrap().used["pods"].0, "5");
+        assert_eq!(store.written(NS, "q").len(), 2);
+        assert_eq!(store.object(NS, "q").status.unwrap().used["pods"].0, "5");
     }
 
     #[tokio::test]
     async fn follower_computes_the_view_but_never_writes() {
         let q = mk_quota("team-a", "q", &[("pods", "10")]);
         let i = synced_index(&[mk_binding("team-a", "web", "u1", 1, 2, "1", &[])]);
-        let (c, tx) = ctx(FakeApi::new(&q), i, false);
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        let (c, tx) = ctx(&store, i, false);
         reconcile(Arc::new(q.clone()), c.clone()).await.unwrap();
-        assert!(c.status_api.writes.lock().unwrap().is_empty());
+        assert!(store.written(NS, "q").is_empty());
         assert_eq!(c.views.read().unwrap().len(), 1);
         tx.send_replace(true);
         reconcile(Arc::new(q), c.clone()).await.unwrap();
-        assert_eq!(c.status_api.writes.lock().unwrap().len(), 1);
+        assert_eq!(store.written(NS, "q").len(), 1);
     }
 
     #[tokio::test]
     async fn nothing_is_written_before_the_bindings_are_listed() {
         let q = mk_quota("team-a", "q", &[("pods", "10")]);
-        let (c, _tx) = ctx(FakeApi::new(&q), Index::new(600), true);
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        let (c, _tx) = ctx(&store, Index::new(600), true);
         let action = reconcile(Arc::new(q), c.clone()).await.unwrap();
         assert_eq!(action, Action::requeue(NOT_SYNCED_RETRY));
-        assert!(c.status_api.writes.lock().unwrap().is_empty());
+        assert!(store.written(NS, "q").is_empty());
     }
 
     #[tokio::test]
@@ -648,21 +435,21 @@ mod tests {
             "1",
             &[("member1", 3)],
         )]);
-        let api = FakeApi::new(&q);
-        *api.before_first_write.lock().unwrap() = Some(Box::new(|stored: &mut KarmadaQuota| {
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        store.intrude_on(NS, "q", |stored: &mut KarmadaQuota| {
             let st = stored
                 .status
                 .get_or_insert_with(KarmadaQuotaStatus::default);
             st.reservations
                 .push(mk_reservation("api", "u-api", 1, &[("pods", "4")], FAR));
-        }));
-        let (c, _tx) = ctx(api, i, true);
+        });
+        let (c, _tx) = ctx(&store, i, true);
         reconcile(Arc::new(q), c.clone()).await.unwrap();
-        let st = c.status_api.stored().status.unwrap();
+        let st = store.object(NS, "q").status.unwrap();
         assert_eq!(st.used["pods"].0, "3");
         assert_eq!(st.reservations.len(), 1);
         assert_eq!(st.reservations[0].reserved_by.uid, "u-api");
-        assert_eq!(c.status_api.writes.lock().unwrap().len(), 1);
+        assert_eq!(store.written(NS, "q").len(), 1);
         let report = c.views.read().unwrap()[&("team-a".to_owned(), "q".to_owned())].clone();
         assert_eq!(
             report
@@ -675,81 +462,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn write_status_gives_up_after_repeated_conflicts() {
-        struct AlwaysConflict;
-        impl StatusApi for AlwaysConflict {
-            async fn get(&self, _: &str, _: &str) -> Result<Option<KarmadaQuota>, kube::Error> {
-                Ok(Some(mk_quota("team-a", "q", &[("pods", "1")])))
-            }
-            async fn replace_status(&self, _: &KarmadaQuota) -> Result<KarmadaQuota, kube::Error> {
-                Err(conflict())
-            }
-        }
+    async fn reconcile_fails_after_repeated_conflicts_and_counts_them() {
         let q = mk_quota("team-a", "q", &[("pods", "1")]);
-        let mut plans = 0;
-        let err = write_status(
-            &AlwaysConflict,
-            q,
-            |_| {
-                plans += 1;
-                (Some(KarmadaQuotaStatus::default()), ())
-            },
-            || true,
-            3,
-        )
-        .await
-        .unwrap_err();
-        assert!(matches!(err, Error::Conflicts { attempts: 3, .. }), "{err}");
-        assert_eq!(plans, 3);
+        let i = synced_index(&[]);
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        store
+            .conflict_every
+            .store(1, std::sync::atomic::Ordering::SeqCst);
+        let (c, _tx) = ctx(&store, i, true);
+        let err = reconcile(Arc::new(q), c.clone()).await.unwrap_err();
         assert_eq!(err.metric_label(), "conflict");
-    }
-
-    #[tokio::test]
-    async fn write_status_stops_when_leadership_is_lost_between_attempts() {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        // The first write conflicts (the webhook wrote in between); meanwhile leadership is
-        // lost, so the retry must not write.
-        let q = mk_quota("team-a", "q", &[("pods", "10")]);
-        let api = FakeApi::new(&q);
-        let leader = Arc::new(AtomicBool::new(true));
-        let l = leader.clone();
-        *api.before_first_write.lock().unwrap() = Some(Box::new(move |_: &mut KarmadaQuota| {
-            l.store(false, Ordering::SeqCst);
-        }));
-        let mut plans = 0;
-        let w = write_status(
-            &api,
-            q,
-            |_| {
-                plans += 1;
-                (Some(KarmadaQuotaStatus::default()), ())
-            },
-            || leader.load(Ordering::SeqCst),
-            MAX_WRITE_ATTEMPTS,
-        )
-        .await
-        .unwrap();
-        assert!(matches!(w.outcome, WriteOutcome::NotLeader), "{w:?}");
-        assert_eq!(w.conflicts, 1);
-        assert_eq!(plans, 2);
-        assert!(api.writes.lock().unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn write_status_writes_nothing_when_not_the_leader() {
-        let q = mk_quota("team-a", "q", &[("pods", "10")]);
-        let api = FakeApi::new(&q);
-        let w = write_status(
-            &api,
-            q,
-            |_| (Some(KarmadaQuotaStatus::default()), ()),
-            || false,
-            MAX_WRITE_ATTEMPTS,
-        )
-        .await
-        .unwrap();
-        assert!(matches!(w.outcome, WriteOutcome::NotLeader), "{w:?}");
-        assert!(api.writes.lock().unwrap().is_empty());
+        assert!(err.to_string().contains("team-a/q"), "{err}");
+        assert_eq!(
+            store.conflicts.load(std::sync::atomic::Ordering::SeqCst),
+            MAX_WRITE_ATTEMPTS as usize
+        );
     }
 
     #[tokio::test]
@@ -759,13 +486,13 @@ mod tests {
         // nothing, and still publishes the view.
         let q = mk_quota("team-a", "q", &[("pods", "10")]);
         let i = synced_index(&[mk_binding("team-a", "web", "u1", 1, 3, "1", &[])]);
-        let (c, tx) = ctx(FakeApi::new(&q), i, true);
-        *c.status_api.before_first_write.lock().unwrap() =
-            Some(Box::new(move |_: &mut KarmadaQuota| {
-                tx.send_replace(false);
-            }));
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        let (c, tx) = ctx(&store, i, true);
+        store.intrude_on(NS, "q", move |_: &mut KarmadaQuota| {
+            tx.send_replace(false);
+        });
         reconcile(Arc::new(q), c.clone()).await.unwrap();
-        assert!(c.status_api.writes.lock().unwrap().is_empty());
+        assert!(store.written(NS, "q").is_empty());
         assert!(c.last_write.lock().unwrap().is_empty());
         assert_eq!(c.views.read().unwrap().len(), 1);
     }
@@ -773,7 +500,8 @@ mod tests {
     #[tokio::test]
     async fn error_policy_backs_off_exponentially() {
         let q = Arc::new(mk_quota("team-a", "q", &[("pods", "1")]));
-        let (c, _tx) = ctx(FakeApi::new(&q), Index::new(600), true);
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        let (c, _tx) = ctx(&store, Index::new(600), true);
         let err = Error::MissingNamespace("q".into());
         let delays: Vec<_> = (0..4)
             .map(|_| error_policy(q.clone(), &err, c.clone()))

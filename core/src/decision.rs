@@ -3,7 +3,7 @@
 //! [`decide`] is the rule; [`decide_batch`] applies it to the concurrent requests of one
 //! namespace in order, so that later requests see the entries earlier ones were given.
 
-use crate::ledger::{is_live, upsert};
+use crate::ledger::{counts, upsert};
 use crate::quantity::Quantity;
 use crate::quota::{QuotaState, Reservation, ReservedBy};
 use crate::resources::{PODS, ResourceList};
@@ -56,6 +56,8 @@ pub enum DenyReason {
 pub struct Denial {
     /// Which rule refused it.
     pub reason: DenyReason,
+    /// The quota that refused it (metadata.name).
+    pub quota: String,
     /// HTTP code for the AdmissionResponse status (403 quota, 429 retryable, …).
     pub code: u16,
     /// The exact message of design §4.
@@ -91,9 +93,10 @@ impl Decision {
     }
 }
 
-fn deny(reason: DenyReason, code: u16, message: String) -> Decision {
+fn deny(reason: DenyReason, code: u16, quota: &str, message: String) -> Decision {
     Decision::Deny(Denial {
         reason,
+        quota: quota.to_owned(),
         code,
         message,
     })
@@ -164,6 +167,7 @@ pub fn decide(quotas: &[QuotaState], req: &AdmissionRequest<'_>) -> Decision {
             return deny(
                 DenyReason::MustSpecify,
                 CODE_FORBIDDEN,
+                &quota.name,
                 format!(
                     "must specify {} for ResourceBinding {}/{}",
                     missing.join(","),
@@ -278,11 +282,10 @@ fn check_quota(
     delta: &[Increase<'_>],
     req: &AdmissionRequest<'_>,
 ) -> Option<Denial> {
-    let own = |e: &Reservation| e.reserved_by.uid == req.uid && e.generation == req.generation;
     let counted: Vec<&Reservation> = quota
         .reservations
         .iter()
-        .filter(|e| is_live(e, req.now) && !own(e))
+        .filter(|e| counts(e, Some((req.uid, req.generation))))
         .collect();
 
     // used + Σ counted reservations, per increased name (None: status unknown).
@@ -303,6 +306,7 @@ fn check_quota(
     if !unknown.is_empty() {
         return Some(Denial {
             reason: DenyReason::StatusUnknown,
+            quota: quota.name.clone(),
             code: CODE_RETRY,
             message: format!(
                 "status unknown for quota: {}, resources: {}",
@@ -338,6 +342,7 @@ fn check_quota(
     if !requested.is_empty() {
         return Some(Denial {
             reason: DenyReason::QuotaExceeded,
+            quota: quota.name.clone(),
             code: CODE_FORBIDDEN,
             message: format!(
                 "exceeded quota: {}, requested: {requested}, used: {in_use}, limited: {limited}",
@@ -349,10 +354,11 @@ fn check_quota(
     if counted.len() >= req.max_reservations {
         return Some(Denial {
             reason: DenyReason::TooManyReservations,
+            quota: quota.name.clone(),
             code: CODE_RETRY,
             message: format!(
-                "quota {} holds {} pending reservations (the maximum is {}); retry once the \
-                 controller has observed them",
+                "quota {} holds {} pending reservations (the maximum is {}): the quota \
+                 controller has not caught up with them; retry later",
                 quota.name,
                 counted.len(),
                 req.max_reservations
@@ -442,6 +448,7 @@ mod tests {
             denial(&decision),
             &Denial {
                 reason: DenyReason::QuotaExceeded,
+                quota: "compute".into(),
                 code: 403,
                 message:
                     "exceeded quota: compute, requested: cpu=200m, used: cpu=0, limited: cpu=150m"
@@ -550,6 +557,7 @@ mod tests {
             denial(&d),
             &Denial {
                 reason: DenyReason::StatusUnknown,
+                quota: "compute".into(),
                 code: 429,
                 message: "status unknown for quota: compute, resources: cpu,pods".into(),
             }
@@ -579,6 +587,7 @@ mod tests {
             denial(&d),
             &Denial {
                 reason: DenyReason::MustSpecify,
+                quota: "mem".into(),
                 code: 403,
                 message: "must specify memory for ResourceBinding team-a/web-deployment".into(),
             }
@@ -694,13 +703,18 @@ mod tests {
     }
 
     #[test]
-    fn ignores_lapsed_reservations() {
+    fn counts_expired_reservations_until_the_controller_removes_them() {
+        // The controller is down: the entry expired long ago but was never folded into
+        // used. Ignoring it would admit past hard.
         let mut quota = mk_quota("compute", &[("cpu", "1")], Some(&[("cpu", "0")]));
         quota
             .reservations
-            .push(mk_entry("old", 1, &[("cpu", "1")], NOW));
+            .push(mk_entry("old", 1, &[("cpu", "1")], NOW - 3600));
         let new = mk_cpu_charge(1, "1");
-        assert!(decide(&[quota], &mk_req(None, &new)).is_allowed());
+        assert_eq!(
+            denial(&decide(&[quota], &mk_req(None, &new))).message,
+            "exceeded quota: compute, requested: cpu=1, used: cpu=1, limited: cpu=1"
+        );
     }
 
     #[test]
@@ -783,11 +797,11 @@ mod tests {
         quota.reservations = vec![
             mk_entry("x", 1, &[("cpu", "1")], NOW + 10),
             mk_entry("y", 1, &[("cpu", "1")], NOW + 10),
-            mk_entry("lapsed", 1, &[("cpu", "1")], NOW - 1),
+            mk_entry("expired", 1, &[("cpu", "1")], NOW - 1), // counts until removed
         ];
         let new = mk_cpu_charge(1, "1");
         let at_max = AdmissionRequest {
-            max_reservations: 2,
+            max_reservations: 3,
             ..mk_req(None, &new)
         };
         let d = decide(std::slice::from_ref(&quota), &at_max);
@@ -796,8 +810,9 @@ mod tests {
             &Denial {
                 reason: DenyReason::TooManyReservations,
                 code: 429,
-                message: "quota compute holds 2 pending reservations (the maximum is 2); retry \
-                          once the controller has observed them"
+                quota: "compute".into(),
+                message: "quota compute holds 3 pending reservations (the maximum is 3): the \
+                          quota controller has not caught up with them; retry later"
                     .into(),
             }
         );
@@ -895,7 +910,7 @@ mod tests {
                     })
                     .collect();
                 decide_batch(&mut quotas, &batch);
-                let effective = effective_usage(&mk_list(&[("cpu", &milli(used))]), &quotas[0].reservations, NOW, None);
+                let effective = effective_usage(&mk_list(&[("cpu", &milli(used))]), &quotas[0].reservations, None);
                 let limit = Quantity::from_milli(hard, Format::DecimalSI);
                 prop_assert!(effective.get_or_zero("cpu") <= limit, "{} > {}", effective, limit);
             }

@@ -1,4 +1,11 @@
 //! The reservation ledger: effective usage = used + Σ entries; upsert; prune.
+//!
+//! The lifetime rule: an entry counts from the moment it is written until the controller
+//! removes it, lapsed or not. Only the controller removes entries ([`prune`]): an observed
+//! one when its usage is folded into `used`, a never-seen one once it has expired. The
+//! expiration time is what lets the controller drop an entry whose binding never appeared;
+//! it is not a limit on how long admission counts it, so an outage of the controller never
+//! makes admitted usage vanish.
 
 /// What the controller knows of the binding an entry names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,9 +21,10 @@ pub enum Observation {
 use crate::quota::Reservation;
 use crate::resources::ResourceList;
 
-/// An entry still counts while `now` is before its expiration time.
-pub fn is_live(entry: &Reservation, now: i64) -> bool {
-    entry.expiration_time > now
+/// Whether the entry's expiration time has passed: from then on the controller may drop
+/// it if it never observed its binding. It still counts until it is dropped.
+pub fn is_expired(entry: &Reservation, now: i64) -> bool {
+    entry.expiration_time <= now
 }
 
 /// Whether `entry` is the one for `(uid, generation)`.
@@ -24,19 +32,22 @@ fn is_for(entry: &Reservation, uid: &str, generation: i64) -> bool {
     entry.reserved_by.uid == uid && entry.generation == generation
 }
 
-/// Effective usage = `used` + Σ live entries, leaving out lapsed entries and the entry
-/// of `except` = (uid, generation) — the request being decided, so an apiserver retry
-/// is not charged against its own earlier admission.
+/// Whether `entry` counts toward effective usage for a request of `except` =
+/// (uid, generation): every entry does, expired or not, except the request's own — so an
+/// apiserver retry is not charged against its own earlier admission.
+pub fn counts(entry: &Reservation, except: Option<(&str, i64)>) -> bool {
+    !except.is_some_and(|(uid, generation)| is_for(entry, uid, generation))
+}
+
+/// Effective usage = `used` + Σ entries (expired ones included) but the one of `except`.
 pub fn effective_usage(
     used: &ResourceList,
     reservations: &[Reservation],
-    now: i64,
     except: Option<(&str, i64)>,
 ) -> ResourceList {
     let mut out = used.clone();
     for entry in reservations {
-        let own = except.is_some_and(|(uid, generation)| is_for(entry, uid, generation));
-        if is_live(entry, now) && !own {
+        if counts(entry, except) {
             out.add_assign(&entry.reserved);
         }
     }
@@ -65,7 +76,7 @@ pub fn prune(
     reservations
         .iter()
         .filter(|entry| {
-            is_live(entry, now)
+            !is_expired(entry, now)
                 && match observe(&entry.reserved_by.uid) {
                     Observation::NotSeen => true,
                     Observation::Seen(generation) => generation < entry.generation,
@@ -97,19 +108,19 @@ mod tests {
     }
 
     #[test]
-    fn effective_usage_adds_live_entries_except_the_own_one() {
+    fn effective_usage_counts_every_entry_expired_or_not_except_the_own_one() {
         let used = mk_list(&[("cpu", "1"), ("pods", "2")]);
         let entries = [
             mk_entry("a", 1, "500m", 100),
             mk_entry("b", 3, "250m", 100),
-            mk_entry("c", 1, "4", 50), // lapsed at now = 50
+            mk_entry("c", 1, "4", 50), // expired long ago: the controller has not removed it
         ];
-        let all = effective_usage(&used, &entries, 50, None);
-        assert_eq!(all, mk_list(&[("cpu", "1750m"), ("pods", "2")]));
-        let without_b = effective_usage(&used, &entries, 50, Some(("b", 3)));
-        assert_eq!(without_b, mk_list(&[("cpu", "1500m"), ("pods", "2")]));
+        let all = effective_usage(&used, &entries, None);
+        assert_eq!(all, mk_list(&[("cpu", "5750m"), ("pods", "2")]));
+        let without_b = effective_usage(&used, &entries, Some(("b", 3)));
+        assert_eq!(without_b, mk_list(&[("cpu", "5500m"), ("pods", "2")]));
         // Another generation of b is a different entry: still counted.
-        let other_generation = effective_usage(&used, &entries, 50, Some(("b", 2)));
+        let other_generation = effective_usage(&used, &entries, Some(("b", 2)));
         assert_eq!(other_generation, all);
     }
 

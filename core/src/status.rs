@@ -142,8 +142,7 @@ pub fn compute<'a>(
     }
 
     let reservations = prune(&quota.reservations, observe, now);
-    let reserved =
-        effective_usage(&ResourceList::new(), &reservations, now, None).restricted_to(hard);
+    let reserved = effective_usage(&ResourceList::new(), &reservations, None).restricted_to(hard);
     let effective = used.plus(&reserved);
 
     QuotaView {

@@ -12,7 +12,7 @@ use karmada_quota_core::scope::RawRequirement;
 use karmada_quota_core::{Quantity, ResourceList};
 use kube::ResourceExt;
 
-use crate::quota::{KarmadaQuota, KarmadaQuotaSpec, Reservation, ReservedBy};
+use crate::quota::{KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus, Reservation, ReservedBy};
 
 /// Validate a KarmadaQuota spec with the engine's rules (names, quantities, scopes).
 pub fn validate_spec(spec: &KarmadaQuotaSpec) -> Result<QuotaSpec, Vec<FieldError>> {
@@ -32,45 +32,62 @@ pub fn validate_spec(spec: &KarmadaQuotaSpec) -> Result<QuotaSpec, Vec<FieldErro
     )
 }
 
-/// The engine's view of a quota (validated spec + status) for the webhook's decision and
-/// the controller's pruning. Status values that do not parse are reported as errors on
-/// `status.…` fields: they are written only by this project, so a bad one is a bug or a
-/// hand edit, and the quota must not be enforced from a guess.
+/// A stored status, parsed: what both writers read before they change it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StoredStatus {
+    /// `status.used`; `None` while it is empty (not synced by the controller) or when it
+    /// does not parse (then an error names it).
+    pub used: Option<ResourceList>,
+    /// The entries that parse, in stored order.
+    pub reservations: Vec<cq::Reservation>,
+    /// The entries that do not parse, verbatim (with their errors in `errors`).
+    pub unparsed: Vec<Reservation>,
+    /// What did not parse, each naming its field (`status.used[cpu]`,
+    /// `status.reservations[3].reserved[cpu]`).
+    pub errors: Vec<FieldError>,
+}
+
+/// Parse a stored status — the one parse both the webhook and the controller use. Status
+/// values are written only by this project, so one that does not parse is a bug or a hand
+/// edit: the webhook refuses to enforce from a guess ([`quota_state`]), the controller
+/// recomputes `used` and keeps an unparseable entry verbatim until it expires.
+pub fn parse_status(status: Option<&KarmadaQuotaStatus>) -> StoredStatus {
+    let mut out = StoredStatus::default();
+    let Some(st) = status else {
+        return out;
+    };
+    if !st.used.is_empty() {
+        match list_from_api(&st.used, "status.used") {
+            Ok(l) => out.used = Some(l),
+            Err(e) => out.errors.push(e),
+        }
+    }
+    out.reservations.reserve(st.reservations.len());
+    for (i, r) in st.reservations.iter().enumerate() {
+        match reservation_from_api(r, &format!("status.reservations[{i}]")) {
+            Ok(parsed) => out.reservations.push(parsed),
+            Err(e) => {
+                out.errors.push(e);
+                out.unparsed.push(r.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The engine's view of a quota (validated spec + status) for the webhook's decision:
+/// any spec or status error refuses it (the quota must not be enforced from a guess).
 pub fn quota_state(q: &KarmadaQuota) -> Result<QuotaState, Vec<FieldError>> {
     let spec = validate_spec(&q.spec)?;
-    let mut errors = Vec::new();
-    let (used, reservations) = match &q.status {
-        None => (None, Vec::new()),
-        Some(st) => {
-            let used = if st.used.is_empty() {
-                None
-            } else {
-                match list_from_api(&st.used, "status.used") {
-                    Ok(l) => Some(l),
-                    Err(e) => {
-                        errors.push(e);
-                        None
-                    }
-                }
-            };
-            let mut res = Vec::with_capacity(st.reservations.len());
-            for (i, r) in st.reservations.iter().enumerate() {
-                match reservation_from_api(r, &format!("status.reservations[{i}]")) {
-                    Ok(r) => res.push(r),
-                    Err(e) => errors.push(e),
-                }
-            }
-            (used, res)
-        }
-    };
-    if !errors.is_empty() {
-        return Err(errors);
+    let stored = parse_status(q.status.as_ref());
+    if !stored.errors.is_empty() {
+        return Err(stored.errors);
     }
     Ok(QuotaState {
         name: q.name_any(),
         spec,
-        used,
-        reservations,
+        used: stored.used,
+        reservations: stored.reservations,
     })
 }
 

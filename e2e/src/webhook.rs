@@ -999,8 +999,7 @@ pub async fn quota_usage(client: &Client, ns: &str, quota: &str) -> Result<Quota
                 .join("; ")
         )
     })?;
-    let effective =
-        karmada_quota_core::ledger::effective_usage(&used, &state.reservations, i64::MIN, None);
+    let effective = karmada_quota_core::ledger::effective_usage(&used, &state.reservations, None);
     Ok(QuotaUsage {
         object,
         used,

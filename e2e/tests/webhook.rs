@@ -1368,8 +1368,8 @@ async fn too_many_pending_reservations_are_refused_retryably() -> Result<()> {
         &outcome,
         429,
         &binding_denied(
-            "quota q holds 3 pending reservations (the maximum is 3); retry once the \
-             controller has observed them",
+            "quota q holds 3 pending reservations (the maximum is 3): the quota controller \
+             has not caught up with them; retry later",
         ),
     )?;
 

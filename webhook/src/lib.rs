@@ -14,10 +14,11 @@
 //!   reserve::Batcher: one queue + one worker per namespace
 //!        │ newest copy of each quota (cache, or the object our own write/read returned)
 //!        │ core::decision::decide_batch ─► Allow(entries) / Deny
-//!        │ one status replace per quota, resourceVersion precondition (CAS), name order;
-//!        │ 409 → re-GET, re-decide the not-yet-durable requests (a deny stays a deny)
+//!        │ per quota, name order: status::update (CAS; 409 → re-GET, re-decide that
+//!        │ quota's requests; a deny stays a deny); roll back what a request that did
+//!        │ not end admitted had written
 //!        ▼
-//!   reserve::QuotaStore (kube Api<KarmadaQuota>::replace_status / get; a fake in tests)
+//!   karmada_quota_status::StatusStore (kube replace_status / get; its fake in tests)
 //! ```
 //!
 //! Every decision comes from core; this crate only decodes, looks up, batches, writes and
@@ -36,8 +37,9 @@ mod tests;
 pub use admission::{AppState, Settings, app};
 pub use args::Args;
 pub use cache::{CachedQuota, QuotaCache};
+pub use karmada_quota_status::{KubeStore, StatusStore, StoreError};
 pub use metrics::Metrics;
-pub use reserve::{Batcher, BatcherConfig, BindingRequest, KubeQuotaStore, QuotaStore, StoreError};
+pub use reserve::{Batcher, BatcherConfig, BindingRequest};
 
 /// Errors of the webhook library. None of them ever turns into an "allowed".
 #[derive(Debug, thiserror::Error)]

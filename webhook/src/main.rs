@@ -7,8 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use karmada_quota_runtime::{self as runtime, Readiness, plurals::PluralResolver};
 use karmada_quota_webhook::{
-    AppState, Args, Batcher, BatcherConfig, KubeQuotaStore, Metrics, QuotaCache, Settings, app,
-    server,
+    AppState, Args, Batcher, BatcherConfig, KubeStore, Metrics, QuotaCache, Settings, app, server,
 };
 use prometheus_client::registry::Registry;
 
@@ -36,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
     });
 
     let batcher = Batcher::new(
-        Arc::new(KubeQuotaStore::new(client.clone())),
+        Arc::new(KubeStore::new(client.clone())),
         cache.clone(),
         metrics.clone(),
         BatcherConfig {

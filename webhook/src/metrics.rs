@@ -48,6 +48,9 @@ pub struct Metrics {
     pub retries: Counter,
     /// Requests decided together in one batch.
     pub batch_size: Histogram,
+    /// Entries removed again because their request ended refused, failed or timed out,
+    /// by result (`ok`: removed; `failed`: left for the controller to expire).
+    pub rollbacks: Family<WriteLabels, Counter>,
 }
 
 impl Metrics {
@@ -85,6 +88,12 @@ impl Metrics {
             "ResourceBinding requests of one namespace decided together",
             m.batch_size.clone(),
         );
+        reg.register(
+            "rollbacks",
+            "Reservation entries removed again because their request did not end admitted, \
+             by result (failed: left for the controller to expire)",
+            m.rollbacks.clone(),
+        );
         m
     }
 
@@ -97,6 +106,13 @@ impl Metrics {
                 reason,
             })
             .inc();
+    }
+
+    /// Count `n` rolled-back entries.
+    pub fn rolled_back(&self, result: &'static str, n: usize) {
+        self.rollbacks
+            .get_or_create(&WriteLabels { result })
+            .inc_by(n as u64);
     }
 
     /// Count one status write.
@@ -119,6 +135,7 @@ impl Default for Metrics {
             retries: Counter::default(),
             // 1 … 512
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
+            rollbacks: Family::default(),
         }
     }
 }

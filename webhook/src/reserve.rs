@@ -1,135 +1,45 @@
-//! The per-namespace reservation batcher (design §4 step 5).
+//! The per-namespace reservation batcher (design §5).
 //!
 //! ```text
 //!  handler ── submit(BindingRequest, deadline) ──► Namespace queue ──► worker (one per
 //!     ▲                                                namespace, spawned on demand,
 //!     │                                                exits when the queue is empty)
-//!     │   per batch, until every request is answered (≤ max_attempts rounds):
+//!     │   per batch:
 //!     │     1. newest copy of each quota: the cache's, or the object our own last
 //!     │        write/read returned when its resourceVersion is newer
-//!     │     2. core::decision::decide_batch over the still-open requests
-//!     │        (a Deny is final at once: a request denied by one quota stays denied)
-//!     │     3. one replace_status per quota with new entries, in name order, with the
-//!     │        copy's resourceVersion (compare-and-swap); the returned object becomes the
-//!     │        newest copy; a request is allowed once every quota it needs is written
-//!     │     4. 409 Conflict → re-GET that quota and go to 1 for the requests not yet
-//!     │        answered (entries already written stay; they are never written twice)
+//!     │     2. core::decision::decide_batch over the batch (a Deny is final at once:
+//!     │        a request denied by one quota stays denied)
+//!     │     3. per quota with new entries, in name order: status::update (compare-and-
+//!     │        swap; on 409 re-read and re-decide this quota's requests against the
+//!     │        fresh object); a request may be refused there, or its write fail
+//!     │     4. answer: allowed once every quota it needs holds its entry
+//!     │     5. roll back the entries of requests that ended refused, failed or timed out
 //!     └──────────────────── oneshot answer ◄────────┘
 //! ```
 //!
-//! The webhook only adds entries (upsert by (uid, generation)); the controller prunes.
-//! The API calls sit behind [`QuotaStore`], so tests drive the batcher with an in-memory
-//! store that injects conflicts and failures.
+//! The webhook only adds entries (`status::entries::add`) and removes only its own for a
+//! request that did not end admitted (`status::entries::roll_back`); the controller prunes.
+//! The API calls go through `karmada_quota_status::StatusStore`, so tests drive the batcher
+//! with its in-memory store, which injects conflicts and failures.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use karmada_quota_core::decision::{AdmissionRequest, Decision, decide, decide_batch};
 use karmada_quota_core::quota::{QuotaState, Reservation};
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_crds::convert::reservation_to_api;
-use kube::api::PostParams;
+use karmada_quota_status::{
+    self as status, Outcome, StatusStore, UpdateError, entries, quota_state,
+};
 use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout_at};
 
 use crate::cache::{CachedQuota, QuotaCache};
 use crate::metrics::Metrics;
 use crate::{Error, Result};
-
-/// Why a quota API call failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// 409: the resourceVersion precondition failed (someone wrote the quota first).
-    #[error("conflict: the quota was modified concurrently")]
-    Conflict,
-    /// 404: the quota no longer exists.
-    #[error("not found")]
-    NotFound,
-    /// Any other API or transport error.
-    #[error("{0}")]
-    Api(String),
-}
-
-impl StoreError {
-    /// Low-cardinality label for metrics.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            StoreError::Conflict => "conflict",
-            StoreError::NotFound => "not_found",
-            StoreError::Api(_) => "api_error",
-        }
-    }
-}
-
-impl From<kube::Error> for StoreError {
-    fn from(e: kube::Error) -> Self {
-        match e {
-            kube::Error::Api(s) if s.is_conflict() => StoreError::Conflict,
-            kube::Error::Api(s) if s.is_not_found() => StoreError::NotFound,
-            other => StoreError::Api(other.to_string()),
-        }
-    }
-}
-
-/// The two KarmadaQuota API calls the batcher makes.
-pub trait QuotaStore: Send + Sync + 'static {
-    /// Read a quota (a quorum read: the newest version).
-    fn get<'a>(
-        &'a self,
-        namespace: &'a str,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>>;
-
-    /// Replace the status subresource of `quota` (its namespace, name and
-    /// `metadata.resourceVersion` set: a compare-and-swap); returns the stored object.
-    fn replace_status<'a>(
-        &'a self,
-        quota: &'a KarmadaQuota,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>>;
-}
-
-/// [`QuotaStore`] over the Kubernetes API.
-#[derive(Clone)]
-pub struct KubeQuotaStore {
-    client: kube::Client,
-}
-
-impl KubeQuotaStore {
-    /// A store that talks to the apiserver through `client`.
-    pub fn new(client: kube::Client) -> Self {
-        Self { client }
-    }
-}
-
-impl QuotaStore for KubeQuotaStore {
-    fn get<'a>(
-        &'a self,
-        namespace: &'a str,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
-        Box::pin(async move {
-            let api = kube::Api::<KarmadaQuota>::namespaced(self.client.clone(), namespace);
-            Ok(api.get(name).await?)
-        })
-    }
-
-    fn replace_status<'a>(
-        &'a self,
-        quota: &'a KarmadaQuota,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
-        Box::pin(async move {
-            let namespace = quota.metadata.namespace.as_deref().unwrap_or_default();
-            let name = quota.metadata.name.as_deref().unwrap_or_default();
-            let api = kube::Api::<KarmadaQuota>::namespaced(self.client.clone(), namespace);
-            Ok(api
-                .replace_status(name, &PostParams::default(), quota)
-                .await?)
-        })
-    }
-}
 
 /// Tuning of the batcher.
 #[derive(Clone, Debug)]
@@ -213,7 +123,7 @@ impl std::fmt::Debug for Batcher {
 }
 
 struct Inner {
-    store: Arc<dyn QuotaStore>,
+    store: Arc<dyn StatusStore>,
     cache: QuotaCache,
     metrics: Arc<Metrics>,
     config: BatcherConfig,
@@ -244,15 +154,20 @@ struct Slot {
     deadline: Instant,
     /// `None` once answered (or abandoned by its caller).
     reply: Option<oneshot::Sender<Result<Decision>>>,
-    /// Quotas whose status durably holds this request's entry.
-    durable: BTreeSet<String>,
-    /// Entries of the latest Allow.
-    allowed: Vec<(String, Reservation)>,
+    /// Quotas that still have to record this request's entry.
+    needed: BTreeSet<String>,
+    /// Entries written so far, with their quota: answered with an Allow, or rolled back.
+    written: Vec<(String, Reservation)>,
+    /// Entries that may have been written (the write's outcome is unknown: it timed out).
+    maybe_written: Vec<(String, Reservation)>,
+    /// The request ends refused or failed: its answer, sent after the writes of the batch.
+    failed: Option<Result<Decision>>,
 }
 
 impl Slot {
+    /// Still waiting for its quotas (not answered, not failed, caller still there).
     fn open(&self) -> bool {
-        self.reply.is_some()
+        self.failed.is_none() && self.reply.as_ref().is_some_and(|tx| !tx.is_closed())
     }
 
     fn answer(&mut self, result: Result<Decision>) {
@@ -261,13 +176,20 @@ impl Slot {
         }
     }
 
-    /// Allowed once every quota of its latest Allow is written.
-    fn answer_if_durable(&mut self) {
-        if self.allowed.iter().all(|(q, _)| self.durable.contains(q)) {
-            let entries = std::mem::take(&mut self.allowed);
-            self.answer(Ok(Decision::Allow(entries)));
+    /// Refused or failed at some quota; answered once the batch's writes are done.
+    fn fail(&mut self, result: Result<Decision>) {
+        if self.failed.is_none() {
+            self.failed = Some(result);
         }
     }
+}
+
+/// What the re-decision of one quota said about one request.
+enum Verdict {
+    /// Admitted; the entry to write (`None`: the quota no longer charges it anything).
+    Admit(Option<Reservation>),
+    /// Refused by this quota now.
+    Deny(Decision),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -277,7 +199,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Batcher {
     /// A batcher writing through `store`, reading quotas from `cache`.
     pub fn new(
-        store: Arc<dyn QuotaStore>,
+        store: Arc<dyn StatusStore>,
         cache: QuotaCache,
         metrics: Arc<Metrics>,
         config: BatcherConfig,
@@ -287,7 +209,7 @@ impl Batcher {
 
     /// Like [`Self::new`] with a custom clock (Unix seconds), for tests.
     pub fn with_clock(
-        store: Arc<dyn QuotaStore>,
+        store: Arc<dyn StatusStore>,
         cache: QuotaCache,
         metrics: Arc<Metrics>,
         config: BatcherConfig,
@@ -341,11 +263,6 @@ impl Batcher {
             &request.as_core(now, ttl_secs(c.reservation_ttl), c.max_reservations),
         ))
     }
-
-    /// The cache the batcher reads.
-    pub fn cache(&self) -> &QuotaCache {
-        &self.inner.cache
-    }
 }
 
 fn ttl_secs(ttl: Duration) -> i64 {
@@ -370,37 +287,6 @@ fn invalid_quota(namespace: &str, c: &CachedQuota) -> Error {
         name: c.name().to_owned(),
         errors: c.parsed.as_ref().err().cloned().unwrap_or_default(),
     }
-}
-
-/// `object` with `entries` upserted into `status.reservations` by (uid, generation), and
-/// lapsed entries (`expirationTime ≤ now`) dropped; the other entries are left exactly as
-/// they are. Lapsed entries count for nothing (core ignores them), and dropping them keeps
-/// the list within `--max-reservations` live entries even while no controller prunes —
-/// otherwise it could grow by that many per TTL toward etcd's object size limit.
-fn with_entries<'a>(
-    object: &KarmadaQuota,
-    entries: impl IntoIterator<Item = &'a Reservation>,
-    now: i64,
-) -> KarmadaQuota {
-    let mut q = object.clone();
-    // Not needed for a status replace (nil keeps the stored ones) and often large.
-    q.metadata.managed_fields = None;
-    let status = q.status.get_or_insert_with(Default::default);
-    status
-        .reservations
-        .retain(|r| r.expiration_time.0.as_second() > now);
-    for entry in entries {
-        let api = reservation_to_api(entry);
-        match status
-            .reservations
-            .iter_mut()
-            .find(|r| r.reserved_by.uid == api.reserved_by.uid && r.generation == api.generation)
-        {
-            Some(existing) => *existing = api,
-            None => status.reservations.push(api),
-        }
-    }
-    q
 }
 
 /// Whether our own copy is newer than the cache's: by resourceVersion when both are
@@ -513,162 +399,355 @@ impl Inner {
                 request: j.request,
                 deadline: j.deadline,
                 reply: Some(j.reply),
-                durable: BTreeSet::new(),
-                allowed: Vec::new(),
+                needed: BTreeSet::new(),
+                written: Vec::new(),
+                maybe_written: Vec::new(),
+                failed: None,
             })
             .collect();
-        let ttl = ttl_secs(self.config.reservation_ttl);
-        let max = self.config.max_reservations;
-        let mut gone = HashSet::new();
-        let mut last_conflict = String::new();
-        let mut exhausted = true;
-
-        for attempt in 1..=self.config.max_attempts.max(1) {
-            let started = Instant::now();
-            for s in &mut slots {
-                if s.reply.as_ref().is_some_and(oneshot::Sender::is_closed) {
-                    s.reply = None; // the caller gave up (timeout): nothing more to do
-                } else if s.deadline <= started {
-                    s.answer(Err(Error::Timeout));
-                }
+        let started = Instant::now();
+        for s in &mut slots {
+            if s.deadline <= started {
+                s.answer(Err(Error::Timeout));
             }
-            let open: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].open()).collect();
-            if open.is_empty() {
+        }
+
+        // 1–2: decide the batch against the newest copies.
+        let copies = self.newest_copies(namespace, &HashSet::new());
+        let mut states = match states(namespace, &copies) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%namespace, error = %e, "refusing ResourceBindings");
+                let bad = copies.iter().find(|c| c.parsed.is_err());
+                for s in &mut slots {
+                    s.answer(Err(bad
+                        .map_or(Error::WorkerGone(namespace.to_owned()), |c| {
+                            invalid_quota(namespace, c)
+                        })));
+                }
                 return;
             }
-            if attempt > 1 {
-                self.metrics.retries.inc();
+        };
+        let now = (self.clock)();
+        let (ttl, max) = (
+            ttl_secs(self.config.reservation_ttl),
+            self.config.max_reservations,
+        );
+        let open: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].open()).collect();
+        let decisions = {
+            let reqs: Vec<AdmissionRequest<'_>> = open
+                .iter()
+                .map(|&i| slots[i].request.as_core(now, ttl, max))
+                .collect();
+            decide_batch(&mut states, &reqs)
+        };
+        let mut quotas: BTreeSet<String> = BTreeSet::new();
+        for (&i, decision) in open.iter().zip(decisions) {
+            let slot = &mut slots[i];
+            match decision {
+                Decision::Deny(d) => slot.answer(Ok(Decision::Deny(d))),
+                Decision::Allow(entries) => {
+                    slot.needed = entries.into_iter().map(|(q, _)| q).collect();
+                    quotas.extend(slot.needed.iter().cloned());
+                }
             }
+        }
 
-            let copies = self.newest_copies(namespace, &gone);
-            let mut states = match states(namespace, &copies) {
+        // 3: per quota, in name order, record the entries of the requests still open.
+        for quota in quotas {
+            let Some(copy) = copies.iter().find(|c| c.name() == quota) else {
+                continue; // unreachable: decisions only name quotas of `copies`
+            };
+            let Ok(parsed) = copy.parsed.as_ref() else {
+                continue; // unreachable: `states` refused the batch
+            };
+            self.record(namespace, &quota, (*parsed.object).clone(), &mut slots)
+                .await;
+        }
+
+        // 4: answer. Admitted = every quota it needed holds its entry, and its caller is
+        // still waiting for the answer.
+        let mut undo: BTreeMap<String, Vec<Reservation>> = BTreeMap::new();
+        for s in &mut slots {
+            let Some(tx) = s.reply.take() else {
+                // Denied in the batch decision, or abandoned by a caller that timed out
+                // before its writes began: nothing of it was written.
+                continue;
+            };
+            let admitted = match s.failed.take() {
+                Some(result) => {
+                    let _ = tx.send(result);
+                    false
+                }
+                None if s.needed.is_empty() => {
+                    tx.send(Ok(Decision::Allow(s.written.clone()))).is_ok()
+                }
+                None => {
+                    // Every quota it needed was tried, so none can be left. Defensive.
+                    let _ = tx.send(Err(Error::WorkerGone(namespace.to_owned())));
+                    false
+                }
+            };
+            // 5: what was written for a request that did not end admitted (refused,
+            // failed, or its caller gone after a timeout) is rolled back.
+            if !admitted {
+                for (q, e) in s.written.drain(..).chain(s.maybe_written.drain(..)) {
+                    undo.entry(q).or_default().push(e);
+                }
+            }
+        }
+        for (quota, entries) in undo {
+            self.roll_back(namespace, &quota, &entries).await;
+        }
+    }
+
+    /// Record the entries of `slots` still open for `quota`: one compare-and-swap update
+    /// whose plan re-decides those requests against the object it is given (the copy the
+    /// batch was decided on first, a fresh read after a 409).
+    async fn record(&self, namespace: &str, quota: &str, base: KarmadaQuota, slots: &mut [Slot]) {
+        let live: Vec<usize> = (0..slots.len())
+            .filter(|&i| slots[i].open() && slots[i].needed.contains(quota))
+            .collect();
+        let Some(deadline) = live.iter().map(|&i| slots[i].deadline).max() else {
+            return;
+        };
+        let (ttl, max) = (
+            ttl_secs(self.config.reservation_ttl),
+            self.config.max_reservations,
+        );
+        // The entries of the last plan, readable even when the write times out.
+        let planned: Mutex<Vec<(usize, Reservation)>> = Mutex::default();
+        let plan = |object: &KarmadaQuota| {
+            lock(&planned).clear();
+            let state = match quota_state(object) {
                 Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(%namespace, error = %e, "refusing ResourceBindings");
-                    let bad = copies.iter().find(|c| c.parsed.is_err());
-                    for &i in &open {
-                        slots[i].answer(Err(bad
-                            .map_or(Error::WorkerGone(namespace.to_owned()), |c| {
-                                invalid_quota(namespace, c)
-                            })));
+                Err(errors) => {
+                    return (None, Err(errors));
+                }
+            };
+            let now = (self.clock)();
+            let reqs: Vec<AdmissionRequest<'_>> = live
+                .iter()
+                .map(|&i| slots[i].request.as_core(now, ttl, max))
+                .collect();
+            let verdicts: Vec<(usize, Verdict)> = live
+                .iter()
+                .zip(decide_batch(&mut [state], &reqs))
+                .map(|(&i, d)| match d {
+                    Decision::Allow(entries) => (
+                        i,
+                        Verdict::Admit(entries.into_iter().next().map(|(_, e)| e)),
+                    ),
+                    deny @ Decision::Deny(_) => (i, Verdict::Deny(deny)),
+                })
+                .collect();
+            for (i, v) in &verdicts {
+                if let Verdict::Admit(Some(e)) = v {
+                    lock(&planned).push((*i, e.clone()));
+                }
+            }
+            if lock(&planned).is_empty() {
+                return (None, Ok(verdicts));
+            }
+            let mut status = object.status.clone().unwrap_or_default();
+            entries::add(&mut status, lock(&planned).iter().map(|(_, e)| e));
+            (Some(status), Ok(verdicts))
+        };
+        let attempts = self.config.max_attempts;
+        let result = timeout_at(
+            deadline,
+            status::update(&*self.store, base, plan, || true, attempts),
+        )
+        .await;
+        let store_error = |source| Error::Store {
+            namespace: namespace.to_owned(),
+            name: quota.to_owned(),
+            source,
+        };
+        match result {
+            Ok(Ok(updated)) => {
+                for _ in 0..updated.conflicts {
+                    self.metrics.write("conflict");
+                    self.metrics.conflicts.inc();
+                    self.metrics.retries.inc();
+                }
+                let verdicts = match updated.plan {
+                    Ok(v) => v,
+                    Err(errors) => {
+                        let e = Error::InvalidQuota {
+                            namespace: namespace.to_owned(),
+                            name: quota.to_owned(),
+                            errors: errors
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                        };
+                        tracing::warn!(%namespace, %quota, error = %e, "refusing ResourceBindings");
+                        for &i in &live {
+                            slots[i].fail(Err(clone_error(&e)));
+                        }
+                        return;
                     }
+                };
+                match updated.outcome {
+                    Outcome::Written(object) => {
+                        self.metrics.write("ok");
+                        self.remember(namespace, *object);
+                    }
+                    Outcome::Gone => {
+                        // Deleted since the cache saw it: it no longer applies.
+                        self.metrics.write("not_found");
+                        self.forget(namespace, quota);
+                        for &i in &live {
+                            slots[i].needed.remove(quota);
+                        }
+                        return;
+                    }
+                    Outcome::Unchanged | Outcome::Stopped => {}
+                }
+                for (i, verdict) in verdicts {
+                    let slot = &mut slots[i];
+                    match verdict {
+                        Verdict::Admit(entry) => {
+                            slot.needed.remove(quota);
+                            if let Some(e) = entry {
+                                slot.written.push((quota.to_owned(), e));
+                            }
+                        }
+                        Verdict::Deny(d) => slot.fail(Ok(d)),
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                self.forget(namespace, quota);
+                for _ in 0..e.conflicts() {
+                    self.metrics.write("conflict");
+                    self.metrics.conflicts.inc();
+                }
+                let error = match e {
+                    UpdateError::Conflicts { attempts, .. } => Error::TooManyConflicts {
+                        namespace: namespace.to_owned(),
+                        name: quota.to_owned(),
+                        attempts,
+                    },
+                    UpdateError::Store { source, .. } => {
+                        self.metrics.write("error");
+                        tracing::warn!(%namespace, %quota, error = %source, "status write failed");
+                        store_error(source)
+                    }
+                };
+                for &i in &live {
+                    slots[i].fail(Err(clone_error(&error)));
+                }
+            }
+            Err(_elapsed) => {
+                self.metrics.write("timeout");
+                self.forget(namespace, quota);
+                for (i, e) in std::mem::take(&mut *lock(&planned)) {
+                    slots[i].maybe_written.push((quota.to_owned(), e));
+                }
+                for &i in &live {
+                    slots[i].fail(Err(Error::Timeout));
+                }
+            }
+        }
+    }
+
+    /// Remove `entries` (written for requests that did not end admitted) from `quota`,
+    /// best effort: what cannot be removed is left for the controller to expire.
+    async fn roll_back(&self, namespace: &str, quota: &str, entries: &[Reservation]) {
+        let copy = self
+            .newest_copies(namespace, &HashSet::new())
+            .into_iter()
+            .find(|c| c.name() == quota)
+            .and_then(|c| c.parsed.as_ref().ok().map(|p| (*p.object).clone()));
+        let base = match copy {
+            Some(object) => object,
+            None => match self.store.get(namespace, quota).await {
+                Ok(object) => object,
+                Err(_) => {
+                    self.metrics.rolled_back("failed", entries.len());
                     return;
                 }
-            };
-
-            let now = (self.clock)();
-            let decisions = {
-                let reqs: Vec<AdmissionRequest<'_>> = open
-                    .iter()
-                    .map(|&i| slots[i].request.as_core(now, ttl, max))
-                    .collect();
-                decide_batch(&mut states, &reqs)
-            };
-
-            // quota → (slot, entry) still to be written
-            let mut writes: BTreeMap<String, Vec<(usize, Reservation)>> = BTreeMap::new();
-            for (&i, decision) in open.iter().zip(decisions) {
-                let slot = &mut slots[i];
-                match decision {
-                    Decision::Deny(d) => slot.answer(Ok(Decision::Deny(d))),
-                    Decision::Allow(entries) => {
-                        for (q, e) in &entries {
-                            if !slot.durable.contains(q) {
-                                writes.entry(q.clone()).or_default().push((i, e.clone()));
-                            }
-                        }
-                        slot.allowed = entries;
-                        slot.answer_if_durable();
-                    }
+            },
+        };
+        let removed = AtomicUsize::new(0);
+        let plan = |object: &KarmadaQuota| {
+            let mut status = object.status.clone().unwrap_or_default();
+            let n = entries::roll_back(&mut status, entries);
+            removed.store(n, Ordering::Relaxed);
+            ((n > 0).then_some(status), ())
+        };
+        let within = self.config.reservation_ttl.min(ROLLBACK_TIMEOUT);
+        match tokio::time::timeout(
+            within,
+            status::update(&*self.store, base, plan, || true, self.config.max_attempts),
+        )
+        .await
+        {
+            Ok(Ok(updated)) => {
+                if let Outcome::Written(object) = updated.outcome {
+                    self.remember(namespace, *object);
                 }
+                self.metrics
+                    .rolled_back("ok", removed.load(Ordering::Relaxed));
+                self.metrics.rolled_back(
+                    "failed",
+                    entries
+                        .len()
+                        .saturating_sub(removed.load(Ordering::Relaxed)),
+                );
+                tracing::debug!(%namespace, %quota, removed = removed.load(Ordering::Relaxed), "rolled back reservations");
             }
-
-            let mut conflicted = false;
-            for (quota, entries) in writes {
-                let entries: Vec<(usize, Reservation)> = entries
-                    .into_iter()
-                    .filter(|(i, _)| slots[*i].open())
-                    .collect();
-                let Some(deadline) = entries.iter().map(|(i, _)| slots[*i].deadline).max() else {
-                    continue;
-                };
-                let Some(Ok(parsed)) = copies
-                    .iter()
-                    .find(|c| c.name() == quota)
-                    .map(|c| c.parsed.as_ref())
-                else {
-                    continue; // unreachable: decisions only name quotas of `copies`
-                };
-                let body = with_entries(&parsed.object, entries.iter().map(|(_, e)| e), now);
-                match timeout_at(deadline, self.store.replace_status(&body)).await {
-                    Ok(Ok(written)) => {
-                        self.metrics.write("ok");
-                        self.remember(namespace, written);
-                        for (i, _) in &entries {
-                            slots[*i].durable.insert(quota.clone());
-                            slots[*i].answer_if_durable();
-                        }
-                    }
-                    Ok(Err(StoreError::Conflict)) => {
-                        self.metrics.write("conflict");
-                        self.metrics.conflicts.inc();
-                        tracing::debug!(%namespace, %quota, attempt, "status write conflict; re-reading");
-                        match timeout_at(deadline, self.store.get(namespace, &quota)).await {
-                            Ok(Ok(fresh)) => self.remember(namespace, fresh),
-                            Ok(Err(StoreError::NotFound)) => {
-                                gone.insert(quota.clone());
-                            }
-                            Ok(Err(_)) | Err(_) => self.forget(namespace, &quota),
-                        }
-                        last_conflict = quota;
-                        conflicted = true;
-                        break;
-                    }
-                    Ok(Err(StoreError::NotFound)) => {
-                        // Deleted since the cache saw it: it no longer applies; decide again.
-                        self.metrics.write("not_found");
-                        self.forget(namespace, &quota);
-                        gone.insert(quota);
-                        conflicted = true;
-                        break;
-                    }
-                    Ok(Err(e)) => {
-                        self.metrics.write("error");
-                        self.forget(namespace, &quota);
-                        tracing::warn!(%namespace, %quota, error = %e, "status write failed");
-                        for (i, _) in &entries {
-                            slots[*i].answer(Err(Error::Store {
-                                namespace: namespace.to_owned(),
-                                name: quota.clone(),
-                                source: e.clone(),
-                            }));
-                        }
-                    }
-                    Err(_elapsed) => {
-                        self.metrics.write("timeout");
-                        self.forget(namespace, &quota);
-                        for (i, _) in &entries {
-                            slots[*i].answer(Err(Error::Timeout));
-                        }
-                    }
-                }
+            Ok(Err(e)) => {
+                self.forget(namespace, quota);
+                self.metrics.rolled_back("failed", entries.len());
+                tracing::warn!(%namespace, %quota, error = %e, entries = entries.len(), "could not roll back reservations; the controller will expire them");
             }
-            if !conflicted {
-                exhausted = false;
-                break;
+            Err(_) => {
+                self.forget(namespace, quota);
+                self.metrics.rolled_back("failed", entries.len());
+                tracing::warn!(%namespace, %quota, entries = entries.len(), "rolling back reservations timed out; the controller will expire them");
             }
         }
-        for s in slots.iter_mut().filter(|s| s.open()) {
-            s.answer(Err(if exhausted {
-                Error::TooManyConflicts {
-                    namespace: namespace.to_owned(),
-                    name: last_conflict.clone(),
-                    attempts: self.config.max_attempts,
-                }
-            } else {
-                // Every open request had its writes attempted; none can be left. Defensive.
-                Error::WorkerGone(namespace.to_owned())
-            }));
-        }
+    }
+}
+
+/// Longest a rollback may take (it delays the namespace's next batch).
+const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A copy of an error for each of the requests it fails.
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::TooManyConflicts {
+            namespace,
+            name,
+            attempts,
+        } => Error::TooManyConflicts {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            attempts: *attempts,
+        },
+        Error::Store {
+            namespace,
+            name,
+            source,
+        } => Error::Store {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source: source.clone(),
+        },
+        Error::InvalidQuota {
+            namespace,
+            name,
+            errors,
+        } => Error::InvalidQuota {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            errors: errors.clone(),
+        },
+        Error::Timeout => Error::Timeout,
+        other => Error::WorkerGone(other.to_string()),
     }
 }

@@ -146,7 +146,7 @@ async fn denied_by_one_quota_stays_denied_when_another_conflicts() {
     );
     assert!(s.is_allowed(), "{}", message(&s));
     assert_eq!(h.store.conflicts.load(Ordering::SeqCst), 1);
-    let entries = h.store.object("a-all").status.unwrap().reservations;
+    let entries = h.store.quota("a-all").status.unwrap().reservations;
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].reserved_by.name, "s");
     assert_eq!(h.store.entries("b-gold"), 0);
@@ -163,8 +163,9 @@ async fn a_request_is_allowed_only_after_all_its_quotas_are_written() {
     assert!(d.is_allowed(), "{}", message(&d));
     assert_eq!((h.store.entries("a"), h.store.entries("b")), (1, 1));
 
-    // "b" refuses every write: "a" gets its entry (left to expire), the request an error.
-    *h.store.fail_quota.lock().unwrap() = Some("b".to_owned());
+    // "b" refuses every write: the request gets an error, and the entry "a" got for it is
+    // rolled back (it would pin usage until it expired).
+    h.store.fail_quota(Some("b"));
     let err = h
         .state
         .batcher
@@ -179,7 +180,73 @@ async fn a_request_is_allowed_only_after_all_its_quotas_are_written() {
         err.to_string().starts_with("KarmadaQuota team-a/b:"),
         "{err}"
     );
-    assert_eq!((h.store.entries("a"), h.store.entries("b")), (2, 1));
+    assert_eq!((h.store.entries("a"), h.store.entries("b")), (1, 1));
+    assert_eq!(rollbacks(&h, "ok"), 1);
+    assert_eq!(rollbacks(&h, "failed"), 0);
+}
+
+fn rollbacks(h: &Harness, result: &'static str) -> u64 {
+    h.state
+        .metrics
+        .rollbacks
+        .get_or_create(&crate::metrics::WriteLabels { result })
+        .get()
+}
+
+#[tokio::test]
+async fn refused_by_the_second_quota_after_a_conflict_leaves_nothing_in_the_first() {
+    // Both fit when the batch is decided; "a" is written; meanwhile the controller records
+    // "b" as full, so b's write conflicts and the re-decision refuses. a's entry must go,
+    // or it would pin 1 cpu (and cause false denials) until the controller expires it.
+    let a = mk_quota("a", &[("requests.cpu", "10")], &[("requests.cpu", "0")]);
+    let b = mk_quota("b", &[("pods", "10")], &[("pods", "0")]);
+    let h = Harness::new(&[a, b]);
+    h.store.intrude_on(NS, "b", |q| {
+        q.status.as_mut().unwrap().used = list(&[("pods", "10")]);
+    });
+    let d = submit(&h, request("web", 1, "1", "")).await;
+    assert_eq!(
+        message(&d),
+        "exceeded quota: b, requested: pods=1, used: pods=10, limited: pods=10"
+    );
+    assert_eq!((h.store.entries("a"), h.store.entries("b")), (0, 0));
+    assert_eq!(h.store.effective("a").to_string(), "requests.cpu=0");
+    assert_eq!(rollbacks(&h, "ok"), 1);
+    // a was written twice: the entry, then its rollback.
+    assert_eq!(h.store.written(NS, "a").len(), 2);
+}
+
+#[tokio::test]
+async fn a_write_that_times_out_is_rolled_back_everywhere() {
+    let a = mk_quota("a", &[("requests.cpu", "10")], &[("requests.cpu", "0")]);
+    let b = mk_quota("b", &[("pods", "10")], &[("pods", "0")]);
+    let h = Harness::new(&[a, b]);
+    // b's write hangs past the request's deadline: it may or may not have landed.
+    h.store.hang_quota(Some("b"));
+    let err = h
+        .state
+        .batcher
+        .submit(
+            request("web", 1, "1", ""),
+            Instant::now() + Duration::from_millis(300),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.metric_label(), "timeout");
+    h.store.hang_quota(None);
+    // The rollback runs right after the answer, before the namespace's next batch.
+    let d = submit(&h, request("next", 1, "1", "")).await;
+    assert!(d.is_allowed(), "{}", message(&d));
+    let uids: Vec<String> = h
+        .store
+        .quota("a")
+        .status
+        .unwrap()
+        .reservations
+        .into_iter()
+        .map(|r| r.reserved_by.uid)
+        .collect();
+    assert_eq!(uids, ["uid-next"]);
 }
 
 #[tokio::test]
@@ -213,7 +280,7 @@ async fn fifty_against_twenty(conflict_every: usize) {
         &[("requests.cpu", "20")],
         &[("requests.cpu", "0")],
     )]);
-    *h.store.write_latency.lock().unwrap() = Duration::from_millis(5);
+    h.store.set_write_latency(Duration::from_millis(5));
     h.store
         .conflict_every
         .store(conflict_every, Ordering::SeqCst);
@@ -273,7 +340,7 @@ async fn batching_writes_fewer_times_than_requests() {
         &[("requests.cpu", "1000")],
         &[("requests.cpu", "0")],
     )]);
-    *h.store.write_latency.lock().unwrap() = Duration::from_millis(5);
+    h.store.set_write_latency(Duration::from_millis(5));
     let decisions =
         join_all((0..100).map(|i| submit(&h, request(&format!("rb-{i}"), 1, "1", "")))).await;
     assert!(decisions.iter().all(Decision::is_allowed));
@@ -289,13 +356,13 @@ async fn a_quota_deleted_meanwhile_no_longer_applies() {
         &[("requests.cpu", "1")],
         &[("requests.cpu", "0")],
     )]);
-    h.store.objects.lock().unwrap().clear();
+    h.store.delete(NS, "gone");
     let d = submit(&h, request("web", 1, "1", "")).await;
     assert!(d.is_allowed(), "{}", message(&d));
 }
 
 #[tokio::test]
-async fn a_write_drops_lapsed_entries_and_keeps_live_ones() {
+async fn a_write_keeps_expired_entries_only_the_controller_removes_them() {
     use karmada_quota_crds::convert::unix_to_time;
     use karmada_quota_crds::quota::{Reservation, ReservedBy};
     let entry = |uid: &str, expires: i64| Reservation {
@@ -314,19 +381,21 @@ async fn a_write_drops_lapsed_entries_and_keeps_live_ones() {
         &[("requests.cpu", "10")],
         &[("requests.cpu", "0")],
     );
-    // With no controller pruning, a lapsed entry would otherwise stay for good.
+    // The controller is down: an expired entry still counts (its binding may exist and not
+    // be in used yet), so the webhook keeps it.
     q.status.as_mut().unwrap().reservations = vec![entry("lapsed", NOW), entry("live", NOW + 60)];
     let h = Harness::new(&[q]);
     let d = submit(&h, request("web", 1, "1", "")).await;
     assert!(d.is_allowed(), "{d:?}");
     let uids: Vec<String> = h
         .store
-        .object("compute")
+        .quota("compute")
         .status
         .unwrap()
         .reservations
         .into_iter()
         .map(|r| r.reserved_by.uid)
         .collect();
-    assert_eq!(uids, ["live", "uid-web"]);
+    assert_eq!(uids, ["lapsed", "live", "uid-web"]);
+    assert_eq!(h.store.effective("compute").to_string(), "requests.cpu=3");
 }

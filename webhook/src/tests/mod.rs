@@ -1,18 +1,15 @@
-//! Tests: fixtures, an in-memory [`FakeStore`], router tests (AdmissionReview JSON →
+//! Tests: fixtures over the shared in-memory `FakeStore`, router tests (AdmissionReview JSON →
 //! `app().oneshot()`) and batcher tests (conflicts, concurrency).
 
 mod batcher;
 mod router;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karmada_quota_core::ResourceList;
@@ -27,7 +24,9 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::cache::{CachedQuota, QuotaCache};
-use crate::reserve::{Batcher, BatcherConfig, QuotaStore, StoreError};
+use karmada_quota_status::fake::FakeStore;
+
+use crate::reserve::{Batcher, BatcherConfig};
 use crate::{AppState, Metrics, Settings, app};
 
 pub const NS: &str = "team-a";
@@ -76,128 +75,28 @@ pub fn scoped(mut q: KarmadaQuota, classes: &[&str]) -> KarmadaQuota {
     q
 }
 
-/// A concurrent writer's change, applied to the stored object before the next write.
-type Intrusion = Box<dyn FnOnce(&mut KarmadaQuota) + Send>;
-
-/// In-memory [`QuotaStore`] with Kubernetes' resourceVersion semantics.
-#[derive(Default)]
-pub struct FakeStore {
-    objects: Mutex<HashMap<(String, String), KarmadaQuota>>,
-    rv: AtomicUsize,
-    pub writes: AtomicUsize,
-    pub gets: AtomicUsize,
-    pub conflicts: AtomicUsize,
-    /// Applied (one per write, in order) to the stored object right before a write is
-    /// checked: another writer got there first, so that write conflicts.
-    intrusions: Mutex<VecDeque<Intrusion>>,
-    /// Every write fails with an API error.
-    pub fail: AtomicBool,
-    /// Writes of this quota fail with an API error.
-    pub fail_quota: Mutex<Option<String>>,
-    /// Every n-th write call (1st, n+1-th, …) finds that another writer got there first.
-    pub conflict_every: AtomicUsize,
-    calls: AtomicUsize,
-    /// Writes never complete.
-    pub hang: AtomicBool,
-    /// Latency of each write (lets requests pile up into batches).
-    pub write_latency: Mutex<Duration>,
+/// What the tests read from the shared in-memory store, in the test namespace.
+pub trait Stored {
+    /// The stored quota `name`.
+    fn quota(&self, name: &str) -> KarmadaQuota;
+    /// Effective usage (used + Σ entries) of a stored quota, by core's ledger.
+    fn effective(&self, name: &str) -> ResourceList;
+    /// How many entries the stored quota holds.
+    fn entries(&self, name: &str) -> usize;
 }
 
-impl FakeStore {
-    pub fn with(quotas: &[KarmadaQuota]) -> Arc<Self> {
-        let s = Self::default();
-        s.rv.store(100, Ordering::SeqCst);
-        for q in quotas {
-            s.objects
-                .lock()
-                .unwrap()
-                .insert((NS.to_owned(), q.metadata.name.clone().unwrap()), q.clone());
-        }
-        Arc::new(s)
+impl Stored for FakeStore {
+    fn quota(&self, name: &str) -> KarmadaQuota {
+        self.object(NS, name)
     }
 
-    pub fn object(&self, name: &str) -> KarmadaQuota {
-        self.objects.lock().unwrap()[&(NS.to_owned(), name.to_owned())].clone()
+    fn effective(&self, name: &str) -> ResourceList {
+        let st = quota_state(&self.quota(name)).unwrap();
+        effective_usage(&st.used.unwrap_or_default(), &st.reservations, None)
     }
 
-    /// Queue a concurrent write (see [`FakeStore::intrusions`]).
-    pub fn intrude(&self, f: impl FnOnce(&mut KarmadaQuota) + Send + 'static) {
-        self.intrusions.lock().unwrap().push_back(Box::new(f));
-    }
-
-    fn next_rv(&self) -> String {
-        (self.rv.fetch_add(1, Ordering::SeqCst) + 1).to_string()
-    }
-
-    /// Effective usage (used + Σ live entries) of a stored quota, by core's ledger.
-    pub fn effective(&self, name: &str) -> ResourceList {
-        let st = quota_state(&self.object(name)).unwrap();
-        effective_usage(&st.used.unwrap_or_default(), &st.reservations, NOW, None)
-    }
-
-    pub fn entries(&self, name: &str) -> usize {
-        self.object(name).status.map_or(0, |s| s.reservations.len())
-    }
-}
-
-impl QuotaStore for FakeStore {
-    fn get<'a>(
-        &'a self,
-        namespace: &'a str,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
-        Box::pin(async move {
-            self.gets.fetch_add(1, Ordering::SeqCst);
-            self.objects
-                .lock()
-                .unwrap()
-                .get(&(namespace.to_owned(), name.to_owned()))
-                .cloned()
-                .ok_or(StoreError::NotFound)
-        })
-    }
-
-    fn replace_status<'a>(
-        &'a self,
-        quota: &'a KarmadaQuota,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
-        Box::pin(async move {
-            let latency = *self.write_latency.lock().unwrap();
-            if !latency.is_zero() {
-                tokio::time::sleep(latency).await;
-            }
-            if self.hang.load(Ordering::SeqCst) {
-                std::future::pending::<()>().await;
-            }
-            let failing = self.fail_quota.lock().unwrap().clone();
-            if self.fail.load(Ordering::SeqCst) || failing == quota.metadata.name {
-                return Err(StoreError::Api("etcdserver: request timed out".to_owned()));
-            }
-            let key = (
-                quota.metadata.namespace.clone().unwrap_or_default(),
-                quota.metadata.name.clone().unwrap_or_default(),
-            );
-            let call = self.calls.fetch_add(1, Ordering::SeqCst);
-            let every = self.conflict_every.load(Ordering::SeqCst);
-            let intrusion = self.intrusions.lock().unwrap().pop_front().or_else(|| {
-                (every > 0 && call.is_multiple_of(every))
-                    .then(|| Box::new(|_: &mut KarmadaQuota| {}) as Intrusion)
-            });
-            let mut objects = self.objects.lock().unwrap();
-            let stored = objects.get_mut(&key).ok_or(StoreError::NotFound)?;
-            if let Some(f) = intrusion {
-                f(stored);
-                stored.metadata.resource_version = Some(self.next_rv());
-            }
-            if stored.metadata.resource_version != quota.metadata.resource_version {
-                self.conflicts.fetch_add(1, Ordering::SeqCst);
-                return Err(StoreError::Conflict);
-            }
-            self.writes.fetch_add(1, Ordering::SeqCst);
-            stored.status = quota.status.clone();
-            stored.metadata.resource_version = Some(self.next_rv());
-            Ok(stored.clone())
-        })
+    fn entries(&self, name: &str) -> usize {
+        self.quota(name).status.map_or(0, |s| s.reservations.len())
     }
 }
 

@@ -28,7 +28,7 @@ async fn allows_fitting_create_and_records_one_entry() {
     assert_eq!(resp["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
     assert!(verdict(&resp).0, "{resp}");
     assert_eq!(h.store.writes.load(Ordering::SeqCst), 1);
-    let status = h.store.object("compute").status.unwrap();
+    let status = h.store.quota("compute").status.unwrap();
     assert_eq!(status.reservations.len(), 1);
     let entry = &status.reservations[0];
     assert_eq!(entry.reserved_by.uid, "uid-web");

@@ -1,0 +1,208 @@
+//! An in-memory [`StatusStore`] with the apiserver's resourceVersion semantics and fault
+//! injection: the one fake the webhook's and the controller's tests write against.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+
+use crate::store::{StatusStore, StoreError};
+
+/// A change another writer makes to the stored object right before a write is checked.
+pub type Intrusion = Box<dyn FnOnce(&mut KarmadaQuota) + Send>;
+
+/// The error message of an injected API failure.
+pub const INJECTED_FAILURE: &str = "etcdserver: request timed out";
+
+type Key = (String, String);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn key_of(q: &KarmadaQuota) -> Key {
+    (
+        q.metadata.namespace.clone().unwrap_or_default(),
+        q.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// In-memory quotas keyed by (namespace, name). Every successful status write bumps the
+/// resourceVersion; a write whose resourceVersion is not the stored one conflicts.
+#[derive(Default)]
+pub struct FakeStore {
+    objects: Mutex<BTreeMap<Key, KarmadaQuota>>,
+    rv: AtomicUsize,
+    /// Successful status writes.
+    pub writes: AtomicUsize,
+    /// GET calls.
+    pub gets: AtomicUsize,
+    /// Writes refused with 409.
+    pub conflicts: AtomicUsize,
+    /// Every status written, in order.
+    written: Mutex<Vec<(Key, KarmadaQuotaStatus)>>,
+    /// Applied (one per write call, in order; a targeted one only to a write of its
+    /// quota) to the stored object right before the write is checked: another writer got
+    /// there first, so that write conflicts.
+    intrusions: Mutex<VecDeque<(Option<Key>, Intrusion)>>,
+    /// Every write fails with an API error.
+    pub fail: AtomicBool,
+    /// Writes of quotas with this name fail with an API error.
+    fail_quota: Mutex<Option<String>>,
+    /// Every n-th write call (1st, n+1-th, …) finds that another writer got there first.
+    pub conflict_every: AtomicUsize,
+    calls: AtomicUsize,
+    /// Writes never complete.
+    pub hang: AtomicBool,
+    /// Writes of quotas with this name never complete.
+    hang_quota: Mutex<Option<String>>,
+    /// Latency of each write (lets requests pile up into batches).
+    write_latency: Mutex<Duration>,
+}
+
+impl FakeStore {
+    /// A store holding `quotas` as they are (each with its namespace and name set; a
+    /// resourceVersion below 100 if any, so later versions are newer).
+    pub fn with(quotas: &[KarmadaQuota]) -> Arc<Self> {
+        let s = Self::default();
+        s.rv.store(100, Ordering::SeqCst);
+        for q in quotas {
+            lock(&s.objects).insert(key_of(q), q.clone());
+        }
+        Arc::new(s)
+    }
+
+    /// Store `q` as is (a create or an out-of-band replace), with a new resourceVersion.
+    pub fn put(&self, mut q: KarmadaQuota) {
+        q.metadata.resource_version = Some(self.next_rv());
+        lock(&self.objects).insert(key_of(&q), q);
+    }
+
+    /// Delete a quota.
+    pub fn delete(&self, namespace: &str, name: &str) {
+        lock(&self.objects).remove(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    /// The stored object. Panics when it is absent (a test bug).
+    pub fn object(&self, namespace: &str, name: &str) -> KarmadaQuota {
+        lock(&self.objects)
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+            .unwrap_or_else(|| panic!("no quota {namespace}/{name} in the fake store"))
+    }
+
+    /// Every status written so far for `namespace/name`, in order.
+    pub fn written(&self, namespace: &str, name: &str) -> Vec<KarmadaQuotaStatus> {
+        lock(&self.written)
+            .iter()
+            .filter(|(k, _)| k.0 == namespace && k.1 == name)
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+
+    /// Queue a concurrent write before the next write call (see the `intrusions` field).
+    pub fn intrude(&self, f: impl FnOnce(&mut KarmadaQuota) + Send + 'static) {
+        lock(&self.intrusions).push_back((None, Box::new(f)));
+    }
+
+    /// Queue a concurrent write before the next write of `namespace/name`.
+    pub fn intrude_on(
+        &self,
+        namespace: &str,
+        name: &str,
+        f: impl FnOnce(&mut KarmadaQuota) + Send + 'static,
+    ) {
+        let key = (namespace.to_owned(), name.to_owned());
+        lock(&self.intrusions).push_back((Some(key), Box::new(f)));
+    }
+
+    /// Make writes of quotas named `name` fail (`None`: none).
+    pub fn fail_quota(&self, name: Option<&str>) {
+        *lock(&self.fail_quota) = name.map(str::to_owned);
+    }
+
+    /// Make writes of quotas named `name` never complete (`None`: none).
+    pub fn hang_quota(&self, name: Option<&str>) {
+        *lock(&self.hang_quota) = name.map(str::to_owned);
+    }
+
+    /// Delay every write by `latency`.
+    pub fn set_write_latency(&self, latency: Duration) {
+        *lock(&self.write_latency) = latency;
+    }
+
+    fn next_rv(&self) -> String {
+        (self.rv.fetch_add(1, Ordering::SeqCst) + 1).to_string()
+    }
+}
+
+impl StatusStore for FakeStore {
+    fn get<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
+        Box::pin(async move {
+            self.gets.fetch_add(1, Ordering::SeqCst);
+            lock(&self.objects)
+                .get(&(namespace.to_owned(), name.to_owned()))
+                .cloned()
+                .ok_or(StoreError::NotFound)
+        })
+    }
+
+    fn replace_status<'a>(
+        &'a self,
+        quota: &'a KarmadaQuota,
+    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
+        Box::pin(async move {
+            let latency = *lock(&self.write_latency);
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            let hanging = lock(&self.hang_quota).clone();
+            if self.hang.load(Ordering::SeqCst)
+                || (hanging.is_some() && hanging == quota.metadata.name)
+            {
+                std::future::pending::<()>().await;
+            }
+            let failing = lock(&self.fail_quota).clone();
+            if self.fail.load(Ordering::SeqCst) || failing == quota.metadata.name {
+                return Err(StoreError::Api(INJECTED_FAILURE.to_owned()));
+            }
+            let key = key_of(quota);
+            let call = self.calls.fetch_add(1, Ordering::SeqCst);
+            let every = self.conflict_every.load(Ordering::SeqCst);
+            let intrusion = {
+                let mut queue = lock(&self.intrusions);
+                queue
+                    .iter()
+                    .position(|(k, _)| k.as_ref().is_none_or(|k| *k == key))
+                    .and_then(|i| queue.remove(i))
+                    .map(|(_, f)| f)
+            }
+            .or_else(|| {
+                (every > 0 && call.is_multiple_of(every))
+                    .then(|| Box::new(|_: &mut KarmadaQuota| {}) as Intrusion)
+            });
+            let mut objects = lock(&self.objects);
+            let stored = objects.get_mut(&key).ok_or(StoreError::NotFound)?;
+            if let Some(f) = intrusion {
+                f(stored);
+                stored.metadata.resource_version = Some(self.next_rv());
+            }
+            if stored.metadata.resource_version != quota.metadata.resource_version {
+                self.conflicts.fetch_add(1, Ordering::SeqCst);
+                return Err(StoreError::Conflict);
+            }
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            stored.status = quota.status.clone();
+            stored.metadata.resource_version = Some(self.next_rv());
+            lock(&self.written).push((key, quota.status.clone().unwrap_or_default()));
+            Ok(stored.clone())
+        })
+    }
+}

@@ -1,0 +1,34 @@
+//! The one way to read and write a KarmadaQuota's status, shared by the webhook and the
+//! controller (see docs/architecture.md for where it sits).
+//!
+//! ```text
+//!  caller (webhook batch / controller reconcile)
+//!     │ update(store, base, plan, may_write, attempts)
+//!     ▼
+//!  plan(&object) ─► None: nothing to write ─► Unchanged
+//!     │ Some(status)
+//!     ├─ may_write()? no ─► Stopped
+//!     │ store.replace_status(object with status, resourceVersion = base's)  (compare-and-swap)
+//!     ├─ 200 ─► Written(returned object)
+//!     ├─ 404 ─► Gone
+//!     └─ 409 ─► store.get → plan again from the fresh object (what others wrote survives)
+//! ```
+//!
+//! - [`store`]: the two API calls ([`StatusStore`]) over the Kubernetes API.
+//! - [`update`]: the compare-and-swap loop with conflict retry.
+//! - [`entries`]: what each writer may do to `status.reservations` — the webhook adds
+//!   (and rolls back its own), only the controller removes (the reservation lifetime rule).
+//! - Parsing a stored status is `karmada_quota_crds::convert::parse_status` (re-exported
+//!   here), one parse for both binaries.
+//! - `fake` (feature `fake`): an in-memory store with the apiserver's resourceVersion
+//!   semantics and fault injection, the one fake both binaries test against.
+
+pub mod entries;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+pub mod store;
+pub mod update;
+
+pub use karmada_quota_crds::convert::{StoredStatus, parse_status, quota_state};
+pub use store::{KubeStore, StatusStore, StoreError};
+pub use update::{Outcome, UpdateError, Updated, update};
