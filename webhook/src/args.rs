@@ -11,7 +11,7 @@ use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs};
 /// Serves `POST /validate/resourcebinding` and `POST /validate/karmadaquota` over HTTPS,
 /// and `/metrics`, `/livez`, `/readyz` over plain HTTP on the admin address.
 #[derive(Clone, Debug, clap::Parser)]
-#[command(name = "karmada-quota-webhook", version, about, long_about = None)]
+#[command(name = "karmada-quota-webhook", version, about, long_about = None, args_override_self = true)]
 pub struct Args {
     /// HTTPS address for admission reviews.
     #[arg(long, env = "KQ_LISTEN", default_value = "0.0.0.0:9443")]
