@@ -1,0 +1,319 @@
+//! Reservations under faults, against a real apiserver: an outage of the controller never
+//! lets a quota be over-committed, and a request that ends refused leaves no entry behind.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use axum::Json;
+use axum::routing::post;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use karmada_quota_e2e::controller::{Controller, wait_quota};
+use karmada_quota_e2e::webhook::{
+    Outcome, Rb, Registration, Webhook, WebhookBuilder, WebhookTls, create, expect_admitted,
+    metric_sum, quota, quota_usage, seed_used, wait_until_status_seen,
+};
+use karmada_quota_e2e::{Env, TestNs, accepts, free_port, wait_for};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::{Value, json};
+
+fn step(s: &str) {
+    eprintln!("{s}");
+}
+
+/// One namespace routed to one webhook started by `builder`.
+struct Setup {
+    env: &'static Env,
+    client: Client,
+    ns: TestNs,
+    webhook: Webhook,
+    registration: Registration,
+}
+
+impl Setup {
+    async fn new(test: &str, builder: WebhookBuilder) -> Result<Setup> {
+        let env = Env::get().await?;
+        let client = env.client()?;
+        let ns = TestNs::new(&client, test).await?;
+        let webhook = builder.start(env).await?;
+        let registration =
+            Registration::register(&client, &webhook.url(), &[ns.name()], &[&webhook]).await?;
+        step(&format!(
+            "[Setup] webhook {} registered for {}",
+            webhook.url(),
+            ns.name()
+        ));
+        Ok(Setup {
+            env,
+            client,
+            ns,
+            webhook,
+            registration,
+        })
+    }
+
+    fn ns(&self) -> &str {
+        self.ns.name()
+    }
+
+    async fn teardown(self) -> Result<()> {
+        self.registration.cleanup().await?;
+        self.ns.delete(&self.client).await?;
+        drop(self.webhook);
+        Ok(())
+    }
+}
+
+/// Creates a quota and seeds `status.used` to zero for each of its hard names (what the
+/// controller writes when it first syncs an empty namespace).
+async fn synced_quota(c: &Client, ns: &str, name: &str, hard: &[(&str, &str)]) -> Result<()> {
+    accepts(c, &quota(ns, name, hard)).await?;
+    let zeros: Vec<(&str, &str)> = hard.iter().map(|(k, _)| (*k, "0")).collect();
+    seed_used(c, ns, name, &zeros).await?;
+    Ok(())
+}
+
+fn is_quota_denial(outcome: &Outcome) -> bool {
+    matches!(outcome, Err(s) if s.code == 403 && s.message.contains("exceeded quota: q,"))
+}
+
+/// The controller is stopped, entries live 2 s, and 8 one-cpu bindings are created one every
+/// 0.6 s against a 3-cpu quota — longer than the TTL, so the first entries have expired when
+/// the last requests arrive. An expired entry still counts until the controller removes
+/// it: exactly 3 are admitted. Once the controller starts, `used` is 3 and the entries are
+/// gone (observed ones folded into used).
+#[tokio::test]
+async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
+    let s = Setup::new(
+        "controller_outage",
+        Webhook::builder().arg("--reservation-ttl=2s"),
+    )
+    .await?;
+    let (c, ns) = (&s.client, s.ns());
+
+    step("[Create] KarmadaQuota q: requests.cpu=3; status.used seeded to zero, no controller");
+    synced_quota(c, ns, "q", &[("requests.cpu", "3")]).await?;
+    let one = |name: &str| Rb::deployment(name, 1).request("cpu", "1").json(ns);
+    wait_until_status_seen(c, &one("probe")).await?;
+
+    step("[Create] rb-1..rb-8, 1 cpu each, one every 600 ms (4.2 s > the 2 s TTL)");
+    let (mut admitted, mut denied) = (Vec::new(), 0);
+    for i in 1..=8 {
+        let name = format!("rb-{i}");
+        let outcome = create(c, &one(&name)).await?;
+        if is_quota_denial(&outcome) {
+            denied += 1;
+        } else {
+            expect_admitted(outcome).with_context(|| format!("creating {name}"))?;
+            admitted.push(name);
+        }
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+    step(&format!("[Result] admitted {admitted:?}, {denied} denied by quota"));
+    ensure!(
+        admitted == ["rb-1", "rb-2", "rb-3"] && denied == 5,
+        "expected exactly rb-1..rb-3 admitted and 5 quota denials, got {admitted:?} and {denied}"
+    );
+    let usage = quota_usage(c, ns, "q").await?;
+    ensure!(
+        usage.reservations.len() == 3,
+        "the webhook must keep expired entries: {:?}",
+        usage.reservations
+    );
+    ensure!(
+        usage.effective.to_string() == "requests.cpu=3",
+        "effective usage {}",
+        usage.effective
+    );
+
+    step("[Start] the controller: used becomes 3 and every entry is gone");
+    let ctl = Controller::builder()
+        .namespace(ns)
+        .clusters_from_api(false)
+        .start(s.env)
+        .await?;
+    wait_quota(
+        c,
+        ns,
+        "q",
+        "used requests.cpu=3 and no reservations",
+        Duration::from_secs(30),
+        |q| {
+            q.status.as_ref().is_some_and(|st| {
+                st.used.get("requests.cpu").is_some_and(|v| v.0 == "3")
+                    && st.reservations.is_empty()
+            })
+        },
+    )
+    .await?;
+
+    step("[Create] rb-9 still does not fit");
+    let outcome = create(c, &one("rb-9")).await?;
+    ensure!(is_quota_denial(&outcome), "rb-9: {outcome:?}");
+
+    drop(ctl);
+    s.teardown().await
+}
+
+// ---------------------------------------------------------------------------------------
+// A status writer that refuses: an admission webhook on karmadaquotas/status
+// ---------------------------------------------------------------------------------------
+
+/// Label that routes a quota's status updates to [`StatusRefuser`].
+const REFUSE_LABEL: &str = "e2e.karmada-quota/refuse-status";
+/// The refusal's message.
+const REFUSAL: &str = "status writes of this quota are refused by the e2e test";
+
+/// An HTTPS admission webhook (the process's test certificate) that refuses every review,
+/// registered for UPDATEs of `karmadaquotas/status` of the objects labelled
+/// `REFUSE_LABEL=<id>`: it makes one quota's status write fail while the others succeed.
+struct StatusRefuser {
+    name: String,
+    client: Client,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl StatusRefuser {
+    async fn start(client: &Client, env: &Env, id: &str) -> Result<StatusRefuser> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let tls = WebhookTls::get(env).await?;
+        let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+            .await
+            .context("loading the test certificate")?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let app = axum::Router::new().route(
+            "/refuse",
+            post(|Json(review): Json<Value>| async move {
+                let uid = review["request"]["uid"].clone();
+                Json(json!({
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "response": {
+                        "uid": uid,
+                        "allowed": false,
+                        "status": {"code": 403, "reason": "Forbidden", "message": REFUSAL},
+                    },
+                }))
+            }),
+        );
+        let server = tokio::spawn(async move {
+            let _ = axum_server::bind_rustls(addr, config)
+                .serve(app.into_make_service())
+                .await;
+        });
+        let name = format!("kq-e2e-refuse-{id}");
+        let vwc: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "refuse-status.e2e.karmada-quota.io",
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {
+                    "url": format!("https://{addr}/refuse"),
+                    "caBundle": tls.ca_bundle,
+                },
+                "rules": [{
+                    "apiGroups": ["quota.karmada.io"],
+                    "apiVersions": ["v1alpha1"],
+                    "operations": ["UPDATE"],
+                    "resources": ["karmadaquotas/status"],
+                    "scope": "Namespaced",
+                }],
+                "objectSelector": {"matchLabels": {REFUSE_LABEL: id}},
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "timeoutSeconds": 3,
+            }],
+        }))?;
+        Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .create(&PostParams::default(), &vwc)
+            .await
+            .with_context(|| format!("creating ValidatingWebhookConfiguration {name}"))?;
+        Ok(StatusRefuser {
+            name,
+            client: client.clone(),
+            server,
+        })
+    }
+
+    async fn stop(self) -> Result<()> {
+        Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            .with_context(|| format!("deleting {}", self.name))?;
+        self.server.abort();
+        Ok(())
+    }
+}
+
+/// A binding checked against two quotas: the first ("a-cpu", by name) records its entry,
+/// the second ("b-pods") refuses the status write. The request fails, and the entry in
+/// a-cpu is rolled back — left there, it would pin 1 cpu (and cause false denials) until
+/// a controller expired it.
+#[tokio::test]
+async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> Result<()> {
+    let s = Setup::new("refused_second_quota", Webhook::builder()).await?;
+    let (c, ns) = (&s.client, s.ns());
+
+    step("[Create] KarmadaQuota a-cpu: requests.cpu=2; b-pods: pods=10 (both synced)");
+    synced_quota(c, ns, "a-cpu", &[("requests.cpu", "2")]).await?;
+    synced_quota(c, ns, "b-pods", &[("pods", "10")]).await?;
+    let one = |name: &str| Rb::deployment(name, 1).request("cpu", "1").json(ns);
+    wait_until_status_seen(c, &one("probe")).await?;
+
+    step("[Setup] an admission webhook refuses every status write of b-pods");
+    let refuser = StatusRefuser::start(c, s.env, ns).await?;
+    Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), ns)
+        .patch(
+            "b-pods",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {REFUSE_LABEL: ns}}})),
+        )
+        .await
+        .context("labelling b-pods")?;
+    wait_for(
+        "the apiserver routes b-pods' status writes to the refuser",
+        Duration::from_secs(20),
+        || async {
+            match seed_used(c, ns, "b-pods", &[("pods", "0")]).await {
+                Err(e) if format!("{e:#}").contains(REFUSAL) => Some(()),
+                _ => None,
+            }
+        },
+    )
+    .await?;
+
+    step("[Create] rb-1 (1 × 1 cpu): a-cpu records it, b-pods refuses → request fails");
+    let outcome = create(c, &one("rb-1")).await?;
+    match &outcome {
+        Err(status) => ensure!(
+            status.code == 500 && status.message.contains(&format!("KarmadaQuota {ns}/b-pods")),
+            "rb-1 was refused, but not for b-pods' write: {status:?}"
+        ),
+        Ok(_) => bail!("rb-1 was admitted although b-pods could not record it"),
+    }
+
+    step("[Get] a-cpu holds no entry (rolled back); the rollback is counted");
+    wait_for(
+        "a-cpu's entry for rb-1 is rolled back",
+        Duration::from_secs(10),
+        || async {
+            let usage = quota_usage(c, ns, "a-cpu").await.ok()?;
+            usage.reservations.is_empty().then_some(())
+        },
+    )
+    .await?;
+    let metrics = s.webhook.metrics().await?;
+    let rolled_back = metric_sum(&metrics, "kq_webhook_rollbacks_total", &["result=\"ok\""]);
+    ensure!(rolled_back >= 1, "no rollback counted:\n{metrics}");
+
+    step("[Delete] the refuser; 2 × 1 cpu fit a-cpu again (nothing pinned)");
+    refuser.stop().await?;
+    for name in ["rb-2", "rb-3"] {
+        expect_admitted(create(c, &one(name)).await?)
+            .with_context(|| format!("creating {name} after the rollback"))?;
+    }
+    s.teardown().await
+}
