@@ -14,8 +14,8 @@ use karmada_quota_e2e::webhook::{
     metric_sum, quota, quota_usage, seed_used, wait_until_status_seen,
 };
 use karmada_quota_e2e::{Env, TestNs, accepts, free_port, wait_for};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 fn step(s: &str) {
@@ -110,7 +110,9 @@ async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(600)).await;
     }
-    step(&format!("[Result] admitted {admitted:?}, {denied} denied by quota"));
+    step(&format!(
+        "[Result] admitted {admitted:?}, {denied} denied by quota"
+    ));
     ensure!(
         admitted == ["rb-1", "rb-2", "rb-3"] && denied == 5,
         "expected exactly rb-1..rb-3 admitted and 5 quota denials, got {admitted:?} and {denied}"
@@ -289,7 +291,10 @@ async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> 
     let outcome = create(c, &one("rb-1")).await?;
     match &outcome {
         Err(status) => ensure!(
-            status.code == 500 && status.message.contains(&format!("KarmadaQuota {ns}/b-pods")),
+            status.code == 500
+                && status
+                    .message
+                    .contains(&format!("KarmadaQuota {ns}/b-pods")),
             "rb-1 was refused, but not for b-pods' write: {status:?}"
         ),
         Ok(_) => bail!("rb-1 was admitted although b-pods could not record it"),

@@ -41,6 +41,27 @@ async fn submit(h: &Harness, req: BindingRequest) -> Decision {
         .unwrap()
 }
 
+/// Submit a request that must fail within `within`; its error.
+async fn submit_err(h: &Harness, req: BindingRequest, within: Duration) -> crate::Error {
+    h.state
+        .batcher
+        .submit(req, Instant::now() + within)
+        .await
+        .unwrap_err()
+}
+
+/// The uids of the entries a stored quota holds, in order.
+fn entry_uids(h: &Harness, quota: &str) -> Vec<String> {
+    h.store
+        .quota(quota)
+        .status
+        .unwrap()
+        .reservations
+        .into_iter()
+        .map(|r| r.reserved_by.uid)
+        .collect()
+}
+
 fn message(d: &Decision) -> &str {
     match d {
         Decision::Deny(d) => &d.message,
@@ -166,15 +187,7 @@ async fn a_request_is_allowed_only_after_all_its_quotas_are_written() {
     // "b" refuses every write: the request gets an error, and the entry "a" got for it is
     // rolled back (it would pin usage until it expired).
     h.store.fail_quota(Some("b"));
-    let err = h
-        .state
-        .batcher
-        .submit(
-            request("next", 1, "1", ""),
-            Instant::now() + Duration::from_secs(2),
-        )
-        .await
-        .unwrap_err();
+    let err = submit_err(&h, request("next", 1, "1", ""), Duration::from_secs(2)).await;
     assert_eq!(err.metric_label(), "api_error");
     assert!(
         err.to_string().starts_with("KarmadaQuota team-a/b:"),
@@ -223,29 +236,13 @@ async fn a_write_that_times_out_is_rolled_back_everywhere() {
     let h = Harness::new(&[a, b]);
     // b's write hangs past the request's deadline: it may or may not have landed.
     h.store.hang_quota(Some("b"));
-    let err = h
-        .state
-        .batcher
-        .submit(
-            request("web", 1, "1", ""),
-            Instant::now() + Duration::from_millis(300),
-        )
-        .await
-        .unwrap_err();
+    let err = submit_err(&h, request("web", 1, "1", ""), Duration::from_millis(300)).await;
     assert_eq!(err.metric_label(), "timeout");
     h.store.hang_quota(None);
     // The rollback runs right after the answer, before the namespace's next batch.
     let d = submit(&h, request("next", 1, "1", "")).await;
     assert!(d.is_allowed(), "{}", message(&d));
-    let uids: Vec<String> = h
-        .store
-        .quota("a")
-        .status
-        .unwrap()
-        .reservations
-        .into_iter()
-        .map(|r| r.reserved_by.uid)
-        .collect();
+    let uids = entry_uids(&h, "a");
     assert_eq!(uids, ["uid-next"]);
 }
 
@@ -259,15 +256,7 @@ async fn endless_conflicts_end_in_an_error_not_an_allow() {
     for _ in 0..50 {
         h.store.intrude(|_| {});
     }
-    let err = h
-        .state
-        .batcher
-        .submit(
-            request("web", 1, "1", ""),
-            Instant::now() + Duration::from_secs(2),
-        )
-        .await
-        .unwrap_err();
+    let err = submit_err(&h, request("web", 1, "1", ""), Duration::from_secs(2)).await;
     assert!(
         matches!(err, crate::Error::TooManyConflicts { attempts: 10, .. }),
         "{err}"
@@ -387,15 +376,7 @@ async fn a_write_keeps_expired_entries_only_the_controller_removes_them() {
     let h = Harness::new(&[q]);
     let d = submit(&h, request("web", 1, "1", "")).await;
     assert!(d.is_allowed(), "{d:?}");
-    let uids: Vec<String> = h
-        .store
-        .quota("compute")
-        .status
-        .unwrap()
-        .reservations
-        .into_iter()
-        .map(|r| r.reserved_by.uid)
-        .collect();
+    let uids = entry_uids(&h, "compute");
     assert_eq!(uids, ["lapsed", "live", "uid-web"]);
     assert_eq!(h.store.effective("compute").to_string(), "requests.cpu=3");
 }
