@@ -106,6 +106,7 @@ fn deployment(replicas: i32, class: &str, clusters: [(&str, i32); 3]) -> Resourc
                 ..Default::default()
             })
             .collect(),
+        placement: None,
     }
 }
 

@@ -3,6 +3,7 @@
 //! Field names exactly as Karmada's `pkg/apis/work/v1alpha2/binding_types.go`; unknown
 //! fields are ignored, absent fields default (Karmada omits `replicas` when it is 0).
 
+use crate::placement::Placement;
 use crate::resources::ResourceList;
 
 /// `spec` of a ResourceBinding: only the fields quota needs.
@@ -19,6 +20,10 @@ pub struct ResourceBindingSpec {
     pub components: Vec<Component>,
     /// Scheduling result: target clusters and their replicas.
     pub clusters: Vec<TargetCluster>,
+    /// The placement Karmada copied from the policy (how many clusters a Duplicated
+    /// workload will run on, before the scheduler fills `clusters`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 /// Reference to the resource template (`spec.resource`).

@@ -718,6 +718,46 @@ mod tests {
     }
 
     #[test]
+    fn a_named_duplicated_placement_is_refused_at_create_and_its_scheduling_charges_nothing() {
+        let placement =
+            |spec: crate::binding::ResourceBindingSpec| crate::binding::ResourceBindingSpec {
+                placement: Some(
+                    serde_saphyr::from_str("clusterAffinity: {clusterNames: [member1, member2]}")
+                        .unwrap(),
+                ),
+                ..spec
+            };
+        let quota = mk_quota("compute", &[("cpu", "2")], Some(&[("cpu", "0")]));
+        // 5 × 250m on each of 2 clusters = 2500m > 2: refused at the detector's CREATE.
+        let big = mk_charge(&placement(mk_deployment(5, &[("cpu", "250m")], "", &[])));
+        assert_eq!(
+            denial(&decide(std::slice::from_ref(&quota), &mk_req(None, &big))).message,
+            "exceeded quota: compute, requested: cpu=2500m, used: cpu=0, limited: cpu=2"
+        );
+        // 4 × 250m × 2 = 2 fits; the scheduler's update (clusters filled) charges nothing.
+        let create = mk_charge(&placement(mk_deployment(4, &[("cpu", "250m")], "", &[])));
+        assert_eq!(
+            entries(&decide(
+                std::slice::from_ref(&quota),
+                &mk_req(None, &create)
+            ))[0]
+                .1
+                .reserved,
+            mk_list(&[("cpu", "2")])
+        );
+        let scheduled = mk_charge(&placement(mk_deployment(
+            4,
+            &[("cpu", "250m")],
+            "",
+            &[("member1", 4), ("member2", 4)],
+        )));
+        assert_eq!(
+            decide(&[quota], &mk_req(Some(&create), &scheduled)),
+            Decision::Allow(Vec::new())
+        );
+    }
+
+    #[test]
     fn charges_a_binding_newly_entering_scope_in_full() {
         let mut quota = mk_quota("high", &[("cpu", "10")], Some(&[("cpu", "0")]));
         quota.spec.scope = mk_scope("In", &["high"]);

@@ -23,6 +23,7 @@
 pub mod binding;
 pub mod decision;
 pub mod ledger;
+pub mod placement;
 pub mod quantity;
 pub mod quota;
 pub mod resources;

@@ -59,6 +59,7 @@ pub fn mk_deployment(
                 ..Default::default()
             })
             .collect(),
+        placement: None,
     }
 }
 

@@ -329,7 +329,23 @@ impl BindingCharge {
     }
 }
 
-/// A single-component workload: R = max(spec.replicas, Σ clusters[].replicas).
+/// Before scheduling (`spec.clusters` empty), how many clusters a Duplicated placement
+/// that names its clusters will run the replicas on; 1 otherwise (charged once until the
+/// scheduler's update names the clusters).
+fn clusters_before_scheduling(spec: &ResourceBindingSpec) -> i64 {
+    if !spec.clusters.is_empty() {
+        return 1;
+    }
+    spec.placement
+        .as_ref()
+        .and_then(|p| p.named_duplicated_clusters())
+        .map_or(1, |names| {
+            i64::try_from(names.len()).unwrap_or(i64::MAX).max(1)
+        })
+}
+
+/// A single-component workload: R = max(spec.replicas × n, Σ clusters[].replicas), where n
+/// is the number of clusters a Duplicated placement names before scheduling (else 1).
 fn single_part(spec: &ResourceBindingSpec) -> ChargePart {
     let empty = ResourceList::new();
     let (request, class) = match &spec.replica_requirements {
@@ -348,7 +364,9 @@ fn single_part(spec: &ResourceBindingSpec) -> ChargePart {
         component: String::new(),
         priority_class: class.to_owned(),
         per_replica: charge_per_replica(request),
-        replicas: replicas(spec.replicas).max(placed),
+        replicas: replicas(spec.replicas)
+            .saturating_mul(clusters_before_scheduling(spec))
+            .max(placed),
         placement,
         missing_requests: missing_requests(request),
     }
@@ -371,7 +389,7 @@ fn component_parts(spec: &ResourceBindingSpec) -> Vec<ChargePart> {
     let split = spec.clusters.iter().any(|c| !c.components.is_empty());
     let targets = i64::try_from(spec.clusters.len())
         .unwrap_or(i64::MAX)
-        .max(1);
+        .max(clusters_before_scheduling(spec));
     let empty = ResourceList::new();
     spec.components
         .iter()
@@ -763,6 +781,74 @@ mod tests {
         assert_eq!(cluster(&usage, "m1").get("pods"), Some(&q("4")));
         assert_eq!(cluster(&usage, "m2").get("cpu"), Some(&q("2")));
         assert_eq!(cluster(&usage, "m2").get("pods"), Some(&q("1")));
+    }
+
+    fn with_placement(mut spec: ResourceBindingSpec, yaml: &str) -> ResourceBindingSpec {
+        spec.placement = Some(serde_saphyr::from_str(yaml).expect("placement"));
+        spec
+    }
+
+    #[test]
+    fn a_duplicated_placement_that_names_its_clusters_is_charged_for_all_of_them_at_create() {
+        // Karmada's detector creates the binding without clusters; the scheduler then puts
+        // all 3 replicas on each named cluster. Charged 3 × 2 up front, so an over-limit
+        // policy is refused at the CREATE (like a Divided one), not at the scheduler's
+        // update that would leave the binding unscheduled holding its first charge.
+        let named = "clusterAffinity: {clusterNames: [member1, member2]}";
+        let create = with_placement(mk_deployment(3, &[("cpu", "250m")], "", &[]), named);
+        let usage = mk_charge(&create)
+            .scoped(&ScopeSelector::default())
+            .unwrap();
+        assert_eq!(usage.total.get("requests.cpu"), Some(&q("1500m")));
+        assert_eq!(usage.total.get("pods"), Some(&q("6")));
+        assert!(usage.clusters.is_empty(), "not placed yet");
+        // After scheduling: the same total, now per cluster (the update charges nothing).
+        let scheduled = with_placement(
+            mk_deployment(3, &[("cpu", "250m")], "", &[("member1", 3), ("member2", 3)]),
+            named,
+        );
+        assert_eq!(
+            mk_charge(&scheduled)
+                .scoped(&ScopeSelector::default())
+                .unwrap()
+                .total,
+            usage.total
+        );
+        // Divided with the same names: the replicas are split, charged once.
+        let divided = with_placement(
+            mk_deployment(3, &[("cpu", "250m")], "", &[]),
+            "{clusterAffinity: {clusterNames: [member1, member2]}, replicaScheduling: {replicaSchedulingType: Divided}}",
+        );
+        let usage = mk_charge(&divided)
+            .scoped(&ScopeSelector::default())
+            .unwrap();
+        assert_eq!(usage.total.get("pods"), Some(&q("3")));
+        // Clusters chosen by labels: known only after scheduling, charged once until then.
+        let by_label = with_placement(
+            mk_deployment(3, &[("cpu", "250m")], "", &[]),
+            "clusterAffinity: {labelSelector: {matchLabels: {env: prod}}}",
+        );
+        let usage = mk_charge(&by_label)
+            .scoped(&ScopeSelector::default())
+            .unwrap();
+        assert_eq!(usage.total.get("pods"), Some(&q("3")));
+    }
+
+    #[test]
+    fn named_duplicated_components_run_on_every_named_cluster() {
+        let spec = with_placement(
+            mk_components(
+                &[
+                    ("jm", 1, &[("cpu", "1")], ""),
+                    ("tm", 2, &[("cpu", "2")], ""),
+                ],
+                &[],
+            ),
+            "clusterAffinity: {clusterNames: [m1, m2, m3]}",
+        );
+        let usage = mk_charge(&spec).scoped(&ScopeSelector::default()).unwrap();
+        assert_eq!(usage.total.get("cpu"), Some(&q("15")));
+        assert_eq!(usage.total.get("pods"), Some(&q("9")));
     }
 
     #[test]
