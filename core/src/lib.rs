@@ -17,6 +17,11 @@
 //!        └──► ledger (reservations: upsert, effective usage, prune)
 //! ```
 //!
+//! Before a change (what-if, PropagationPolicy admission): `template::Template::binding`
+//! reads a resource template the way Karmada's default interpreter does, and
+//! `policy::Policy::binding_for` adds a policy's placement (`placement`), giving the
+//! binding Karmada would create — priced by the same `usage::BindingCharge`.
+//!
 //! Quantities are exact ([`quantity::Quantity`], Kubernetes semantics); resource lists
 //! are [`resources::ResourceList`]; quota specs are validated by [`quota::validate_spec`].
 
@@ -24,11 +29,13 @@ pub mod binding;
 pub mod decision;
 pub mod ledger;
 pub mod placement;
+pub mod policy;
 pub mod quantity;
 pub mod quota;
 pub mod resources;
 pub mod scope;
 pub mod status;
+pub mod template;
 pub mod usage;
 
 #[cfg(test)]

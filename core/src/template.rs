@@ -1,0 +1,458 @@
+//! Resource templates read the way Karmada's default resource interpreter reads them: what
+//! the detector would put in a ResourceBinding's `replicas` and
+//! `replicaRequirements.resourceRequest`.
+//!
+//! The rules, as Karmada v1.14's `pkg/resourceinterpreter/default/native/replica.go` and
+//! `pkg/util/resource.go` implement them:
+//!
+//! | kind (apiVersion) | replicas | per-replica request from |
+//! |---|---|---|
+//! | Deployment, StatefulSet (`apps/v1`) | `spec.replicas` (absent: 0) | `spec.template.spec` |
+//! | Job (`batch/v1`) | `spec.parallelism`, at most `spec.completions` when set | `spec.template.spec` |
+//! | Pod (`v1`) | 1 | `spec` |
+//! | anything else (ReplicaSet, CronJob, ConfigMap, custom kinds…) | none: an object | — |
+//!
+//! Karmada v1.14 has no default replica interpreter for ReplicaSet or CronJob: their
+//! bindings carry no replicas, so they are charged as objects only (a Lua customization in
+//! the cluster would change that; it is not read here).
+//!
+//! Per-replica request (Karmada's `AddPodTemplateRequest`): each container's requests, a
+//! limit standing in for a request it lacks; the sum over app containers, then per
+//! resource the larger of that sum and each init container (restartable sidecars are not
+//! told apart, as in Karmada), plus `spec.overhead`. cpu is rounded up to millicores and
+//! every other resource up to whole units; only cpu, memory, ephemeral-storage, pods and
+//! "scalar" names (extended `domain/name`, `hugepages-*`, `attachable-volumes-*`) are kept;
+//! zeros are dropped; nothing left means no `replicaRequirements`.
+
+use std::collections::BTreeMap;
+
+use crate::binding::{ObjectReference, ReplicaRequirements, ResourceBindingSpec};
+use crate::quantity::{Format, Quantity};
+use crate::resources::ResourceList;
+
+/// A resource template: only the fields the interpreter reads; the rest is ignored.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Template {
+    /// e.g. `apps/v1`.
+    pub api_version: String,
+    /// e.g. `Deployment`.
+    pub kind: String,
+    /// Name, namespace, labels, uid.
+    pub metadata: TemplateMeta,
+    /// The fields of every supported kind's spec (each kind reads its own).
+    pub spec: TemplateSpec,
+}
+
+/// `metadata` of a template.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TemplateMeta {
+    /// metadata.name.
+    pub name: String,
+    /// metadata.namespace (empty for a cluster-scoped template).
+    pub namespace: String,
+    /// metadata.labels.
+    pub labels: BTreeMap<String, String>,
+    /// metadata.uid.
+    pub uid: String,
+}
+
+/// The union of the spec fields the supported kinds use.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TemplateSpec {
+    /// Deployment, StatefulSet.
+    pub replicas: Option<i32>,
+    /// Job.
+    pub parallelism: Option<i32>,
+    /// Job.
+    pub completions: Option<i32>,
+    /// Deployment, StatefulSet, Job: the pod template.
+    pub template: Option<PodTemplate>,
+    /// Pod: the pod spec's fields, inline.
+    #[serde(flatten)]
+    pub pod: PodSpec,
+}
+
+/// `spec.template`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodTemplate {
+    /// The pod spec.
+    pub spec: PodSpec,
+}
+
+/// A pod spec: containers, init containers, overhead, priority class.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodSpec {
+    /// App containers.
+    pub containers: Vec<Container>,
+    /// Init containers.
+    pub init_containers: Vec<Container>,
+    /// Pod overhead (RuntimeClass).
+    pub overhead: BTreeMap<String, RawQuantity>,
+    /// spec.priorityClassName.
+    pub priority_class_name: String,
+}
+
+/// A container's resources.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Container {
+    /// `resources.requests` and `resources.limits`.
+    pub resources: Resources,
+}
+
+/// `resources`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Resources {
+    /// Requests.
+    pub requests: BTreeMap<String, RawQuantity>,
+    /// Limits (a limit stands in for a missing request).
+    pub limits: BTreeMap<String, RawQuantity>,
+}
+
+/// A quantity as written in a manifest: a string or a bare number.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(untagged)]
+pub enum RawQuantity {
+    /// `"500m"`, `"1Gi"`.
+    Text(String),
+    /// `2`, `0.5`.
+    Number(f64),
+}
+
+impl RawQuantity {
+    fn parse(&self) -> Result<Quantity, String> {
+        let text = match self {
+            RawQuantity::Text(t) => t.clone(),
+            RawQuantity::Number(n) => n.to_string(),
+        };
+        Quantity::parse(&text).map_err(|e| format!("{text:?}: {e}"))
+    }
+}
+
+/// Why a template cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} {namespace}/{name}: {field}: {message}")]
+pub struct TemplateError {
+    /// Template kind.
+    pub kind: String,
+    /// Template namespace.
+    pub namespace: String,
+    /// Template name.
+    pub name: String,
+    /// The field, e.g. `spec.template.spec.containers[0].resources.requests[cpu]`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// How Karmada reads a kind: `Some(path of the pod spec)` for the kinds with a replica
+/// interpreter, `None` for objects.
+fn pod_spec_path(api_version: &str, kind: &str) -> Option<&'static str> {
+    match (api_version, kind) {
+        ("apps/v1", "Deployment" | "StatefulSet") | ("batch/v1", "Job") => {
+            Some("spec.template.spec")
+        }
+        ("v1", "Pod") => Some("spec"),
+        _ => None,
+    }
+}
+
+impl Template {
+    /// What Karmada's detector would put in the binding of this template: the resource
+    /// reference, and for a workload its replicas and per-replica requirements. No
+    /// placement and no clusters (see `crate::policy`).
+    pub fn binding(&self) -> Result<ResourceBindingSpec, TemplateError> {
+        let resource = ObjectReference {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            namespace: self.metadata.namespace.clone(),
+            name: self.metadata.name.clone(),
+            uid: self.metadata.uid.clone(),
+            ..Default::default()
+        };
+        let Some(path) = pod_spec_path(&self.api_version, &self.kind) else {
+            return Ok(ResourceBindingSpec {
+                resource,
+                ..Default::default()
+            });
+        };
+        let (replicas, pod) = match self.kind.as_str() {
+            "Pod" => (1, &self.spec.pod),
+            "Job" => {
+                let parallelism = self.spec.parallelism.unwrap_or(0);
+                let completions = self.spec.completions.unwrap_or(parallelism);
+                (parallelism.min(completions), self.pod_template())
+            }
+            _ => (self.spec.replicas.unwrap_or(0), self.pod_template()),
+        };
+        let request = pod_request(pod).map_err(|(field, message)| TemplateError {
+            kind: self.kind.clone(),
+            namespace: self.metadata.namespace.clone(),
+            name: self.metadata.name.clone(),
+            field: format!("{path}.{field}"),
+            message,
+        })?;
+        Ok(ResourceBindingSpec {
+            resource,
+            replicas,
+            replica_requirements: (!request.is_empty()).then(|| ReplicaRequirements {
+                resource_request: request,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    fn pod_template(&self) -> &PodSpec {
+        static EMPTY: std::sync::OnceLock<PodSpec> = std::sync::OnceLock::new();
+        self.spec
+            .template
+            .as_ref()
+            .map_or_else(|| EMPTY.get_or_init(PodSpec::default), |t| &t.spec)
+    }
+}
+
+/// Whether Karmada keeps a requested resource name (its `Resource.Add`: cpu, memory,
+/// ephemeral-storage, pods, and scalar names).
+fn kept(name: &str) -> bool {
+    matches!(name, "cpu" | "memory" | "ephemeral-storage" | "pods")
+        || name.contains('/')
+        || name.starts_with("hugepages-")
+        || name.starts_with("attachable-volumes-")
+}
+
+/// One container's effective requests: its requests, a limit standing in for each
+/// missing one; `(field, message)` on a value that does not parse.
+fn container_requests(c: &Container, field: &str) -> Result<ResourceList, (String, String)> {
+    let mut out = ResourceList::new();
+    let sources = c
+        .resources
+        .limits
+        .iter()
+        .filter(|(name, _)| !c.resources.requests.contains_key(*name))
+        .map(|(n, q)| (n, q, "limits"))
+        .chain(c.resources.requests.iter().map(|(n, q)| (n, q, "requests")));
+    for (name, raw, which) in sources {
+        if !kept(name) {
+            continue;
+        }
+        let q = raw
+            .parse()
+            .map_err(|e| (format!("{field}.resources.{which}[{name}]"), e))?;
+        out.insert(name.clone(), q);
+    }
+    Ok(out)
+}
+
+/// Karmada's rounding: cpu up to millicores, everything else up to whole units.
+fn rounded(name: &str, q: Quantity) -> Quantity {
+    if name == "cpu" {
+        let milli = i64::try_from(q.milli_value()).unwrap_or(i64::MAX);
+        Quantity::from_milli(milli, Format::DecimalSI)
+    } else {
+        let units = i64::try_from(q.value()).unwrap_or(i64::MAX);
+        let format =
+            if matches!(name, "memory" | "ephemeral-storage") || name.starts_with("hugepages-") {
+                Format::BinarySI
+            } else {
+                Format::DecimalSI
+            };
+        Quantity::from_units(units, format)
+    }
+}
+
+/// The per-replica request of a pod spec (see the module doc); `(field, message)` on a
+/// value that does not parse.
+fn pod_request(pod: &PodSpec) -> Result<ResourceList, (String, String)> {
+    let mut sum = ResourceList::new();
+    for (i, c) in pod.containers.iter().enumerate() {
+        for (name, q) in container_requests(c, &format!("containers[{i}]"))?.iter() {
+            sum.add_one(name, rounded(name, *q));
+        }
+    }
+    for (i, c) in pod.init_containers.iter().enumerate() {
+        let init = container_requests(c, &format!("initContainers[{i}]"))?;
+        for (name, q) in init.iter() {
+            let q = rounded(name, *q);
+            if sum.get(name).is_none_or(|s| q > *s) {
+                sum.insert(name, q);
+            }
+        }
+    }
+    for (name, raw) in &pod.overhead {
+        if kept(name) {
+            let q = raw.parse().map_err(|e| (format!("overhead[{name}]"), e))?;
+            sum.add_one(name, rounded(name, q));
+        }
+    }
+    Ok(sum.without_zeros())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::mk_list;
+
+    fn template(yaml: &str) -> Template {
+        serde_saphyr::from_str(yaml).expect("template")
+    }
+
+    fn binding(yaml: &str) -> (i32, Option<ResourceList>) {
+        let b = template(yaml).binding().expect("binding");
+        (
+            b.replicas,
+            b.replica_requirements.map(|r| r.resource_request),
+        )
+    }
+
+    const DEPLOYMENT: &str = "
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: team-a}
+spec:
+  replicas: 3
+  template:
+    spec:
+      containers:
+        - resources: {requests: {cpu: 250m, memory: 128Mi}}
+        - resources: {limits: {cpu: '1', nvidia.com/gpu: 1}}
+      initContainers:
+        - resources: {requests: {cpu: '2', memory: 64Mi}}
+";
+
+    /// One row per kind of Karmada's default interpreter (v1.14 replica.go): kind →
+    /// (replicas, per-replica request).
+    #[test]
+    fn replicas_and_requests_per_kind_as_karmadas_default_interpreter() {
+        // Deployment: requests summed (a limit stands in for the missing cpu request of
+        // the second container), the init container's 2 cpu is larger than the 1250m sum.
+        assert_eq!(
+            binding(DEPLOYMENT),
+            (
+                3,
+                Some(mk_list(&[
+                    ("cpu", "2"),
+                    ("memory", "128Mi"),
+                    ("nvidia.com/gpu", "1")
+                ]))
+            )
+        );
+        type Row<'a> = (&'a str, i32, Option<&'a [(&'a str, &'a str)]>);
+        let table: [Row<'_>; 8] = [
+            (
+                "{apiVersion: apps/v1, kind: StatefulSet, spec: {replicas: 2, template: {spec: {containers: [{resources: {requests: {cpu: 100m}}}]}}}}",
+                2,
+                Some(&[("cpu", "100m")]),
+            ),
+            // Absent replicas: 0 (Karmada reads the pointer, the apiserver defaults it to 1
+            // before the detector sees it).
+            (
+                "{apiVersion: apps/v1, kind: Deployment, spec: {template: {spec: {containers: [{resources: {requests: {cpu: 1}}}]}}}}",
+                0,
+                Some(&[("cpu", "1")]),
+            ),
+            // Job: parallelism, at most the completions.
+            (
+                "{apiVersion: batch/v1, kind: Job, spec: {parallelism: 5, completions: 2, template: {spec: {containers: [{resources: {requests: {cpu: 1}}}]}}}}",
+                2,
+                Some(&[("cpu", "1")]),
+            ),
+            (
+                "{apiVersion: batch/v1, kind: Job, spec: {parallelism: 4, template: {spec: {containers: [{resources: {requests: {memory: 1Gi}}}]}}}}",
+                4,
+                Some(&[("memory", "1Gi")]),
+            ),
+            // Pod: one replica; overhead added.
+            (
+                "{apiVersion: v1, kind: Pod, spec: {containers: [{resources: {requests: {cpu: 100m}}}], overhead: {cpu: 50m}}}",
+                1,
+                Some(&[("cpu", "150m")]),
+            ),
+            // No requests at all: no replicaRequirements (still a workload by replicas).
+            (
+                "{apiVersion: apps/v1, kind: Deployment, spec: {replicas: 2, template: {spec: {containers: [{}]}}}}",
+                2,
+                None,
+            ),
+            // Kinds without a default replica interpreter in v1.14: objects.
+            (
+                "{apiVersion: apps/v1, kind: ReplicaSet, spec: {replicas: 3, template: {spec: {containers: [{resources: {requests: {cpu: 1}}}]}}}}",
+                0,
+                None,
+            ),
+            (
+                "{apiVersion: batch/v1, kind: CronJob, spec: {jobTemplate: {spec: {parallelism: 2}}}}",
+                0,
+                None,
+            ),
+        ];
+        for (yaml, replicas, request) in table {
+            assert_eq!(binding(yaml), (replicas, request.map(mk_list)), "{yaml}");
+        }
+    }
+
+    #[test]
+    fn rounding_and_names_as_karmada() {
+        // cpu rounded up to millicores, memory up to bytes; unknown bare names dropped;
+        // kubernetes.io-prefixed and hugepages names kept.
+        let yaml = "
+apiVersion: v1
+kind: Pod
+spec:
+  containers:
+    - resources:
+        requests: {cpu: 100500u, memory: 1.5, example: 3, hugepages-2Mi: 4Mi, example.com/foo: 2}
+";
+        let (_, request) = binding(yaml);
+        assert_eq!(
+            request.unwrap(),
+            mk_list(&[
+                ("cpu", "101m"),
+                ("memory", "2"),
+                ("hugepages-2Mi", "4Mi"),
+                ("example.com/foo", "2")
+            ])
+        );
+    }
+
+    #[test]
+    fn a_quantity_that_does_not_parse_names_the_field() {
+        let err = template(
+            "{apiVersion: apps/v1, kind: Deployment, metadata: {name: web, namespace: a}, spec: {template: {spec: {containers: [{}, {resources: {limits: {cpu: lots}}}]}}}}",
+        )
+        .binding()
+        .unwrap_err();
+        assert_eq!(
+            err.field,
+            "spec.template.spec.containers[1].resources.limits[cpu]"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Deployment a/web: spec.template.spec.containers[1].resources.limits[cpu]: {}",
+                err.message
+            )
+        );
+    }
+
+    #[test]
+    fn the_binding_charges_what_a_detector_made_binding_charges() {
+        use crate::scope::ScopeSelector;
+        use crate::usage::BindingCharge;
+        let spec = template(DEPLOYMENT).binding().unwrap();
+        let usage = BindingCharge::compute(&spec, Some("count/deployments.apps"))
+            .scoped(&ScopeSelector::default())
+            .unwrap();
+        assert_eq!(
+            usage.total.to_string(),
+            "count/deployments.apps=1,cpu=6,memory=384Mi,pods=3,requests.cpu=6,\
+             requests.memory=384Mi,requests.nvidia.com/gpu=3"
+        );
+    }
+}
