@@ -1,0 +1,155 @@
+//! Reading the Karmada API server: quotas, their events, member clusters and bindings.
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::Event;
+use karmada_quota_core::placement::ClusterFacts;
+use karmada_quota_crds::{KarmadaQuota, ResourceBinding};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+use crate::args::Global;
+use crate::check::cluster_facts;
+use crate::render::EventRow;
+
+/// A client and the namespace to use, from the kubeconfig and flags, as kubectl does.
+pub struct Access {
+    /// The client.
+    pub client: Client,
+    /// `-n`, else the context's namespace, else `default`.
+    pub namespace: String,
+}
+
+impl Access {
+    /// Build from `--kubeconfig`/`KUBECONFIG` (else ~/.kube/config, else in-cluster) and
+    /// `--context`.
+    pub async fn new(global: &Global) -> Result<Access> {
+        let options = KubeConfigOptions {
+            context: global.context.clone(),
+            ..Default::default()
+        };
+        let config = match &global.kubeconfig {
+            Some(path) => {
+                let kubeconfig = Kubeconfig::read_from(path)
+                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+                Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .with_context(|| format!("kubeconfig {}", path.display()))?
+            }
+            None => match Config::from_kubeconfig(&options).await {
+                Ok(c) => c,
+                Err(e) => Config::incluster()
+                    .map_err(|_| e)
+                    .context("no kubeconfig found")?,
+            },
+        };
+        let namespace = global
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let client = Client::try_from(config).context("building the API client")?;
+        Ok(Access { client, namespace })
+    }
+
+    /// Quotas in `namespace` (`None`: all namespaces), by namespace and name.
+    pub async fn quotas(&self, namespace: Option<&str>) -> Result<Vec<KarmadaQuota>> {
+        let api: Api<KarmadaQuota> = match namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let mut list = api
+            .list(&ListParams::default())
+            .await
+            .context("listing KarmadaQuotas (quota.karmada.io/v1alpha1)")?
+            .items;
+        list.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        Ok(list)
+    }
+
+    /// One quota, `None` when it does not exist.
+    pub async fn quota(&self, namespace: &str, name: &str) -> Result<Option<KarmadaQuota>> {
+        Api::<KarmadaQuota>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading KarmadaQuota {namespace}/{name}"))
+    }
+
+    /// The events of a quota, newest last.
+    pub async fn quota_events(&self, namespace: &str, name: &str) -> Result<Vec<EventRow>> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let selector = format!("involvedObject.kind=KarmadaQuota,involvedObject.name={name}");
+        let mut events = api
+            .list(&ListParams::default().fields(&selector))
+            .await
+            .with_context(|| format!("listing the events of KarmadaQuota {namespace}/{name}"))?
+            .items;
+        let when = |e: &Event| {
+            e.last_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .or_else(|| e.event_time.as_ref().map(|t| t.0))
+                .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        };
+        events.sort_by_key(|e| when(e));
+        let now = jiff::Timestamp::now();
+        Ok(events
+            .iter()
+            .map(|e| EventRow {
+                type_: e.type_.clone().unwrap_or_default(),
+                reason: e.reason.clone().unwrap_or_default(),
+                age: when(e).map_or_else(|| "<unknown>".to_owned(), |t| age(now, t)),
+                count: e
+                    .series
+                    .as_ref()
+                    .and_then(|s| s.count)
+                    .or(e.count)
+                    .unwrap_or(1),
+                message: e.message.clone().unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Member clusters (cluster.karmada.io/v1alpha1 Cluster), empty when the kind is not served.
+    pub async fn clusters(&self) -> Result<Vec<ClusterFacts>> {
+        let gvk = GroupVersionKind::gvk("cluster.karmada.io", "v1alpha1", "Cluster");
+        let api: Api<DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &ApiResource::from_gvk_with_plural(&gvk, "clusters"),
+        );
+        match api.list(&ListParams::default()).await {
+            Ok(list) => Ok(list
+                .items
+                .iter()
+                .filter_map(|o| serde_json::to_value(o).ok())
+                .map(|v| cluster_facts(&v))
+                .collect()),
+            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(Vec::new()),
+            Err(e) => Err(e).context("listing Clusters (cluster.karmada.io/v1alpha1)"),
+        }
+    }
+
+    /// The ResourceBindings of `namespace`.
+    pub async fn bindings(&self, namespace: &str) -> Result<Vec<ResourceBinding>> {
+        Ok(
+            Api::<ResourceBinding>::namespaced(self.client.clone(), namespace)
+                .list(&ListParams::default())
+                .await
+                .with_context(|| format!("listing ResourceBindings in {namespace}"))?
+                .items,
+        )
+    }
+}
+
+/// kubectl's short age: `45s`, `12m`, `3h`, `2d`.
+pub fn age(now: jiff::Timestamp, then: jiff::Timestamp) -> String {
+    let secs = now.as_second().saturating_sub(then.as_second()).max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}

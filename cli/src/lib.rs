@@ -1,0 +1,229 @@
+//! `kubectl karmada-quota`: KarmadaQuota usage in kubectl, and an offline what-if check.
+//! See docs/architecture.md for where it sits; it only reads the API server.
+//!
+//! ```text
+//!  args ─► cluster::Access (kubeconfig, context, namespace) ─► KarmadaQuota objects
+//!            │ model::QuotaSummary::of (pure: used, reserved, hard, %, per cluster)
+//!            ▼
+//!          render::{get, describe, top} (pure, golden-tested) ─► stdout
+//!  check: manifests ─► check::Inputs ─► check::check (core's interpreter + decision, a
+//!         dry run) against the usage of the cluster, a file, or zero ─► report, exit code
+//! ```
+
+pub mod args;
+pub mod check;
+pub mod cluster;
+pub mod manifests;
+pub mod model;
+pub mod render;
+pub mod report;
+
+use std::io::IsTerminal;
+
+use anyhow::Result;
+use clap::CommandFactory;
+
+use crate::args::{Args, CheckArgs, CheckOutput, Command};
+use crate::check::{Current, Inputs};
+use crate::cluster::Access;
+use crate::model::QuotaSummary;
+use crate::render::Style;
+
+/// Exit codes scripts can rely on.
+pub mod exit {
+    /// Success; `check`: everything fits.
+    pub const OK: u8 = 0;
+    /// `check`: the change exceeds a quota; `get`/`describe`: the quota was not found.
+    pub const EXCEEDS: u8 = 1;
+    /// Bad input or usage.
+    pub const BAD_INPUT: u8 = 2;
+    /// The API server could not be read.
+    pub const API: u8 = 3;
+}
+
+/// An error with the exit code it ends the program with.
+#[derive(Debug)]
+pub struct Failure {
+    /// Exit code.
+    pub code: u8,
+    /// What to print.
+    pub error: anyhow::Error,
+}
+
+fn api(error: anyhow::Error) -> Failure {
+    Failure {
+        code: exit::API,
+        error,
+    }
+}
+
+fn bad_input(error: anyhow::Error) -> Failure {
+    Failure {
+        code: exit::BAD_INPUT,
+        error,
+    }
+}
+
+/// Run one command; what to print on stdout and the exit code.
+pub async fn run(args: Args) -> Result<(String, u8), Failure> {
+    let style = Style {
+        color: !args.global.no_color
+            && std::env::var_os("NO_COLOR").is_none()
+            && std::io::stdout().is_terminal(),
+    };
+    let global = args.global.clone();
+    match args.command {
+        Command::Completion { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut Args::command(),
+                "kubectl-karmada_quota",
+                &mut out,
+            );
+            Ok((String::from_utf8_lossy(&out).into_owned(), exit::OK))
+        }
+        Command::Get { name, output } => {
+            let access = Access::new(&global).await.map_err(api)?;
+            let quotas = match &name {
+                Some(n) => match access.quota(&access.namespace, n).await.map_err(api)? {
+                    Some(q) => vec![q],
+                    None => {
+                        return Err(Failure {
+                            code: exit::EXCEEDS,
+                            error: anyhow::anyhow!(
+                                "karmadaquotas \"{n}\" not found in namespace \"{}\"",
+                                access.namespace
+                            ),
+                        });
+                    }
+                },
+                None => {
+                    let ns = (!global.all_namespaces).then_some(access.namespace.as_str());
+                    access.quotas(ns).await.map_err(api)?
+                }
+            };
+            let summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of).collect();
+            if summaries.is_empty() && output == render::Output::Table {
+                let scope = if global.all_namespaces {
+                    "any namespace".to_owned()
+                } else {
+                    format!("namespace \"{}\"", access.namespace)
+                };
+                return Ok((format!("No KarmadaQuotas found in {scope}.\n"), exit::OK));
+            }
+            Ok((
+                render::get(&summaries, output, style).map_err(bad_input)?,
+                exit::OK,
+            ))
+        }
+        Command::Describe { name } => {
+            let access = Access::new(&global).await.map_err(api)?;
+            let Some(q) = access.quota(&access.namespace, &name).await.map_err(api)? else {
+                return Err(Failure {
+                    code: exit::EXCEEDS,
+                    error: anyhow::anyhow!(
+                        "karmadaquotas \"{name}\" not found in namespace \"{}\"",
+                        access.namespace
+                    ),
+                });
+            };
+            let events = access
+                .quota_events(&access.namespace, &name)
+                .await
+                .unwrap_or_default();
+            Ok((
+                render::describe(&QuotaSummary::of(&q), &events, style),
+                exit::OK,
+            ))
+        }
+        Command::Top { limit } => {
+            let access = Access::new(&global).await.map_err(api)?;
+            let ns = global.namespace.as_deref();
+            let quotas = access.quotas(ns).await.map_err(api)?;
+            let summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of).collect();
+            Ok((render::top(&summaries, limit, style), exit::OK))
+        }
+        Command::Check(check) => run_check(&global, &check).await,
+    }
+}
+
+async fn run_check(global: &args::Global, args: &CheckArgs) -> Result<(String, u8), Failure> {
+    let mut inputs = Inputs::default();
+    for (source, docs) in manifests::read(&args.files, args.recursive).map_err(bad_input)? {
+        inputs
+            .add_documents(&source, docs)
+            .map_err(|e| bad_input(e.into()))?;
+    }
+    let current = match args.usage.as_deref() {
+        Some("none") => Current::default(),
+        Some("cluster") => from_cluster(global, &inputs).await.map_err(api)?,
+        Some(file) => {
+            let mut usage = Inputs::default();
+            for (source, docs) in manifests::read(&[file.to_owned()], false).map_err(bad_input)? {
+                usage
+                    .add_documents(&source, docs)
+                    .map_err(|e| bad_input(e.into()))?;
+            }
+            Current {
+                quotas: usage.quotas,
+                clusters: usage.clusters,
+                bindings: Default::default(),
+            }
+        }
+        // Default: the cluster when a kubeconfig works, else zero usage.
+        None => match from_cluster(global, &inputs).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("note: checking against zero usage (no cluster: {e:#})");
+                Current::default()
+            }
+        },
+    };
+    let report = check::check(&inputs, &current);
+    let code = if report.fits() {
+        exit::OK
+    } else {
+        exit::EXCEEDS
+    };
+    let text = match args.output {
+        CheckOutput::Json => {
+            let mut s = serde_json::to_string_pretty(&report).map_err(|e| bad_input(e.into()))?;
+            s.push('\n');
+            s
+        }
+        CheckOutput::Table => report::render(&report),
+    };
+    Ok((text, code))
+}
+
+/// The quotas, clusters and bindings of the namespaces the manifests touch.
+async fn from_cluster(global: &args::Global, inputs: &Inputs) -> Result<Current> {
+    let access = Access::new(global).await?;
+    let mut namespaces: Vec<String> = inputs
+        .templates
+        .iter()
+        .map(|t| t.metadata.namespace.clone())
+        .chain(
+            inputs
+                .quotas
+                .iter()
+                .filter_map(|q| q.metadata.namespace.clone()),
+        )
+        .filter(|n| !n.is_empty())
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+    let mut current = Current {
+        clusters: access.clusters().await?,
+        ..Default::default()
+    };
+    for ns in namespaces {
+        current.quotas.extend(access.quotas(Some(&ns)).await?);
+        let bindings = access.bindings(&ns).await?;
+        current
+            .bindings
+            .insert(ns, bindings.into_iter().map(|b| b.spec).collect());
+    }
+    Ok(current)
+}

@@ -1,0 +1,52 @@
+//! Printing `check`'s report for people: per quota what the change adds, then what would
+//! be refused and why.
+
+use crate::check::Report;
+
+fn list(map: &std::collections::BTreeMap<String, String>, names: &[&String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("{n}={}", map.get(*n).map_or("0", String::as_str)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The report as text.
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    for q in &report.quotas {
+        let names: Vec<&String> = q.hard.keys().collect();
+        let verdict = if q.fits { "fits" } else { "EXCEEDS" };
+        out.push_str(&format!(
+            "KarmadaQuota {}/{}: {verdict}\n",
+            q.namespace, q.name
+        ));
+        out.push_str(&format!("  now:    {}\n", list(&q.current, &names)));
+        out.push_str(&format!("  adds:   {}\n", list(&q.added, &names)));
+        out.push_str(&format!("  after:  {}\n", list(&q.after, &names)));
+        out.push_str(&format!("  hard:   {}\n", list(&q.hard, &names)));
+    }
+    if report.quotas.is_empty() {
+        out.push_str("No KarmadaQuota applies to these manifests.\n");
+    }
+    for r in &report.refused {
+        out.push_str(&format!(
+            "REFUSED {} by {}: {}\n",
+            r.template, r.quota, r.message
+        ));
+    }
+    for u in &report.unselected {
+        out.push_str(&format!(
+            "note: {u} is selected by no policy in these manifests: not charged\n"
+        ));
+    }
+    for e in &report.errors {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    out.push_str(if report.fits() {
+        "Result: the change fits every quota.\n"
+    } else {
+        "Result: the change exceeds a quota.\n"
+    });
+    out
+}
