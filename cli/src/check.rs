@@ -3,29 +3,23 @@
 //!
 //! ```text
 //!  manifests ─► Inputs { quotas, policies, templates, clusters }
-//!  usage (cluster | file | none) ─► current quotas (used + reservations), existing bindings
-//!        │ each template selected by a policy of the manifests:
-//!        │   core::policy::Policy::binding_for (Karmada's interpreter + placement)
-//!        │   old charge = its existing binding's (the increase is what counts)
+//!  usage (cluster | file | none) ─► Current: quotas (used + reservations), bindings
+//!        │ quotas: the manifests' spec with the current status ─► engine states
 //!        ▼
-//!  core::decision::decide_batch per namespace, a dry run — the webhook's own rule
-//!        ▼
-//!  Report: per quota current / added / after / hard, and the refusals with their message
+//!  core::whatif::what_if (the interpreter, the placement, the webhook's decision as a
+//!  dry run) ─► Report for people and bots
 //! ```
 
 use std::collections::BTreeMap;
 
 use karmada_quota_core::ResourceList;
 use karmada_quota_core::binding::ResourceBindingSpec;
-use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch};
-use karmada_quota_core::ledger::effective_usage;
 use karmada_quota_core::placement::ClusterFacts;
-use karmada_quota_core::policy::{PROPAGATION_POLICY, Policy};
-use karmada_quota_core::quota::QuotaState;
+use karmada_quota_core::policy::Policy;
 use karmada_quota_core::template::Template;
-use karmada_quota_core::usage::{BindingCharge, builtin_plural, count_name};
+use karmada_quota_core::whatif;
 use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_crds::convert::{parse_status, validate_spec};
+use karmada_quota_crds::convert::quota_state;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -135,7 +129,7 @@ pub fn cluster_facts(doc: &Value) -> ClusterFacts {
     }
 }
 
-/// The state the change is checked against.
+/// The state the change is checked against, as the API (or a usage file) gives it.
 #[derive(Clone, Debug, Default)]
 pub struct Current {
     /// Quotas as they are (status used and reservations; spec when the manifests have none).
@@ -195,7 +189,7 @@ pub struct Report {
 impl Report {
     /// Whether everything fits.
     pub fn fits(&self) -> bool {
-        self.refused.is_empty() && self.errors.is_empty()
+        self.refused.is_empty() && self.errors.is_empty() && self.quotas.iter().all(|q| q.fits)
     }
 }
 
@@ -205,208 +199,79 @@ fn strings(list: &ResourceList) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn describe(t: &Template) -> String {
-    format!("{} {}/{}", t.kind, t.metadata.namespace, t.metadata.name)
+fn key(q: &KarmadaQuota) -> (String, String) {
+    (
+        q.metadata.namespace.clone().unwrap_or_default(),
+        q.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
-/// The policy Karmada would apply to `t`: the first PropagationPolicy of its namespace that
-/// selects it, else the first ClusterPropagationPolicy (a namespaced policy wins).
-fn policy_for<'a>(policies: &'a [Policy], t: &Template) -> Option<&'a Policy> {
-    policies
-        .iter()
-        .find(|p| p.kind == PROPAGATION_POLICY && p.selects(t))
-        .or_else(|| {
-            policies
-                .iter()
-                .find(|p| p.kind != PROPAGATION_POLICY && p.selects(t))
-        })
-}
-
-/// One template's charge: (description, binding name, old charge, new charge).
-type Charge = (String, String, Option<BindingCharge>, BindingCharge);
-
-/// Check `inputs` against `current`: a dry run of the webhook's decision per namespace.
+/// Check `inputs` against `current`: core's what-if (a dry run of the webhook's decision)
+/// over the quotas as the manifests define them (their spec wins, the status is the
+/// current one).
 pub fn check(inputs: &Inputs, current: &Current) -> Report {
     let mut report = Report::default();
-    // Quotas: the manifests' spec wins; status from the current state.
-    let mut quotas: BTreeMap<(String, String), KarmadaQuota> = BTreeMap::new();
-    for q in &current.quotas {
-        let key = (
-            q.metadata.namespace.clone().unwrap_or_default(),
-            q.metadata.name.clone().unwrap_or_default(),
-        );
-        quotas.insert(key, q.clone());
-    }
+    let mut quotas: BTreeMap<(String, String), KarmadaQuota> =
+        current.quotas.iter().map(|q| (key(q), q.clone())).collect();
     for q in &inputs.quotas {
-        let key = (
-            q.metadata.namespace.clone().unwrap_or_default(),
-            q.metadata.name.clone().unwrap_or_default(),
-        );
-        let status = quotas.get(&key).and_then(|c| c.status.clone());
+        let status = quotas.get(&key(q)).and_then(|c| c.status.clone());
         let mut q = q.clone();
         q.status = status;
-        quotas.insert(key, q);
+        quotas.insert(key(&q), q);
     }
-    let mut states: BTreeMap<String, Vec<QuotaState>> = BTreeMap::new();
+    let mut state = whatif::Current {
+        clusters: current.clusters.clone(),
+        bindings: current.bindings.clone(),
+        ..Default::default()
+    };
+    for c in &inputs.clusters {
+        if !state.clusters.iter().any(|k| k.name == c.name) {
+            state.clusters.push(c.clone());
+        }
+    }
     for ((ns, name), q) in &quotas {
-        let spec = match validate_spec(&q.spec) {
-            Ok(s) => s,
+        match quota_state(q) {
+            Ok(s) => state.quotas.entry(ns.clone()).or_default().push(s),
             Err(errors) => {
                 let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
                 report
                     .errors
                     .push(format!("KarmadaQuota {ns}/{name}: {}", errors.join("; ")));
-                continue;
             }
-        };
-        let stored = parse_status(q.status.as_ref());
-        if !stored.errors.is_empty() {
-            let errors: Vec<String> = stored.errors.iter().map(ToString::to_string).collect();
-            report
-                .errors
-                .push(format!("KarmadaQuota {ns}/{name}: {}", errors.join("; ")));
+        }
+    }
+    let outcome = whatif::what_if(&inputs.templates, &inputs.policies, &state);
+    let defined = |ns: &str, name: &str| {
+        inputs
+            .quotas
+            .iter()
+            .any(|m| key(m) == (ns.to_owned(), name.to_owned()))
+    };
+    for c in &outcome.quotas {
+        let touched = !c.added.is_empty() || c.refused;
+        if !touched && !defined(&c.namespace, &c.name) {
             continue;
         }
-        // A quota the controller has not synced yet (or a new one) starts from zero.
-        let mut used = stored.used.unwrap_or_default();
-        for (n, _) in spec.hard.iter() {
-            if used.get(n).is_none() {
-                used.insert(n, karmada_quota_core::Quantity::ZERO);
-            }
-        }
-        states.entry(ns.clone()).or_default().push(QuotaState {
-            name: name.clone(),
-            spec,
-            used: Some(used),
-            reservations: stored.reservations,
+        report.quotas.push(QuotaOutcome {
+            namespace: c.namespace.clone(),
+            name: c.name.clone(),
+            current: strings(&c.current),
+            added: strings(&c.added),
+            after: strings(&c.after()),
+            hard: strings(&c.hard),
+            fits: c.fits(),
         });
     }
-    let before: BTreeMap<(String, String), ResourceList> = states
+    report.refused = outcome
+        .refused
         .iter()
-        .flat_map(|(ns, qs)| {
-            qs.iter().map(move |q| {
-                (
-                    (ns.clone(), q.name.clone()),
-                    effective_usage(
-                        q.used.as_ref().unwrap_or(&ResourceList::new()),
-                        &q.reservations,
-                        None,
-                    )
-                    .restricted_to(&q.spec.hard),
-                )
-            })
+        .map(|r| Refusal {
+            template: r.template.clone(),
+            quota: format!("{}/{}", r.namespace, r.denial.quota),
+            message: r.denial.message.clone(),
         })
         .collect();
-
-    let mut clusters = current.clusters.clone();
-    for c in &inputs.clusters {
-        if !clusters.iter().any(|k| k.name == c.name) {
-            clusters.push(c.clone());
-        }
-    }
-
-    // Charges per namespace, in manifest order.
-    let mut charges: BTreeMap<String, Vec<Charge>> = BTreeMap::new();
-    for t in &inputs.templates {
-        let Some(policy) = policy_for(&inputs.policies, t) else {
-            report.unselected.push(describe(t));
-            continue;
-        };
-        let spec = match policy.binding_for(t, &clusters) {
-            Ok(s) => s,
-            Err(e) => {
-                report.errors.push(e.to_string());
-                continue;
-            }
-        };
-        let count = builtin_plural(&t.api_version, &t.kind).map(|p| count_name(&t.api_version, p));
-        let new = BindingCharge::compute(&spec, count.as_deref());
-        let old = current
-            .bindings
-            .get(&t.metadata.namespace)
-            .and_then(|specs| {
-                specs.iter().find(|b| {
-                    b.resource.api_version == t.api_version
-                        && b.resource.kind == t.kind
-                        && b.resource.name == t.metadata.name
-                })
-            })
-            .map(|b| BindingCharge::compute(b, count.as_deref()));
-        let binding = format!("{}-{}", t.metadata.name, t.kind.to_lowercase());
-        charges
-            .entry(t.metadata.namespace.clone())
-            .or_default()
-            .push((describe(t), binding, old, new));
-    }
-
-    let mut added: BTreeMap<(String, String), ResourceList> = BTreeMap::new();
-    let mut refused_by: BTreeMap<(String, String), bool> = BTreeMap::new();
-    for (ns, list) in &charges {
-        let Some(ns_states) = states.get_mut(ns) else {
-            continue; // no quota in the namespace: nothing to check
-        };
-        let uids: Vec<String> = (0..list.len()).map(|i| format!("what-if-{i}")).collect();
-        let reqs: Vec<AdmissionRequest<'_>> = list
-            .iter()
-            .zip(&uids)
-            .map(|((_, binding, old, new), uid)| AdmissionRequest {
-                namespace: ns,
-                name: binding,
-                uid,
-                generation: 1,
-                old: old.as_ref(),
-                new,
-                now: 0,
-                reservation_ttl: 0,
-                max_reservations: usize::MAX,
-            })
-            .collect();
-        for ((template, ..), decision) in list.iter().zip(decide_batch(ns_states, &reqs)) {
-            match decision {
-                Decision::Allow(entries) => {
-                    for (quota, entry) in entries {
-                        added
-                            .entry((ns.clone(), quota))
-                            .or_default()
-                            .add_assign(&entry.reserved);
-                    }
-                }
-                Decision::Deny(d) => {
-                    refused_by.insert((ns.clone(), d.quota.clone()), true);
-                    report.refused.push(Refusal {
-                        template: template.clone(),
-                        quota: format!("{ns}/{}", d.quota),
-                        message: d.message,
-                    });
-                }
-            }
-        }
-    }
-
-    for ((ns, name), q) in &quotas {
-        let key = (ns.clone(), name.clone());
-        let Some(current) = before.get(&key) else {
-            continue; // invalid: reported
-        };
-        let touched = added.contains_key(&key) || refused_by.contains_key(&key);
-        let defined = inputs.quotas.iter().any(|m| {
-            m.metadata.namespace.as_deref() == Some(ns) && m.metadata.name.as_deref() == Some(name)
-        });
-        if !touched && !defined {
-            continue;
-        }
-        let plus = added.get(&key).cloned().unwrap_or_default();
-        let hard = karmada_quota_crds::convert::list_from_api(&q.spec.hard, "spec.hard")
-            .unwrap_or_default();
-        report.quotas.push(QuotaOutcome {
-            namespace: ns.clone(),
-            name: name.clone(),
-            current: strings(current),
-            added: strings(&plus),
-            after: strings(&current.plus(&plus)),
-            hard: strings(&hard),
-            fits: !refused_by.contains_key(&key) && current.plus(&plus).exceeds(&hard).is_empty(),
-        });
-    }
+    report.unselected = outcome.unselected;
+    report.errors.extend(outcome.errors);
     report
 }

@@ -37,6 +37,7 @@ pub mod scope;
 pub mod status;
 pub mod template;
 pub mod usage;
+pub mod whatif;
 
 #[cfg(test)]
 mod testutil;

@@ -50,8 +50,18 @@ async fn the_plugin_reads_quotas_and_checks_a_change_against_the_cluster() -> Re
     let n = ns.name();
 
     step("[Create] KarmadaQuota compute: requests.cpu=4, pods=10; status.used cpu=3, pods=3");
-    accepts(&client, &quota(n, "compute", &[("requests.cpu", "4"), ("pods", "10")])).await?;
-    seed_used(&client, n, "compute", &[("requests.cpu", "3"), ("pods", "3")]).await?;
+    accepts(
+        &client,
+        &quota(n, "compute", &[("requests.cpu", "4"), ("pods", "10")]),
+    )
+    .await?;
+    seed_used(
+        &client,
+        n,
+        "compute",
+        &[("requests.cpu", "3"), ("pods", "3")],
+    )
+    .await?;
 
     step("[Get] get -n <ns>: one row per resource with USED, RESERVED, HARD and %");
     let o = plugin(env, &["get", "-n", n]).await?;
@@ -77,7 +87,11 @@ async fn the_plugin_reads_quotas_and_checks_a_change_against_the_cluster() -> Re
     ensure!(mine["resources"][1]["percent"] == 75.0, "{mine}");
     let o = plugin(env, &["get", "nope", "-n", n]).await?;
     ensure!(o.status.code() == Some(1), "get nope: {}", text(&o));
-    ensure!(text(&o).contains("karmadaquotas \"nope\" not found"), "{}", text(&o));
+    ensure!(
+        text(&o).contains("karmadaquotas \"nope\" not found"),
+        "{}",
+        text(&o)
+    );
 
     step("[Describe] describe compute: the Resource/Used/Reserved/Hard table");
     let o = plugin(env, &["describe", "compute", "-n", n]).await?;
@@ -86,7 +100,8 @@ async fn the_plugin_reads_quotas_and_checks_a_change_against_the_cluster() -> Re
     ensure!(out.contains(&format!("Namespace:   {n}")), "{out}");
     ensure!(
         out.lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["requests.cpu", "3", "0", "4", "75%"]),
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["requests.cpu", "3", "0", "4", "75%"]),
         "{out}"
     );
 
@@ -104,15 +119,26 @@ async fn the_plugin_reads_quotas_and_checks_a_change_against_the_cluster() -> Re
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {n}}}\nspec:\n  replicas: {replicas}\n  template:\n    spec:\n      containers: [{{name: c, resources: {{requests: {{cpu: 500m}}}}}}]\n"
         )
     };
-    let fits = write(&dir, "fits.yaml", &format!("{policy}---\n{}", deployment(2)))?;
+    let fits = write(
+        &dir,
+        "fits.yaml",
+        &format!("{policy}---\n{}", deployment(2)),
+    )?;
     let o = plugin(env, &["check", "-f", &fits, "--usage", "cluster"]).await?;
     let out = text(&o);
     ensure!(o.status.code() == Some(0), "check fits: {out}");
-    ensure!(out.contains(&format!("KarmadaQuota {n}/compute: fits")), "{out}");
+    ensure!(
+        out.contains(&format!("KarmadaQuota {n}/compute: fits")),
+        "{out}"
+    );
     ensure!(out.contains("  adds:   pods=2, requests.cpu=1\n"), "{out}");
 
     step("[Check] 4 × 500m = 2 cpu would make 5 > 4: exit 1 with the webhook's message");
-    let exceeds = write(&dir, "exceeds.yaml", &format!("{policy}---\n{}", deployment(4)))?;
+    let exceeds = write(
+        &dir,
+        "exceeds.yaml",
+        &format!("{policy}---\n{}", deployment(4)),
+    )?;
     let o = plugin(env, &["check", "-f", &exceeds]).await?;
     let out = text(&o);
     ensure!(o.status.code() == Some(1), "check exceeds: {out}");

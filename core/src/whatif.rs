@@ -1,0 +1,309 @@
+//! What-if: what a set of templates, propagated by their policies, would add to each quota,
+//! and which the webhook would refuse — a dry run of the admission decision. Used by
+//! `kubectl karmada-quota check` and by PropagationPolicy admission.
+//!
+//! ```text
+//!  templates × policies (the first PropagationPolicy of the template's namespace that
+//!  selects it, else the first ClusterPropagationPolicy)
+//!     │ Policy::binding_for (interpreter + placement over the known clusters)
+//!     │ old charge = the template's existing binding, if any (the increase counts)
+//!     ▼
+//!  decision::decide_batch per namespace against the quotas' states (used + entries)
+//!     ▼
+//!  Outcome: per quota current / added / hard, refusals with the webhook's message
+//! ```
+
+use std::collections::BTreeMap;
+
+use crate::binding::ResourceBindingSpec;
+use crate::decision::{AdmissionRequest, Decision, Denial, decide_batch};
+use crate::ledger::effective_usage;
+use crate::placement::ClusterFacts;
+use crate::policy::{PROPAGATION_POLICY, Policy};
+use crate::quota::QuotaState;
+use crate::resources::ResourceList;
+use crate::template::Template;
+use crate::usage::{BindingCharge, builtin_plural, count_name};
+
+/// The state a change is checked against.
+#[derive(Clone, Debug, Default)]
+pub struct Current {
+    /// Quotas per namespace (a quota without `used` for a name is taken as 0 there: a new
+    /// quota, or one the controller has not synced).
+    pub quotas: BTreeMap<String, Vec<QuotaState>>,
+    /// Member clusters (for Duplicated placements).
+    pub clusters: Vec<ClusterFacts>,
+    /// Existing bindings per namespace, for the increase over what already runs.
+    pub bindings: BTreeMap<String, Vec<ResourceBindingSpec>>,
+}
+
+/// One quota's numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaChange {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// used + entries now, restricted to the hard names.
+    pub current: ResourceList,
+    /// What the admitted templates add.
+    pub added: ResourceList,
+    /// The limits.
+    pub hard: ResourceList,
+    /// A template charging it was refused.
+    pub refused: bool,
+}
+
+impl QuotaChange {
+    /// `current + added`.
+    pub fn after(&self) -> ResourceList {
+        self.current.plus(&self.added)
+    }
+
+    /// Nothing refused, and nothing above hard after the change.
+    pub fn fits(&self) -> bool {
+        !self.refused && self.after().exceeds(&self.hard).is_empty()
+    }
+}
+
+/// A template the webhook would refuse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// `Deployment team-a/web`.
+    pub template: String,
+    /// The template's namespace.
+    pub namespace: String,
+    /// The decision's denial (quota, reason, message).
+    pub denial: Denial,
+}
+
+/// What the change does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Every quota of the namespaces the change touches, by namespace and name.
+    pub quotas: Vec<QuotaChange>,
+    /// Templates the webhook would refuse, in order.
+    pub refused: Vec<Refusal>,
+    /// Templates no policy selects (not charged).
+    pub unselected: Vec<String>,
+    /// Templates that cannot be read.
+    pub errors: Vec<String>,
+}
+
+/// `Kind namespace/name`.
+pub fn describe(t: &Template) -> String {
+    format!("{} {}/{}", t.kind, t.metadata.namespace, t.metadata.name)
+}
+
+/// The policy Karmada would apply to `t`: the first PropagationPolicy of its namespace that
+/// selects it, else the first ClusterPropagationPolicy (a namespaced policy wins).
+pub fn policy_for<'a>(policies: &'a [Policy], t: &Template) -> Option<&'a Policy> {
+    policies
+        .iter()
+        .find(|p| p.kind == PROPAGATION_POLICY && p.selects(t))
+        .or_else(|| {
+            policies
+                .iter()
+                .find(|p| p.kind != PROPAGATION_POLICY && p.selects(t))
+        })
+}
+
+/// One template's charge: (description, binding name, old charge, new charge).
+type Charge = (String, String, Option<BindingCharge>, BindingCharge);
+
+/// What `templates`, propagated by `policies`, would do to `current`'s quotas.
+pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -> Outcome {
+    let mut outcome = Outcome::default();
+    let mut charges: BTreeMap<String, Vec<Charge>> = BTreeMap::new();
+    for t in templates {
+        let Some(policy) = policy_for(policies, t) else {
+            outcome.unselected.push(describe(t));
+            continue;
+        };
+        let spec = match policy.binding_for(t, &current.clusters) {
+            Ok(s) => s,
+            Err(e) => {
+                outcome.errors.push(e.to_string());
+                continue;
+            }
+        };
+        let count = builtin_plural(&t.api_version, &t.kind).map(|p| count_name(&t.api_version, p));
+        let new = BindingCharge::compute(&spec, count.as_deref());
+        let old = current
+            .bindings
+            .get(&t.metadata.namespace)
+            .and_then(|specs| {
+                specs.iter().find(|b| {
+                    b.resource.api_version == t.api_version
+                        && b.resource.kind == t.kind
+                        && b.resource.name == t.metadata.name
+                })
+            })
+            .map(|b| BindingCharge::compute(b, count.as_deref()));
+        // Karmada names a binding `<name>-<kind>` in lower case.
+        let binding = format!("{}-{}", t.metadata.name, t.kind.to_lowercase());
+        charges
+            .entry(t.metadata.namespace.clone())
+            .or_default()
+            .push((describe(t), binding, old, new));
+    }
+
+    for (ns, list) in &charges {
+        let Some(quotas) = current.quotas.get(ns) else {
+            continue; // no quota in the namespace: nothing to check
+        };
+        let mut states: Vec<QuotaState> = quotas.iter().map(with_zero_used).collect();
+        let mut changes: Vec<QuotaChange> = states
+            .iter()
+            .map(|q| QuotaChange {
+                namespace: ns.clone(),
+                name: q.name.clone(),
+                current: effective_usage(
+                    q.used.as_ref().unwrap_or(&ResourceList::new()),
+                    &q.reservations,
+                    None,
+                )
+                .restricted_to(&q.spec.hard),
+                added: ResourceList::new(),
+                hard: q.spec.hard.clone(),
+                refused: false,
+            })
+            .collect();
+        let uids: Vec<String> = (0..list.len()).map(|i| format!("what-if-{i}")).collect();
+        let reqs: Vec<AdmissionRequest<'_>> = list
+            .iter()
+            .zip(&uids)
+            .map(|((_, binding, old, new), uid)| AdmissionRequest {
+                namespace: ns,
+                name: binding,
+                uid,
+                generation: 1,
+                old: old.as_ref(),
+                new,
+                now: 0,
+                reservation_ttl: 0,
+                max_reservations: usize::MAX,
+            })
+            .collect();
+        for ((template, ..), decision) in list.iter().zip(decide_batch(&mut states, &reqs)) {
+            match decision {
+                Decision::Allow(entries) => {
+                    for (quota, entry) in entries {
+                        if let Some(c) = changes.iter_mut().find(|c| c.name == quota) {
+                            c.added.add_assign(&entry.reserved);
+                        }
+                    }
+                }
+                Decision::Deny(denial) => {
+                    if let Some(c) = changes.iter_mut().find(|c| c.name == denial.quota) {
+                        c.refused = true;
+                    }
+                    outcome.refused.push(Refusal {
+                        template: template.clone(),
+                        namespace: ns.clone(),
+                        denial,
+                    });
+                }
+            }
+        }
+        outcome.quotas.extend(changes);
+    }
+    outcome
+        .quotas
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    outcome
+}
+
+/// `q` with every hard name present in `used` (0 where the controller has not said).
+fn with_zero_used(q: &QuotaState) -> QuotaState {
+    let mut q = q.clone();
+    let used = q.used.get_or_insert_with(ResourceList::new);
+    for (name, _) in q.spec.hard.iter() {
+        if used.get(name).is_none() {
+            used.insert(name, crate::quantity::Quantity::ZERO);
+        }
+    }
+    q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quota::QuotaSpec;
+    use crate::testutil::{mk_deployment, mk_list};
+
+    fn template(yaml: &str) -> Template {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    fn policy(yaml: &str) -> Policy {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    fn quota(name: &str, hard: &[(&str, &str)], used: Option<&[(&str, &str)]>) -> QuotaState {
+        QuotaState {
+            name: name.into(),
+            spec: QuotaSpec {
+                hard: mk_list(hard),
+                ..Default::default()
+            },
+            used: used.map(mk_list),
+            reservations: Vec::new(),
+        }
+    }
+
+    const WEB: &str = "{apiVersion: apps/v1, kind: Deployment, metadata: {name: web, namespace: a}, spec: {replicas: 4, template: {spec: {containers: [{resources: {requests: {cpu: 500m}}}]}}}}";
+    const DIVIDED: &str = "{kind: PropagationPolicy, metadata: {namespace: a}, spec: {resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}], placement: {replicaScheduling: {replicaSchedulingType: Divided}}}}";
+
+    #[test]
+    fn charges_the_increase_over_the_existing_binding() {
+        let mut current = Current::default();
+        current.quotas.insert(
+            "a".into(),
+            vec![quota(
+                "q",
+                &[("requests.cpu", "3")],
+                Some(&[("requests.cpu", "1")]),
+            )],
+        );
+        // Running: 2 × 500m; the change scales to 4 × 500m: +1 cpu → 2 of 3.
+        let mut running = mk_deployment(2, &[("cpu", "500m")], "", &[]);
+        running.resource.namespace = "a".into();
+        current.bindings.insert("a".into(), vec![running]);
+        let out = what_if(&[template(WEB)], &[policy(DIVIDED)], &current);
+        assert_eq!(out.refused, []);
+        assert_eq!(out.quotas[0].added, mk_list(&[("requests.cpu", "1")]));
+        assert_eq!(out.quotas[0].after(), mk_list(&[("requests.cpu", "2")]));
+        assert!(out.quotas[0].fits());
+    }
+
+    #[test]
+    fn a_refusal_carries_the_webhooks_message_and_unselected_templates_are_listed() {
+        let mut current = Current::default();
+        current.quotas.insert(
+            "a".into(),
+            vec![quota("q", &[("requests.cpu", "1500m")], None)],
+        );
+        let cm = template("{apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: a}}");
+        let out = what_if(&[template(WEB), cm], &[policy(DIVIDED)], &current);
+        assert_eq!(out.unselected, ["ConfigMap a/c"]);
+        assert_eq!(out.refused.len(), 1);
+        assert_eq!(out.refused[0].template, "Deployment a/web");
+        assert_eq!(
+            out.refused[0].denial.message,
+            "exceeded quota: q, requested: requests.cpu=2, used: requests.cpu=0, limited: requests.cpu=1500m"
+        );
+        assert!(!out.quotas[0].fits());
+    }
+
+    #[test]
+    fn a_namespaced_policy_wins_over_a_cluster_policy() {
+        let cpp = policy(
+            "{kind: ClusterPropagationPolicy, spec: {resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]}}",
+        );
+        let pp = policy(DIVIDED);
+        let t = template(WEB);
+        assert_eq!(policy_for(&[cpp.clone(), pp.clone()], &t), Some(&pp));
+        assert_eq!(policy_for(std::slice::from_ref(&cpp), &t), Some(&cpp));
+    }
+}
