@@ -130,7 +130,16 @@ async fn schema_refuses_bad_values() -> Result<()> {
         ("unknownValue=1", "unknownValue"),
     ] {
         let err = helm
-            .template("kq", "karmada-system", &[], &[(set.split_once('=').unwrap().0, set.split_once('=').unwrap().1)], &[])
+            .template(
+                "kq",
+                "karmada-system",
+                &[],
+                &[(
+                    set.split_once('=').unwrap().0,
+                    set.split_once('=').unwrap().1,
+                )],
+                &[],
+            )
             .await
             .err()
             .ok_or_else(|| anyhow!("--set {set} rendered; the schema must refuse it"))?;
@@ -159,8 +168,7 @@ async fn schema_refuses_bad_values() -> Result<()> {
 }
 
 #[tokio::test]
-async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_version()
--> Result<()> {
+async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_version() -> Result<()> {
     let kube = chart_min_kube_version()?;
     let validate = tool("kubernetes-validate")?;
     let dir = std::env::temp_dir().join(format!("kq-chart-validate-{}", std::process::id()));
@@ -168,7 +176,13 @@ async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_versi
     let helm = Helm::new()?;
     for f in ci_values_files()? {
         let text = helm
-            .template_text("kq", "karmada-system", &[&f], &[], &["--kube-version", &kube])
+            .template_text(
+                "kq",
+                "karmada-system",
+                &[&f],
+                &[],
+                &["--kube-version", &kube],
+            )
             .await?;
         let rendered = dir.join(file_name(&f));
         std::fs::write(&rendered, &text)?;
@@ -196,7 +210,10 @@ async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_versi
                     .any(|k| line.contains(&format!("schema for kind {k} ")))
             {
             } else {
-                bail!("ci/{}: unexpected kubernetes-validate line: {line}", file_name(&f));
+                bail!(
+                    "ci/{}: unexpected kubernetes-validate line: {line}",
+                    file_name(&f)
+                );
             }
         }
         let foreign = objects
@@ -282,7 +299,10 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
             .iter()
             .filter(|k| !allowed.contains(&k.as_str()))
             .collect();
-        ensure!(stray.is_empty(), "ci/{name} renders {stray:?}, not of its part");
+        ensure!(
+            stray.is_empty(),
+            "ci/{name} renders {stray:?}, not of its part"
+        );
         for k in must {
             ensure!(kinds.contains(*k), "ci/{name} renders no {k}: {kinds:?}");
         }
@@ -301,12 +321,19 @@ async fn chart_crd_is_the_generated_crd() -> Result<()> {
     );
     // And the apiserver part installs it as is, kept on uninstall.
     let objects = render("karmada-apiserver-auto-values.yaml").await?;
-    let crd = find(&objects, "CustomResourceDefinition", "karmadaquotas.quota.karmada.io")?;
+    let crd = find(
+        &objects,
+        "CustomResourceDefinition",
+        "karmadaquotas.quota.karmada.io",
+    )?;
     let want = karmada_quota_e2e::yaml_documents(&generated)?
         .into_iter()
         .next()
         .ok_or_else(|| anyhow!("empty CRD"))?;
-    ensure!(crd["spec"] == want["spec"], "the rendered CRD's spec differs");
+    ensure!(
+        crd["spec"] == want["spec"],
+        "the rendered CRD's spec differs"
+    );
     ensure!(
         crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep",
         "{}",
@@ -377,14 +404,20 @@ async fn grafana_dashboard_is_valid_json_with_valid_queries() -> Result<()> {
         .as_str()
         .ok_or_else(|| anyhow!("the ConfigMap has no karmada-quota.json"))?;
     let dash: Value = serde_json::from_str(text).context("the dashboard is not JSON")?;
-    ensure!(dash["uid"] == "karmada-quota" && dash["title"].is_string(), "uid/title");
+    ensure!(
+        dash["uid"] == "karmada-quota" && dash["title"].is_string(),
+        "uid/title"
+    );
     let panels = dash["panels"]
         .as_array()
         .ok_or_else(|| anyhow!("no panels"))?;
     let mut ids = BTreeSet::new();
     let mut exprs = Vec::new();
     for p in panels {
-        ensure!(ids.insert(p["id"].as_i64().unwrap_or(-1)), "duplicate panel id: {p}");
+        ensure!(
+            ids.insert(p["id"].as_i64().unwrap_or(-1)),
+            "duplicate panel id: {p}"
+        );
         let targets = p["targets"].as_array().filter(|t| !t.is_empty());
         let targets = targets.ok_or_else(|| anyhow!("panel {} has no targets", p["title"]))?;
         for t in targets {
@@ -422,7 +455,10 @@ async fn grafana_dashboard_is_valid_json_with_valid_queries() -> Result<()> {
         &json!({"groups": [{"name": "dashboard", "rules": rules}]}),
     )
     .await?;
-    ensure!(out.contains(&format!("SUCCESS: {} rules found", exprs.len())), "{out}");
+    ensure!(
+        out.contains(&format!("SUCCESS: {} rules found", exprs.len())),
+        "{out}"
+    );
     Ok(())
 }
 
@@ -439,12 +475,7 @@ fn quoted_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 async fn dockerfile_passes_hadolint_and_matches_the_chart() -> Result<()> {
     let root = Env::repo_root();
     let dockerfile = root.join("Dockerfile");
-    let out = run_tool(
-        &tool("hadolint")?,
-        &[dockerfile.display().to_string()],
-        &[],
-    )
-    .await?;
+    let out = run_tool(&tool("hadolint")?, &[dockerfile.display().to_string()], &[]).await?;
     ensure!(out.trim().is_empty(), "hadolint: {out}");
     let text = read(&dockerfile)?;
 
@@ -456,7 +487,10 @@ async fn dockerfile_passes_hadolint_and_matches_the_chart() -> Result<()> {
         .lines()
         .find_map(|l| l.trim().strip_prefix("ARG RUST_VERSION="))
         .ok_or_else(|| anyhow!("the Dockerfile has no ARG RUST_VERSION="))?;
-    ensure!(arg == channel, "Dockerfile RUST_VERSION {arg} != toolchain {channel}");
+    ensure!(
+        arg == channel,
+        "Dockerfile RUST_VERSION {arg} != toolchain {channel}"
+    );
     ensure!(
         text.contains("cargo build --release --locked"),
         "the image is not built with --release --locked"
@@ -482,14 +516,16 @@ async fn dockerfile_passes_hadolint_and_matches_the_chart() -> Result<()> {
         .as_str()
         .ok_or_else(|| anyhow!("Chart.yaml has no appVersion"))?;
     let cargo = read(&root.join("Cargo.toml"))?;
-    let workspace_version = quoted_after(&cargo, "version")
-        .ok_or_else(|| anyhow!("Cargo.toml has no version"))?;
+    let workspace_version =
+        quoted_after(&cargo, "version").ok_or_else(|| anyhow!("Cargo.toml has no version"))?;
     ensure!(
         app_version == workspace_version,
         "Chart appVersion {app_version} != workspace version {workspace_version}"
     );
     ensure!(
-        text.contains(&format!("org.opencontainers.image.version=\"{app_version}\"")),
+        text.contains(&format!(
+            "org.opencontainers.image.version=\"{app_version}\""
+        )),
         "the Dockerfile's version label is not {app_version}"
     );
     ensure!(
@@ -509,7 +545,11 @@ async fn dockerfile_passes_hadolint_and_matches_the_chart() -> Result<()> {
             c["image"]
         );
         let path = format!("/usr/local/bin/{binary}");
-        ensure!(c["command"] == json!([path]), "{deployment} command {}", c["command"]);
+        ensure!(
+            c["command"] == json!([path]),
+            "{deployment} command {}",
+            c["command"]
+        );
         ensure!(
             text.contains(&format!("/out/{binary}")) && text.contains("/usr/local/bin/"),
             "the image does not install {path}"
@@ -524,15 +564,27 @@ async fn rendered_pods_are_hardened() -> Result<()> {
     for d in objects.iter().filter(|o| o["kind"] == "Deployment") {
         let spec = &d["spec"]["template"]["spec"];
         let name = &d["metadata"]["name"];
-        ensure!(spec["securityContext"]["runAsNonRoot"] == true, "{name}: runAsNonRoot");
+        ensure!(
+            spec["securityContext"]["runAsNonRoot"] == true,
+            "{name}: runAsNonRoot"
+        );
         ensure!(
             spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault",
             "{name}: seccomp"
         );
         let c = &spec["containers"][0]["securityContext"];
-        ensure!(c["readOnlyRootFilesystem"] == true, "{name}: readOnlyRootFilesystem");
-        ensure!(c["allowPrivilegeEscalation"] == false, "{name}: allowPrivilegeEscalation");
-        ensure!(c["capabilities"]["drop"] == json!(["ALL"]), "{name}: drop ALL");
+        ensure!(
+            c["readOnlyRootFilesystem"] == true,
+            "{name}: readOnlyRootFilesystem"
+        );
+        ensure!(
+            c["allowPrivilegeEscalation"] == false,
+            "{name}: allowPrivilegeEscalation"
+        );
+        ensure!(
+            c["capabilities"]["drop"] == json!(["ALL"]),
+            "{name}: drop ALL"
+        );
     }
     let host = render("karmada-host-custom-values.yaml").await?;
     for d in host.iter().filter(|o| o["kind"] == "Deployment") {
