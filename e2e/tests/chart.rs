@@ -174,6 +174,8 @@ async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_versi
     let dir = std::env::temp_dir().join(format!("kq-chart-validate-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let helm = Helm::new()?;
+    // Every rendering into a file of its own, then one kubernetes-validate run over all.
+    let mut rendered = Vec::new();
     for f in ci_values_files()? {
         let text = helm
             .template_text(
@@ -184,35 +186,29 @@ async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_versi
                 &["--kube-version", &kube],
             )
             .await?;
-        let rendered = dir.join(file_name(&f));
-        std::fs::write(&rendered, &text)?;
+        let path = dir.join(file_name(&f));
+        std::fs::write(&path, &text)?;
         let objects = karmada_quota_e2e::yaml_documents(&text)?;
-        let out = run_tool(
-            &validate,
-            &[
-                "--strict".into(),
-                "-k".into(),
-                kube.clone(),
-                rendered.display().to_string(),
-            ],
-            &[],
-        )
-        .await
-        .with_context(|| format!("ci/{}", file_name(&f)))?;
+        rendered.push((path, objects));
+    }
+    let mut args = vec!["--strict".to_owned(), "-k".to_owned(), kube.clone()];
+    args.extend(rendered.iter().map(|(p, _)| p.display().to_string()));
+    let out = run_tool(&validate, &args, &[]).await?;
+    for (path, objects) in &rendered {
+        let shown = format!(" {} ", path.display());
         // One line per object: passed, or no schema for a foreign CRD kind.
         let mut passed = 0;
-        for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        for line in out.lines().filter(|l| l.contains(&shown)) {
             if line.starts_with("INFO") && line.contains(" passed for resource ") {
                 passed += 1;
-            } else if line.starts_with("WARN")
+            } else if !(line.starts_with("WARN")
                 && FOREIGN_KINDS
                     .iter()
-                    .any(|k| line.contains(&format!("schema for kind {k} ")))
+                    .any(|k| line.contains(&format!("schema for kind {k} "))))
             {
-            } else {
                 bail!(
                     "ci/{}: unexpected kubernetes-validate line: {line}",
-                    file_name(&f)
+                    file_name(path)
                 );
             }
         }
@@ -223,12 +219,12 @@ async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_versi
         ensure!(
             passed + foreign == objects.len() && passed > 0,
             "ci/{}: {passed} objects passed and {foreign} are foreign, of {}:\n{out}",
-            file_name(&f),
+            file_name(path),
             objects.len()
         );
         eprintln!(
             "kubernetes-validate --strict -k {kube} ci/{}: {passed} passed, {foreign} foreign CRD kinds",
-            file_name(&f)
+            file_name(path)
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
