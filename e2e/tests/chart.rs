@@ -594,3 +594,57 @@ async fn rendered_pods_are_hardened() -> Result<()> {
     }
     Ok(())
 }
+
+/// Leaf paths of a values tree (`webhook.pdb.enabled`); maps named in `opaque` (free-form
+/// Kubernetes objects) and empty maps are leaves.
+fn value_paths(v: &Value, prefix: &str, opaque: &[&str], out: &mut Vec<String>) {
+    for (k, x) in v.as_object().into_iter().flatten() {
+        let path = format!("{prefix}{k}");
+        match x.as_object() {
+            Some(m) if !m.is_empty() && !opaque.contains(&k.as_str()) => {
+                value_paths(x, &format!("{path}."), opaque, out);
+            }
+            _ => out.push(path),
+        }
+    }
+}
+
+#[test]
+fn readme_documents_every_value() -> Result<()> {
+    let values = karmada_quota_e2e::yaml_documents(&read(&chart_dir().join("values.yaml"))?)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("values.yaml is empty"))?;
+    let mut paths = Vec::new();
+    value_paths(
+        &values,
+        "",
+        &[
+            "resources",
+            "podSecurityContext",
+            "securityContext",
+            "labels",
+        ],
+        &mut paths,
+    );
+    ensure!(paths.len() > 50, "only {} values found", paths.len());
+    let readme = read(&chart_dir().join("README.md"))?;
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|p| !readme.contains(&format!("| `{p}` |")))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "charts/karmada-quota/README.md's values table lacks {missing:?}"
+    );
+    // And every value has a schema entry.
+    let schema: Value = serde_json::from_str(&read(&chart_dir().join("values.schema.json"))?)?;
+    for p in &paths {
+        let mut node = &schema;
+        for part in p.split('.') {
+            node = &node["properties"][part];
+        }
+        ensure!(!node.is_null(), "values.schema.json has no entry for {p}");
+    }
+    Ok(())
+}
