@@ -132,35 +132,72 @@ async fn client_from_kubeconfig_text(text: &str) -> Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
-/// Whether the client's identity may `verb` `resource` (`group`, optional subresource and
-/// namespace).
-async fn can(
-    client: &Client,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    subresource: Option<&str>,
-    namespace: Option<&str>,
-) -> Result<bool> {
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(verb.to_owned()),
-                group: Some(group.to_owned()),
-                resource: Some(resource.to_owned()),
-                subresource: subresource.map(str::to_owned),
-                namespace: namespace.map(str::to_owned),
+/// One SelfSubjectAccessReview: whether `verb` on `group`/`resource`[/`sub`] in `ns`
+/// (`None`: all namespaces) is `allowed`.
+struct Access<'a> {
+    allowed: bool,
+    verb: &'a str,
+    group: &'a str,
+    resource: &'a str,
+    sub: Option<&'a str>,
+    ns: Option<&'a str>,
+}
+
+impl<'a> Access<'a> {
+    fn new(
+        allowed: bool,
+        verb: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        sub: Option<&'a str>,
+        ns: Option<&'a str>,
+    ) -> Self {
+        Access {
+            allowed,
+            verb,
+            group,
+            resource,
+            sub,
+            ns,
+        }
+    }
+
+    /// What the apiserver answers for the client's identity.
+    async fn check(&self, client: &Client) -> Result<bool> {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(self.verb.to_owned()),
+                    group: Some(self.group.to_owned()),
+                    resource: Some(self.resource.to_owned()),
+                    subresource: self.sub.map(str::to_owned),
+                    namespace: self.ns.map(str::to_owned),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
+            },
             ..Default::default()
-        },
-        ..Default::default()
-    };
-    let answer = Api::<SelfSubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .context("SelfSubjectAccessReview")?;
-    Ok(answer.status.is_some_and(|s| s.allowed))
+        };
+        let answer = Api::<SelfSubjectAccessReview>::all(client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .context("SelfSubjectAccessReview")?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+impl std::fmt::Display for Access<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.verb, self.group, self.resource)?;
+        if let Some(sub) = self.sub {
+            write!(f, "/{sub}")?;
+        }
+        write!(f, " in {}", self.ns.unwrap_or("(all namespaces)"))
+    }
+}
+
+fn verdict(allowed: bool) -> &'static str {
+    if allowed { "allowed" } else { "denied" }
 }
 
 /// One process started from an installed Deployment: its first container's command and
@@ -458,52 +495,58 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     step("each identity holds exactly the verbs the chart README lists");
     let t = ns.name();
     let q = "quota.karmada.io";
-    let (w, c) = (&identities["webhook"], &identities["controller"]);
+    let lease = lease_ns.as_str();
     #[rustfmt::skip]
-    let table: &[(&Client, &str, bool, &str, &str, &str, Option<&str>, Option<&str>)] = &[
-        (w, "webhook", true, "get", q, "karmadaquotas", None, Some(t)),
-        (w, "webhook", true, "list", q, "karmadaquotas", None, None),
-        (w, "webhook", true, "watch", q, "karmadaquotas", None, None),
-        (w, "webhook", true, "update", q, "karmadaquotas", Some("status"), Some(t)),
-        (w, "webhook", true, "create", "events.k8s.io", "events", None, Some(t)),
-        (w, "webhook", true, "patch", "events.k8s.io", "events", None, Some(t)),
-        (w, "webhook", false, "update", q, "karmadaquotas", None, Some(t)),
-        (w, "webhook", false, "delete", q, "karmadaquotas", None, Some(t)),
-        (w, "webhook", false, "list", "work.karmada.io", "resourcebindings", None, None),
-        (w, "webhook", false, "get", "", "secrets", None, Some("karmada-cluster")),
-        (w, "webhook", false, "update", "coordination.k8s.io", "leases", None, Some(&lease_ns)),
-        (c, "controller", true, "get", q, "karmadaquotas", None, Some(t)),
-        (c, "controller", true, "list", q, "karmadaquotas", None, None),
-        (c, "controller", true, "watch", q, "karmadaquotas", None, None),
-        (c, "controller", true, "update", q, "karmadaquotas", Some("status"), Some(t)),
-        (c, "controller", true, "list", "work.karmada.io", "resourcebindings", None, None),
-        (c, "controller", true, "watch", "work.karmada.io", "resourcebindings", None, None),
-        (c, "controller", true, "list", "cluster.karmada.io", "clusters", None, None),
-        (c, "controller", true, "watch", "cluster.karmada.io", "clusters", None, None),
-        (c, "controller", true, "get", "", "secrets", None, Some("karmada-cluster")),
-        (c, "controller", true, "get", "coordination.k8s.io", "leases", None, Some(&lease_ns)),
-        (c, "controller", true, "create", "coordination.k8s.io", "leases", None, Some(&lease_ns)),
-        (c, "controller", true, "update", "coordination.k8s.io", "leases", None, Some(&lease_ns)),
-        (c, "controller", true, "create", "events.k8s.io", "events", None, Some(t)),
-        (c, "controller", true, "patch", "events.k8s.io", "events", None, Some(t)),
-        (c, "controller", false, "update", q, "karmadaquotas", None, Some(t)),
-        (c, "controller", false, "create", "work.karmada.io", "resourcebindings", None, Some(t)),
-        (c, "controller", false, "list", "", "secrets", None, Some("karmada-cluster")),
-        (c, "controller", false, "get", "", "secrets", None, Some(t)),
-        (c, "controller", false, "delete", "coordination.k8s.io", "leases", None, Some(&lease_ns)),
-        (c, "controller", false, "update", "coordination.k8s.io", "leases", None, Some(t)),
+    let webhook_table = [
+        Access::new(true, "get", q, "karmadaquotas", None, Some(t)),
+        Access::new(true, "list", q, "karmadaquotas", None, None),
+        Access::new(true, "watch", q, "karmadaquotas", None, None),
+        Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t)),
+        Access::new(true, "create", "events.k8s.io", "events", None, Some(t)),
+        Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
+        Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
+        Access::new(false, "delete", q, "karmadaquotas", None, Some(t)),
+        Access::new(false, "list", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(false, "get", "", "secrets", None, Some("karmada-cluster")),
+        Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(lease)),
+    ];
+    #[rustfmt::skip]
+    let controller_table = [
+        Access::new(true, "get", q, "karmadaquotas", None, Some(t)),
+        Access::new(true, "list", q, "karmadaquotas", None, None),
+        Access::new(true, "watch", q, "karmadaquotas", None, None),
+        Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t)),
+        Access::new(true, "list", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(true, "watch", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(true, "list", "cluster.karmada.io", "clusters", None, None),
+        Access::new(true, "watch", "cluster.karmada.io", "clusters", None, None),
+        Access::new(true, "get", "", "secrets", None, Some("karmada-cluster")),
+        Access::new(true, "get", "coordination.k8s.io", "leases", None, Some(lease)),
+        Access::new(true, "create", "coordination.k8s.io", "leases", None, Some(lease)),
+        Access::new(true, "update", "coordination.k8s.io", "leases", None, Some(lease)),
+        Access::new(true, "create", "events.k8s.io", "events", None, Some(t)),
+        Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
+        Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
+        Access::new(false, "create", "work.karmada.io", "resourcebindings", None, Some(t)),
+        Access::new(false, "list", "", "secrets", None, Some("karmada-cluster")),
+        Access::new(false, "get", "", "secrets", None, Some(t)),
+        Access::new(false, "delete", "coordination.k8s.io", "leases", None, Some(lease)),
+        Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(t)),
     ];
     let mut wrong = Vec::new();
-    for (client, who, want, verb, group, resource, sub, nsp) in table {
-        let got = can(client, verb, group, resource, *sub, *nsp).await?;
-        if got != *want {
-            wrong.push(format!(
-                "{who} {verb} {group}/{resource}{} in {}: {} (want {})",
-                sub.map(|s| format!("/{s}")).unwrap_or_default(),
-                nsp.unwrap_or("(all namespaces)"),
-                if got { "allowed" } else { "denied" },
-                if *want { "allowed" } else { "denied" }
-            ));
+    for (who, table) in [
+        ("webhook", &webhook_table[..]),
+        ("controller", &controller_table[..]),
+    ] {
+        for a in table {
+            let got = a.check(&identities[who]).await?;
+            if got != a.allowed {
+                wrong.push(format!(
+                    "{who} {a}: {} (want {})",
+                    verdict(got),
+                    verdict(a.allowed)
+                ));
+            }
         }
     }
     ensure!(
