@@ -712,6 +712,33 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     .await?;
     eprintln!("events: {events:?}");
 
+    step("[Update] helm upgrade of the host part keeps the generated certificate (lookup)");
+    let out = helm1
+        .run(&[
+            "upgrade".into(),
+            host_release.clone(),
+            chart.clone(),
+            "--namespace".into(),
+            host_ns.clone(),
+            "-f".into(),
+            values_file.display().to_string(),
+            "--set".into(),
+            "karmada.part=host".into(),
+        ])
+        .await?;
+    ensure!(out.contains("REVISION: 2"), "helm upgrade: {out}");
+    let after = Api::<Secret>::namespaced(host.clone(), &host_ns)
+        .get(&format!("{fullname}-webhook-tls"))
+        .await?
+        .data
+        .unwrap_or_default();
+    for key in ["ca.crt", "tls.crt", "tls.key"] {
+        ensure!(
+            after.get(key) == tls_data.get(key),
+            "helm upgrade replaced {key} of the webhook's certificate"
+        );
+    }
+
     step(
         "[Delete] helm uninstall the apiserver part: the webhook configuration goes, the CRD stays",
     );
