@@ -1,5 +1,5 @@
 # The README's commands. Each target is a script under hack/ so it also runs without make.
-.PHONY: demo test crds fmt lint bench
+.PHONY: demo test crds fmt lint bench image
 
 demo: ## Local control plane + webhook + controller + samples; Ctrl-C stops it all
 	bash hack/demo.sh
@@ -7,8 +7,12 @@ demo: ## Local control plane + webhook + controller + samples; Ctrl-C stops it a
 test: ## Unit and end-to-end tests (installs what they need)
 	bash hack/test.sh
 
-crds: ## Regenerate the checked-in CRD from the Rust types
+crds: ## Regenerate the checked-in CRD from the Rust types (and the chart's copy)
 	cargo run -q -p karmada-quota-crds --bin crdgen > crds/quota.karmada.io_karmadaquotas.yaml
+	cp crds/quota.karmada.io_karmadaquotas.yaml charts/karmada-quota/files/
+
+image: ## Build the container image the chart deploys by default (needs docker)
+	docker build -t karmada-quota:$$(sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/karmada-quota/Chart.yaml) .
 
 fmt:
 	cargo fmt --all

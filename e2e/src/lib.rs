@@ -16,6 +16,7 @@
 //!      │                                 retry layer off (every refusal is seen as given)
 //!      ├─ kubectl(&args)                 against apiserver 0
 //!      └─ log_dir()                      where Binary logs go
+//!    chart        charts/karmada-quota through helm and the check tools (hack/tools.sh)
 //!    TestNs       a fresh namespace per test (generateName, labelled)
 //!    apply_yaml / apply_json / accepts / rejects / wait_for
 //!    Binary       target/<profile>/karmada-quota-{webhook,controller} as children,
@@ -28,6 +29,7 @@
 
 mod apply;
 mod binary;
+pub mod chart;
 pub mod controller;
 mod env;
 mod ns;

@@ -1,0 +1,194 @@
+{{/*
+Names, labels, which part renders what, and where the certificate comes from.
+*/}}
+
+{{/* Base name of every resource: fullnameOverride, else the chart name (never the release
+name, so the two parts of a Karmada install agree on Service and ServiceAccount names). */}}
+{{- define "karmada-quota.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "karmada-quota.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "karmada-quota.webhookName" -}}{{ include "karmada-quota.fullname" . }}-webhook{{- end -}}
+{{- define "karmada-quota.controllerName" -}}{{ include "karmada-quota.fullname" . }}-controller{{- end -}}
+{{- define "karmada-quota.tlsSecretName" -}}
+{{- if eq .Values.certs.mode "existingSecret" -}}
+{{- required "certs.existingSecret.name is required with certs.mode=existingSecret" .Values.certs.existingSecret.name -}}
+{{- else -}}
+{{- include "karmada-quota.fullname" . }}-webhook-tls
+{{- end -}}
+{{- end -}}
+
+{{- define "karmada-quota.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "karmada-quota.name" . }}
+app.kubernetes.io/instance: {{ include "karmada-quota.fullname" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: karmada-quota
+{{- end -}}
+
+{{/* Selector labels of one component: (dict "root" $ "component" "webhook"). */}}
+{{- define "karmada-quota.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "karmada-quota.name" .root }}
+app.kubernetes.io/instance: {{ include "karmada-quota.fullname" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "karmada-quota.componentLabels" -}}
+{{ include "karmada-quota.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* "true" when this release renders the host part (workloads). */}}
+{{- define "karmada-quota.hostPart" -}}
+{{- if eq .Values.installMode "standalone" -}}true
+{{- else if and (eq .Values.installMode "karmada") (eq .Values.karmada.part "host") -}}true
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when this release renders the apiserver part (API objects). */}}
+{{- define "karmada-quota.apiserverPart" -}}
+{{- if eq .Values.installMode "standalone" -}}true
+{{- else if and (eq .Values.installMode "karmada") (eq .Values.karmada.part "apiserver") -}}true
+{{- end -}}
+{{- end -}}
+
+{{- define "karmada-quota.karmadaMode" -}}
+{{- if eq .Values.installMode "karmada" -}}true{{- end -}}
+{{- end -}}
+
+{{/* Namespace of the host part. */}}
+{{- define "karmada-quota.hostNamespace" -}}
+{{- default .Release.Namespace .Values.karmada.hostNamespace -}}
+{{- end -}}
+
+{{/* Base URL the apiserver calls. */}}
+{{- define "karmada-quota.webhookURL" -}}
+{{- if .Values.webhook.url -}}
+{{- .Values.webhook.url | trimSuffix "/" -}}
+{{- else -}}
+https://{{ include "karmada-quota.webhookName" . }}.{{ include "karmada-quota.hostNamespace" . }}.svc:{{ .Values.webhook.service.port }}
+{{- end -}}
+{{- end -}}
+
+{{- define "karmada-quota.image" -}}
+{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
+
+{{/* The kubeconfig Secret of a component: (dict "root" $ "component" .Values.webhook). */}}
+{{- define "karmada-quota.kubeconfigSecretName" -}}
+{{- default .root.Values.karmada.kubeconfigSecret.name .component.kubeconfigSecret.name -}}
+{{- end -}}
+{{- define "karmada-quota.kubeconfigSecretKey" -}}
+{{- default .root.Values.karmada.kubeconfigSecret.key .component.kubeconfigSecret.key -}}
+{{- end -}}
+
+{{/* Where the binaries find mounted files. */}}
+{{- define "karmada-quota.kubeconfigDir" -}}/etc/karmada-quota/kubeconfig{{- end -}}
+{{- define "karmada-quota.tlsDir" -}}/etc/karmada-quota/tls{{- end -}}
+
+{{/* DNS names of the webhook Service. */}}
+{{- define "karmada-quota.serviceDNSNames" -}}
+{{- $svc := include "karmada-quota.webhookName" . -}}
+{{- $ns := include "karmada-quota.hostNamespace" . -}}
+{{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) -}}
+{{- concat $names .Values.certs.extraDNSNames | toJson -}}
+{{- end -}}
+
+{{/*
+certs.mode=auto: a CA and a serving certificate, generated once per render and kept in
+.Values (templates render separately but share it), or the existing Secret's when an
+earlier install made one (lookup; empty under helm template/lint). Returns JSON
+{ca, crt, key}.
+*/}}
+{{- define "karmada-quota.autoCerts" -}}
+{{- if not (hasKey .Values "kqGeneratedCerts") -}}
+{{- $existing := lookup "v1" "Secret" (include "karmada-quota.hostNamespace" .) (include "karmada-quota.tlsSecretName" .) -}}
+{{- $data := default (dict) (get (default (dict) $existing) "data") -}}
+{{- if and (hasKey $data "ca.crt") (hasKey $data "tls.crt") (hasKey $data "tls.key") -}}
+{{- $_ := set .Values "kqGeneratedCerts" (dict "ca" (index $data "ca.crt" | b64dec) "crt" (index $data "tls.crt" | b64dec) "key" (index $data "tls.key" | b64dec)) -}}
+{{- else -}}
+{{- $days := int .Values.certs.auto.validityDays -}}
+{{- $ca := genCA (printf "%s-ca" (include "karmada-quota.fullname" .)) $days -}}
+{{- $dns := include "karmada-quota.serviceDNSNames" . | fromJsonArray -}}
+{{- $cert := genSignedCert (include "karmada-quota.webhookName" .) .Values.certs.extraIPs $dns $days $ca -}}
+{{- $_ := set .Values "kqGeneratedCerts" (dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key) -}}
+{{- end -}}
+{{- end -}}
+{{- .Values.kqGeneratedCerts | toJson -}}
+{{- end -}}
+
+{{/*
+The caBundle (base64 PEM) of the webhook configuration, or fail with what to set.
+*/}}
+{{- define "karmada-quota.caBundle" -}}
+{{- $mode := .Values.certs.mode -}}
+{{- if .Values.certs.caBundle -}}
+{{- .Values.certs.caBundle | b64enc -}}
+{{- else if eq $mode "custom" -}}
+{{- required "certs.custom.caCert is required with certs.mode=custom" .Values.certs.custom.caCert | b64enc -}}
+{{- else if eq .Values.installMode "karmada" -}}
+{{- fail (printf "certs.caBundle is required by the apiserver part with certs.mode=%s: the karmada-apiserver cannot read the host's Secret. Pass the host part's CA, e.g. --set-file certs.caBundle=ca.crt after `kubectl -n %s get secret %s -o jsonpath='{.data.ca\\.crt}' | base64 -d > ca.crt`" $mode (include "karmada-quota.hostNamespace" .) (include "karmada-quota.tlsSecretName" .)) -}}
+{{- else if eq $mode "auto" -}}
+{{- (include "karmada-quota.autoCerts" . | fromJson).ca | b64enc -}}
+{{- else -}}
+{{- /* standalone, existingSecret or certManager: the Secret's ca.crt when it exists. */ -}}
+{{- $secret := lookup "v1" "Secret" (include "karmada-quota.hostNamespace" .) (include "karmada-quota.tlsSecretName" .) -}}
+{{- $data := default (dict) (get (default (dict) $secret) "data") -}}
+{{- if hasKey $data "ca.crt" -}}
+{{- index $data "ca.crt" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod-level scheduling and security shared by both Deployments: (dict "root" $ "component" "webhook"). */}}
+{{- define "karmada-quota.podCommon" -}}
+{{- $root := .root -}}
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+securityContext:
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- with $root.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- range . }}
+  - {{- toYaml (omit . "labelSelector") | nindent 4 }}
+    labelSelector:
+      {{- if .labelSelector }}
+      {{- toYaml .labelSelector | nindent 6 }}
+      {{- else }}
+      matchLabels:
+        {{- include "karmada-quota.selectorLabels" (dict "root" $root "component" $.component) | nindent 8 }}
+      {{- end }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The PodDisruptionBudget apiVersion: policy/v1 from Kubernetes 1.21, else v1beta1. */}}
+{{- define "karmada-quota.pdbApiVersion" -}}
+{{- if .Capabilities.APIVersions.Has "policy/v1/PodDisruptionBudget" -}}policy/v1{{- else -}}policy/v1beta1{{- end -}}
+{{- end -}}

@@ -1,0 +1,658 @@
+//! The Helm chart and the image, checked without a cluster: `helm lint --strict` and
+//! `helm template` of every `ci/*-values.yaml`, the rendered objects validated strictly
+//! against the Kubernetes version the chart claims, each part rendering exactly its
+//! kinds, the alert rules through promtool, the dashboard JSON, and the Dockerfile through
+//! hadolint and against the chart's image reference.
+//!
+//! The tools come from `hack/tools.sh install` (make test runs it first); a missing tool
+//! fails these tests.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use karmada_quota_e2e::Env;
+use karmada_quota_e2e::chart::{
+    Helm, chart_dir, chart_min_kube_version, chart_yaml, ci_values_files, file_name, find,
+    kind_counts, run_tool, tool,
+};
+use serde_json::{Value, json};
+
+/// Kinds of other projects' CRDs (cert-manager, Prometheus Operator) the chart may render:
+/// kubernetes-validate has no schema for them and says so; any other kind without a schema
+/// is a failure.
+const FOREIGN_KINDS: &[&str] = &["Certificate", "Issuer", "PrometheusRule", "ServiceMonitor"];
+
+/// Every combination of install mode, part and certificate source has a CI values file.
+const EXPECTED_CI_FILES: &[&str] = &[
+    "karmada-apiserver-auto-values.yaml",
+    "karmada-apiserver-certmanager-values.yaml",
+    "karmada-apiserver-custom-values.yaml",
+    "karmada-apiserver-existingsecret-values.yaml",
+    "karmada-host-auto-values.yaml",
+    "karmada-host-certmanager-values.yaml",
+    "karmada-host-custom-values.yaml",
+    "karmada-host-existingsecret-values.yaml",
+    "standalone-auto-values.yaml",
+    "standalone-certmanager-values.yaml",
+    "standalone-custom-values.yaml",
+    "standalone-existingsecret-values.yaml",
+];
+
+/// The kinds of the host part: workloads and what serves or watches them.
+const HOST_KINDS: &[&str] = &[
+    "Certificate",
+    "ConfigMap",
+    "Deployment",
+    "Ingress",
+    "Issuer",
+    "PodDisruptionBudget",
+    "PrometheusRule",
+    "Secret",
+    "Service",
+    "ServiceAccount",
+    "ServiceMonitor",
+];
+/// The kinds of the apiserver part: API objects of the Karmada control plane.
+const APISERVER_KINDS: &[&str] = &[
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "Namespace",
+    "Role",
+    "RoleBinding",
+    "ServiceAccount",
+    "ValidatingWebhookConfiguration",
+];
+
+fn ci_file(name: &str) -> PathBuf {
+    chart_dir().join("ci").join(name)
+}
+
+async fn render(values: &str) -> Result<Vec<Value>> {
+    let kube = chart_min_kube_version()?;
+    Helm::new()?
+        .template(
+            "kq",
+            "karmada-system",
+            &[&ci_file(values)],
+            &[],
+            &["--kube-version", &kube],
+        )
+        .await
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+#[tokio::test]
+async fn every_ci_values_file_passes_helm_lint_strict() -> Result<()> {
+    let files = ci_values_files()?;
+    let names: BTreeSet<&str> = files.iter().map(|f| file_name(f)).collect();
+    let expected: BTreeSet<&str> = EXPECTED_CI_FILES.iter().copied().collect();
+    ensure!(
+        names == expected,
+        "ci/ must hold one values file per mode, part and certs mode.\n  want: {expected:?}\n  got:  {names:?}"
+    );
+    let helm = Helm::new()?;
+    for f in &files {
+        let out = helm
+            .run(&[
+                "lint".into(),
+                "--strict".into(),
+                chart_dir().display().to_string(),
+                "-f".into(),
+                f.display().to_string(),
+            ])
+            .await
+            .with_context(|| format!("helm lint --strict -f {}", file_name(f)))?;
+        ensure!(
+            out.contains("1 chart(s) linted, 0 chart(s) failed"),
+            "{}: {out}",
+            file_name(f)
+        );
+        eprintln!("helm lint --strict -f ci/{}: ok", file_name(f));
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn schema_refuses_bad_values() -> Result<()> {
+    let helm = Helm::new()?;
+    for (set, fragment) in [
+        ("installMode=both", "installMode"),
+        ("certs.mode=selfSigned", "certs.mode"),
+        ("webhook.failurePolicy=Maybe", "failurePolicy"),
+        ("webhook.reservationTTL=60", "reservationTTL"),
+        ("webhook.timeoutSeconds=60", "timeoutSeconds"),
+        ("logFormat=xml", "logFormat"),
+        ("unknownValue=1", "unknownValue"),
+    ] {
+        let err = helm
+            .template(
+                "kq",
+                "karmada-system",
+                &[],
+                &[(
+                    set.split_once('=').unwrap().0,
+                    set.split_once('=').unwrap().1,
+                )],
+                &[],
+            )
+            .await
+            .err()
+            .ok_or_else(|| anyhow!("--set {set} rendered; the schema must refuse it"))?;
+        ensure!(
+            format!("{err:#}").contains(fragment),
+            "--set {set}: the error does not name {fragment}: {err:#}"
+        );
+    }
+    // The apiserver part cannot read the host's generated CA: it must be told.
+    let err = helm
+        .template(
+            "kq",
+            "karmada-system",
+            &[],
+            &[("karmada.part", "apiserver")],
+            &[],
+        )
+        .await
+        .err()
+        .ok_or_else(|| anyhow!("the apiserver part rendered without a caBundle"))?;
+    ensure!(
+        format!("{err:#}").contains("certs.caBundle is required"),
+        "{err:#}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_version() -> Result<()> {
+    let kube = chart_min_kube_version()?;
+    let validate = tool("kubernetes-validate")?;
+    let dir = std::env::temp_dir().join(format!("kq-chart-validate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let helm = Helm::new()?;
+    // The renderings share most objects: each distinct object is validated once, in a
+    // file of its own, by one kubernetes-validate run.
+    let mut distinct: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut renderings = Vec::new();
+    for f in ci_values_files()? {
+        let objects = helm
+            .template(
+                "kq",
+                "karmada-system",
+                &[&f],
+                &[],
+                &["--kube-version", &kube],
+            )
+            .await?;
+        let mut files = Vec::new();
+        for o in &objects {
+            let key = serde_json::to_string(o)?;
+            let n = distinct.len();
+            let path = distinct
+                .entry(key.clone())
+                .or_insert_with(|| dir.join(format!("object-{n}.yaml")))
+                .clone();
+            if !path.exists() {
+                std::fs::write(&path, &key)?;
+            }
+            let kind = o["kind"].as_str().unwrap_or("").to_owned();
+            files.push((path, kind));
+        }
+        renderings.push((f, files));
+    }
+    let mut args = vec!["--strict".to_owned(), "-k".to_owned(), kube.clone()];
+    args.extend(distinct.values().map(|p| p.display().to_string()));
+    let out = run_tool(&validate, &args, &[]).await?;
+    // One line per object: passed, or no schema for a foreign CRD kind.
+    let line_of = |path: &Path| {
+        let shown = format!(" {} ", path.display());
+        out.lines().find(|l| l.contains(&shown)).map(str::to_owned)
+    };
+    for (f, files) in &renderings {
+        let (mut passed, mut foreign) = (0, 0);
+        for (path, kind) in files {
+            let line = line_of(path)
+                .ok_or_else(|| anyhow!("ci/{}: no verdict on a {kind}:\n{out}", file_name(f)))?;
+            if line.starts_with("INFO") && line.contains(" passed for resource ") {
+                passed += 1;
+            } else if line.starts_with("WARN")
+                && FOREIGN_KINDS.contains(&kind.as_str())
+                && line.contains(&format!("schema for kind {kind} "))
+            {
+                foreign += 1;
+            } else {
+                bail!("ci/{}: {kind}: {line}", file_name(f));
+            }
+        }
+        ensure!(passed > 0, "ci/{}: nothing validated", file_name(f));
+        eprintln!(
+            "kubernetes-validate --strict -k {kube} ci/{}: {passed} passed, {foreign} foreign CRD kinds",
+            file_name(f)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
+    pairs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
+}
+
+#[tokio::test]
+async fn each_part_renders_exactly_its_kinds() -> Result<()> {
+    // Exact inventories of the fullest renderings.
+    let host = kind_counts(&render("karmada-host-auto-values.yaml").await?);
+    ensure!(
+        host == counts(&[
+            ("ConfigMap", 1),
+            ("Deployment", 2),
+            ("Ingress", 1),
+            ("PodDisruptionBudget", 2),
+            ("PrometheusRule", 1),
+            ("Secret", 1),
+            ("Service", 3),
+            ("ServiceAccount", 2),
+            ("ServiceMonitor", 1),
+        ]),
+        "host part: {host:?}"
+    );
+    let api = kind_counts(&render("karmada-apiserver-auto-values.yaml").await?);
+    ensure!(
+        api == counts(&[
+            ("ClusterRole", 2),
+            ("ClusterRoleBinding", 2),
+            ("CustomResourceDefinition", 1),
+            ("Namespace", 1),
+            ("Role", 2),
+            ("RoleBinding", 2),
+            ("ServiceAccount", 2),
+            ("ValidatingWebhookConfiguration", 1),
+        ]),
+        "apiserver part: {api:?}"
+    );
+    // Every file: a part never renders the other's kinds; standalone renders both halves.
+    for f in ci_values_files()? {
+        let name = file_name(&f);
+        let objects = render(name).await?;
+        let kinds: BTreeSet<String> = kind_counts(&objects).into_keys().collect();
+        let (allowed, must): (Vec<&str>, &[&str]) = if name.starts_with("karmada-host-") {
+            (HOST_KINDS.to_vec(), &["Deployment", "Service"])
+        } else if name.starts_with("karmada-apiserver-") {
+            (
+                APISERVER_KINDS.to_vec(),
+                &["ValidatingWebhookConfiguration", "ClusterRole"],
+            )
+        } else {
+            (
+                HOST_KINDS.iter().chain(APISERVER_KINDS).copied().collect(),
+                &[
+                    "Deployment",
+                    "Service",
+                    "ValidatingWebhookConfiguration",
+                    "ClusterRole",
+                    "CustomResourceDefinition",
+                ],
+            )
+        };
+        let stray: Vec<&String> = kinds
+            .iter()
+            .filter(|k| !allowed.contains(&k.as_str()))
+            .collect();
+        ensure!(
+            stray.is_empty(),
+            "ci/{name} renders {stray:?}, not of its part"
+        );
+        for k in must {
+            ensure!(kinds.contains(*k), "ci/{name} renders no {k}: {kinds:?}");
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn chart_crd_is_the_generated_crd() -> Result<()> {
+    let generated = read(&Env::repo_root().join(karmada_quota_crds::CRD_PATH))?;
+    let copy = read(&chart_dir().join("files/quota.karmada.io_karmadaquotas.yaml"))?;
+    ensure!(
+        generated == copy,
+        "charts/karmada-quota/files/quota.karmada.io_karmadaquotas.yaml differs from {}: run `make crds`",
+        karmada_quota_crds::CRD_PATH
+    );
+    // And the apiserver part installs it as is, kept on uninstall.
+    let objects = render("karmada-apiserver-auto-values.yaml").await?;
+    let crd = find(
+        &objects,
+        "CustomResourceDefinition",
+        "karmadaquotas.quota.karmada.io",
+    )?;
+    let want = karmada_quota_e2e::yaml_documents(&generated)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("empty CRD"))?;
+    ensure!(
+        crd["spec"] == want["spec"],
+        "the rendered CRD's spec differs"
+    );
+    ensure!(
+        crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep",
+        "{}",
+        crd["metadata"]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn alert_rules_pass_promtool() -> Result<()> {
+    let objects = render("karmada-host-auto-values.yaml").await?;
+    let rule = objects
+        .iter()
+        .find(|o| o["kind"] == "PrometheusRule")
+        .ok_or_else(|| anyhow!("no PrometheusRule rendered"))?;
+    let groups = &rule["spec"]["groups"];
+    let alerts: BTreeSet<&str> = groups
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+        .filter_map(|r| r["alert"].as_str())
+        .collect();
+    let want: BTreeSet<&str> = [
+        "KarmadaQuotaAlmostFull",
+        "KarmadaQuotaDrift",
+        "KarmadaQuotaNoLeader",
+        "KarmadaQuotaReservationsFull",
+        "KarmadaQuotaWebhookErrors",
+        "KarmadaQuotaWebhookSlow",
+    ]
+    .into_iter()
+    .collect();
+    ensure!(alerts == want, "alerts: {alerts:?}");
+    let text = serde_json::to_string_pretty(&rule["spec"]["groups"][0]["rules"])?;
+    ensure!(
+        !text.contains("${"),
+        "a threshold placeholder was left unsubstituted"
+    );
+    ensure!(text.contains(">= 0.9"), "the usage threshold is not 0.9");
+    let out = promtool_check_rules("alerts", &json!({"groups": groups})).await?;
+    ensure!(out.contains("SUCCESS: 6 rules found"), "{out}");
+    Ok(())
+}
+
+/// `promtool check rules` on `rules` (a rules file as JSON, which is YAML).
+async fn promtool_check_rules(name: &str, rules: &Value) -> Result<String> {
+    let path = std::env::temp_dir().join(format!("kq-{name}-{}.rules.yaml", std::process::id()));
+    std::fs::write(&path, serde_json::to_string_pretty(rules)?)?;
+    let out = run_tool(
+        &tool("promtool")?,
+        &["check".into(), "rules".into(), path.display().to_string()],
+        &[],
+    )
+    .await;
+    let _ = std::fs::remove_file(&path);
+    out
+}
+
+#[tokio::test]
+async fn grafana_dashboard_is_valid_json_with_valid_queries() -> Result<()> {
+    let objects = render("karmada-host-auto-values.yaml").await?;
+    let cm = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["labels"]["grafana_dashboard"] == "1")
+        .ok_or_else(|| anyhow!("no ConfigMap labelled grafana_dashboard=1"))?;
+    let text = cm["data"]["karmada-quota.json"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the ConfigMap has no karmada-quota.json"))?;
+    let dash: Value = serde_json::from_str(text).context("the dashboard is not JSON")?;
+    ensure!(
+        dash["uid"] == "karmada-quota" && dash["title"].is_string(),
+        "uid/title"
+    );
+    let panels = dash["panels"]
+        .as_array()
+        .ok_or_else(|| anyhow!("no panels"))?;
+    let mut ids = BTreeSet::new();
+    let mut exprs = Vec::new();
+    for p in panels {
+        ensure!(
+            ids.insert(p["id"].as_i64().unwrap_or(-1)),
+            "duplicate panel id: {p}"
+        );
+        let targets = p["targets"].as_array().filter(|t| !t.is_empty());
+        let targets = targets.ok_or_else(|| anyhow!("panel {} has no targets", p["title"]))?;
+        for t in targets {
+            exprs.push(
+                t["expr"]
+                    .as_str()
+                    .ok_or_else(|| anyhow!("panel {}: a target without expr", p["title"]))?
+                    .to_owned(),
+            );
+        }
+    }
+    let all = exprs.join("\n");
+    for metric in [
+        "kq_quota_used",
+        "kq_quota_hard",
+        "kq_quota_cluster_used",
+        "kq_quota_cluster_observed",
+        "kq_webhook_decisions_total",
+        "kq_webhook_decision_duration_seconds_bucket",
+    ] {
+        ensure!(all.contains(metric), "no panel shows {metric}");
+    }
+    // Every query parses: promtool checks them as recording rules, Grafana's variables
+    // replaced by a match-all regex.
+    let rules: Vec<Value> = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            json!({"record": format!("kq:dashboard_query_{i}"),
+                   "expr": e.replace("$namespace", ".*").replace("$quota", ".*")})
+        })
+        .collect();
+    let out = promtool_check_rules(
+        "dashboard",
+        &json!({"groups": [{"name": "dashboard", "rules": rules}]}),
+    )
+    .await?;
+    ensure!(
+        out.contains(&format!("SUCCESS: {} rules found", exprs.len())),
+        "{out}"
+    );
+    Ok(())
+}
+
+/// `KEY = "value"` of a TOML or Dockerfile-ish line.
+fn quoted_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix(key)?.trim_start();
+        let rest = rest.strip_prefix('=')?.trim_start().strip_prefix('"')?;
+        rest.split('"').next()
+    })
+}
+
+#[tokio::test]
+async fn dockerfile_passes_hadolint_and_matches_the_chart() -> Result<()> {
+    let root = Env::repo_root();
+    let dockerfile = root.join("Dockerfile");
+    let out = run_tool(&tool("hadolint")?, &[dockerfile.display().to_string()], &[]).await?;
+    ensure!(out.trim().is_empty(), "hadolint: {out}");
+    let text = read(&dockerfile)?;
+
+    // The toolchain is the one rust-toolchain.toml pins.
+    let toolchain = read(&root.join("rust-toolchain.toml"))?;
+    let channel = quoted_after(&toolchain, "channel")
+        .ok_or_else(|| anyhow!("rust-toolchain.toml has no channel"))?;
+    let arg = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ARG RUST_VERSION="))
+        .ok_or_else(|| anyhow!("the Dockerfile has no ARG RUST_VERSION="))?;
+    ensure!(
+        arg == channel,
+        "Dockerfile RUST_VERSION {arg} != toolchain {channel}"
+    );
+    ensure!(
+        text.contains("cargo build --release --locked"),
+        "the image is not built with --release --locked"
+    );
+    let user = text
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("USER "))
+        .ok_or_else(|| anyhow!("the runtime stage sets no USER"))?;
+    ensure!(
+        !matches!(user.split(':').next(), Some("0" | "root")),
+        "runs as {user}"
+    );
+    ensure!(
+        text.lines().any(|l| l.trim() == "FROM scratch"),
+        "the runtime stage is not an empty base"
+    );
+
+    // The image's version label, the chart's appVersion and the workspace version agree,
+    // and the chart's default image is karmada-quota:<that version>.
+    let chart = chart_yaml()?;
+    let app_version = chart["appVersion"]
+        .as_str()
+        .ok_or_else(|| anyhow!("Chart.yaml has no appVersion"))?;
+    let cargo = read(&root.join("Cargo.toml"))?;
+    let workspace_version =
+        quoted_after(&cargo, "version").ok_or_else(|| anyhow!("Cargo.toml has no version"))?;
+    ensure!(
+        app_version == workspace_version,
+        "Chart appVersion {app_version} != workspace version {workspace_version}"
+    );
+    ensure!(
+        text.contains(&format!(
+            "org.opencontainers.image.version=\"{app_version}\""
+        )),
+        "the Dockerfile's version label is not {app_version}"
+    );
+    ensure!(
+        text.contains(&format!("docker build -t karmada-quota:{app_version} .")),
+        "the Dockerfile's build command does not tag karmada-quota:{app_version}"
+    );
+    let objects = render("standalone-auto-values.yaml").await?;
+    for (deployment, binary) in [
+        ("karmada-quota-webhook", "karmada-quota-webhook"),
+        ("karmada-quota-controller", "karmada-quota-controller"),
+    ] {
+        let d = find(&objects, "Deployment", deployment)?;
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        ensure!(
+            c["image"] == format!("karmada-quota:{app_version}"),
+            "{deployment} runs image {}",
+            c["image"]
+        );
+        let path = format!("/usr/local/bin/{binary}");
+        ensure!(
+            c["command"] == json!([path]),
+            "{deployment} command {}",
+            c["command"]
+        );
+        ensure!(
+            text.contains(&format!("/out/{binary}")) && text.contains("/usr/local/bin/"),
+            "the image does not install {path}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn rendered_pods_are_hardened() -> Result<()> {
+    let objects = render("standalone-auto-values.yaml").await?;
+    for d in objects.iter().filter(|o| o["kind"] == "Deployment") {
+        let spec = &d["spec"]["template"]["spec"];
+        let name = &d["metadata"]["name"];
+        ensure!(
+            spec["securityContext"]["runAsNonRoot"] == true,
+            "{name}: runAsNonRoot"
+        );
+        ensure!(
+            spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault",
+            "{name}: seccomp"
+        );
+        let c = &spec["containers"][0]["securityContext"];
+        ensure!(
+            c["readOnlyRootFilesystem"] == true,
+            "{name}: readOnlyRootFilesystem"
+        );
+        ensure!(
+            c["allowPrivilegeEscalation"] == false,
+            "{name}: allowPrivilegeEscalation"
+        );
+        ensure!(
+            c["capabilities"]["drop"] == json!(["ALL"]),
+            "{name}: drop ALL"
+        );
+    }
+    let host = render("karmada-host-custom-values.yaml").await?;
+    for d in host.iter().filter(|o| o["kind"] == "Deployment") {
+        // In karmada mode the host's token is not mounted: the binaries only talk to the
+        // karmada-apiserver, with the kubeconfig Secret.
+        ensure!(
+            d["spec"]["template"]["spec"]["automountServiceAccountToken"] == false,
+            "{}",
+            d["metadata"]["name"]
+        );
+    }
+    Ok(())
+}
+
+/// Leaf paths of a values tree (`webhook.pdb.enabled`); maps named in `opaque` (free-form
+/// Kubernetes objects) and empty maps are leaves.
+fn value_paths(v: &Value, prefix: &str, opaque: &[&str], out: &mut Vec<String>) {
+    for (k, x) in v.as_object().into_iter().flatten() {
+        let path = format!("{prefix}{k}");
+        match x.as_object() {
+            Some(m) if !m.is_empty() && !opaque.contains(&k.as_str()) => {
+                value_paths(x, &format!("{path}."), opaque, out);
+            }
+            _ => out.push(path),
+        }
+    }
+}
+
+#[test]
+fn readme_documents_every_value() -> Result<()> {
+    let values = karmada_quota_e2e::yaml_documents(&read(&chart_dir().join("values.yaml"))?)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("values.yaml is empty"))?;
+    let mut paths = Vec::new();
+    value_paths(
+        &values,
+        "",
+        &[
+            "resources",
+            "podSecurityContext",
+            "securityContext",
+            "labels",
+        ],
+        &mut paths,
+    );
+    ensure!(paths.len() > 50, "only {} values found", paths.len());
+    let readme = read(&chart_dir().join("README.md"))?;
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|p| !readme.contains(&format!("| `{p}` |")))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "charts/karmada-quota/README.md's values table lacks {missing:?}"
+    );
+    // And every value has a schema entry.
+    let schema: Value = serde_json::from_str(&read(&chart_dir().join("values.schema.json"))?)?;
+    for p in &paths {
+        let mut node = &schema;
+        for part in p.split('.') {
+            node = &node["properties"][part];
+        }
+        ensure!(!node.is_null(), "values.schema.json has no entry for {p}");
+    }
+    Ok(())
+}

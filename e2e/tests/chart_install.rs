@@ -1,0 +1,784 @@
+//! The chart installed on the local control plane, and the binaries run under the
+//! identities it creates.
+//!
+//! ```text
+//!  apiserver 1 ("host")                       apiserver 0 ("karmada-apiserver")
+//!   helm install <kq>-host                     helm install <kq>-api
+//!     karmada.part=host, certs.mode=auto  ──CA──▶ karmada.part=apiserver, certs.caBundle,
+//!     Deployments, Services, TLS Secret,        webhook.url=https://127.0.0.1:<port>
+//!     PDBs, ServiceAccounts                     CRD, ValidatingWebhookConfiguration,
+//!   kubeconfig Secrets  ◀──TokenRequest─────    ServiceAccounts + ClusterRoles/Roles
+//!        │
+//!        ▼ the installed Deployments' command, args and mounted Secrets, on loopback
+//!   karmada-quota-webhook, karmada-quota-controller ──(SA tokens)──▶ apiserver 0
+//! ```
+//!
+//! Every call the binaries make goes through the chart's RBAC: a binding that fits is
+//! admitted, one over the limit is denied, status is written, a drift raises an event;
+//! SelfSubjectAccessReviews pin each granted verb (and a few that must not be). Then
+//! `helm uninstall` of the apiserver part removes the webhook configuration.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use karmada_quota_e2e::chart::{Helm, chart_dir};
+use karmada_quota_e2e::controller::{
+    ClusterRegistration, MemberCluster, cluster_used_is, condition_is, ensure_namespace,
+    member_apis, quota_events, used_is, wait_quota, wait_synced,
+};
+use karmada_quota_e2e::webhook::{Rb, create, create_with, expect_admitted, metric_sum, quota};
+use karmada_quota_e2e::{
+    Binary, Env, TestNs, accepts, free_port, http_get_ok, try_wait_for, wait_for, yaml_documents,
+};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, Config, ResourceExt};
+use serde_json::{Value, json};
+
+const CRD_NAME: &str = "karmadaquotas.quota.karmada.io";
+/// Label of the test namespace the installed webhook configuration selects.
+const NS_LABEL: &str = "e2e.karmada-quota/chart";
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+const API_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn step(s: &str) {
+    eprintln!("{s}");
+}
+
+/// A name unique to this run (cluster-scoped objects and release names).
+fn run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{:x}", (std::process::id() << 12) ^ nanos)
+        .chars()
+        .rev()
+        .take(6)
+        .collect()
+}
+
+/// `server` and `certificate-authority-data` of a kubeconfig the harness wrote.
+fn server_of(kubeconfig: &Path) -> Result<(String, Option<String>)> {
+    let text = std::fs::read_to_string(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let doc = yaml_documents(&text)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("{} is empty", kubeconfig.display()))?;
+    let cluster = &doc["clusters"][0]["cluster"];
+    Ok((
+        cluster["server"]
+            .as_str()
+            .ok_or_else(|| anyhow!("no server in {}", kubeconfig.display()))?
+            .to_owned(),
+        cluster["certificate-authority-data"]
+            .as_str()
+            .map(str::to_owned),
+    ))
+}
+
+/// A kubeconfig for `server` authenticating with `token`, as an admin writes into the
+/// host's kubeconfig Secret.
+fn token_kubeconfig(server: &str, ca_data: Option<&str>, token: &str) -> String {
+    let tls = match ca_data {
+        Some(ca) => format!("    certificate-authority-data: {ca}"),
+        None => "    insecure-skip-tls-verify: true".to_owned(),
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: karmada\n  cluster:\n    server: {server}\n{tls}\n\
+         users:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: karmada\n  context:\n    cluster: karmada\n    user: sa\n\
+         current-context: karmada\n"
+    )
+}
+
+/// A token of ServiceAccount `ns/name` (TokenRequest API; no controller-manager needed).
+async fn sa_token(client: &Client, ns: &str, name: &str) -> Result<String> {
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let tr = TokenRequest {
+        spec: k8s_openapi::api::authentication::v1::TokenRequestSpec {
+            audiences: Vec::new(),
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = api
+        .create_token_request(name, &PostParams::default(), &tr)
+        .await
+        .with_context(|| format!("TokenRequest for ServiceAccount {ns}/{name}"))?;
+    answer
+        .status
+        .map(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| anyhow!("TokenRequest for {ns}/{name} returned no token"))
+}
+
+async fn client_from_kubeconfig_text(text: &str) -> Result<Client> {
+    let kc = kube::config::Kubeconfig::from_yaml(text)?;
+    let config =
+        Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// One SelfSubjectAccessReview: whether `verb` on `group`/`resource`[/`sub`] in `ns`
+/// (`None`: all namespaces) is `allowed`.
+struct Access<'a> {
+    allowed: bool,
+    verb: &'a str,
+    group: &'a str,
+    resource: &'a str,
+    sub: Option<&'a str>,
+    ns: Option<&'a str>,
+}
+
+impl<'a> Access<'a> {
+    fn new(
+        allowed: bool,
+        verb: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        sub: Option<&'a str>,
+        ns: Option<&'a str>,
+    ) -> Self {
+        Access {
+            allowed,
+            verb,
+            group,
+            resource,
+            sub,
+            ns,
+        }
+    }
+
+    /// What the apiserver answers for the client's identity.
+    async fn check(&self, client: &Client) -> Result<bool> {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(self.verb.to_owned()),
+                    group: Some(self.group.to_owned()),
+                    resource: Some(self.resource.to_owned()),
+                    subresource: self.sub.map(str::to_owned),
+                    namespace: self.ns.map(str::to_owned),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = Api::<SelfSubjectAccessReview>::all(client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .context("SelfSubjectAccessReview")?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+impl std::fmt::Display for Access<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.verb, self.group, self.resource)?;
+        if let Some(sub) = self.sub {
+            write!(f, "/{sub}")?;
+        }
+        write!(f, " in {}", self.ns.unwrap_or("(all namespaces)"))
+    }
+}
+
+fn verdict(allowed: bool) -> &'static str {
+    if allowed { "allowed" } else { "denied" }
+}
+
+/// One process started from an installed Deployment: its first container's command and
+/// args, every Secret volume it mounts materialised under `root` (mount paths in the args
+/// rewritten to match), the listen addresses moved to loopback.
+struct FromDeployment {
+    binary: String,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+}
+
+async fn from_deployment(
+    host: &Client,
+    ns: &str,
+    name: &str,
+    root: &Path,
+    listen: &[(&str, String)],
+) -> Result<FromDeployment> {
+    let d = Api::<Deployment>::namespaced(host.clone(), ns)
+        .get(name)
+        .await
+        .with_context(|| format!("reading Deployment {ns}/{name} from the host"))?;
+    let pod = d
+        .spec
+        .and_then(|s| s.template.spec)
+        .ok_or_else(|| anyhow!("Deployment {name} has no pod spec"))?;
+    let c = pod
+        .containers
+        .first()
+        .ok_or_else(|| anyhow!("Deployment {name} has no container"))?;
+    let command = c
+        .command
+        .as_ref()
+        .and_then(|c| c.first())
+        .ok_or_else(|| anyhow!("Deployment {name}'s container has no command"))?;
+    let binary = Path::new(command)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow!("command {command:?}"))?
+        .to_owned();
+    let mut args = c.args.clone().unwrap_or_default();
+    let volumes = pod.volumes.unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(host.clone(), ns);
+    for m in c.volume_mounts.iter().flatten() {
+        let v = volumes
+            .iter()
+            .find(|v| v.name == m.name)
+            .ok_or_else(|| anyhow!("{name}: volumeMount {} has no volume", m.name))?;
+        let secret_name = v
+            .secret
+            .as_ref()
+            .and_then(|s| s.secret_name.as_deref())
+            .ok_or_else(|| anyhow!("{name}: volume {} is not a Secret", m.name))?;
+        let secret = secrets
+            .get(secret_name)
+            .await
+            .with_context(|| format!("reading Secret {ns}/{secret_name} mounted by {name}"))?;
+        let local = root.join(m.mount_path.trim_start_matches('/'));
+        std::fs::create_dir_all(&local)?;
+        for (key, ByteString(bytes)) in secret.data.unwrap_or_default() {
+            std::fs::write(local.join(&key), bytes)?;
+        }
+        let prefix = format!("{}/", m.mount_path.trim_end_matches('/'));
+        let local_prefix = format!("{}/", local.display());
+        for a in &mut args {
+            *a = a.replace(&prefix, &local_prefix);
+        }
+    }
+    for (flag, value) in listen {
+        let key = format!("{flag}=");
+        let a = args
+            .iter_mut()
+            .find(|a| a.starts_with(&key))
+            .ok_or_else(|| anyhow!("{name}: the chart renders no {flag}="))?;
+        *a = format!("{key}{value}");
+    }
+    let mut envs = vec![("NO_COLOR".to_owned(), "1".to_owned())];
+    for e in c.env.iter().flatten() {
+        match (&e.value, &e.value_from) {
+            (Some(v), _) => envs.push((e.name.clone(), v.clone())),
+            // The pod name (the Lease identity): what the pod would get.
+            (None, Some(from))
+                if from
+                    .field_ref
+                    .as_ref()
+                    .is_some_and(|f| f.field_path == "metadata.name") =>
+            {
+                envs.push((e.name.clone(), format!("{name}-local-0")));
+            }
+            _ => bail!("{name}: env {} cannot be reproduced locally", e.name),
+        }
+    }
+    Ok(FromDeployment { binary, args, envs })
+}
+
+async fn start(env: &Env, spec: &FromDeployment, admin: SocketAddr) -> Result<Binary> {
+    eprintln!("{} {}", spec.binary, spec.args.join(" "));
+    let mut b = Binary::builder(&spec.binary).args(&spec.args);
+    for (k, v) in &spec.envs {
+        b = b.env(k, v);
+    }
+    let mut binary = b.start(env)?;
+    binary.wait_admin(admin, "/readyz", READY_TIMEOUT).await?;
+    Ok(binary)
+}
+
+/// A pod requesting `cpu`, created in a member behind Karmada's back.
+fn member_pod(ns: &str, name: &str, cpu: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"containers": [{"name": "app", "image": "app:1",
+                                 "resources": {"requests": {"cpu": cpu}}}]}
+    })
+}
+
+#[tokio::test]
+async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Result<()> {
+    let env = Env::get().await?;
+    let karmada = env.client()?;
+    let members = member_apis(env, 2)?;
+    let host_kubeconfig = env.member_kubeconfigs()[0].clone();
+    let host = env.member_clients()?.remove(0);
+    let member = env.member_clients()?.remove(1);
+
+    let id = run_id();
+    let fullname = format!("kq-{id}");
+    let api_release = format!("{fullname}-api");
+    let host_release = format!("{fullname}-host");
+    let system_ns = format!("{fullname}-system");
+    let host_ns = format!("{fullname}-host");
+    let lease_ns = format!("{fullname}-leases");
+    let ns = TestNs::new(&karmada, "chart_install").await?;
+    let work = env.log_dir().join(format!("chart-{fullname}"));
+    std::fs::create_dir_all(&work)?;
+    let webhook_port = free_port()?;
+    let webhook_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let controller_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+
+    // One values file for both parts, as an admin would keep it.
+    let values = json!({
+        "installMode": "karmada",
+        "fullnameOverride": fullname,
+        "logFormat": "plain",
+        "logLevel": "info,karmada_quota_webhook=debug,karmada_quota_controller=debug",
+        "certs": {"mode": "auto", "extraIPs": ["127.0.0.1"]},
+        "karmada": {"hostNamespace": host_ns},
+        "webhook": {
+            "replicas": 1,
+            "url": format!("https://127.0.0.1:{webhook_port}"),
+            "reservationTTL": "10m",
+            "namespaceSelector": {"matchLabels": {NS_LABEL: fullname}},
+            "kubeconfigSecret": {"name": format!("{fullname}-webhook-kubeconfig"), "key": "kubeconfig"},
+        },
+        "controller": {
+            "replicas": 1,
+            "watchNamespace": ns.name(),
+            "leaderElection": {"namespace": lease_ns, "createNamespace": true},
+            "kubeconfigSecret": {"name": format!("{fullname}-controller-kubeconfig"), "key": "kubeconfig"},
+        },
+    });
+    let values_file = work.join("values.yaml");
+    std::fs::write(&values_file, serde_json::to_string_pretty(&values)?)?;
+    let helm = Helm::new()?;
+    let helm0 = helm.with_kubeconfig(env.kubeconfig());
+    let helm1 = helm.with_kubeconfig(&host_kubeconfig);
+    let chart = chart_dir().display().to_string();
+
+    step("[Create] helm install the host part into apiserver 1 (certs.mode=auto)");
+    let out = helm1
+        .run(&[
+            "install".into(),
+            host_release.clone(),
+            chart.clone(),
+            "--namespace".into(),
+            host_ns.clone(),
+            "--create-namespace".into(),
+            "-f".into(),
+            values_file.display().to_string(),
+            "--set".into(),
+            "karmada.part=host".into(),
+        ])
+        .await?;
+    eprintln!(
+        "$ helm install {host_release} charts/karmada-quota -n {host_ns} --create-namespace -f values.yaml --set karmada.part=host\n{out}"
+    );
+    let tls = Api::<Secret>::namespaced(host.clone(), &host_ns)
+        .get(&format!("{fullname}-webhook-tls"))
+        .await
+        .context("the host part's TLS Secret")?;
+    let tls_data = tls.data.unwrap_or_default();
+    let ca_pem = tls_data
+        .get("ca.crt")
+        .map(|b| b.0.clone())
+        .ok_or_else(|| anyhow!("the TLS Secret has no ca.crt"))?;
+    let ca_file = work.join("ca.crt");
+    std::fs::write(&ca_file, &ca_pem)?;
+
+    step("[Create] helm install the apiserver part into apiserver 0, caBundle = the host's CA");
+    // Karmada-cluster holds the members' Secrets (the controller's Role lives there).
+    ensure_namespace(&karmada, "karmada-cluster").await?;
+    // The control plane came up with the CRD applied by hand: let the release adopt it.
+    Api::<CustomResourceDefinition>::all(karmada.clone())
+        .patch(
+            CRD_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {
+                "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {"meta.helm.sh/release-name": api_release,
+                                "meta.helm.sh/release-namespace": system_ns}}})),
+        )
+        .await
+        .context("marking the CRD for adoption by the release")?;
+    let out = helm0
+        .run(&[
+            "install".into(),
+            api_release.clone(),
+            chart.clone(),
+            "--namespace".into(),
+            system_ns.clone(),
+            "--create-namespace".into(),
+            "-f".into(),
+            values_file.display().to_string(),
+            "--set".into(),
+            "karmada.part=apiserver".into(),
+            "--set-file".into(),
+            format!("certs.caBundle={}", ca_file.display()),
+        ])
+        .await?;
+    eprintln!(
+        "$ helm install {api_release} charts/karmada-quota -n {system_ns} --create-namespace -f values.yaml --set karmada.part=apiserver --set-file certs.caBundle=ca.crt\n{out}"
+    );
+
+    step("the CRD is Established and owned by the release");
+    let crds: Api<CustomResourceDefinition> = Api::all(karmada.clone());
+    wait_for("the CRD Established", API_TIMEOUT, || {
+        let crds = crds.clone();
+        let api_release = api_release.clone();
+        async move {
+            let crd = crds.get_opt(CRD_NAME).await.ok()??;
+            let owned = crd.annotations().get("meta.helm.sh/release-name") == Some(&api_release);
+            let established = crd
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            (owned && established).then_some(())
+        }
+    })
+    .await?;
+
+    step("the webhook configuration calls the loopback URL and trusts exactly the chart's CA");
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(karmada.clone());
+    let vwc = vwcs.get(&fullname).await?;
+    let hooks = vwc.webhooks.unwrap_or_default();
+    ensure!(hooks.len() == 2, "{} webhooks", hooks.len());
+    for h in &hooks {
+        let cc = &h.client_config;
+        ensure!(
+            cc.ca_bundle.as_ref().map(|b| b.0.as_slice()) == Some(ca_pem.as_slice()),
+            "{}: caBundle is not the host Secret's ca.crt",
+            h.name
+        );
+        let url = cc.url.as_deref().unwrap_or_default();
+        ensure!(
+            url.starts_with(&format!("https://127.0.0.1:{webhook_port}/validate/")),
+            "{}: url {url}",
+            h.name
+        );
+        ensure!(h.failure_policy.as_deref() == Some("Fail"), "{}", h.name);
+    }
+
+    step("[Create] tokens of the chart's ServiceAccounts → kubeconfig Secrets in the host");
+    let (server, ca_data) = server_of(env.kubeconfig())?;
+    let mut identities = BTreeMap::new();
+    for component in ["webhook", "controller"] {
+        let sa = format!("{fullname}-{component}");
+        let token = sa_token(&karmada, &system_ns, &sa).await?;
+        let kubeconfig = token_kubeconfig(&server, ca_data.as_deref(), &token);
+        let secret = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{sa}-kubeconfig"), "namespace": host_ns},
+            "stringData": {"kubeconfig": kubeconfig},
+        });
+        Api::<Secret>::namespaced(host.clone(), &host_ns)
+            .create(&PostParams::default(), &serde_json::from_value(secret)?)
+            .await
+            .with_context(|| format!("creating the {component}'s kubeconfig Secret"))?;
+        identities.insert(component, client_from_kubeconfig_text(&kubeconfig).await?);
+    }
+
+    step("each identity holds exactly the verbs the chart README lists");
+    let t = ns.name();
+    let q = "quota.karmada.io";
+    let lease = lease_ns.as_str();
+    #[rustfmt::skip]
+    let webhook_table = [
+        Access::new(true, "get", q, "karmadaquotas", None, Some(t)),
+        Access::new(true, "list", q, "karmadaquotas", None, None),
+        Access::new(true, "watch", q, "karmadaquotas", None, None),
+        Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t)),
+        Access::new(true, "create", "events.k8s.io", "events", None, Some(t)),
+        Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
+        Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
+        Access::new(false, "delete", q, "karmadaquotas", None, Some(t)),
+        Access::new(false, "list", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(false, "get", "", "secrets", None, Some("karmada-cluster")),
+        Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(lease)),
+    ];
+    #[rustfmt::skip]
+    let controller_table = [
+        Access::new(true, "get", q, "karmadaquotas", None, Some(t)),
+        Access::new(true, "list", q, "karmadaquotas", None, None),
+        Access::new(true, "watch", q, "karmadaquotas", None, None),
+        Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t)),
+        Access::new(true, "list", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(true, "watch", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(true, "list", "cluster.karmada.io", "clusters", None, None),
+        Access::new(true, "watch", "cluster.karmada.io", "clusters", None, None),
+        Access::new(true, "get", "", "secrets", None, Some("karmada-cluster")),
+        Access::new(true, "get", "coordination.k8s.io", "leases", None, Some(lease)),
+        Access::new(true, "create", "coordination.k8s.io", "leases", None, Some(lease)),
+        Access::new(true, "update", "coordination.k8s.io", "leases", None, Some(lease)),
+        Access::new(true, "create", "events.k8s.io", "events", None, Some(t)),
+        Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
+        Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
+        Access::new(false, "create", "work.karmada.io", "resourcebindings", None, Some(t)),
+        Access::new(false, "list", "", "secrets", None, Some("karmada-cluster")),
+        Access::new(false, "get", "", "secrets", None, Some(t)),
+        Access::new(false, "delete", "coordination.k8s.io", "leases", None, Some(lease)),
+        Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(t)),
+    ];
+    let mut wrong = Vec::new();
+    for (who, table) in [
+        ("webhook", &webhook_table[..]),
+        ("controller", &controller_table[..]),
+    ] {
+        for a in table {
+            let got = a.check(&identities[who]).await?;
+            if got != a.allowed {
+                wrong.push(format!(
+                    "{who} {a}: {} (want {})",
+                    verdict(got),
+                    verdict(a.allowed)
+                ));
+            }
+        }
+    }
+    ensure!(
+        wrong.is_empty(),
+        "RBAC differs from the list:\n  {}",
+        wrong.join("\n  ")
+    );
+
+    step("[Create] the webhook and the controller from the installed Deployments, on loopback");
+    let webhook_spec = from_deployment(
+        &host,
+        &host_ns,
+        &format!("{fullname}-webhook"),
+        &work.join("webhook"),
+        &[
+            ("--listen", format!("127.0.0.1:{webhook_port}")),
+            ("--admin-listen", webhook_admin.to_string()),
+        ],
+    )
+    .await?;
+    let controller_spec = from_deployment(
+        &host,
+        &host_ns,
+        &format!("{fullname}-controller"),
+        &work.join("controller"),
+        &[("--admin-listen", controller_admin.to_string())],
+    )
+    .await?;
+    let webhook = start(env, &webhook_spec, webhook_admin).await?;
+    let controller = start(env, &controller_spec, controller_admin).await?;
+
+    step("[Create] member cluster (apiserver 2) registered as Karmada stores it");
+    let member_name = format!("{}-member", ns.name());
+    let clusters = ClusterRegistration::register(
+        &karmada,
+        ns.name(),
+        &[MemberCluster::new(&member_name, &members[1])],
+    )
+    .await?;
+
+    step("the apiserver calls the installed webhook (a KarmadaQuota it must refuse, dry run)");
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(karmada.clone())
+        .patch(
+            ns.name(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {NS_LABEL: fullname}}})),
+        )
+        .await?;
+    let quotas: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        karmada.clone(),
+        ns.name(),
+        &kube::discovery::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("quota.karmada.io", "v1alpha1", "KarmadaQuota"),
+            "karmadaquotas",
+        ),
+    );
+    let bad = quota(ns.name(), "bad", &[("requests.nvidia.com/gpu", "1.5")]);
+    let bad: kube::api::DynamicObject = serde_json::from_value(bad)?;
+    let refusal = try_wait_for(
+        "the KarmadaQuota webhook to answer",
+        API_TIMEOUT,
+        || async {
+            let pp = PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            };
+            Ok::<_, anyhow::Error>(match quotas.create(&pp, &bad).await {
+                Err(kube::Error::Api(s))
+                    if s.message.contains("karmadaquotas.quota.karmada.io") =>
+                {
+                    Some(s.message)
+                }
+                _ => None,
+            })
+        },
+    )
+    .await?;
+    eprintln!("refused: {refusal}");
+
+    step("[Create] a quota of 2 CPUs; the controller (leader via its Lease) syncs it");
+    accepts(
+        &karmada,
+        &quota(
+            ns.name(),
+            "compute",
+            &[("requests.cpu", "2"), ("pods", "10")],
+        ),
+    )
+    .await?;
+    wait_synced(&karmada, ns.name(), "compute").await?;
+
+    step("[Create] a binding that fits is admitted");
+    let fits = Rb::deployment("fits", 1)
+        .request("cpu", "1")
+        .clusters(&[(&member_name, 1)])
+        .json(ns.name());
+    let admitted = expect_admitted(create(&karmada, &fits).await?)?;
+    eprintln!("admitted {}", admitted.name_any());
+
+    step("[Create] a binding over the limit is denied");
+    let too_big = Rb::deployment("too-big", 2)
+        .request("cpu", "1")
+        .clusters(&[(&member_name, 2)])
+        .json(ns.name());
+    match create_with(&karmada, &too_big, false).await? {
+        Ok(o) => bail!("{} was admitted over the limit", o.name_any()),
+        Err(s) => {
+            ensure!(
+                s.code == 403 && s.message.contains("exceeded quota: compute"),
+                "refused, but not for the quota: {} {}",
+                s.code,
+                s.message
+            );
+            eprintln!("denied: {}", s.message);
+        }
+    }
+    let metrics = http_get_ok(webhook_admin, "/metrics").await?;
+    ensure!(
+        metric_sum(
+            &metrics,
+            "kq_webhook_status_writes_total",
+            &["result=\"ok\""]
+        ) >= 1,
+        "the webhook wrote no reservation:\n{metrics}"
+    );
+
+    step("status written by the controller: used and the member's share");
+    wait_quota(
+        &karmada,
+        ns.name(),
+        "compute",
+        "status.used requests.cpu=1 placed on the member",
+        API_TIMEOUT,
+        |q| {
+            used_is(q, &[("requests.cpu", "1")])
+                && cluster_used_is(q, &member_name, &[("requests.cpu", "1")])
+        },
+    )
+    .await?;
+
+    step("[Create] pods behind Karmada's back in the member: Drift, and an event");
+    ensure_namespace(&member, ns.name()).await?;
+    for i in 0..2 {
+        accepts(&member, &member_pod(ns.name(), &format!("rogue-{i}"), "1")).await?;
+    }
+    wait_quota(
+        &karmada,
+        ns.name(),
+        "compute",
+        "Drift=True",
+        API_TIMEOUT,
+        |q| condition_is(q, "Drift", "True"),
+    )
+    .await?;
+    let events = wait_for(
+        "a DriftDetected event on the quota",
+        API_TIMEOUT,
+        || async {
+            let evs = quota_events(&karmada, ns.name(), "compute").await.ok()?;
+            evs.iter().any(|(r, _)| r == "DriftDetected").then_some(evs)
+        },
+    )
+    .await?;
+    eprintln!("events: {events:?}");
+
+    step("[Update] helm upgrade of the host part keeps the generated certificate (lookup)");
+    let out = helm1
+        .run(&[
+            "upgrade".into(),
+            host_release.clone(),
+            chart.clone(),
+            "--namespace".into(),
+            host_ns.clone(),
+            "-f".into(),
+            values_file.display().to_string(),
+            "--set".into(),
+            "karmada.part=host".into(),
+        ])
+        .await?;
+    ensure!(out.contains("REVISION: 2"), "helm upgrade: {out}");
+    let after = Api::<Secret>::namespaced(host.clone(), &host_ns)
+        .get(&format!("{fullname}-webhook-tls"))
+        .await?
+        .data
+        .unwrap_or_default();
+    for key in ["ca.crt", "tls.crt", "tls.key"] {
+        ensure!(
+            after.get(key) == tls_data.get(key),
+            "helm upgrade replaced {key} of the webhook's certificate"
+        );
+    }
+
+    step(
+        "[Delete] helm uninstall the apiserver part: the webhook configuration goes, the CRD stays",
+    );
+    let out = helm0
+        .run(&[
+            "uninstall".into(),
+            api_release.clone(),
+            "--namespace".into(),
+            system_ns.clone(),
+        ])
+        .await?;
+    eprintln!("$ helm uninstall {api_release} -n {system_ns}\n{out}");
+    ensure!(
+        vwcs.get_opt(&fullname).await?.is_none(),
+        "ValidatingWebhookConfiguration {fullname} is still there"
+    );
+    ensure!(
+        crds.get_opt(CRD_NAME).await?.is_some(),
+        "the CRD was deleted (resource-policy keep)"
+    );
+    let out = helm1
+        .run(&[
+            "uninstall".into(),
+            host_release.clone(),
+            "--namespace".into(),
+            host_ns.clone(),
+        ])
+        .await?;
+    eprintln!("$ helm uninstall {host_release} -n {host_ns}\n{out}");
+    ensure!(
+        Api::<Deployment>::namespaced(host.clone(), &host_ns)
+            .get_opt(&format!("{fullname}-webhook"))
+            .await?
+            .is_none(),
+        "the webhook Deployment is still in the host"
+    );
+
+    drop(webhook);
+    drop(controller);
+    clusters.cleanup().await?;
+    ns.delete(&karmada).await?;
+    Ok(())
+}
