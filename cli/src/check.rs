@@ -92,40 +92,15 @@ impl Inputs {
                 ("policy.karmada.io", "PropagationPolicy" | "ClusterPropagationPolicy") => self
                     .policies
                     .push(serde_json::from_value(doc).map_err(|e| err(format!("{kind}: {e}")))?),
-                ("cluster.karmada.io", "Cluster") => self.clusters.push(cluster_facts(&doc)),
+                ("cluster.karmada.io", "Cluster") => {
+                    self.clusters.push(karmada_quota_crds::cluster::facts(&doc));
+                }
                 _ => self
                     .templates
                     .push(serde_json::from_value(doc).map_err(|e| err(format!("{kind}: {e}")))?),
             }
         }
         Ok(())
-    }
-}
-
-/// A Cluster object's name, labels, provider, region and zone.
-pub fn cluster_facts(doc: &Value) -> ClusterFacts {
-    let s = |p: &str| {
-        doc.pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    ClusterFacts {
-        name: s("/metadata/name"),
-        labels: doc
-            .pointer("/metadata/labels")
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
-            .unwrap_or_default(),
-        provider: s("/spec/provider"),
-        region: s("/spec/region"),
-        zone: {
-            let zone = s("/spec/zone");
-            if zone.is_empty() {
-                s("/spec/zones/0")
-            } else {
-                zone
-            }
-        },
     }
 }
 

@@ -9,7 +9,6 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use crate::args::Global;
-use crate::check::cluster_facts;
 use crate::render::EventRow;
 
 /// A client and the namespace to use, from the kubeconfig and flags, as kubectl does.
@@ -124,7 +123,7 @@ impl Access {
                 .items
                 .iter()
                 .filter_map(|o| serde_json::to_value(o).ok())
-                .map(|v| cluster_facts(&v))
+                .map(|v| karmada_quota_crds::cluster::facts(&v))
                 .collect()),
             Err(kube::Error::Api(s)) if s.is_not_found() => Ok(Vec::new()),
             Err(e) => Err(e).context("listing Clusters (cluster.karmada.io/v1alpha1)"),

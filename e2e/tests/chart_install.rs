@@ -506,7 +506,12 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
         Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
         Access::new(false, "delete", q, "karmadaquotas", None, Some(t)),
-        Access::new(false, "list", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(true, "list", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(true, "list", "cluster.karmada.io", "clusters", None, None),
+        Access::new(true, "list", "apps", "deployments", None, None),
+        Access::new(true, "get", "batch", "jobs", None, Some(t)),
+        Access::new(false, "watch", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(false, "list", "", "secrets", None, None),
         Access::new(false, "get", "", "secrets", None, Some("karmada-cluster")),
         Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(lease)),
     ];

@@ -32,6 +32,10 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::cache::QuotaCache;
 use crate::metrics::{ALLOWED, DENIED, ERROR, Metrics};
+use crate::policy::{
+    CLUSTERPROPAGATIONPOLICY_PATH, Enforcement, POLICY_GROUP, PROPAGATIONPOLICY_PATH, PolicyWorld,
+    SharedWorld, Verdict,
+};
 use crate::reserve::{Batcher, BindingRequest};
 use karmada_quota_runtime::duration;
 
@@ -56,6 +60,8 @@ const CODE_INVALID: u16 = 422;
 const KIND_BINDING: &str = "resourcebinding";
 /// Metric label of a KarmadaQuota review.
 const KIND_QUOTA: &str = "karmadaquota";
+/// Metric label of a (Cluster)PropagationPolicy review.
+const KIND_POLICY: &str = "propagationpolicy";
 
 /// Limits of the HTTP handlers.
 #[derive(Clone, Debug)]
@@ -64,6 +70,10 @@ pub struct Settings {
     pub decision_timeout: Duration,
     /// Largest accepted body (`--max-body-bytes`); larger → 413.
     pub max_body_bytes: usize,
+    /// What an exceeding PropagationPolicy gets (`--policy-enforcement`).
+    pub policy_enforcement: Enforcement,
+    /// Most templates one policy check reads (`--policy-max-templates`).
+    pub policy_max_templates: usize,
 }
 
 impl Default for Settings {
@@ -71,6 +81,8 @@ impl Default for Settings {
         Self {
             decision_timeout: Duration::from_secs(2),
             max_body_bytes: 3 * 1024 * 1024,
+            policy_enforcement: Enforcement::Warn,
+            policy_max_templates: 200,
         }
     }
 }
@@ -88,6 +100,14 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Limits.
     pub settings: Settings,
+    /// What the PropagationPolicy check reads (`None`: policies are allowed unchecked).
+    pub policies: Option<SharedWorld>,
+}
+
+impl std::fmt::Debug for dyn PolicyWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PolicyWorld")
+    }
 }
 
 /// The admission router: the two check paths, 404 for anything else.
@@ -96,6 +116,8 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route(RESOURCEBINDING_PATH, post(validate_binding))
         .route(KARMADAQUOTA_PATH, post(validate_quota))
+        .route(PROPAGATIONPOLICY_PATH, post(validate_policy))
+        .route(CLUSTERPROPAGATIONPOLICY_PATH, post(validate_policy))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -533,4 +555,95 @@ fn review_quota(st: &AppState, body: &[u8]) -> Answer {
         answer.reason = "AllowedWithWarning";
     }
     answer
+}
+
+async fn validate_policy(
+    State(st): State<AppState>,
+    body: Bytes,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let started = Instant::now();
+    let answer = review_policy(&st, &body, started + st.settings.decision_timeout).await;
+    finish(&st, KIND_POLICY, started, answer)
+}
+
+/// The PropagationPolicy check (see [`crate::policy`]): a dry run, never a refusal unless
+/// `--policy-enforcement=deny` and a template would not fit.
+async fn review_policy(st: &AppState, body: &[u8], deadline: Instant) -> Answer {
+    let review = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body) {
+        Ok(r) => r,
+        Err(e) => return bad_review(&format!("cannot decode the AdmissionReview: {e}")),
+    };
+    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(r) => r,
+        Err(_) => return bad_review("AdmissionReview has no request"),
+    };
+    if req.kind.group != POLICY_GROUP
+        || !matches!(
+            req.kind.kind.as_str(),
+            "PropagationPolicy" | "ClusterPropagationPolicy"
+        )
+    {
+        return other_kind(&req, PROPAGATIONPOLICY_PATH);
+    }
+    if !crate::policy::judged(&req) {
+        return allowed(&req, "NotChecked");
+    }
+    let key = object_key(&req, req.object.as_ref().map(|o| &o.metadata));
+    let what = format!("{} {}", req.kind.kind, key.trim_start_matches('/'));
+    let Some(object) = req.object.as_ref() else {
+        return bad_request(&req, &format!("{what}: the review has no object"));
+    };
+    let mut policy: karmada_quota_core::policy::Policy =
+        match serde_json::to_value(object).and_then(serde_json::from_value) {
+            Ok(p) => p,
+            Err(e) => return bad_request(&req, &format!("{what}: cannot read the policy: {e}")),
+        };
+    policy.kind.clone_from(&req.kind.kind);
+    if policy.metadata.namespace.is_empty() {
+        policy.metadata.namespace = req.namespace.clone().unwrap_or_default();
+    }
+    let Some(world) = &st.policies else {
+        return allowed(&req, "NotChecked");
+    };
+    let quotas = |ns: &str| {
+        st.cache
+            .in_namespace(ns)
+            .iter()
+            .filter_map(|c| c.parsed.as_ref().ok().map(|p| p.state.clone()))
+            .collect()
+    };
+    let verdict = crate::policy::check(
+        world.as_ref(),
+        &policy,
+        quotas,
+        st.settings.policy_max_templates,
+        deadline,
+    )
+    .await;
+    match verdict {
+        Verdict::Fits => allowed(&req, "Fits"),
+        Verdict::Skipped(why) => {
+            tracing::info!(policy = %what, %why, "quota check of a policy skipped");
+            let mut answer = allowed(&req, "CheckSkipped");
+            answer.response.warnings = Some(vec![format!(
+                "karmada-quota: the quota check of this policy was skipped: {why}"
+            )]);
+            answer
+        }
+        Verdict::Exceeds(lines) => match st.settings.policy_enforcement {
+            Enforcement::Warn => {
+                let mut answer = allowed(&req, "ExceedsWarned");
+                answer.response.warnings = Some(lines);
+                answer
+            }
+            Enforcement::Deny => refused(
+                &req,
+                karmada_quota_core::decision::CODE_FORBIDDEN,
+                "QuotaExceeded",
+                &format!("{what}: {}", lines.join("; ")),
+                DENIED,
+                "QuotaExceeded",
+            ),
+        },
+    }
 }

@@ -35,8 +35,9 @@ pub struct Args {
     #[arg(long, env = "KQ_DECISION_TIMEOUT", default_value = "2s", value_parser = karmada_quota_runtime::duration::parse)]
     pub decision_timeout: Duration,
 
-    /// Lifetime of a reservation entry in a quota's status: how long an admitted change
-    /// counts before the controller must have observed it.
+    /// Lifetime of a reservation entry in a quota's status: once it has passed, the
+    /// controller drops an entry whose binding it never observed. Until the controller
+    /// removes it, an entry counts, expired or not.
     #[arg(long, env = "KQ_RESERVATION_TTL", default_value = "60s", value_parser = karmada_quota_runtime::duration::parse)]
     pub reservation_ttl: Duration,
 
@@ -48,6 +49,21 @@ pub struct Args {
     /// Largest accepted AdmissionReview body, in bytes; larger bodies get HTTP 413.
     #[arg(long, env = "KQ_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
+
+    /// What a PropagationPolicy whose bindings would exceed a quota gets: `warn` (allowed,
+    /// with a warning per template that would not fit, printed by kubectl apply) or `deny`.
+    #[arg(
+        long,
+        env = "KQ_POLICY_ENFORCEMENT",
+        value_enum,
+        default_value = "warn"
+    )]
+    pub policy_enforcement: crate::policy::Enforcement,
+
+    /// Most templates one policy check reads; a policy selecting more is allowed with a
+    /// warning that the check was skipped.
+    #[arg(long, env = "KQ_POLICY_MAX_TEMPLATES", default_value_t = 200)]
+    pub policy_max_templates: usize,
 
     #[command(flatten)]
     #[allow(missing_docs)]

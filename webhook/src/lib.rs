@@ -28,6 +28,7 @@ pub mod admission;
 pub mod args;
 pub mod cache;
 pub mod metrics;
+pub mod policy;
 pub mod reserve;
 pub mod server;
 

@@ -47,12 +47,17 @@ async fn main() -> anyhow::Result<()> {
     let state = AppState {
         cache,
         batcher,
-        plurals: PluralResolver::new(client),
+        plurals: PluralResolver::new(client.clone()),
         metrics,
         settings: Settings {
             decision_timeout: args.decision_timeout,
             max_body_bytes: args.max_body_bytes,
+            policy_enforcement: args.policy_enforcement,
+            policy_max_templates: args.policy_max_templates,
         },
+        policies: Some(std::sync::Arc::new(
+            karmada_quota_webhook::policy::KubePolicyWorld::new(client),
+        )),
     };
 
     let tls = server::load_tls(&args.tls_cert_file, &args.tls_private_key_file).await?;

@@ -2,6 +2,7 @@
 //! `app().oneshot()`) and batcher tests (conflicts, concurrency).
 
 mod batcher;
+mod policy;
 mod router;
 
 use std::collections::BTreeMap;
@@ -138,7 +139,9 @@ impl Harness {
                 settings: Settings {
                     decision_timeout: timeout,
                     max_body_bytes: 64 * 1024,
+                    ..Settings::default()
                 },
+                policies: None,
             },
             store,
             writer: Arc::new(Mutex::new(writer)),

@@ -1,0 +1,153 @@
+//! PropagationPolicy admission against a real apiserver, through `kubectl apply`: a policy
+//! whose bindings fit is admitted silently; one that would exceed a quota is admitted with
+//! a warning kubectl prints, or refused with `--policy-enforcement=deny`.
+
+use std::process::Output;
+
+use anyhow::{Context, Result, ensure};
+use karmada_quota_e2e::webhook::{Registration, Webhook, WebhookBuilder, quota, seed_used};
+use karmada_quota_e2e::{Env, TestNs, accepts};
+use kube::Client;
+
+fn step(s: &str) {
+    eprintln!("{s}");
+}
+
+/// One namespace routed to one webhook started by `builder`, with a KarmadaQuota
+/// `compute` of 2 cpu of which 1 is used.
+struct Setup {
+    env: &'static Env,
+    client: Client,
+    ns: TestNs,
+    _webhook: Webhook,
+    registration: Registration,
+}
+
+impl Setup {
+    async fn new(test: &str, builder: WebhookBuilder) -> Result<Setup> {
+        let env = Env::get().await?;
+        let client = env.client()?;
+        let ns = TestNs::new(&client, test).await?;
+        let webhook = builder.start(env).await?;
+        let registration =
+            Registration::register(&client, &webhook.url(), &[ns.name()], &[&webhook]).await?;
+        step("[Create] KarmadaQuota compute: requests.cpu=2, status.used 1");
+        accepts(&client, &quota(ns.name(), "compute", &[("requests.cpu", "2")])).await?;
+        seed_used(&client, ns.name(), "compute", &[("requests.cpu", "1")]).await?;
+        Ok(Setup {
+            env,
+            client,
+            ns,
+            _webhook: webhook,
+            registration,
+        })
+    }
+
+    /// `kubectl apply -f -` of `yaml`: the whole output (warnings are on stderr).
+    async fn apply(&self, yaml: &str) -> Result<Output> {
+        use tokio::io::AsyncWriteExt;
+        let mut child = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.env.kubeconfig())
+            .args(["apply", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("running kubectl")?;
+        let mut stdin = child.stdin.take().context("kubectl stdin")?;
+        stdin.write_all(yaml.as_bytes()).await?;
+        drop(stdin);
+        Ok(child.wait_with_output().await?)
+    }
+
+    fn deployment(&self, name: &str, replicas: u32) -> String {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      containers: [{{name: c, image: none, resources: {{requests: {{cpu: '1'}}}}}}]\n",
+            ns = self.ns.name()
+        )
+    }
+
+    fn policy(&self, name: &str, template: &str) -> String {
+        format!(
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: {template}}}]\n  placement: {{replicaScheduling: {{replicaSchedulingType: Divided}}}}\n",
+            ns = self.ns.name()
+        )
+    }
+
+    async fn teardown(self) -> Result<()> {
+        self.registration.cleanup().await?;
+        self.ns.delete(&self.client).await
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_policy_that_would_exceed_a_quota_is_admitted_with_a_warning() -> Result<()> {
+    let s = Setup::new("policy_warn", Webhook::builder()).await?;
+    let n = s.ns.name();
+
+    step("[Create] Deployments small (1 × 1 cpu) and big (2 × 1 cpu): templates only");
+    let o = s.apply(&format!("{}---\n{}", s.deployment("small", 1), s.deployment("big", 2))).await?;
+    ensure!(o.status.success(), "{}", text(&o));
+
+    step("[Create] policy for small: 1 + 1 = 2 fits → admitted, no warning");
+    let o = s.apply(&s.policy("small", "small")).await?;
+    ensure!(o.status.success(), "{}", text(&o));
+    ensure!(!text(&o).contains("Warning"), "unexpected warning: {}", text(&o));
+
+    step("[Create] policy for big: 1 + 2 = 3 > 2 → admitted with kubectl's Warning line");
+    let o = s.apply(&s.policy("big", "big")).await?;
+    let out = text(&o);
+    ensure!(o.status.success(), "{out}");
+    let want = format!(
+        "Warning: this policy would exceed quota {n}/compute with Deployment {n}/big: exceeded \
+         quota: compute, requested: requests.cpu=2, used: requests.cpu=1, limited: requests.cpu=2"
+    );
+    ensure!(out.contains(&want), "no warning {want:?} in:\n{out}");
+    s.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn with_deny_enforcement_a_policy_that_would_exceed_is_refused() -> Result<()> {
+    let s = Setup::new(
+        "policy_deny",
+        Webhook::builder().arg("--policy-enforcement=deny"),
+    )
+    .await?;
+    let n = s.ns.name();
+    let o = s.apply(&s.deployment("big", 2)).await?;
+    ensure!(o.status.success(), "{}", text(&o));
+
+    step("[Create] policy for big in deny mode → refused, not stored");
+    let o = s.apply(&s.policy("big", "big")).await?;
+    let out = text(&o);
+    ensure!(!o.status.success(), "the policy was admitted: {out}");
+    ensure!(
+        out.contains(&format!(
+            "PropagationPolicy {n}/big: this policy would exceed quota {n}/compute"
+        )),
+        "{out}"
+    );
+    let stored = s
+        .env
+        .kubectl(&["get", "propagationpolicies", "-n", n, "-o", "name"])
+        .await?;
+    ensure!(stored.trim().is_empty(), "a refused policy was stored: {stored}");
+
+    step("[Create] a policy that fits is admitted in deny mode too");
+    let o = s.apply(&s.deployment("small", 1)).await?;
+    ensure!(o.status.success(), "{}", text(&o));
+    let o = s.apply(&s.policy("small", "small")).await?;
+    ensure!(o.status.success(), "{}", text(&o));
+    s.teardown().await
+}

@@ -1,0 +1,415 @@
+//! PropagationPolicy admission: before a policy is stored, what the bindings it would make
+//! for the templates that exist now would add to the quotas — a dry run, no reservation.
+//!
+//! ```text
+//!  POST /validate/propagationpolicy | /validate/clusterpropagationpolicy (CREATE/UPDATE)
+//!     │ decode the policy (core::policy::Policy)
+//!     │ PolicyWorld (kube, a fake in tests): the templates each selector names (≤ the
+//!     │   limit), the member Clusters, the existing bindings of the namespaces touched
+//!     │ quotas: the webhook's cache
+//!     ▼
+//!  core::whatif::what_if — the interpreter, the placement, the admission decision
+//!     ▼
+//!  fits → allowed, no warning; exceeds → allowed with a warning per refused template
+//!  (`kubectl apply` prints them), or refused with `--policy-enforcement=deny`.
+//!  Too many templates, a kind that cannot be listed, or no answer within the decision
+//!  timeout → allowed with a warning saying the check was skipped and why.
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use karmada_quota_core::binding::ResourceBindingSpec;
+use karmada_quota_core::placement::ClusterFacts;
+use karmada_quota_core::policy::{PROPAGATION_POLICY, Policy, ResourceSelector};
+use karmada_quota_core::template::Template;
+use karmada_quota_core::whatif::{self, Current};
+use karmada_quota_crds::ResourceBinding;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::core::admission::{AdmissionRequest, Operation};
+use kube::discovery::{self, Scope};
+use kube::{Api, Client};
+use tokio::time::{Instant, timeout_at};
+
+/// Path of the PropagationPolicy check.
+pub const PROPAGATIONPOLICY_PATH: &str = "/validate/propagationpolicy";
+/// Path of the ClusterPropagationPolicy check.
+pub const CLUSTERPROPAGATIONPOLICY_PATH: &str = "/validate/clusterpropagationpolicy";
+/// API group of the policies.
+pub const POLICY_GROUP: &str = "policy.karmada.io";
+
+/// What an exceeding policy gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Enforcement {
+    /// Allowed, with a warning per template that would not fit.
+    #[default]
+    Warn,
+    /// Refused (403 QuotaExceeded) with the first template that would not fit.
+    Deny,
+}
+
+/// Why the check could not be made (the policy is then allowed with this as a warning).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skip(pub String);
+
+/// The reads the check makes, behind a trait so that tests run without an apiserver.
+pub trait PolicyWorld: Send + Sync + 'static {
+    /// The templates `selector` names (in `namespace`, or in every namespace when `None`),
+    /// at most `limit` of them: more is a [`Skip`].
+    fn templates<'a>(
+        &'a self,
+        selector: &'a ResourceSelector,
+        namespace: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Template>, Skip>>;
+
+    /// The member clusters.
+    fn clusters(&self) -> BoxFuture<'_, Result<Vec<ClusterFacts>, Skip>>;
+
+    /// The ResourceBindings of `namespace`.
+    fn bindings<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ResourceBindingSpec>, Skip>>;
+}
+
+/// What discovery said of an (apiVersion, kind): its resource and whether it is
+/// namespaced, or `None` when it is not served.
+type Discovered = Option<(ApiResource, bool)>;
+
+/// [`PolicyWorld`] over the Kubernetes API (discovery cached per kind).
+pub struct KubePolicyWorld {
+    client: Client,
+    kinds: Mutex<HashMap<(String, String), Discovered>>,
+}
+
+impl KubePolicyWorld {
+    /// Reads through `client`.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            kinds: Mutex::default(),
+        }
+    }
+
+    /// The API resource of (apiVersion, kind) and whether it is namespaced; `None` when the
+    /// kind is not served.
+    async fn resource(&self, api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
+        let key = (api_version.to_owned(), kind.to_owned());
+        if let Some(known) = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return known.clone();
+        }
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .ok()
+            .map(|(ar, caps)| (ar, caps.scope == Scope::Namespaced));
+        self.kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, found.clone());
+        found
+    }
+}
+
+fn label_selector(selector: &ResourceSelector) -> Option<String> {
+    let s = selector.label_selector.as_ref()?;
+    let mut parts: Vec<String> = s
+        .match_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for r in &s.match_expressions {
+        parts.push(match r.operator.as_str() {
+            "In" => format!("{} in ({})", r.key, r.values.join(",")),
+            "NotIn" => format!("{} notin ({})", r.key, r.values.join(",")),
+            "Exists" => r.key.clone(),
+            "DoesNotExist" => format!("!{}", r.key),
+            _ => return None, // filtered by core's matcher instead
+        });
+    }
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
+impl PolicyWorld for KubePolicyWorld {
+    fn templates<'a>(
+        &'a self,
+        selector: &'a ResourceSelector,
+        namespace: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Template>, Skip>> {
+        Box::pin(async move {
+            let what = format!("{} ({})", selector.kind, selector.api_version);
+            let Some((ar, namespaced)) = self.resource(&selector.api_version, &selector.kind).await
+            else {
+                return Err(Skip(format!("{what} is not served by the API server")));
+            };
+            let api: Api<DynamicObject> = match (namespaced, namespace) {
+                (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
+                _ => Api::all_with(self.client.clone(), &ar),
+            };
+            let objects: Vec<DynamicObject> = if selector.name.is_empty() {
+                let mut params =
+                    ListParams::default().limit(u32::try_from(limit + 1).unwrap_or(u32::MAX));
+                if let Some(labels) = label_selector(selector) {
+                    params = params.labels(&labels);
+                }
+                let list = api
+                    .list(&params)
+                    .await
+                    .map_err(|e| Skip(format!("cannot list {what}: {e}")))?;
+                if list.items.len() > limit {
+                    return Err(Skip(format!(
+                        "the policy selects more than {limit} {what} objects (--policy-max-templates)"
+                    )));
+                }
+                list.items
+            } else {
+                let one = match (
+                    namespaced,
+                    namespace.or(Some(selector.namespace.as_str()).filter(|s| !s.is_empty())),
+                ) {
+                    (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
+                    (true, None) => {
+                        // A ClusterPropagationPolicy naming a namespaced template without
+                        // a namespace: every namespace's object of that name.
+                        let list = api
+                            .list(
+                                &ListParams::default()
+                                    .fields(&format!("metadata.name={}", selector.name)),
+                            )
+                            .await
+                            .map_err(|e| Skip(format!("cannot list {what}: {e}")))?;
+                        return list.items.into_iter().map(to_template).collect();
+                    }
+                    (false, _) => Api::all_with(self.client.clone(), &ar),
+                };
+                one.get_opt(&selector.name)
+                    .await
+                    .map_err(|e| Skip(format!("cannot read {what} {}: {e}", selector.name)))?
+                    .into_iter()
+                    .collect()
+            };
+            objects.into_iter().map(to_template).collect()
+        })
+    }
+
+    fn clusters(&self) -> BoxFuture<'_, Result<Vec<ClusterFacts>, Skip>> {
+        Box::pin(async move {
+            let gvk = GroupVersionKind::gvk("cluster.karmada.io", "v1alpha1", "Cluster");
+            let api: Api<DynamicObject> = Api::all_with(
+                self.client.clone(),
+                &ApiResource::from_gvk_with_plural(&gvk, "clusters"),
+            );
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| Skip(format!("cannot list Clusters: {e}")))?;
+            Ok(list
+                .items
+                .iter()
+                .filter_map(|o| serde_json::to_value(o).ok())
+                .map(|v| karmada_quota_crds::cluster::facts(&v))
+                .collect())
+        })
+    }
+
+    fn bindings<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ResourceBindingSpec>, Skip>> {
+        Box::pin(async move {
+            let list = Api::<ResourceBinding>::namespaced(self.client.clone(), namespace)
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| Skip(format!("cannot list ResourceBindings in {namespace}: {e}")))?;
+            Ok(list.items.into_iter().map(|b| b.spec).collect())
+        })
+    }
+}
+
+fn to_template(o: DynamicObject) -> Result<Template, Skip> {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    serde_json::to_value(&o)
+        .and_then(serde_json::from_value)
+        .map_err(|e| Skip(format!("cannot read template {name}: {e}")))
+}
+
+/// How the check ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Everything fits.
+    Fits,
+    /// These templates would be refused: one line each, for warnings or the refusal.
+    Exceeds(Vec<String>),
+    /// The check was not made; why.
+    Skipped(String),
+}
+
+/// The dry run for `policy`: templates from `world`, quotas from `quotas` (per namespace,
+/// the cache's parsed states), bounded by `deadline`.
+pub async fn check(
+    world: &dyn PolicyWorld,
+    policy: &Policy,
+    quotas: impl Fn(&str) -> Vec<karmada_quota_core::quota::QuotaState>,
+    max_templates: usize,
+    deadline: Instant,
+) -> Verdict {
+    match timeout_at(deadline, gather(world, policy, &quotas, max_templates)).await {
+        Err(_) => Verdict::Skipped(
+            "the quota check did not finish within the decision timeout".to_owned(),
+        ),
+        Ok(Err(Skip(why))) => Verdict::Skipped(why),
+        Ok(Ok((templates, current))) => {
+            let outcome = whatif::what_if(&templates, std::slice::from_ref(policy), &current);
+            let mut lines: Vec<String> = outcome
+                .refused
+                .iter()
+                .map(|r| {
+                    format!(
+                        "this policy would exceed quota {}/{} with {}: {}",
+                        r.namespace, r.denial.quota, r.template, r.denial.message
+                    )
+                })
+                .collect();
+            lines.extend(
+                outcome
+                    .errors
+                    .iter()
+                    .map(|e| format!("cannot price a template: {e}")),
+            );
+            if lines.is_empty() {
+                Verdict::Fits
+            } else {
+                Verdict::Exceeds(lines)
+            }
+        }
+    }
+}
+
+type Gathered = (Vec<Template>, Current);
+
+async fn gather(
+    world: &dyn PolicyWorld,
+    policy: &Policy,
+    quotas: &impl Fn(&str) -> Vec<karmada_quota_core::quota::QuotaState>,
+    max_templates: usize,
+) -> Result<Gathered, Skip> {
+    let own_namespace =
+        (policy.kind == PROPAGATION_POLICY).then_some(policy.metadata.namespace.as_str());
+    let mut templates: Vec<Template> = Vec::new();
+    for selector in &policy.spec.resource_selectors {
+        let ns = own_namespace
+            .or((!selector.namespace.is_empty()).then_some(selector.namespace.as_str()));
+        for t in world.templates(selector, ns, max_templates).await? {
+            if policy.selects(&t)
+                && !templates.iter().any(|k| {
+                    k.api_version == t.api_version
+                        && k.kind == t.kind
+                        && k.metadata.namespace == t.metadata.namespace
+                        && k.metadata.name == t.metadata.name
+                })
+            {
+                templates.push(t);
+            }
+        }
+        if templates.len() > max_templates {
+            return Err(Skip(format!(
+                "the policy selects more than {max_templates} templates (--policy-max-templates)"
+            )));
+        }
+    }
+    let mut current = Current::default();
+    let mut namespaces: Vec<&str> = templates
+        .iter()
+        .map(|t| t.metadata.namespace.as_str())
+        .collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    let mut with_quota = BTreeMap::new();
+    for ns in namespaces {
+        let states = quotas(ns);
+        if !states.is_empty() {
+            with_quota.insert(ns.to_owned(), states);
+        }
+    }
+    if with_quota.is_empty() {
+        return Ok((Vec::new(), current)); // no quota applies: nothing to read
+    }
+    let duplicated = policy.spec.placement.is_duplicated();
+    if duplicated {
+        current.clusters = world.clusters().await?;
+    }
+    for ns in with_quota.keys() {
+        current
+            .bindings
+            .insert(ns.clone(), world.bindings(ns).await?);
+    }
+    current.quotas = with_quota;
+    Ok((templates, current))
+}
+
+/// Whether a review is one the policy check judges: CREATE or UPDATE of the policy itself
+/// (not a status or other subresource).
+pub fn judged<T: kube::Resource>(req: &AdmissionRequest<T>) -> bool {
+    matches!(req.operation, Operation::Create | Operation::Update)
+        && req.sub_resource.as_deref().is_none_or(str::is_empty)
+}
+
+/// A [`PolicyWorld`] in memory, for tests.
+#[derive(Default)]
+pub struct FakeWorld {
+    /// Templates, filtered by kind and namespace like the API would.
+    pub templates: Vec<Template>,
+    /// Clusters.
+    pub clusters: Vec<ClusterFacts>,
+    /// Bindings per namespace.
+    pub bindings: BTreeMap<String, Vec<ResourceBindingSpec>>,
+    /// Answers take this long.
+    pub latency: std::time::Duration,
+}
+
+impl PolicyWorld for FakeWorld {
+    fn templates<'a>(
+        &'a self,
+        selector: &'a ResourceSelector,
+        namespace: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Template>, Skip>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.latency).await;
+            let found: Vec<Template> = self
+                .templates
+                .iter()
+                .filter(|t| t.api_version == selector.api_version && t.kind == selector.kind)
+                .filter(|t| namespace.is_none_or(|ns| t.metadata.namespace == ns))
+                .cloned()
+                .collect();
+            if found.len() > limit {
+                return Err(Skip(format!("more than {limit} {} objects", selector.kind)));
+            }
+            Ok(found)
+        })
+    }
+
+    fn clusters(&self) -> BoxFuture<'_, Result<Vec<ClusterFacts>, Skip>> {
+        Box::pin(async move { Ok(self.clusters.clone()) })
+    }
+
+    fn bindings<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ResourceBindingSpec>, Skip>> {
+        Box::pin(async move { Ok(self.bindings.get(namespace).cloned().unwrap_or_default()) })
+    }
+}
+
+/// Shared handle to the world the webhook reads.
+pub type SharedWorld = Arc<dyn PolicyWorld>;
