@@ -32,7 +32,11 @@ impl Setup {
         let registration =
             Registration::register(&client, &webhook.url(), &[ns.name()], &[&webhook]).await?;
         step("[Create] KarmadaQuota compute: requests.cpu=2, status.used 1");
-        accepts(&client, &quota(ns.name(), "compute", &[("requests.cpu", "2")])).await?;
+        accepts(
+            &client,
+            &quota(ns.name(), "compute", &[("requests.cpu", "2")]),
+        )
+        .await?;
         seed_used(&client, ns.name(), "compute", &[("requests.cpu", "1")]).await?;
         Ok(Setup {
             env,
@@ -96,13 +100,23 @@ async fn a_policy_that_would_exceed_a_quota_is_admitted_with_a_warning() -> Resu
     let n = s.ns.name();
 
     step("[Create] Deployments small (1 × 1 cpu) and big (2 × 1 cpu): templates only");
-    let o = s.apply(&format!("{}---\n{}", s.deployment("small", 1), s.deployment("big", 2))).await?;
+    let o = s
+        .apply(&format!(
+            "{}---\n{}",
+            s.deployment("small", 1),
+            s.deployment("big", 2)
+        ))
+        .await?;
     ensure!(o.status.success(), "{}", text(&o));
 
     step("[Create] policy for small: 1 + 1 = 2 fits → admitted, no warning");
     let o = s.apply(&s.policy("small", "small")).await?;
     ensure!(o.status.success(), "{}", text(&o));
-    ensure!(!text(&o).contains("Warning"), "unexpected warning: {}", text(&o));
+    ensure!(
+        !text(&o).contains("Warning"),
+        "unexpected warning: {}",
+        text(&o)
+    );
 
     step("[Create] policy for big: 1 + 2 = 3 > 2 → admitted with kubectl's Warning line");
     let o = s.apply(&s.policy("big", "big")).await?;
@@ -142,7 +156,10 @@ async fn with_deny_enforcement_a_policy_that_would_exceed_is_refused() -> Result
         .env
         .kubectl(&["get", "propagationpolicies", "-n", n, "-o", "name"])
         .await?;
-    ensure!(stored.trim().is_empty(), "a refused policy was stored: {stored}");
+    ensure!(
+        stored.trim().is_empty(),
+        "a refused policy was stored: {stored}"
+    );
 
     step("[Create] a policy that fits is admitted in deny mode too");
     let o = s.apply(&s.deployment("small", 1)).await?;
