@@ -68,8 +68,8 @@ pub struct QuotaView {
 ///
 /// `used` holds every hard name (zero when nothing uses it, so the webhook never sees an
 /// unknown status for a synced quota). `clusters` are the union of placement and observed
-/// members, sorted, each restricted to hard names; where a member is observed, its `used`
-/// and `observed` carry the same names (zero-filled). `drift` lists members where an
+/// members, sorted; each cluster's `used` (and `observed`, where measured) carries every
+/// hard name but the object counts, zero-filled, so every cluster has the same shape. `drift` lists members where an
 /// observed value is above the placed one. `effective` = used + Σ pruned reservations.
 pub fn compute<'a>(
     namespace: &str,
@@ -98,6 +98,13 @@ pub fn compute<'a>(
     names.sort_unstable();
     names.dedup();
 
+    // Every cluster carries every per-cluster name of hard (object counts are per binding,
+    // not per cluster), zero where nothing is placed or measured: one shape for all.
+    let per_cluster: ResourceList = hard
+        .iter()
+        .filter(|(n, _)| !is_object_count(n))
+        .map(|(n, _)| (n.to_owned(), Quantity::ZERO))
+        .collect();
     let mut clusters = Vec::with_capacity(names.len());
     let mut drift = BTreeMap::new();
     for name in names {
@@ -106,6 +113,7 @@ pub fn compute<'a>(
             .get(name)
             .map(|l| l.restricted_to(hard))
             .unwrap_or_default();
+        zero_fill(&mut placed, &per_cluster);
         let observed = observed_pods
             .get(name)
             .and_then(Option::as_ref)
@@ -118,7 +126,6 @@ pub fn compute<'a>(
             });
         if let Some(mut observed) = observed {
             zero_fill(&mut observed, &placed);
-            zero_fill(&mut placed, &observed);
             let above: ResourceList = observed
                 .iter()
                 .filter(|(n, q)| **q > placed.get_or_zero(n))
@@ -168,12 +175,18 @@ fn zero_fill(list: &mut ResourceList, names_of: &ResourceList) {
     }
 }
 
+/// Whether `name` counts objects (`count/…` or a legacy name), which are charged per
+/// binding, not per member cluster.
+fn is_object_count(name: &str) -> bool {
+    name.starts_with(COUNT_PREFIX) || LEGACY_COUNTS.iter().any(|(_, n)| *n == name)
+}
+
 /// Display order of names in messages meant for people: requests first, then pods, then
 /// object counts; alphabetical within a group.
 fn display_rank(name: &str) -> u8 {
     if name == PODS {
         1
-    } else if name.starts_with(COUNT_PREFIX) || LEGACY_COUNTS.iter().any(|(_, n)| *n == name) {
+    } else if is_object_count(name) {
         2
     } else {
         0
@@ -466,6 +479,43 @@ mod tests {
         assert_eq!(view.clusters[0].observed, None);
         assert_eq!(view.clusters[1].name, "m9");
         assert!(view.drift.is_empty());
+    }
+
+    #[test]
+    fn every_cluster_has_the_same_shape_zeros_included() {
+        // m1 runs the binding; m2 is measured and runs nothing; m9 is unreachable. Each
+        // carries every per-cluster hard name (not the object count), zero where nothing
+        // is placed or measured — never an empty map beside zero-filled ones.
+        let state = QuotaState {
+            name: "q".into(),
+            spec: QuotaSpec {
+                hard: mk_list(&[
+                    ("pods", "50"),
+                    ("requests.cpu", "10"),
+                    ("count/deployments.apps", "5"),
+                ]),
+                ..Default::default()
+            },
+            used: None,
+            reservations: Vec::new(),
+        };
+        let charge = mk_charge(&mk_deployment(2, &[("cpu", "1")], "", &[("m1", 2)]));
+        let pods = BTreeMap::from([("m2".to_owned(), Some(Vec::new())), ("m9".to_owned(), None)]);
+        let view = compute("ns", &state, [&charge], |_| Observation::NotSeen, &pods, 0);
+        let zeros = mk_list(&[("pods", "0"), ("requests.cpu", "0")]);
+        let shapes: Vec<_> = view
+            .clusters
+            .iter()
+            .map(|c| (c.name.as_str(), c.used.clone(), c.observed.clone()))
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                ("m1", mk_list(&[("pods", "2"), ("requests.cpu", "2")]), None),
+                ("m2", zeros.clone(), Some(zeros.clone())),
+                ("m9", zeros, None),
+            ]
+        );
     }
 
     #[test]
