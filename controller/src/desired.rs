@@ -123,7 +123,7 @@ pub fn compute(
         &ns,
         &state,
         index.charges_in(&ns),
-        |uid| index.observation(&ns, uid),
+        |by| index.observation(&ns, &by.uid),
         observed_pods,
         now,
     );

@@ -16,9 +16,14 @@ pub enum Observation {
     Seen(i64),
     /// Seen, then a watch delete of that uid.
     Deleted,
+    /// Never seen, and the binding's name is served by another uid that is not being
+    /// deleted: the CREATE the entry was admitted for cannot have succeeded (the apiserver
+    /// answered `already exists` after the webhook admitted it — Karmada's detector sends
+    /// such duplicate CREATEs). Its usage is already in `used` under the other uid.
+    NameTaken,
 }
 
-use crate::quota::Reservation;
+use crate::quota::{Reservation, ReservedBy};
 use crate::resources::ResourceList;
 
 /// Whether the entry's expiration time has passed: from then on the controller may drop
@@ -64,23 +69,25 @@ pub fn upsert(reservations: &mut Vec<Reservation>, entry: Reservation) {
     }
 }
 
-/// The entries the controller keeps (design §5): an entry is dropped when its binding was
-/// observed at a generation ≥ the entry's (its usage is now in `used`), when the binding was
-/// seen deleted, or when it has expired (`expiration_time ≤ now`). An entry whose binding
-/// was never seen is kept until it expires — the race reservations exist for.
+/// The entries the controller keeps: an entry is dropped when its binding was observed at a
+/// generation ≥ the entry's (its usage is now in `used`), when the binding was seen
+/// deleted, when its name is served by another binding (a duplicate CREATE that failed:
+/// [`Observation::NameTaken`]), or when it has expired (`expiration_time ≤ now`). An entry
+/// whose binding was never seen is kept until it expires — the race reservations exist for.
+/// `observe` is asked about each entry's binding (name and uid).
 pub fn prune(
     reservations: &[Reservation],
-    observe: impl Fn(&str) -> Observation,
+    observe: impl Fn(&ReservedBy) -> Observation,
     now: i64,
 ) -> Vec<Reservation> {
     reservations
         .iter()
         .filter(|entry| {
             !is_expired(entry, now)
-                && match observe(&entry.reserved_by.uid) {
+                && match observe(&entry.reserved_by) {
                     Observation::NotSeen => true,
                     Observation::Seen(generation) => generation < entry.generation,
-                    Observation::Deleted => false,
+                    Observation::Deleted | Observation::NameTaken => false,
                 }
         })
         .cloned()
@@ -90,7 +97,6 @@ pub fn prune(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quota::ReservedBy;
     use crate::testutil::mk_list;
 
     fn mk_entry(uid: &str, generation: i64, cpu: &str, expiration_time: i64) -> Reservation {
@@ -143,6 +149,7 @@ mod tests {
             (Observation::Seen(3), 2, 200, false), // observed later
             (Observation::Seen(1), 2, 200, true),  // observed earlier: not in used yet
             (Observation::Deleted, 2, 200, false),
+            (Observation::NameTaken, 1, 200, false), // a duplicate CREATE that failed
             (Observation::NotSeen, 2, 200, true), // the race reservations exist for
             (Observation::NotSeen, 2, 100, false), // expired (expiration ≤ now)
             (Observation::Seen(1), 2, 99, false),
@@ -163,8 +170,8 @@ mod tests {
         let entries = [mk_entry("seen", 1, "1", 200), mk_entry("new", 1, "1", 200)];
         let pruned = prune(
             &entries,
-            |uid| {
-                if uid == "seen" {
+            |by| {
+                if by.uid == "seen" {
                     Observation::Seen(1)
                 } else {
                     Observation::NotSeen

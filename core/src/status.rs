@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::ledger::{Observation, effective_usage, prune};
 use crate::quantity::Quantity;
-use crate::quota::{QuotaState, Reservation};
+use crate::quota::{QuotaState, Reservation, ReservedBy};
 use crate::resources::{COUNT_PREFIX, LEGACY_COUNTS, PODS, ResourceList};
 use crate::usage::{BindingCharge, ScopedUsage};
 
@@ -62,7 +62,7 @@ pub struct QuotaView {
 /// - `quota`: spec (hard, scope) and `status.reservations`.
 /// - `bindings`: the charges of the observed ResourceBindings in the namespace; those the
 ///   scope does not match are skipped.
-/// - `observe`: what the controller knows of a binding uid, for pruning reservations.
+/// - `observe`: what the controller knows of an entry's binding (name, uid), for pruning.
 /// - `observed_pods`: pods per member cluster (see [`ObservedPods`]).
 /// - `now`: Unix seconds.
 ///
@@ -75,7 +75,7 @@ pub fn compute<'a>(
     namespace: &str,
     quota: &QuotaState,
     bindings: impl IntoIterator<Item = &'a BindingCharge>,
-    observe: impl Fn(&str) -> Observation,
+    observe: impl Fn(&ReservedBy) -> Observation,
     observed_pods: &ObservedPods,
     now: i64,
 ) -> QuotaView {
@@ -220,7 +220,7 @@ pub fn drift_message(cluster: &str, observed: &ResourceList, placed: &ResourceLi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quota::{QuotaSpec, ReservedBy, validate_spec};
+    use crate::quota::{QuotaSpec, validate_spec};
     use crate::scope::RawRequirement;
     use crate::testutil::*;
     use crate::usage::{PodView, pod_usage};
@@ -364,7 +364,7 @@ mod tests {
             example_charge("web-deployment"),
             example_charge("trainer-deployment"),
         ];
-        let observe = |uid: &str| match uid {
+        let observe = |by: &ReservedBy| match by.uid.as_str() {
             "gone" => Observation::Deleted,
             _ => Observation::NotSeen,
         };
