@@ -15,10 +15,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use karmada_quota_core::complete::{self, CONDITION_USAGE_COMPLETE, Incomplete};
 use karmada_quota_core::quota::{FieldError, QuotaState};
 use karmada_quota_core::status::{self as core_status, ObservedPods, QuotaView};
 use karmada_quota_crds::convert::{
-    list_to_api, parse_status, reservation_to_api, summary, validate_spec,
+    list_from_api, list_to_api, parse_status, reservation_to_api, summary, validate_spec,
 };
 use karmada_quota_crds::quota::{
     CONDITION_DRIFT, CONDITION_MEMBERS_REACHABLE, CONDITION_READY, ClusterUsage, Reservation,
@@ -85,6 +86,9 @@ pub enum Computed {
         view: Box<QuotaView>,
         /// Unparseable, unexpired reservations.
         unparsed: Vec<Reservation>,
+        /// Names whose usage could not be computed (their `used` is the last known
+        /// value, never lowered): name → why.
+        incomplete: Incomplete,
     },
     /// The spec does not validate.
     Invalid(Vec<FieldError>),
@@ -119,7 +123,8 @@ pub fn compute(
         used: None,
         reservations,
     };
-    let view = core_status::compute(
+    let incomplete = complete::incomplete_names(&state.spec, index.gaps_in(&ns));
+    let mut view = core_status::compute(
         &ns,
         &state,
         index.charges_in(&ns),
@@ -127,9 +132,17 @@ pub fn compute(
         observed_pods,
         now,
     );
+    if !incomplete.is_empty() {
+        let last_known = quota
+            .status
+            .as_ref()
+            .and_then(|s| list_from_api(&s.used, "status.used").ok());
+        complete::hold_view(&mut view, last_known.as_ref(), &incomplete);
+    }
     Computed::Valid {
         view: Box::new(view),
         unparsed,
+        incomplete,
     }
 }
 
@@ -163,7 +176,11 @@ pub fn desired_status(
                 now,
             );
         }
-        Computed::Valid { view, unparsed } => {
+        Computed::Valid {
+            view,
+            unparsed,
+            incomplete,
+        } => {
             next.hard = list_to_api(&view.hard);
             next.used = list_to_api(&view.used);
             next.clusters = view
@@ -189,6 +206,16 @@ pub fn desired_status(
                 "True",
                 REASON_SYNCED,
                 &ready,
+                generation,
+                now,
+            );
+            let (status, reason, message) = complete::usage_condition(incomplete);
+            set_condition(
+                &mut next.conditions,
+                CONDITION_USAGE_COMPLETE,
+                status,
+                reason,
+                &message,
                 generation,
                 now,
             );
@@ -441,7 +468,7 @@ pub fn notices(old: Option<&KarmadaQuotaStatus>, new: &KarmadaQuotaStatus) -> Ve
 /// When to reconcile again without an event: one second after the earliest reservation
 /// expires (so it is pruned promptly), else after the resync period.
 pub fn next_requeue(computed: &Computed, now: i64, resync: Duration) -> Duration {
-    let Computed::Valid { view, unparsed } = computed else {
+    let Computed::Valid { view, unparsed, .. } = computed else {
         return resync;
     };
     let earliest = view
@@ -510,6 +537,63 @@ mod tests {
         map.get(k)
             .map(|q| q.0.clone())
             .unwrap_or_else(|| "<none>".into())
+    }
+
+    #[test]
+    fn an_unresolved_count_keeps_its_last_known_used_and_says_why() {
+        let mut q = mk_quota(
+            "team-a",
+            "q",
+            &[("count/widgets.example.com", "5"), ("requests.cpu", "10")],
+        );
+        // What the controller wrote before discovery broke: two widgets.
+        q.status = Some(KarmadaQuotaStatus {
+            used: list_to_api(&rl(&[
+                ("count/widgets.example.com", "2"),
+                ("requests.cpu", "3"),
+            ])),
+            ..KarmadaQuotaStatus::default()
+        });
+        let mut w = mk_binding("team-a", "w", "uid-w", 1, 1, "1", &[]);
+        w.spec.resource.api_version = "example.com/v1".into();
+        w.spec.resource.kind = "Widget".into();
+        let mut i = Index::new(600);
+        for ev in [Event::Init, Event::InitApply(w), Event::InitDone] {
+            i.apply_resolved_binding_event(
+                &ev,
+                Err("API discovery of example.com/v1 failed: 503"),
+                NOW,
+            );
+        }
+        let st = status_of(&q, &i, &ObservedPods::new(), &no_members());
+        // The count keeps 2 (this computation alone would say 0); cpu is complete: 1.
+        assert_eq!(s(&st.used, "count/widgets.example.com"), "2");
+        assert_eq!(s(&st.used, "requests.cpu"), "1");
+        let c = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_USAGE_COMPLETE)
+            .expect("UsageComplete");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", complete::REASON_INCOMPLETE)
+        );
+        assert!(
+            c.message.contains("count/widgets.example.com") && c.message.contains("503"),
+            "{}",
+            c.message
+        );
+        // Discovery recovers: the count is priced, the condition turns True.
+        let touched = i.price("team-a", "uid-w", Ok(Some("count/widgets.example.com")));
+        assert_eq!(touched.len(), 1);
+        let st = status_of(&q, &i, &ObservedPods::new(), &no_members());
+        assert_eq!(s(&st.used, "count/widgets.example.com"), "1");
+        let c = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_USAGE_COMPLETE)
+            .expect("UsageComplete");
+        assert_eq!(c.status, "True");
     }
 
     #[test]

@@ -213,15 +213,14 @@ mod tests {
         assert!(incomplete_names(&spec, [(&c, &g)]).is_empty());
     }
 
+    type Pairs = &'static [(&'static str, &'static str)];
+    /// (computed, last known, incomplete names, expected)
+    type Case = (Pairs, Option<Pairs>, &'static [&'static str], Pairs);
+
     #[test]
     fn incomplete_names_keep_last_known_complete_names_take_the_computed_value() {
         // (computed, last known, incomplete names, expected)
-        let cases: [(
-            &[(&str, &str)],
-            Option<&[(&str, &str)]>,
-            &[&str],
-            &[(&str, &str)],
-        ); 5] = [
+        let cases: [Case; 5] = [
             // complete: the computed value, even when lower
             (
                 &[("count/w.x.io", "1"), ("pods", "2")],
