@@ -23,6 +23,7 @@
 pub mod api;
 pub mod args;
 pub mod desired;
+mod error;
 pub mod index;
 pub mod leader;
 pub mod members;
@@ -49,6 +50,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use args::Args;
+pub use error::Error;
 
 use crate::api::{ApiState, Views};
 use crate::index::Index;
@@ -64,47 +66,6 @@ pub const CONTROLLER_NAME: &str = "karmada-quota-controller";
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// How often readiness is checked (every watch listed once, the Lease usable).
 const READY_POLL: Duration = Duration::from_millis(200);
-
-/// Errors of the controller library.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A Kubernetes API call failed.
-    #[error("kubernetes API call failed: {0}")]
-    Kube(#[from] kube::Error),
-    /// A quota's status could not be written (409s in a row, or an API error).
-    #[error(transparent)]
-    Status(#[from] karmada_quota_status::UpdateError),
-    /// A KarmadaQuota without a namespace (never from a watch).
-    #[error("KarmadaQuota {0} has no namespace")]
-    MissingNamespace(String),
-    /// A member cluster cannot be configured (Secret, CA bundle, endpoint, kubeconfig).
-    #[error("member cluster {cluster}: {message}")]
-    MemberConfig {
-        /// Member name.
-        cluster: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The admin server failed.
-    #[error("admin server: {0}")]
-    Admin(String),
-}
-
-impl Error {
-    /// A short label for the `kq_controller_reconcile_errors` metric.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::Kube(_) => "kube",
-            Error::Status(e) => match e {
-                karmada_quota_status::UpdateError::Conflicts { .. } => "conflict",
-                karmada_quota_status::UpdateError::Store { .. } => "kube",
-            },
-            Error::MissingNamespace(_) => "missing_namespace",
-            Error::MemberConfig { .. } => "member_config",
-            Error::Admin(_) => "admin",
-        }
-    }
-}
 
 /// Now, Unix seconds.
 fn now_secs() -> i64 {
