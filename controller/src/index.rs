@@ -8,7 +8,8 @@
 //!  watch Cluster ─────────────────────────► clusters: name → Cluster (→ members)
 //! ```
 //!
-//! Quotas are not indexed here: the controller reads kube-runtime's reflector store.
+//! Quotas are not indexed here (the controller reads kube-runtime's reflector store); the
+//! index only records that their watch listed once.
 //!
 //! Like Linkerd's indexes, every kind has apply / delete / reset (a re-list, buffered by
 //! [`Relist`] and swapped in at once). A binding's charge is computed once, when its event
@@ -105,6 +106,9 @@ pub struct Index {
     clusters: BTreeMap<String, Arc<Cluster>>,
     clusters_relist: Relist<BTreeMap<String, Arc<Cluster>>>,
     clusters_synced: bool,
+
+    /// Whether the quota watch (whose objects the reflector store holds) listed once.
+    quotas_synced: bool,
 }
 
 impl Index {
@@ -121,6 +125,7 @@ impl Index {
             clusters: BTreeMap::new(),
             clusters_relist: Relist::default(),
             clusters_synced: false,
+            quotas_synced: false,
         }
     }
 
@@ -372,10 +377,14 @@ impl Index {
         self.bindings_synced
     }
 
-    /// Whether the binding and Cluster watches have listed everything once (the quota
-    /// watch's readiness is its reflector store's).
+    /// The quota watch listed everything once.
+    pub fn quotas_listed(&mut self) {
+        self.quotas_synced = true;
+    }
+
+    /// Whether every watch has listed everything once.
     pub fn synced(&self) -> bool {
-        self.bindings_synced && self.clusters_synced
+        self.quotas_synced && self.bindings_synced && self.clusters_synced
     }
 }
 
@@ -562,6 +571,8 @@ mod tests {
         i.apply_binding_event(&Event::InitDone, None, NOW);
         assert!(!i.synced());
         i.skip_clusters();
+        assert!(!i.synced());
+        i.quotas_listed();
         assert!(i.synced());
     }
 }

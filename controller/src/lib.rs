@@ -150,10 +150,9 @@ pub async fn run_until(
         &stop,
     );
     watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics);
-    let (quotas, quota_events) = watches::quotas(&args, &client, &views, &metrics);
+    let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics);
     tokio::spawn(keep_readiness(
         index.clone(),
-        quotas.clone(),
         election.lease_ok.clone(),
         ready,
     ));
@@ -451,13 +450,9 @@ fn flatten_admin(res: Result<anyhow::Result<()>, tokio::task::JoinError>) -> Res
 /// used (a missing lease namespace or denied RBAC makes the replica not ready until fixed).
 async fn keep_readiness(
     index: Arc<RwLock<Index>>,
-    quotas: Store<KarmadaQuota>,
     lease_ok: watch::Receiver<bool>,
     ready: Readiness,
 ) {
-    if quotas.wait_until_ready().await.is_err() {
-        return;
-    }
     loop {
         let synced = index.read().unwrap_or_else(|e| e.into_inner()).synced();
         let now = synced && *lease_ok.borrow();

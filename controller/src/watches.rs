@@ -72,23 +72,22 @@ pub(crate) fn spawn_control_plane(
 
 /// The quota watch: its reflector store (which the controller reads), and the stream of
 /// applied quotas that drives the controller. Deleted quotas' views and metrics are
-/// forgotten once the store no longer has them.
+/// forgotten once the store no longer has them; the index learns when the quotas were
+/// listed (for readiness: kube's `Store::wait_until_ready` wakes only one of several
+/// waiters, and the Controller already waits on it).
 pub(crate) fn quotas(
     args: &Args,
     client: &Client,
+    index: &Arc<RwLock<Index>>,
     views: &Views,
     metrics: &Arc<Metrics>,
 ) -> (
     Store<KarmadaQuota>,
-    impl Stream<Item = Result<KarmadaQuota, watcher::Error>> + Send + 'static,
+    impl Stream<Item = Result<KarmadaQuota, watcher::Error>> + Send + 'static + use<>,
 ) {
     let (reader, writer): (Store<KarmadaQuota>, Writer<KarmadaQuota>) = reflector::store();
-    let (store, views, errors, forget) = (
-        reader.clone(),
-        views.clone(),
-        metrics.clone(),
-        metrics.clone(),
-    );
+    let (store, index, views) = (reader.clone(), index.clone(), views.clone());
+    let (errors, forget) = (metrics.clone(), metrics.clone());
     let stream = watcher(
         scoped_api::<KarmadaQuota>(client, args.watch_namespace()),
         watcher::Config::default().any_semantic(),
@@ -99,7 +98,15 @@ pub(crate) fn quotas(
         errors.watch_restarted("karmadaquotas");
     })
     .reflect(writer)
-    .inspect_ok(move |ev| forget_deleted(ev, &store, &views, &forget))
+    .inspect_ok(move |ev| {
+        if matches!(ev, Event::InitDone) {
+            index
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .quotas_listed();
+        }
+        forget_deleted(ev, &store, &views, &forget);
+    })
     .applied_objects();
     (reader, stream)
 }

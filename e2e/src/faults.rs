@@ -10,15 +10,15 @@
 //! Deleted on drop too (on a thread of its own, as the other fixtures), so a failing test
 //! leaves no broken group behind for the tests that run after it.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result};
 use kube::Client;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 
-use crate::FIELD_MANAGER;
 use crate::env::cleanup_from_drop;
+use crate::try_wait_for;
 
 /// An aggregated API group served by nobody; see the module docs.
 #[derive(Debug)]
@@ -49,18 +49,33 @@ impl UnservedApi {
                 "versionPriority": 15,
             },
         });
+        // A create, not a server-side apply: kube-apiserver 1.20's aggregator has no field
+        // manager for APIServices (an apply makes it panic).
+        let obj: DynamicObject = serde_json::from_value(obj)?;
         api_services(client)
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&obj),
-            )
+            .create(&PostParams::default(), &obj)
             .await
-            .with_context(|| format!("applying APIService {name}"))?;
-        Ok(UnservedApi {
+            .with_context(|| format!("creating APIService {name}"))?;
+        let api = UnservedApi {
             group: group.to_owned(),
             armed: true,
-        })
+        };
+        // Until the aggregator has taken the group in, its discovery is a plain 404.
+        let version = api.api_version();
+        try_wait_for(
+            &format!("discovery of {version} answering 503"),
+            Duration::from_secs(20),
+            || async {
+                match client.list_api_group_resources(&version).await {
+                    Err(kube::Error::Api(s)) if s.code == 503 => Ok(Some(())),
+                    Err(kube::Error::Api(_)) => Ok(None),
+                    Err(e) => Err(e),
+                    Ok(_) => Ok(None),
+                }
+            },
+        )
+        .await?;
+        Ok(api)
     }
 
     /// The `apiVersion` of objects of this group (`<group>/v1`).

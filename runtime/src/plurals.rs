@@ -30,6 +30,10 @@ use tokio::time::Instant;
 /// unknown kind cannot turn every admission into a discovery request, while a CRD installed
 /// after the first lookup is still found within a minute.
 pub const REFRESH_AFTER_MISS: Duration = Duration::from_secs(60);
+/// Longest wait for one discovery request. The client's own retry layer would keep
+/// retrying a 503 (an aggregated API whose server is down) for minutes, holding up the
+/// caller; this resolver retries on its own schedule instead.
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Resolves a template's kind to its object-count quota name. Clone freely: clones share
 /// the cache.
@@ -140,21 +144,29 @@ impl PluralResolver {
         let stale = gv.fetched.is_none_or(|at| at.elapsed() >= refresh_after);
         if stale {
             gv.fetched = Some(Instant::now());
-            match discover(client, api_version).await {
+            let answer = tokio::time::timeout(DISCOVERY_TIMEOUT, discover(client, api_version))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(kube::Error::Service(
+                        format!("no answer within {}s", DISCOVERY_TIMEOUT.as_secs()).into(),
+                    ))
+                });
+            match answer {
                 Ok(plurals) => {
                     gv.plurals = plurals;
                     gv.error = None;
                     gv.failures = 0;
                 }
-                Err(kube::Error::Api(s)) if s.is_not_found() => {
+                // 404, even with a plain-text body kube cannot parse as a Status.
+                Err(kube::Error::Api(s)) if s.code == 404 => {
                     tracing::debug!(%api_version, "group-version not served");
                     gv.error = None;
                     gv.failures = 0;
                 }
                 Err(e) => {
                     gv.failures = gv.failures.saturating_add(1);
-                    let error = format!("API discovery of {api_version} failed: {e}");
-                    tracing::warn!(%api_version, error = %e, failures = gv.failures, "API discovery failed; retrying with backoff");
+                    let error = format!("API discovery of {api_version} failed: {}", describe(&e));
+                    tracing::warn!(%api_version, %error, failures = gv.failures, "API discovery failed; retrying with backoff");
                     gv.error = Some(error);
                 }
             }
@@ -164,6 +176,14 @@ impl PluralResolver {
             (None, Some(e)) => Err(e.clone()),
             (None, None) => Ok(None),
         }
+    }
+}
+
+/// A discovery error in one line: the API server's code and message, not a dump.
+fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}", s.code, s.message.trim()),
+        e => e.to_string(),
     }
 }
 
