@@ -34,7 +34,7 @@ use crate::members::Reach;
 use conditions::{drift_condition, has_condition, members_condition, plural, set_condition};
 pub use notices::{
     EVENT_DRIFT_DETECTED, EVENT_DRIFT_RESOLVED, EVENT_INVALID_SPEC, EVENT_MEMBER_UNREACHABLE,
-    EVENT_MEMBERS_REACHABLE, Notice, notices,
+    EVENT_MEMBERS_REACHABLE, EVENT_USAGE_COMPLETE, EVENT_USAGE_INCOMPLETE, Notice, notices,
 };
 
 /// Ready=True: usage was computed.

@@ -1,6 +1,7 @@
-//! Events for notable status changes: drift raised or cleared, a member unreachable or all back, an invalid spec.
+//! Events for notable status changes: drift raised or cleared, a member unreachable or all back, usage incomplete or complete again, an invalid spec.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use karmada_quota_core::complete::CONDITION_USAGE_COMPLETE;
 use karmada_quota_crds::KarmadaQuotaStatus;
 use karmada_quota_crds::quota::{CONDITION_DRIFT, CONDITION_MEMBERS_REACHABLE, CONDITION_READY};
 use kube::runtime::events::EventType;
@@ -18,6 +19,10 @@ pub const EVENT_MEMBER_UNREACHABLE: &str = "MemberUnreachable";
 pub const EVENT_MEMBERS_REACHABLE: &str = "MembersReachable";
 /// Event reason: the spec is invalid.
 pub const EVENT_INVALID_SPEC: &str = "InvalidSpec";
+/// Event reason: some usage could not be computed (last known values kept).
+pub const EVENT_USAGE_INCOMPLETE: &str = "UsageIncomplete";
+/// Event reason: every tracked resource's usage is computed again.
+pub const EVENT_USAGE_COMPLETE: &str = "UsageComplete";
 
 /// A notable change, published as a Kubernetes event on the quota.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,6 +89,29 @@ pub fn notices(old: Option<&KarmadaQuotaStatus>, new: &KarmadaQuotaStatus) -> Ve
         condition(old, CONDITION_READY),
         condition(Some(new), CONDITION_READY),
     );
+    let (old_u, new_u) = (
+        condition(old, CONDITION_USAGE_COMPLETE),
+        condition(Some(new), CONDITION_USAGE_COMPLETE),
+    );
+    match (old_u, new_u) {
+        // Raised, or the affected names or reasons changed.
+        (o, Some(n))
+            if n.status == "False"
+                && o.is_none_or(|o| o.status != "False" || o.message != n.message) =>
+        {
+            out.push(Notice {
+                type_: EventType::Warning,
+                reason: EVENT_USAGE_INCOMPLETE,
+                note: n.message.clone(),
+            });
+        }
+        (Some(o), Some(n)) if o.status == "False" && n.status == "True" => out.push(Notice {
+            type_: EventType::Normal,
+            reason: EVENT_USAGE_COMPLETE,
+            note: n.message.clone(),
+        }),
+        _ => {}
+    }
     if let Some(n) = new_r
         && n.reason == REASON_INVALID_SPEC
         && old_r.is_none_or(|o| o.reason != REASON_INVALID_SPEC || o.message != n.message)

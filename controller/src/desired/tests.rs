@@ -92,6 +92,23 @@ fn an_unresolved_count_keeps_its_last_known_used_and_says_why() {
         (c.status.as_str(), c.reason.as_str()),
         ("False", complete::REASON_INCOMPLETE)
     );
+    let raised = notices(q.status.as_ref(), &st);
+    assert!(
+        raised
+            .iter()
+            .any(|n| n.reason == EVENT_USAGE_INCOMPLETE && n.type_ == EventType::Warning),
+        "{raised:?}"
+    );
+    // Written, then computed again: unchanged, so nothing is written and no second event.
+    let written = KarmadaQuota {
+        status: Some(st.clone()),
+        ..q.clone()
+    };
+    let again = compute(&written, &i, &ObservedPods::new(), NOW);
+    assert_eq!(
+        desired_status(&written, &again, &no_members(), ts(NOW)),
+        None
+    );
     assert!(
         c.message.contains("count/widgets.example.com") && c.message.contains("503"),
         "{}",
@@ -100,8 +117,14 @@ fn an_unresolved_count_keeps_its_last_known_used_and_says_why() {
     // Discovery recovers: the count is priced, the condition turns True.
     let touched = i.price("team-a", "uid-w", Ok(Some("count/widgets.example.com")));
     assert_eq!(touched.len(), 1);
-    let st = status_of(&q, &i, &ObservedPods::new(), &no_members());
+    let before = written.status.clone();
+    let st = status_of(&written, &i, &ObservedPods::new(), &no_members());
     assert_eq!(s(&st.used, "count/widgets.example.com"), "1");
+    assert!(
+        notices(before.as_ref(), &st)
+            .iter()
+            .any(|n| n.reason == EVENT_USAGE_COMPLETE)
+    );
     let c = st
         .conditions
         .iter()
