@@ -276,6 +276,7 @@ mod tests {
             &Computed::Valid {
                 view: Box::new(view),
                 unparsed: vec![],
+                incomplete: Default::default(),
             },
             &KarmadaQuotaStatus::default(),
             jiff::Timestamp::UNIX_EPOCH,

@@ -1,31 +1,43 @@
 //! The control plane's state as the controller needs it, fed by watch events.
 //!
 //! ```text
-//!  watch KarmadaQuota ──apply/delete/init──► quotas:   namespace → {quota names}
 //!  watch ResourceBinding ─────────────────► bindings: namespace → uid → {name, generation,
-//!      (count name resolved first)                       charge = core BindingCharge}
+//!      (count name resolved first)                       charge = core BindingCharge,
+//!                                                        unpriced count (discovery failed)}
 //!                                           deleted:  uid → when the watch saw it go
 //!  watch Cluster ─────────────────────────► clusters: name → Cluster (→ members)
 //! ```
 //!
-//! Like Linkerd's indexes, every kind has apply / delete / reset (a re-list: `Init`,
-//! `InitApply`…, `InitDone` replaces the kind's state at once). A binding's charge is
-//! computed once, when its event arrives, so a reconcile only sums charges. Applying a
-//! binding event reports the namespaces whose bindings changed, so only those quotas are
-//! reconciled. A uid that disappears (watch delete, or missing from a re-list) is
-//! remembered for `deleted_memory` so reservations for it can be pruned as deleted.
+//! Quotas are not indexed here (the controller reads kube-runtime's reflector store); the
+//! index only records that their watch listed once.
+//!
+//! Like Linkerd's indexes, every kind has apply / delete / reset (a re-list, buffered by
+//! [`Relist`] and swapped in at once). A binding's charge is computed once, when its event
+//! arrives, so a reconcile only sums charges. Applying a binding event reports the
+//! namespaces whose bindings changed, so only those quotas are reconciled. A uid that
+//! disappears (watch delete, or missing from a re-list) is remembered for
+//! `deleted_memory` so reservations for it can be pruned as deleted. A binding whose kind
+//! could not be resolved to a count name is kept *unpriced* (charged for everything but
+//! its object count, with its spec kept) until [`Index::price`] succeeds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use karmada_quota_core::binding::ResourceBindingSpec;
+use karmada_quota_core::complete::CountGap;
 use karmada_quota_core::ledger::Observation;
 use karmada_quota_core::usage::BindingCharge;
-use karmada_quota_crds::{Cluster, KarmadaQuota, ResourceBinding};
+use karmada_quota_crds::{Cluster, ResourceBinding};
+use karmada_quota_runtime::relist::{Relist, Step};
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
+/// A binding's object-count name as resolved: `Ok(None)` when its kind has none,
+/// `Err(reason)` when it could not be resolved (API discovery failed).
+pub type CountResolution<'a> = Result<Option<&'a str>, &'a str>;
+
 /// One observed ResourceBinding.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BindingEntry {
     /// metadata.name.
     pub name: String,
@@ -33,37 +45,58 @@ pub struct BindingEntry {
     pub generation: i64,
     /// What it costs, computed by core when the event arrived.
     pub charge: BindingCharge,
+    /// Set while the object count could not be priced.
+    pub unpriced: Option<Box<Unpriced>>,
+}
+
+/// A binding whose object count is unknown: why, and the spec to price it again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unpriced {
+    /// Why its count name is unknown.
+    pub gap: CountGap,
+    /// The binding's spec, to compute the charge once the count name resolves.
+    pub spec: ResourceBindingSpec,
 }
 
 impl BindingEntry {
     /// The entry of a binding, its charge computed with the resolved `count_name`.
-    pub fn of(rb: &ResourceBinding, count_name: Option<&str>) -> Self {
+    pub fn of(rb: &ResourceBinding, count: CountResolution<'_>) -> Self {
+        let unpriced = count.err().map(|reason| {
+            Box::new(Unpriced {
+                gap: CountGap {
+                    api_version: rb.spec.resource.api_version.clone(),
+                    kind: rb.spec.resource.kind.clone(),
+                    reason: reason.to_owned(),
+                },
+                spec: rb.spec.clone(),
+            })
+        });
         Self {
             name: rb.name_any(),
             generation: rb.metadata.generation.unwrap_or(0),
-            charge: BindingCharge::compute(&rb.spec, count_name),
+            charge: BindingCharge::compute(&rb.spec, count.ok().flatten()),
+            unpriced,
         }
     }
 }
 
 /// namespace → uid → entry.
 type Bindings = HashMap<String, HashMap<String, BindingEntry>>;
-/// namespace → quota names.
-type Quotas = BTreeMap<String, BTreeSet<String>>;
 
 /// Namespaces whose bindings changed.
 pub type Touched = BTreeSet<String>;
 
+/// An unpriced binding: namespace, uid, template apiVersion and kind.
+pub type UnpricedRef = (String, String, String, String);
+
 /// The index; the caller wraps it in a lock.
 #[derive(Debug)]
 pub struct Index {
-    quotas: Quotas,
-    quotas_init: Option<Quotas>,
-    quotas_synced: bool,
-
     bindings: Bindings,
-    bindings_init: Option<Bindings>,
+    bindings_relist: Relist<Bindings>,
     bindings_synced: bool,
+    /// (namespace, uid) of the entries with `unpriced` set.
+    unpriced: BTreeSet<(String, String)>,
     /// uid → Unix seconds when the watch saw it deleted. Entries older than
     /// `deleted_memory` are dropped (by then every reservation for it has expired).
     deleted: HashMap<String, i64>,
@@ -71,122 +104,83 @@ pub struct Index {
     last_gc: i64,
 
     clusters: BTreeMap<String, Arc<Cluster>>,
-    clusters_init: Option<BTreeMap<String, Arc<Cluster>>>,
+    clusters_relist: Relist<BTreeMap<String, Arc<Cluster>>>,
     clusters_synced: bool,
+
+    /// Whether the quota watch (whose objects the reflector store holds) listed once.
+    quotas_synced: bool,
 }
 
 impl Index {
     /// An empty index that remembers deleted binding uids for `deleted_memory_secs`.
     pub fn new(deleted_memory_secs: i64) -> Self {
         Self {
-            quotas: Quotas::new(),
-            quotas_init: None,
-            quotas_synced: false,
             bindings: Bindings::new(),
-            bindings_init: None,
+            bindings_relist: Relist::default(),
             bindings_synced: false,
+            unpriced: BTreeSet::new(),
             deleted: HashMap::new(),
             deleted_memory: deleted_memory_secs,
             last_gc: 0,
             clusters: BTreeMap::new(),
-            clusters_init: None,
+            clusters_relist: Relist::default(),
             clusters_synced: false,
+            quotas_synced: false,
         }
-    }
-
-    // ---- quotas -----------------------------------------------------------------------
-
-    /// Apply a KarmadaQuota watch event.
-    pub fn apply_quota_event(&mut self, ev: &Event<KarmadaQuota>) {
-        match ev {
-            Event::Apply(q) => {
-                if let Some(ns) = q.namespace() {
-                    self.quotas.entry(ns).or_default().insert(q.name_any());
-                }
-            }
-            Event::Delete(q) => {
-                if let Some(ns) = q.namespace() {
-                    remove_quota(&mut self.quotas, &ns, &q.name_any());
-                }
-            }
-            Event::Init => self.quotas_init = Some(Quotas::new()),
-            Event::InitApply(q) => {
-                if let (Some(buf), Some(ns)) = (self.quotas_init.as_mut(), q.namespace()) {
-                    buf.entry(ns).or_default().insert(q.name_any());
-                }
-            }
-            Event::InitDone => {
-                if let Some(buf) = self.quotas_init.take() {
-                    self.quotas = buf;
-                }
-                self.quotas_synced = true;
-            }
-        }
-    }
-
-    /// Names of the quotas in `namespace`.
-    pub fn quotas_in(&self, namespace: &str) -> impl Iterator<Item = &str> + '_ {
-        self.quotas
-            .get(namespace)
-            .into_iter()
-            .flat_map(|names| names.iter().map(String::as_str))
-    }
-
-    /// Whether `namespace` has at least one quota.
-    pub fn has_quotas(&self, namespace: &str) -> bool {
-        self.quotas.get(namespace).is_some_and(|s| !s.is_empty())
-    }
-
-    /// Number of quotas.
-    pub fn quota_count(&self) -> usize {
-        self.quotas.values().map(BTreeSet::len).sum()
     }
 
     // ---- bindings ---------------------------------------------------------------------
 
-    /// Apply a ResourceBinding watch event; `count_name` is the resolved count name of the
-    /// event's object (ignored for `Init`/`InitDone`). Returns the namespaces whose bindings
-    /// changed (a status-only update changes nothing).
+    /// Apply a ResourceBinding watch event whose count name resolved (or that has none).
     pub fn apply_binding_event(
         &mut self,
         ev: &Event<ResourceBinding>,
         count_name: Option<&str>,
         now: i64,
     ) -> Touched {
+        self.apply_resolved_binding_event(ev, Ok(count_name), now)
+    }
+
+    /// Apply a ResourceBinding watch event; `count` is the resolved count name of the
+    /// event's object (ignored for `Init`/`InitDone`). Returns the namespaces whose
+    /// bindings changed (a status-only update changes nothing).
+    pub fn apply_resolved_binding_event(
+        &mut self,
+        ev: &Event<ResourceBinding>,
+        count: CountResolution<'_>,
+        now: i64,
+    ) -> Touched {
         self.gc_deleted(now);
-        match ev {
-            Event::Apply(rb) => self.apply_binding(rb, count_name),
-            Event::Delete(rb) => self.delete_binding(rb, now),
-            Event::Init => {
-                self.bindings_init = Some(Bindings::new());
-                Touched::new()
+        let step = self.bindings_relist.step(ev, |buf, rb| {
+            if let Some((ns, uid)) = key(rb) {
+                buf.entry(ns)
+                    .or_default()
+                    .insert(uid, BindingEntry::of(rb, count));
             }
-            Event::InitApply(rb) => {
-                if let (Some(buf), Some((ns, uid))) = (self.bindings_init.as_mut(), key(rb)) {
-                    buf.entry(ns)
-                        .or_default()
-                        .insert(uid, BindingEntry::of(rb, count_name));
-                }
-                Touched::new()
-            }
-            Event::InitDone => {
-                let touched = match self.bindings_init.take() {
-                    Some(buf) => self.reset_bindings(buf, now),
-                    None => Touched::new(),
-                };
+        });
+        match step {
+            Step::Apply(rb) => self.apply_binding(rb, count),
+            Step::Delete(rb) => self.delete_binding(rb, now),
+            Step::Buffered => Touched::new(),
+            Step::Relisted(all) => {
                 self.bindings_synced = true;
-                touched
+                self.reset_bindings(all, now)
             }
         }
     }
 
     /// Add or update one binding.
-    pub fn apply_binding(&mut self, rb: &ResourceBinding, count_name: Option<&str>) -> Touched {
+    pub fn apply_binding(&mut self, rb: &ResourceBinding, count: CountResolution<'_>) -> Touched {
         let Some((ns, uid)) = key(rb) else {
             return Touched::new();
         };
-        let entry = BindingEntry::of(rb, count_name);
+        let entry = BindingEntry::of(rb, count);
         self.deleted.remove(&uid);
+        if entry.unpriced.is_some() {
+            self.unpriced.insert((ns.clone(), uid.clone()));
+        } else {
+            self.unpriced.remove(&(ns.clone(), uid.clone()));
+        }
         let by_uid = self.bindings.entry(ns.clone()).or_default();
         if by_uid.get(&uid) == Some(&entry) {
             return Touched::new();
@@ -201,6 +195,7 @@ impl Index {
             return Touched::new();
         };
         self.deleted.insert(uid.clone(), now);
+        self.unpriced.remove(&(ns.clone(), uid.clone()));
         let mut touched = Touched::new();
         if let Some(by_uid) = self.bindings.get_mut(&ns) {
             if by_uid.remove(&uid).is_some() {
@@ -227,16 +222,65 @@ impl Index {
                 touched.insert(ns.clone());
             }
         }
+        self.unpriced.clear();
         for (ns, fresh) in &new {
             if !self.bindings.contains_key(ns) && !fresh.is_empty() {
                 touched.insert(ns.clone());
             }
-            for uid in fresh.keys() {
+            for (uid, entry) in fresh {
                 self.deleted.remove(uid);
+                if entry.unpriced.is_some() {
+                    self.unpriced.insert((ns.clone(), uid.clone()));
+                }
             }
         }
         self.bindings = new;
         touched
+    }
+
+    /// The bindings whose object count is not priced yet.
+    pub fn unpriced(&self) -> Vec<UnpricedRef> {
+        self.unpriced
+            .iter()
+            .filter_map(|(ns, uid)| {
+                let u = self.bindings.get(ns)?.get(uid)?.unpriced.as_ref()?;
+                Some((
+                    ns.clone(),
+                    uid.clone(),
+                    u.gap.api_version.clone(),
+                    u.gap.kind.clone(),
+                ))
+            })
+            .collect()
+    }
+
+    /// Price the object count of an unpriced binding once its kind resolved: its charge
+    /// is computed again from its spec. Touches its namespace when it changed; a
+    /// still-failing resolution only refreshes the reason.
+    pub fn price(&mut self, namespace: &str, uid: &str, count: CountResolution<'_>) -> Touched {
+        let Some(entry) = self
+            .bindings
+            .get_mut(namespace)
+            .and_then(|m| m.get_mut(uid))
+        else {
+            return Touched::new();
+        };
+        let Some(unpriced) = entry.unpriced.as_mut() else {
+            return Touched::new();
+        };
+        match count {
+            Err(reason) => {
+                reason.clone_into(&mut unpriced.gap.reason);
+                Touched::new()
+            }
+            Ok(name) => {
+                entry.charge = BindingCharge::compute(&unpriced.spec, name);
+                entry.unpriced = None;
+                self.unpriced
+                    .remove(&(namespace.to_owned(), uid.to_owned()));
+                Touched::from([namespace.to_owned()])
+            }
+        }
     }
 
     /// Forget deleted uids older than the memory (at most every 10 s).
@@ -262,6 +306,15 @@ impl Index {
         self.bindings_in(namespace).map(|(_, e)| &e.charge)
     }
 
+    /// The unpriced bindings of `namespace`: their charge and why their count is unknown.
+    pub fn gaps_in(
+        &self,
+        namespace: &str,
+    ) -> impl Iterator<Item = (&BindingCharge, &CountGap)> + '_ {
+        self.bindings_in(namespace)
+            .filter_map(|(_, e)| e.unpriced.as_ref().map(|u| (&e.charge, &u.gap)))
+    }
+
     /// What the controller knows of binding `uid` in `namespace` (for pruning).
     pub fn observation(&self, namespace: &str, uid: &str) -> Observation {
         if let Some(e) = self.bindings.get(namespace).and_then(|m| m.get(uid)) {
@@ -278,18 +331,16 @@ impl Index {
         self.bindings.values().map(HashMap::len).sum()
     }
 
-    /// Number of remembered deletions.
-    pub fn deleted_count(&self) -> usize {
-        self.deleted.len()
-    }
-
     // ---- clusters ---------------------------------------------------------------------
 
     /// Apply a Cluster watch event; returns whether the set of clusters (or one of them)
     /// changed.
     pub fn apply_cluster_event(&mut self, ev: &Event<Cluster>) -> bool {
-        match ev {
-            Event::Apply(c) => {
+        let step = self.clusters_relist.step(ev, |buf, c| {
+            buf.insert(c.name_any(), Arc::new(c.clone()));
+        });
+        match step {
+            Step::Apply(c) => {
                 let name = c.name_any();
                 let changed = self
                     .clusters
@@ -298,21 +349,10 @@ impl Index {
                 self.clusters.insert(name, Arc::new(c.clone()));
                 changed
             }
-            Event::Delete(c) => self.clusters.remove(&c.name_any()).is_some(),
-            Event::Init => {
-                self.clusters_init = Some(BTreeMap::new());
-                false
-            }
-            Event::InitApply(c) => {
-                if let Some(buf) = self.clusters_init.as_mut() {
-                    buf.insert(c.name_any(), Arc::new(c.clone()));
-                }
-                false
-            }
-            Event::InitDone => {
-                if let Some(buf) = self.clusters_init.take() {
-                    self.clusters = buf;
-                }
+            Step::Delete(c) => self.clusters.remove(&c.name_any()).is_some(),
+            Step::Buffered => false,
+            Step::Relisted(all) => {
+                self.clusters = all;
                 self.clusters_synced = true;
                 true
             }
@@ -337,18 +377,14 @@ impl Index {
         self.bindings_synced
     }
 
+    /// The quota watch listed everything once.
+    pub fn quotas_listed(&mut self) {
+        self.quotas_synced = true;
+    }
+
     /// Whether every watch has listed everything once.
     pub fn synced(&self) -> bool {
         self.quotas_synced && self.bindings_synced && self.clusters_synced
-    }
-}
-
-fn remove_quota(quotas: &mut Quotas, ns: &str, name: &str) {
-    if let Some(names) = quotas.get_mut(ns) {
-        names.remove(name);
-        if names.is_empty() {
-            quotas.remove(ns);
-        }
     }
 }
 
@@ -463,26 +499,49 @@ mod tests {
     }
 
     #[test]
-    fn quotas_are_indexed_by_namespace() {
+    fn an_unpriced_binding_is_reported_until_its_kind_resolves() {
         let mut i = idx();
-        let q1 = mk_quota("team-a", "q1", &[("pods", "10")]);
-        let q2 = mk_quota("team-a", "q2", &[("pods", "10")]);
-        let q3 = mk_quota("team-b", "q3", &[("pods", "10")]);
-        for ev in [
-            Event::Init,
-            Event::InitApply(q1.clone()),
-            Event::InitApply(q3),
-            Event::InitDone,
-        ] {
-            i.apply_quota_event(&ev);
+        let mut rb = mk_binding("team-a", "w", "uid-w", 1, 0, "1", &[]);
+        rb.spec.resource.api_version = "example.com/v1".into();
+        rb.spec.resource.kind = "Widget".into();
+        let touched =
+            i.apply_resolved_binding_event(&Event::Apply(rb.clone()), Err("discovery failed"), NOW);
+        assert_eq!(touched.len(), 1);
+        assert_eq!(
+            i.unpriced(),
+            [(
+                "team-a".to_owned(),
+                "uid-w".to_owned(),
+                "example.com/v1".to_owned(),
+                "Widget".to_owned()
+            )]
+        );
+        let gaps: Vec<_> = i.gaps_in("team-a").map(|(_, g)| g.reason.clone()).collect();
+        assert_eq!(gaps, ["discovery failed"]);
+        // Still failing: the reason is refreshed, nothing is touched.
+        assert!(i.price("team-a", "uid-w", Err("still failing")).is_empty());
+        assert_eq!(
+            i.gaps_in("team-a").next().unwrap().1.reason,
+            "still failing"
+        );
+        // Resolved: priced from the kept spec, the namespace is touched.
+        let touched = i.price("team-a", "uid-w", Ok(Some("count/widgets.example.com")));
+        assert_eq!(touched, Touched::from(["team-a".to_owned()]));
+        assert!(i.unpriced().is_empty());
+        assert_eq!(i.gaps_in("team-a").count(), 0);
+        let entry = i.bindings_in("team-a").next().unwrap().1;
+        assert_eq!(
+            entry.charge,
+            BindingCharge::compute(&rb.spec, Some("count/widgets.example.com"))
+        );
+        // A later failure on a re-list makes it unpriced again; a delete forgets it.
+        for ev in [Event::Init, Event::InitApply(rb.clone()), Event::InitDone] {
+            i.apply_resolved_binding_event(&ev, Err("down again"), NOW);
         }
-        i.apply_quota_event(&Event::Apply(q2));
-        assert_eq!(i.quotas_in("team-a").collect::<Vec<_>>(), ["q1", "q2"]);
-        assert!(i.has_quotas("team-b"));
-        i.apply_quota_event(&Event::Delete(q1));
-        assert_eq!(i.quotas_in("team-a").collect::<Vec<_>>(), ["q2"]);
-        assert_eq!(i.quota_count(), 2);
-        assert!(!i.has_quotas("team-c"));
+        assert_eq!(i.unpriced().len(), 1);
+        i.apply_binding_event(&Event::Delete(rb), None, NOW);
+        assert!(i.unpriced().is_empty());
+        assert!(i.price("team-a", "uid-w", Ok(None)).is_empty());
     }
 
     #[test]
@@ -508,12 +567,12 @@ mod tests {
     fn synced_only_after_every_watch_listed() {
         let mut i = idx();
         assert!(!i.synced());
-        i.apply_quota_event(&Event::Init);
-        i.apply_quota_event(&Event::InitDone);
         i.apply_binding_event(&Event::Init, None, NOW);
         i.apply_binding_event(&Event::InitDone, None, NOW);
         assert!(!i.synced());
         i.skip_clusters();
+        assert!(!i.synced());
+        i.quotas_listed();
         assert!(i.synced());
     }
 }

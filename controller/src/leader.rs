@@ -18,6 +18,22 @@
 //!
 //! Like client-go, expiry is judged by when *this* replica saw the record change (its own
 //! monotonic clock), never by comparing another machine's `renewTime` with local time.
+//!
+//! A Lease that cannot be used at all — its namespace does not exist, or RBAC denies it —
+//! is logged once as one error line saying what to do, and makes the replica not ready
+//! ([`Elector::lease_ok`]) until a round succeeds again.
+//!
+//! Why not the `kube-lease-manager` crate (0.13, evaluated against kube 5): its
+//! `watch()` channel reports only changes of the holder as last read. When renewals fail
+//! (API server slow or unreachable) it logs, backs off and keeps publishing `true`, past
+//! the moment the Lease expires and another replica may take it; and it judges expiry by
+//! comparing the holder's `renewTime` with the local wall clock (a skew allowance, not a
+//! bound). The property this controller needs is the opposite: a leader stops writing
+//! status before its Lease can have expired, by its own monotonic clock, whatever the
+//! API server does (`LeaseSettings::leader_until`, the round budget, and the `is_leader`
+//! check before every status write). Its constructor also needs the Lease API at once
+//! (no retry while the namespace is missing) and panics on a grace ≥ duration. So the
+//! election stays here.
 
 use std::time::Duration;
 
@@ -153,8 +169,43 @@ pub struct Elector {
     api: Api<Lease>,
     settings: LeaseSettings,
     tx: watch::Sender<bool>,
+    lease_ok: watch::Sender<bool>,
+    /// Why the Lease cannot be used, while that lasts (logged once).
+    blocked: Option<String>,
     observed: Option<(Record, Instant)>,
     last_renew: Option<Instant>,
+}
+
+/// Why a failed round means the Lease cannot be used at all (and what to do), as one
+/// line; `None` for a passing failure (a timeout, a restarting API server).
+pub fn lease_unusable(error: &Error, namespace: &str) -> Option<String> {
+    let Error::Kube(kube::Error::Api(status)) = error else {
+        return None;
+    };
+    match status.code {
+        // A Lease in a missing namespace: GET says "not found" (handled as no Lease), the
+        // create that follows says the namespace is not found.
+        404 if status.message.contains("namespaces") => Some(format!(
+            "leader election: the lease namespace \"{namespace}\" does not exist; create it \
+             (kubectl create namespace {namespace}) or set --lease-namespace to an existing \
+             one. Not ready, no status written, retrying."
+        )),
+        403 => Some(format!(
+            "leader election: RBAC denies Leases in namespace \"{namespace}\" ({}); grant \
+             get, create and update on coordination.k8s.io leases there. Not ready, no status \
+             written, retrying.",
+            status.message
+        )),
+        _ => None,
+    }
+}
+
+/// A short description of a failed round (no response body dump).
+fn describe(error: &Error) -> String {
+    match error {
+        Error::Kube(kube::Error::Api(s)) => format!("{} ({} {})", s.message, s.code, s.reason),
+        e => e.to_string(),
+    }
 }
 
 impl Elector {
@@ -167,11 +218,42 @@ impl Elector {
                 api,
                 settings,
                 tx,
+                lease_ok: watch::channel(false).0,
+                blocked: None,
                 observed: None,
                 last_renew: None,
             },
             rx,
         )
+    }
+
+    /// Whether the Lease can be used: false until a round completes, and while its
+    /// namespace is missing or RBAC denies it.
+    pub fn lease_ok(&self) -> watch::Receiver<bool> {
+        self.lease_ok.subscribe()
+    }
+
+    /// Record a round's outcome for [`Self::lease_ok`]; a blocking problem is logged once.
+    fn round_outcome(&mut self, error: Option<&Error>) {
+        let blocked = error.and_then(|e| lease_unusable(e, &self.settings.namespace));
+        match (&self.blocked, &blocked) {
+            (_, Some(why)) if self.blocked.as_ref() != Some(why) => tracing::error!("{why}"),
+            (Some(_), None) if error.is_none() => {
+                tracing::info!(namespace = %self.settings.namespace, "leader election: the Lease is usable now");
+            }
+            _ => {}
+        }
+        if let Some(e) = error.filter(|_| blocked.is_none()) {
+            tracing::warn!(error = %describe(e), "leader election round failed");
+        }
+        if blocked.is_some() || error.is_none() {
+            self.lease_ok.send_if_modified(|ok| {
+                let was = *ok;
+                *ok = blocked.is_none();
+                was != *ok
+            });
+            self.blocked = blocked;
+        }
     }
 
     /// Run until `shutdown` resolves; then release the Lease if held.
@@ -192,6 +274,7 @@ impl Elector {
             let budget = self.settings.round_budget(leading_until, now);
             let ok = match tokio::time::timeout(budget, self.round(now)).await {
                 Ok(Ok(leader)) => {
+                    self.round_outcome(None);
                     if leader {
                         self.last_renew = Some(now);
                     }
@@ -200,7 +283,7 @@ impl Elector {
                     true
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "leader election round failed");
+                    self.round_outcome(Some(&e));
                     false
                 }
                 Err(_) => {
@@ -369,6 +452,42 @@ impl Elector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn api_error(code: u16, reason: &str) -> Error {
+        Error::Kube(kube::Error::Api(
+            kube::core::Status::failure("namespaces \"karmada-system\" not found", reason)
+                .with_code(code)
+                .boxed(),
+        ))
+    }
+
+    #[test]
+    fn a_missing_namespace_or_denied_rbac_is_one_line_saying_what_to_do() {
+        let missing = lease_unusable(&api_error(404, "NotFound"), "karmada-system").unwrap();
+        assert!(
+            missing.contains("\"karmada-system\" does not exist"),
+            "{missing}"
+        );
+        assert!(
+            missing.contains("kubectl create namespace karmada-system"),
+            "{missing}"
+        );
+        assert!(!missing.contains('\n'));
+        let denied = lease_unusable(&api_error(403, "Forbidden"), "karmada-system").unwrap();
+        assert!(
+            denied.contains("RBAC") && denied.contains("leases"),
+            "{denied}"
+        );
+        assert_eq!(lease_unusable(&api_error(500, "InternalError"), "x"), None);
+        let gone = Error::Kube(kube::Error::Api(
+            kube::core::Status::failure("leases \"l\" not found", "NotFound")
+                .with_code(404)
+                .boxed(),
+        ));
+        assert_eq!(lease_unusable(&gone, "x"), None);
+        assert_eq!(lease_unusable(&Error::Admin("x".into()), "x"), None);
+        assert!(!describe(&api_error(404, "NotFound")).contains("ErrorResponse"));
+    }
 
     fn rec(holder: Option<&str>, secs: i32) -> Record {
         Record {

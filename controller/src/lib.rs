@@ -3,10 +3,10 @@
 //! ```text
 //!  Karmada control plane                                   member clusters
 //!  ─────────────────────                                   ───────────────
-//!  watch KarmadaQuota ──► index.quotas ─┐                   watch pods (per member)
-//!     └─► reflector store ──► Controller│◄── reconcile_on ◄─ members::MemberRegistry
-//!  watch ResourceBinding ─► index.bindings (charge by core)  (ns → pod uid → usage;
-//!     └─ touched namespaces ─► Triggers ─┘                   Reachable / Unreachable)
+//!  watch KarmadaQuota ──► reflector store ─► Controller ◄── reconcile_on ◄─ members::MemberRegistry
+//!                          (namespace → quotas)    ▲                         (ns → pod uid → usage;
+//!  watch ResourceBinding ─► index.bindings ────────┤ Triggers                 Reachable / Unreachable)
+//!     (charge by core; unpriced counts retried)    │ (touched namespaces)          ▲
 //!  watch Cluster ─► index.clusters ─► members::Members::sync (start/stop member watches)
 //!
 //!  Controller ─► reconcile(quota) ─► desired::compute (core::status::compute, pure)
@@ -15,19 +15,22 @@
 //!                    └─► api::Views (GET /api/v1/quotas), metrics, events
 //! ```
 //!
-//! Modules: [`args`] (flags), [`index`] (watch-fed state), [`members`] (member clusters),
-//! [`desired`] (pure status computation), [`reconcile`] (reconciler and its one writer),
-//! [`leader`] (Lease election), [`metrics`], [`api`] (JSON view), [`triggers`].
+//! Modules: [`args`] (flags), [`watches`] (control-plane watches), [`index`] (watch-fed
+//! state), [`members`] (member clusters), [`desired`] (pure status computation),
+//! [`reconcile`] (reconciler and its one writer), [`leader`] (Lease election),
+//! [`metrics`], [`api`] (JSON view), [`triggers`].
 
 pub mod api;
 pub mod args;
 pub mod desired;
+mod error;
 pub mod index;
 pub mod leader;
 pub mod members;
 pub mod metrics;
 pub mod reconcile;
 pub mod triggers;
+pub mod watches;
 
 #[cfg(test)]
 mod testutil;
@@ -35,19 +38,19 @@ mod testutil;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use futures::{StreamExt, stream};
-use karmada_quota_crds::{Cluster, KarmadaQuota, ResourceBinding};
+use futures::{Stream, StreamExt, stream};
+use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_runtime::{Readiness, admin_router, serve_admin, shutdown_signal};
-use kube::runtime::controller::Controller;
+use kube::Client;
+use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::watcher::{self, Event, watcher};
-use kube::runtime::{WatchStreamExt, controller};
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::reflector::{ObjectRef, Store};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 pub use args::Args;
+pub use error::Error;
 
 use crate::api::{ApiState, Views};
 use crate::index::Index;
@@ -55,59 +58,52 @@ use crate::leader::{Elector, LeaseSettings};
 use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
 use crate::metrics::Metrics;
 use crate::reconcile::Ctx;
-use crate::triggers::{Triggers, triggers};
+use crate::triggers::{TriggerStreams, Triggers, triggers};
 
 /// The controller's name, as reporting controller of events.
 pub const CONTROLLER_NAME: &str = "karmada-quota-controller";
 /// Longest wait for in-flight reconciles once shutdown was requested.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-/// How often readiness is checked until every watch has listed once.
+/// How often readiness is checked (every watch listed once, the Lease usable).
 const READY_POLL: Duration = Duration::from_millis(200);
-
-/// Errors of the controller library.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A Kubernetes API call failed.
-    #[error("kubernetes API call failed: {0}")]
-    Kube(#[from] kube::Error),
-    /// A quota's status could not be written (409s in a row, or an API error).
-    #[error(transparent)]
-    Status(#[from] karmada_quota_status::UpdateError),
-    /// A KarmadaQuota without a namespace (never from a watch).
-    #[error("KarmadaQuota {0} has no namespace")]
-    MissingNamespace(String),
-    /// A member cluster cannot be configured (Secret, CA bundle, endpoint, kubeconfig).
-    #[error("member cluster {cluster}: {message}")]
-    MemberConfig {
-        /// Member name.
-        cluster: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The admin server failed.
-    #[error("admin server: {0}")]
-    Admin(String),
-}
-
-impl Error {
-    /// A short label for the `kq_controller_reconcile_errors` metric.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::Kube(_) => "kube",
-            Error::Status(e) => match e {
-                karmada_quota_status::UpdateError::Conflicts { .. } => "conflict",
-                karmada_quota_status::UpdateError::Store { .. } => "kube",
-            },
-            Error::MissingNamespace(_) => "missing_namespace",
-            Error::MemberConfig { .. } => "member_config",
-            Error::Admin(_) => "admin",
-        }
-    }
-}
 
 /// Now, Unix seconds.
 fn now_secs() -> i64 {
     jiff::Timestamp::now().as_second()
+}
+
+/// The one internal stop signal: the caller's, or a failed admin server.
+#[derive(Clone)]
+struct Stop {
+    tx: Arc<watch::Sender<bool>>,
+    rx: watch::Receiver<bool>,
+}
+
+impl Stop {
+    /// A stop signal that also fires when `external` does.
+    fn following(external: &watch::Receiver<bool>) -> Self {
+        let (tx, rx) = watch::channel(false);
+        let stop = Self {
+            tx: Arc::new(tx),
+            rx,
+        };
+        let (ext, tx) = (shutdown_future(external), stop.tx.clone());
+        tokio::spawn(async move {
+            ext.await;
+            tx.send_replace(true);
+        });
+        stop
+    }
+
+    /// Ask everything to stop.
+    fn halt(&self) {
+        self.tx.send_replace(true);
+    }
+
+    /// Resolves once stopping was asked.
+    fn requested(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        shutdown_future(&self.rx)
+    }
 }
 
 /// A future that resolves once shutdown was requested.
@@ -135,35 +131,79 @@ pub async fn run_until(
     client: Client,
     external_stop: watch::Receiver<bool>,
 ) -> Result<(), Error> {
-    // One internal stop signal: the caller's, or a failed admin server.
-    let (halt, stop) = watch::channel(false);
-    let halt = Arc::new(halt);
-    {
-        let halt = halt.clone();
-        let ext = shutdown_future(&external_stop);
-        tokio::spawn(async move {
-            ext.await;
-            halt.send_replace(true);
-        });
-    }
-    let mut registry = Registry::default();
-    let metrics = Arc::new(Metrics::register(&mut registry));
-    let registry = Arc::new(Mutex::new(registry));
-    let ready = Readiness::default();
-    let identity = args.identity();
-
-    let deleted_memory = i64::try_from(args.deleted_memory.as_secs()).unwrap_or(i64::MAX);
-    let index = Arc::new(RwLock::new(Index::new(deleted_memory)));
-    if !args.member_clusters_from_api {
-        index
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .skip_clusters();
-    }
+    let stop = Stop::following(&external_stop);
+    let (metrics, registry) = register_metrics();
+    let index = Arc::new(RwLock::new(new_index(&args)));
     let (triggers, streams) = triggers();
     let member_registry = MemberRegistry::default();
+    let members = start_members(&args, &client, &member_registry, &triggers, &metrics);
+    let election = start_election(&args, &client, &stop, &triggers, &metrics);
+    let views = Views::default();
+    let ready = Readiness::default();
+    let admin = start_admin(
+        &args,
+        registry,
+        &ready,
+        &views,
+        &member_registry,
+        &election,
+        &stop,
+    );
+    watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics);
+    let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics);
+    tokio::spawn(keep_readiness(
+        index.clone(),
+        election.lease_ok.clone(),
+        ready,
+    ));
+    let ctx = reconcile_context(
+        &args,
+        &client,
+        &index,
+        member_registry,
+        views,
+        &metrics,
+        &election,
+    );
+    tracing::info!(
+        identity = %args.identity(),
+        admin = %args.admin.admin_listen,
+        namespace = args.watch_namespace().unwrap_or("(all)"),
+        "karmada-quota-controller started"
+    );
+    let controller = run_controller(&args, quota_events, quotas, streams, ctx, &stop);
+    let mut admin = admin;
+    let admin_result = run_to_the_end(controller, &mut admin, &stop).await;
+    shut_down(&stop, &members, election.task, admin, admin_result).await
+}
+
+/// The metrics, and the registry `/metrics` serves.
+fn register_metrics() -> (Arc<Metrics>, Arc<Mutex<Registry>>) {
+    let mut registry = Registry::default();
+    let metrics = Arc::new(Metrics::register(&mut registry));
+    (metrics, Arc::new(Mutex::new(registry)))
+}
+
+/// An empty index; without the Cluster watch its clusters count as synced.
+fn new_index(args: &Args) -> Index {
+    let deleted_memory = i64::try_from(args.deleted_memory.as_secs()).unwrap_or(i64::MAX);
+    let mut index = Index::new(deleted_memory);
+    if !args.member_clusters_from_api {
+        index.skip_clusters();
+    }
+    index
+}
+
+/// The member supervisor, already watching the `--member-kubeconfig` members.
+fn start_members(
+    args: &Args,
+    client: &Client,
+    registry: &MemberRegistry,
+    triggers: &Triggers,
+    metrics: &Arc<Metrics>,
+) -> Arc<Members> {
     let members = Arc::new(Members::new(
-        member_registry.clone(),
+        registry.clone(),
         client.clone(),
         MemberSettings {
             connect_timeout: args.member_connect_timeout,
@@ -175,131 +215,147 @@ pub async fn run_until(
         metrics.clone(),
     ));
     members.sync(&desired_members([], &args.member_kubeconfigs));
+    members
+}
 
-    // Leadership.
-    let mut elector_task = None;
-    let leader = if args.leader_election_enabled() {
-        let (elector, rx) = Elector::new(
+/// Leadership as the rest of the controller sees it.
+struct Election {
+    /// Whether this replica is the leader (always, without leader election).
+    leader: watch::Receiver<bool>,
+    /// Whether the Lease can be used at all (namespace present, RBAC granted).
+    lease_ok: watch::Receiver<bool>,
+    /// The elector (it releases the Lease when it ends).
+    task: Option<JoinHandle<()>>,
+}
+
+/// Start the Lease election (or lead alone) and follow it: every quota is reconciled on
+/// becoming leader, and the leader gauge is kept.
+fn start_election(
+    args: &Args,
+    client: &Client,
+    stop: &Stop,
+    triggers: &Triggers,
+    metrics: &Arc<Metrics>,
+) -> Election {
+    let election = if args.leader_election_enabled() {
+        let (elector, leader) = Elector::new(
             client.clone(),
             LeaseSettings {
                 namespace: args.lease_namespace.clone(),
                 name: args.lease_name.clone(),
-                identity: identity.clone(),
+                identity: args.identity(),
                 duration: args.lease_duration,
                 renew_interval: args.lease_renew_interval,
             },
         );
-        elector_task = Some(tokio::spawn(elector.run(shutdown_future(&stop))));
-        rx
+        let lease_ok = elector.lease_ok();
+        Election {
+            leader,
+            lease_ok,
+            task: Some(tokio::spawn(elector.run(stop.requested()))),
+        }
     } else {
         tracing::info!("leader election disabled: this replica writes status");
-        watch::channel(true).1
+        Election {
+            leader: watch::channel(true).1,
+            lease_ok: watch::channel(true).1,
+            task: None,
+        }
     };
     tokio::spawn(follow_leadership(
-        leader.clone(),
+        election.leader.clone(),
         triggers.clone(),
         metrics.clone(),
     ));
+    election
+}
 
-    // Admin server: /metrics, /livez, /readyz, /api/v1/quotas.
-    let views = Views::default();
+/// The admin server: /metrics, /livez, /readyz, /api/v1/quotas.
+fn start_admin(
+    args: &Args,
+    registry: Arc<Mutex<Registry>>,
+    ready: &Readiness,
+    views: &Views,
+    members: &MemberRegistry,
+    election: &Election,
+    stop: &Stop,
+) -> JoinHandle<anyhow::Result<()>> {
     let router = admin_router(registry, ready.clone()).merge(api::router(ApiState {
         views: views.clone(),
-        members: member_registry.clone(),
-        leader: leader.clone(),
+        members: members.clone(),
+        leader: election.leader.clone(),
     }));
-    let admin_addr = args.admin.admin_listen;
-    let mut admin = tokio::spawn(serve_admin(admin_addr, router, shutdown_future(&stop)));
+    tokio::spawn(serve_admin(
+        args.admin.admin_listen,
+        router,
+        stop.requested(),
+    ))
+}
 
-    // Watches feeding the index.
-    tokio::spawn(watch_bindings(
-        scoped_api::<ResourceBinding>(&client, args.watch_namespace()),
-        index.clone(),
-        karmada_quota_runtime::plurals::PluralResolver::new(client.clone()),
-        triggers.clone(),
-        metrics.clone(),
-    ));
-    if args.member_clusters_from_api {
-        tokio::spawn(watch_clusters(
-            Api::<Cluster>::all(client.clone()),
-            index.clone(),
-            members.clone(),
-            args.member_kubeconfigs.clone(),
-            metrics.clone(),
-        ));
-    }
-    tokio::spawn(mark_ready_when_synced(index.clone(), ready.clone()));
-
-    // The quota watch feeds the index (namespace → names), the controller's store, and
-    // forgets deleted quotas' views and metrics.
-    let (reader, writer) = reflector::store::<KarmadaQuota>();
-    let quota_stream = {
-        let index = index.clone();
-        let views = views.clone();
-        let metrics = metrics.clone();
-        watcher(
-            scoped_api::<KarmadaQuota>(&client, args.watch_namespace()),
-            watcher::Config::default().any_semantic(),
-        )
-        .default_backoff()
-        .inspect(move |ev| match ev {
-            Ok(ev) => on_quota_event(ev, &index, &views, &metrics),
-            Err(e) => {
-                tracing::warn!(error = %e, "KarmadaQuota watch error; retrying");
-                metrics.watch_restarted("karmadaquotas");
-            }
-        })
-        .reflect(writer)
-        .applied_objects()
-    };
-
-    let ns_refs = {
-        let index = index.clone();
-        streams
-            .namespaces
-            .map(move |ns| {
-                let idx = index.read().unwrap_or_else(|e| e.into_inner());
-                let refs: Vec<ObjectRef<KarmadaQuota>> = idx
-                    .quotas_in(&ns)
-                    .map(|name| ObjectRef::new(name).within(&ns))
-                    .collect();
-                stream::iter(refs)
-            })
-            .flatten()
-    };
-
+/// Everything a reconcile needs.
+fn reconcile_context(
+    args: &Args,
+    client: &Client,
+    index: &Arc<RwLock<Index>>,
+    members: MemberRegistry,
+    views: Views,
+    metrics: &Arc<Metrics>,
+    election: &Election,
+) -> Arc<Ctx> {
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
             controller: CONTROLLER_NAME.to_owned(),
-            instance: Some(identity.clone()),
+            instance: Some(args.identity()),
         },
     );
-    let ctx = Arc::new(
+    Arc::new(
         Ctx::new(
             index.clone(),
-            member_registry,
+            members,
             views,
             metrics.clone(),
-            leader,
+            election.leader.clone(),
             Arc::new(karmada_quota_status::KubeStore::new(client.clone())),
             Some(recorder),
             args.resync_period,
         )
         .with_min_write_interval(args.min_write_interval),
-    );
+    )
+}
 
-    tracing::info!(
-        %identity,
-        admin = %admin_addr,
-        namespace = args.watch_namespace().unwrap_or("(all)"),
-        "karmada-quota-controller started"
-    );
-    let controller = Controller::for_stream(quota_stream, reader)
+/// The quotas of `namespace`, from the reflector's store.
+fn quotas_in(store: &Store<KarmadaQuota>, namespace: &str) -> Vec<ObjectRef<KarmadaQuota>> {
+    store
+        .state()
+        .iter()
+        .filter(|q| q.metadata.namespace.as_deref() == Some(namespace))
+        .map(|q| ObjectRef::from_obj(q.as_ref()))
+        .collect()
+}
+
+/// kube-runtime's Controller over the quota watch, reconciling also the quotas of every
+/// namespace a trigger names, and all of them on a trigger for all.
+fn run_controller(
+    args: &Args,
+    quota_events: impl Stream<Item = Result<KarmadaQuota, kube::runtime::watcher::Error>>
+    + Send
+    + 'static,
+    quotas: Store<KarmadaQuota>,
+    streams: TriggerStreams,
+    ctx: Arc<Ctx>,
+    stop: &Stop,
+) -> impl Future<Output = ()> + Send {
+    let store = quotas.clone();
+    let ns_refs = streams
+        .namespaces
+        .map(move |ns| stream::iter(quotas_in(&store, &ns)))
+        .flatten();
+    Controller::for_stream(quota_events, quotas)
         .with_config(controller::Config::default().concurrency(args.concurrency))
         .reconcile_on(ns_refs)
         .reconcile_all_on(streams.all)
-        .graceful_shutdown_on(shutdown_future(&stop))
+        .graceful_shutdown_on(stop.requested())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|res| async move {
             match res {
@@ -310,23 +366,32 @@ pub async fn run_until(
                 Err(controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
                 Err(e) => tracing::warn!(error = %e, "controller error"),
             }
-        });
+        })
+}
+
+/// Drive the controller until it ends; a failed admin server stops everything. The
+/// controller stops once its in-flight reconciles finish; one that never got its quota
+/// store ready (stop requested while the API server is unreachable) would wait forever,
+/// so shutdown gives it SHUTDOWN_GRACE at most. Returns the admin server's result if it
+/// ended.
+async fn run_to_the_end(
+    controller: impl Future<Output = ()>,
+    admin: &mut JoinHandle<anyhow::Result<()>>,
+    stop: &Stop,
+) -> Option<Result<(), Error>> {
     tokio::pin!(controller);
-    // The controller stops once its in-flight reconciles finish; one that never got its
-    // quota store ready (stop requested while the API server is unreachable) would wait
-    // forever, so shutdown gives it SHUTDOWN_GRACE at most.
-    let stopping = shutdown_future(&stop);
+    let stopping = stop.requested();
     tokio::pin!(stopping);
     let mut admin_result = None;
     let mut grace_deadline: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             () = &mut controller => break,
-            res = &mut admin, if admin_result.is_none() => {
+            res = &mut *admin, if admin_result.is_none() => {
                 let res = flatten_admin(res);
                 if let Err(e) = &res {
                     tracing::error!(error = %e, "admin server failed; shutting down");
-                    halt.send_replace(true);
+                    stop.halt();
                 }
                 admin_result = Some(res);
             }
@@ -339,12 +404,22 @@ pub async fn run_until(
             }
         }
     }
+    admin_result
+}
 
+/// Stop the member watches, release the Lease and wait for the admin server (each
+/// bounded: the API server may be gone).
+async fn shut_down(
+    stop: &Stop,
+    members: &Members,
+    elector: Option<JoinHandle<()>>,
+    admin: JoinHandle<anyhow::Result<()>>,
+    admin_result: Option<Result<(), Error>>,
+) -> Result<(), Error> {
     tracing::info!("controller stopped; shutting down");
-    halt.send_replace(true);
+    stop.halt();
     members.stop();
-    if let Some(task) = elector_task {
-        // The elector releases the Lease on shutdown (bounded: the API server may be gone).
+    if let Some(task) = elector {
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, task).await;
     }
     match admin_result {
@@ -353,18 +428,6 @@ pub async fn run_until(
             Ok(res) => flatten_admin(res),
             Err(_) => Err(Error::Admin("admin server did not stop in time".to_owned())),
         },
-    }
-}
-
-/// An `Api` over one namespace (`--namespace`) or all of them.
-fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
     }
 }
 
@@ -383,122 +446,23 @@ fn flatten_admin(res: Result<anyhow::Result<()>, tokio::task::JoinError>) -> Res
     }
 }
 
-fn on_quota_event(
-    ev: &Event<KarmadaQuota>,
-    index: &RwLock<Index>,
-    views: &Views,
-    metrics: &Metrics,
-) {
-    let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
-    idx.apply_quota_event(ev);
-    match ev {
-        Event::Delete(q) => {
-            let (ns, name) = (q.namespace().unwrap_or_default(), q.name_any());
-            views
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&(ns.clone(), name.clone()));
-            metrics.forget_quota(&ns, &name);
-        }
-        Event::InitDone => {
-            let mut views = views.write().unwrap_or_else(|e| e.into_inner());
-            let gone: Vec<_> = views
-                .keys()
-                .filter(|(ns, name)| !idx.quotas_in(ns).any(|n| n == name))
-                .cloned()
-                .collect();
-            for key in gone {
-                views.remove(&key);
-                metrics.forget_quota(&key.0, &key.1);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Feed ResourceBinding events into the index (count names resolved first) and trigger the
-/// quotas of the namespaces that changed.
-async fn watch_bindings(
-    api: Api<ResourceBinding>,
+/// `/readyz` follows this: ready while every watch has listed once and the Lease can be
+/// used (a missing lease namespace or denied RBAC makes the replica not ready until fixed).
+async fn keep_readiness(
     index: Arc<RwLock<Index>>,
-    counts: karmada_quota_runtime::plurals::PluralResolver,
-    triggers: Triggers,
-    metrics: Arc<Metrics>,
+    lease_ok: watch::Receiver<bool>,
+    ready: Readiness,
 ) {
-    let mut events = guarded_events(api, "resourcebindings", metrics.clone());
-    while let Some(ev) = events.next().await {
-        let count = match &ev {
-            Event::Apply(rb) | Event::InitApply(rb) => {
-                let r = &rb.spec.resource;
-                counts.count_name(&r.api_version, &r.kind).await
-            }
-            _ => None,
-        };
-        let (touched, n) = {
-            let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
-            let touched = idx.apply_binding_event(&ev, count.as_deref(), now_secs());
-            (touched, idx.binding_count())
-        };
-        metrics.set_bindings(n);
-        triggers.namespaces(touched);
-    }
-}
-
-/// Feed Cluster events into the index and keep the member watches in line with them.
-async fn watch_clusters(
-    api: Api<Cluster>,
-    index: Arc<RwLock<Index>>,
-    members: Arc<Members>,
-    flags: Vec<args::MemberKubeconfig>,
-    metrics: Arc<Metrics>,
-) {
-    let mut events = guarded_events(api, "clusters", metrics);
-    while let Some(ev) = events.next().await {
-        let desired = {
-            let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
-            if !idx.apply_cluster_event(&ev) {
-                continue;
-            }
-            desired_members(idx.clusters().values().map(AsRef::as_ref), &flags)
-        };
-        members.sync(&desired);
-    }
-}
-
-/// The events of a watch on `api`, re-established with backoff. An error never ends the
-/// stream (one malformed object must not stall the watch): it is logged and counted as a
-/// restart of `what`.
-fn guarded_events<K>(
-    api: Api<K>,
-    what: &'static str,
-    metrics: Arc<Metrics>,
-) -> futures::stream::BoxStream<'static, Event<K>>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .filter_map(move |ev| {
-            let ok = match ev {
-                Ok(ev) => Some(ev),
-                Err(e) => {
-                    tracing::warn!(error = %e, watch = what, "watch error; retrying");
-                    metrics.watch_restarted(what);
-                    None
-                }
-            };
-            std::future::ready(ok)
-        })
-        .boxed()
-}
-
-/// Ready once every control-plane watch has listed everything once.
-async fn mark_ready_when_synced(index: Arc<RwLock<Index>>, ready: Readiness) {
     loop {
-        if index.read().unwrap_or_else(|e| e.into_inner()).synced() {
-            tracing::info!("caches synced; ready");
-            ready.set_ready();
-            return;
+        let synced = index.read().unwrap_or_else(|e| e.into_inner()).synced();
+        let now = synced && *lease_ok.borrow();
+        if now != ready.is_ready() {
+            if now {
+                tracing::info!("caches synced and Lease usable; ready");
+                ready.set_ready();
+            } else {
+                ready.set_not_ready();
+            }
         }
         tokio::time::sleep(READY_POLL).await;
     }

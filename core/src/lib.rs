@@ -15,6 +15,7 @@
 //!  Decision::{Allow{entries}, Deny}    QuotaView (used, clusters[], pruned reservations,
 //!        │                                         drift) — what status and dashboard show
 //!        └──► ledger (reservations: upsert, effective usage, prune)
+//!  complete: usage that could not be computed keeps its last known value (never lowered)
 //! ```
 //!
 //! Before a change (what-if, PropagationPolicy admission): `template::Template::binding`
@@ -26,6 +27,7 @@
 //! are [`resources::ResourceList`]; quota specs are validated by [`quota::validate_spec`].
 
 pub mod binding;
+pub mod complete;
 pub mod decision;
 pub mod ledger;
 pub mod placement;

@@ -12,8 +12,9 @@
 //!       ▼
 //!  Controller::builder()     target/<profile>/karmada-quota-controller
 //!       .namespace(ns)         --kubeconfig <apiserver 0> --admin-listen 127.0.0.1:<free>
-//!       .member_kubeconfig()   --namespace <ns> --lease-name <unique> --lease-namespace default
-//!       .start(env)            (+ fast member probes and lease timings for tests)
+//!       .member_kubeconfig()   --namespace <ns> --lease-name <unique> --lease-namespace karmada-system
+//!       .start(env)            (+ fast member probes and lease timings for tests; start()
+//!                            creates the lease namespace first, as an install would)
 //!       │                    ready when GET /readyz on the admin port answers 200
 //!       ▼
 //!  tests: report() / quotas() (GET /api/v1/quotas), is_leader(), metric(),
@@ -48,8 +49,9 @@ use crate::{
 pub const CONTROLLER_BIN: &str = "karmada-quota-controller";
 /// Namespace of the member Secrets (Karmada's default).
 pub const CLUSTER_SECRET_NAMESPACE: &str = "karmada-cluster";
-/// Namespace of the tests' leader-election Leases (exists on a bare apiserver).
-pub const LEASE_NAMESPACE: &str = "default";
+/// Namespace of the tests' leader-election Leases: the controller's default, which an
+/// install creates ([`ControllerBuilder::start`] does here).
+pub const LEASE_NAMESPACE: &str = "karmada-system";
 /// Label on the Clusters and Secrets the fixture creates; its value names the owner
 /// (a test namespace, or `kq-demo`).
 pub const OWNER_LABEL: &str = "e2e.karmada-quota/owner";
@@ -344,6 +346,7 @@ pub async fn ensure_namespace(client: &Client, name: &str) -> Result<()> {
 #[derive(Debug, Default)]
 pub struct ControllerBuilder {
     namespace: Option<String>,
+    lease_namespace: Option<String>,
     lease_name: Option<String>,
     identity: Option<String>,
     leader_election: Option<bool>,
@@ -357,6 +360,12 @@ impl ControllerBuilder {
     /// Watch only `ns` (`--namespace`); without it the controller watches all namespaces.
     pub fn namespace(mut self, ns: &str) -> Self {
         self.namespace = Some(ns.to_owned());
+        self
+    }
+
+    /// The Lease namespace (default: [`LEASE_NAMESPACE`]).
+    pub fn lease_namespace(mut self, ns: &str) -> Self {
+        self.lease_namespace = Some(ns.to_owned());
         self
     }
 
@@ -415,14 +424,17 @@ impl ControllerBuilder {
         self
     }
 
-    /// Starts the controller and waits until `/readyz` answers 200 (every watch listed).
+    /// Creates the lease namespace (as an install would), starts the controller and waits
+    /// until `/readyz` answers 200 (every watch listed, the Lease usable).
     pub async fn start(self, env: &Env) -> Result<Controller> {
+        let lease_ns = self.lease_namespace.as_deref().unwrap_or(LEASE_NAMESPACE);
+        ensure_namespace(&env.client()?, lease_ns).await?;
         let mut c = self.spawn(env)?;
         c.wait_ready(READY_TIMEOUT).await?;
         Ok(c)
     }
 
-    /// Starts the controller without waiting.
+    /// Starts the controller without waiting (and without creating the lease namespace).
     pub fn spawn(self, env: &Env) -> Result<Controller> {
         let admin_port = match self.admin_port {
             Some(p) => p,
@@ -441,7 +453,10 @@ impl ControllerBuilder {
             .arg(env.kubeconfig())
             .arg(format!("--admin-listen=127.0.0.1:{admin_port}"))
             .arg(format!("--lease-name={lease_name}"))
-            .arg(format!("--lease-namespace={LEASE_NAMESPACE}"))
+            .arg(format!(
+                "--lease-namespace={}",
+                self.lease_namespace.as_deref().unwrap_or(LEASE_NAMESPACE)
+            ))
             .arg(format!("--lease-duration={LEASE_DURATION}"))
             .arg(format!("--lease-renew-interval={LEASE_RENEW_INTERVAL}"))
             // A stopped member is noticed within seconds and retried often.

@@ -18,6 +18,7 @@
 //!      └─ log_dir()                      where Binary logs go
 //!    chart        charts/karmada-quota through helm and the check tools (hack/tools.sh)
 //!    TestNs       a fresh namespace per test (generateName, labelled)
+//!    faults       UnservedApi: an API group whose discovery fails (503)
 //!    apply_yaml / apply_json / accepts / rejects / wait_for
 //!    Binary       target/<profile>/karmada-quota-{webhook,controller} as children,
 //!                 killed on drop, log tail printed when the test panics;
@@ -32,6 +33,7 @@ mod binary;
 pub mod chart;
 pub mod controller;
 mod env;
+pub mod faults;
 mod ns;
 pub mod proxy;
 mod wait;

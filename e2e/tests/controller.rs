@@ -17,10 +17,10 @@ use k8s_openapi::api::core::v1::Pod;
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::quota::{CONDITION_DRIFT, CONDITION_MEMBERS_REACHABLE, CONDITION_READY};
 use karmada_quota_e2e::controller::{
-    ClusterRegistration, Controller, MemberCluster, add_reservation, cluster_observed_is,
-    cluster_usage, cluster_used_is, condition, condition_is, ensure_namespace, has, lease_holder,
-    member_apis, milli, now_secs, quota_events, reservation, reservation_of, used_is, wait_quota,
-    wait_synced,
+    ClusterRegistration, Controller, LEASE_NAMESPACE, MemberCluster, add_reservation,
+    cluster_observed_is, cluster_usage, cluster_used_is, condition, condition_is, ensure_namespace,
+    has, lease_holder, member_apis, milli, now_secs, quota_events, reservation, reservation_of,
+    used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::proxy::TcpProxy;
 use karmada_quota_e2e::webhook::{
@@ -80,7 +80,7 @@ impl Setup {
             .start(self.env)
             .await?;
         step(&format!(
-            "[Setup] controller for {} (admin {}, Lease default/{})",
+            "[Setup] controller for {} (admin {}, Lease {LEASE_NAMESPACE}/{})",
             self.ns(),
             c.admin_url(),
             c.lease_name()

@@ -6,10 +6,12 @@
 //!   `/livez`, `/readyz` (ready only once [`Readiness::set_ready`] was called, i.e. after
 //!   the caches synced);
 //! - [`init_logging`]: `tracing` to stderr, plain or JSON;
-//! - [`client`]: a kube client from `--kubeconfig` or the usual discovery.
+//! - [`client`]: a kube client from `--kubeconfig` or the usual discovery;
+//! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once.
 
 pub mod duration;
 pub mod plurals;
+pub mod relist;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

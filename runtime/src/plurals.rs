@@ -8,10 +8,12 @@
 //!                               │ miss
 //!                               ▼
 //!                     per group-version cache ──hit──► count name
-//!                               │ miss (refetched at most every REFRESH_AFTER_MISS)
+//!                               │ miss (refetched at most every REFRESH_AFTER_MISS;
+//!                               │       after a failure: 1 s, 2 s, 4 s… backoff)
 //!                               ▼
 //!                     API discovery of that group-version (one request, shared by
-//!                     concurrent callers) ──► cache ──► count name, or None
+//!                     concurrent callers) ──► cache ──► count name, None (unknown kind),
+//!                                                       or the discovery error
 //! ```
 //!
 //! Both binaries use it (the webhook to charge a binding, the controller to sum usage), so
@@ -28,6 +30,10 @@ use tokio::time::Instant;
 /// unknown kind cannot turn every admission into a discovery request, while a CRD installed
 /// after the first lookup is still found within a minute.
 pub const REFRESH_AFTER_MISS: Duration = Duration::from_secs(60);
+/// Longest wait for one discovery request. The client's own retry layer would keep
+/// retrying a 503 (an aggregated API whose server is down) for minutes, holding up the
+/// caller; this resolver retries on its own schedule instead.
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Resolves a template's kind to its object-count quota name. Clone freely: clones share
 /// the cache.
@@ -54,6 +60,22 @@ struct GroupVersion {
     plurals: HashMap<String, String>,
     /// When discovery was last asked (successfully or not); `None` = never.
     fetched: Option<Instant>,
+    /// The last discovery error, while it has not succeeded since.
+    error: Option<String>,
+    /// Failed discoveries in a row (for the retry backoff).
+    failures: u32,
+}
+
+impl GroupVersion {
+    /// How long after the last request a miss asks discovery again: after a failure,
+    /// 1 s, 2 s, 4 s… up to [`REFRESH_AFTER_MISS`]; after an answer, [`REFRESH_AFTER_MISS`].
+    fn refresh_after(&self) -> Duration {
+        if self.error.is_some() {
+            Duration::from_secs(1 << self.failures.saturating_sub(1).min(6)).min(REFRESH_AFTER_MISS)
+        } else {
+            REFRESH_AFTER_MISS
+        }
+    }
 }
 
 impl PluralResolver {
@@ -76,48 +98,92 @@ impl PluralResolver {
 
     /// The object-count quota name of a template (`apps/v1`, `Deployment` →
     /// `count/deployments.apps`; `v1`, `ConfigMap` → `count/configmaps`), or `None` when
-    /// the kind is unknown to both the built-in table and API discovery (or discovery
-    /// failed; it is retried after [`REFRESH_AFTER_MISS`]).
+    /// the kind is unknown to both the built-in table and API discovery, or discovery
+    /// failed (see [`Self::count`] to tell the two apart).
     pub async fn count_name(&self, api_version: &str, kind: &str) -> Option<String> {
-        self.plural(api_version, kind)
-            .await
-            .map(|plural| karmada_quota_core::usage::count_name(api_version, &plural))
+        self.count(api_version, kind).await.ok().flatten()
     }
 
-    /// The plural of `kind` in `api_version` (see [`Self::count_name`]).
+    /// Like [`Self::count_name`], but a failed discovery is an error (its message): the
+    /// caller cannot know whether the template has a count name. Discovery is asked
+    /// again with backoff (1 s, 2 s, 4 s… up to [`REFRESH_AFTER_MISS`]); in between, the
+    /// last error is returned without a request.
+    pub async fn count(&self, api_version: &str, kind: &str) -> Result<Option<String>, String> {
+        Ok(self
+            .resolve(api_version, kind)
+            .await?
+            .map(|plural| karmada_quota_core::usage::count_name(api_version, &plural)))
+    }
+
+    /// The plural of `kind` in `api_version`, `None` when unknown or discovery failed.
     pub async fn plural(&self, api_version: &str, kind: &str) -> Option<String> {
+        self.resolve(api_version, kind).await.ok().flatten()
+    }
+
+    /// The plural of `kind` in `api_version`: `Ok(None)` when the kind is unknown,
+    /// `Err` when discovery of its group-version failed.
+    async fn resolve(&self, api_version: &str, kind: &str) -> Result<Option<String>, String> {
         if api_version.is_empty() || kind.is_empty() {
-            return None;
+            return Ok(None);
         }
         if let Some(p) = karmada_quota_core::usage::builtin_plural(api_version, kind) {
-            return Some(p.to_owned());
+            return Ok(Some(p.to_owned()));
         }
-        let client = self.client.as_ref()?;
+        let Some(client) = self.client.as_ref() else {
+            return Ok(None);
+        };
         let entry = {
-            let mut cache = self.cache.lock().ok()?;
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             cache.entry(api_version.to_owned()).or_default().clone()
         };
         let mut gv = entry.lock().await;
         if let Some(p) = gv.plurals.get(kind) {
-            return Some(p.clone());
+            return Ok(Some(p.clone()));
         }
-        let stale = gv
-            .fetched
-            .is_none_or(|at| at.elapsed() >= REFRESH_AFTER_MISS);
-        if !stale {
-            return None;
-        }
-        gv.fetched = Some(Instant::now());
-        match discover(client, api_version).await {
-            Ok(plurals) => gv.plurals = plurals,
-            Err(kube::Error::Api(s)) if s.is_not_found() => {
-                tracing::debug!(%api_version, "group-version not served");
+        let refresh_after = gv.refresh_after();
+        let stale = gv.fetched.is_none_or(|at| at.elapsed() >= refresh_after);
+        if stale {
+            gv.fetched = Some(Instant::now());
+            let answer = tokio::time::timeout(DISCOVERY_TIMEOUT, discover(client, api_version))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(kube::Error::Service(
+                        format!("no answer within {}s", DISCOVERY_TIMEOUT.as_secs()).into(),
+                    ))
+                });
+            match answer {
+                Ok(plurals) => {
+                    gv.plurals = plurals;
+                    gv.error = None;
+                    gv.failures = 0;
+                }
+                // 404, even with a plain-text body kube cannot parse as a Status.
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    tracing::debug!(%api_version, "group-version not served");
+                    gv.error = None;
+                    gv.failures = 0;
+                }
+                Err(e) => {
+                    gv.failures = gv.failures.saturating_add(1);
+                    let error = format!("API discovery of {api_version} failed: {}", describe(&e));
+                    tracing::warn!(%api_version, %error, failures = gv.failures, "API discovery failed; retrying with backoff");
+                    gv.error = Some(error);
+                }
             }
-            Err(e) => {
-                tracing::warn!(%api_version, error = %e, "API discovery failed; retrying after a minute");
-            }
         }
-        gv.plurals.get(kind).cloned()
+        match (gv.plurals.get(kind), &gv.error) {
+            (Some(p), _) => Ok(Some(p.clone())),
+            (None, Some(e)) => Err(e.clone()),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// A discovery error in one line: the API server's code and message, not a dump.
+fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}", s.code, s.message.trim()),
+        e => e.to_string(),
     }
 }
 
@@ -153,6 +219,23 @@ mod tests {
         assert_eq!(
             r.count_name("v1", "ConfigMap").await.as_deref(),
             Some("count/configmaps")
+        );
+    }
+
+    #[tokio::test]
+    async fn failed_discovery_is_an_error_not_an_unknown_kind() {
+        // Nothing listens on port 1: every discovery request fails.
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let r = PluralResolver::new(kube::Client::try_from(config).unwrap());
+        let first = r.count("example.com/v1", "Widget").await.unwrap_err();
+        assert!(first.contains("example.com/v1"), "{first}");
+        // Within the backoff the error is answered from the cache.
+        assert_eq!(r.count("example.com/v1", "Widget").await, Err(first));
+        assert_eq!(r.count_name("example.com/v1", "Widget").await, None);
+        // Built-in kinds never need discovery.
+        assert_eq!(
+            r.count("apps/v1", "Deployment").await,
+            Ok(Some("count/deployments.apps".to_owned()))
         );
     }
 

@@ -22,8 +22,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
 use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_e2e::controller::{
-    ClusterRegistration, Controller, MemberCluster, ensure_namespace, get_quota, member_apis,
-    wait_quota, wait_synced,
+    ClusterRegistration, Controller, LEASE_NAMESPACE, MemberCluster, ensure_namespace, get_quota,
+    member_apis, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::webhook::{Rb, Registration, Webhook, create, wait_until_status_seen};
 use karmada_quota_e2e::{Env, EnvSource, apply_yaml, yaml_documents};
@@ -224,7 +224,8 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     }
     let controller = started.controller.insert(builder.start(env).await?);
     say(&format!(
-        "karmada-quota-controller {} for {} (Lease default/{}), ready",
+        "karmada-quota-controller {} for {} (Lease {LEASE_NAMESPACE}/{}, namespace created \
+         as an install would), ready",
         controller.admin_url(),
         if shared { ns } else { "all namespaces" },
         controller.lease_name()

@@ -1,0 +1,263 @@
+//! What a quota's status should be: pure functions, no client.
+//!
+//! ```text
+//!  KarmadaQuota ─┐
+//!  Index ────────┼─► compute ─► Computed::{Valid{view}, Invalid{errors}}
+//!  member pods ──┘                    │
+//!  member reach ──────────────────────┴─► desired_status ─► Some(new status) | None (unchanged)
+//!                                                 └─► notices (events), next_requeue
+//! ```
+//!
+//! All arithmetic is core's (`core::status::compute`); this module only maps the view onto
+//! the API status and keeps conditions' `lastTransitionTime` stable.
+
+mod conditions;
+mod notices;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use karmada_quota_core::complete::{self, CONDITION_USAGE_COMPLETE, Incomplete};
+use karmada_quota_core::quota::{FieldError, QuotaState};
+use karmada_quota_core::status::{self as core_status, ObservedPods, QuotaView};
+use karmada_quota_crds::convert::{
+    list_from_api, list_to_api, parse_status, reservation_to_api, summary, validate_spec,
+};
+use karmada_quota_crds::quota::{
+    CONDITION_DRIFT, CONDITION_MEMBERS_REACHABLE, CONDITION_READY, ClusterUsage, Reservation,
+};
+use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use kube::ResourceExt;
+
+use crate::index::Index;
+use crate::members::Reach;
+use conditions::{drift_condition, has_condition, members_condition, plural, set_condition};
+pub use notices::{
+    EVENT_DRIFT_DETECTED, EVENT_DRIFT_RESOLVED, EVENT_INVALID_SPEC, EVENT_MEMBER_UNREACHABLE,
+    EVENT_MEMBERS_REACHABLE, EVENT_USAGE_COMPLETE, EVENT_USAGE_INCOMPLETE, Notice, notices,
+};
+
+/// Ready=True: usage was computed.
+pub const REASON_SYNCED: &str = "Synced";
+/// Ready=False: the spec does not validate; nothing else is computed.
+pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
+/// Drift=True: a member runs more than Karmada placed there.
+pub const REASON_OBSERVED_ABOVE_PLACED: &str = "ObservedAbovePlaced";
+/// Drift=False: every measured member runs at most what was placed.
+pub const REASON_NO_DRIFT: &str = "NoDrift";
+/// Drift=Unknown: no member cluster is measured (none configured or none reachable).
+pub const REASON_NOT_MEASURED: &str = "NotMeasured";
+/// MembersReachable=True.
+pub const REASON_REACHABLE: &str = "Reachable";
+/// MembersReachable=False: at least one member cannot be read.
+pub const REASON_UNREACHABLE: &str = "Unreachable";
+/// MembersReachable=Unknown: no member cluster to measure.
+pub const REASON_NO_MEMBERS: &str = "NoMembers";
+
+/// The outcome of computing one quota.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Computed {
+    /// The spec validated; core's view, plus status entries that did not parse (kept
+    /// verbatim until they expire: status is written only by this project, so one is a bug
+    /// or a hand edit, and dropping it could under-count).
+    Valid {
+        /// What core computed.
+        view: Box<QuotaView>,
+        /// Unparseable, unexpired reservations.
+        unparsed: Vec<Reservation>,
+        /// Names whose usage could not be computed (their `used` is the last known
+        /// value, never lowered): name → why.
+        incomplete: Incomplete,
+    },
+    /// The spec does not validate.
+    Invalid(Vec<FieldError>),
+}
+
+/// Compute one quota from the index and the members' pods, at `now` (Unix seconds).
+pub fn compute(
+    quota: &KarmadaQuota,
+    index: &Index,
+    observed_pods: &ObservedPods,
+    now: i64,
+) -> Computed {
+    let spec = match validate_spec(&quota.spec) {
+        Ok(s) => s,
+        Err(errors) => return Computed::Invalid(errors),
+    };
+    let ns = quota.namespace().unwrap_or_default();
+    // One parse for both binaries; `used` is recomputed here (the last written one is read
+    // only for names whose usage is incomplete), so only the entries matter.
+    let stored = parse_status(quota.status.as_ref());
+    let unparsed: Vec<Reservation> = stored
+        .unparsed
+        .into_iter()
+        .filter(|r| r.expiration_time.0.as_second() > now)
+        .collect();
+    if !unparsed.is_empty() {
+        tracing::warn!(quota = %format!("{ns}/{}", quota.name_any()), errors = ?stored.errors, "keeping unparseable reservations until they expire");
+    }
+    let reservations = stored.reservations;
+    let state = QuotaState {
+        name: quota.name_any(),
+        spec,
+        used: None,
+        reservations,
+    };
+    let incomplete = complete::incomplete_names(&state.spec, index.gaps_in(&ns));
+    let mut view = core_status::compute(
+        &ns,
+        &state,
+        index.charges_in(&ns),
+        |by| index.observation(&ns, &by.uid),
+        observed_pods,
+        now,
+    );
+    if !incomplete.is_empty() {
+        let last_known = quota
+            .status
+            .as_ref()
+            .and_then(|s| list_from_api(&s.used, "status.used").ok());
+        complete::hold_view(&mut view, last_known.as_ref(), &incomplete);
+    }
+    Computed::Valid {
+        view: Box::new(view),
+        unparsed,
+        incomplete,
+    }
+}
+
+/// The status the quota should have, or `None` when its current status already says it.
+pub fn desired_status(
+    quota: &KarmadaQuota,
+    computed: &Computed,
+    reach: &BTreeMap<String, Reach>,
+    now: jiff::Timestamp,
+) -> Option<KarmadaQuotaStatus> {
+    let current = quota.status.clone().unwrap_or_default();
+    let generation = quota.metadata.generation;
+    let mut next = current.clone();
+    match computed {
+        Computed::Invalid(errors) => {
+            let message = format!(
+                "invalid spec: {}",
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            set_condition(
+                &mut next.conditions,
+                CONDITION_READY,
+                "False",
+                REASON_INVALID_SPEC,
+                &message,
+                generation,
+                now,
+            );
+        }
+        Computed::Valid {
+            view,
+            unparsed,
+            incomplete,
+        } => {
+            next.hard = list_to_api(&view.hard);
+            next.used = list_to_api(&view.used);
+            next.clusters = view
+                .clusters
+                .iter()
+                .map(|c| ClusterUsage {
+                    name: c.name.clone(),
+                    used: list_to_api(&c.used),
+                    observed: c.observed.as_ref().map(list_to_api),
+                })
+                .collect();
+            next.reservations = view.reservations.iter().map(reservation_to_api).collect();
+            next.reservations.extend(unparsed.iter().cloned());
+            next.summary = Some(summary(&view.hard, Some(&view.used)));
+            let ready = format!(
+                "usage computed from {} in {}",
+                plural(view.bindings, "binding"),
+                plural(view.clusters.len(), "cluster")
+            );
+            set_condition(
+                &mut next.conditions,
+                CONDITION_READY,
+                "True",
+                REASON_SYNCED,
+                &ready,
+                generation,
+                now,
+            );
+            let (status, reason, message) = complete::usage_condition(incomplete);
+            set_condition(
+                &mut next.conditions,
+                CONDITION_USAGE_COMPLETE,
+                status,
+                reason,
+                &message,
+                generation,
+                now,
+            );
+            // While a member is still connecting (first list in flight), Drift and
+            // MembersReachable are not lowered from what they say: a restart or a re-added
+            // member must not flap them (and emit events) for the second it takes to list.
+            let connecting = reach.values().any(|r| *r == Reach::Connecting);
+            let (status, reason, message) = drift_condition(view);
+            let keep_drift =
+                connecting && status != "True" && has_condition(&next.conditions, CONDITION_DRIFT);
+            if !keep_drift {
+                set_condition(
+                    &mut next.conditions,
+                    CONDITION_DRIFT,
+                    status,
+                    reason,
+                    &message,
+                    generation,
+                    now,
+                );
+            }
+            let (status, reason, message) = members_condition(reach);
+            let keep_members = connecting
+                && status != "False"
+                && has_condition(&next.conditions, CONDITION_MEMBERS_REACHABLE);
+            if !keep_members {
+                set_condition(
+                    &mut next.conditions,
+                    CONDITION_MEMBERS_REACHABLE,
+                    status,
+                    reason,
+                    &message,
+                    generation,
+                    now,
+                );
+            }
+        }
+    }
+    next.observed_generation = generation;
+    (next != current).then_some(next)
+}
+
+/// When to reconcile again without an event: one second after the earliest reservation
+/// expires (so it is pruned promptly), else after the resync period.
+pub fn next_requeue(computed: &Computed, now: i64, resync: Duration) -> Duration {
+    let Computed::Valid { view, unparsed, .. } = computed else {
+        return resync;
+    };
+    let earliest = view
+        .reservations
+        .iter()
+        .map(|r| r.expiration_time)
+        .chain(unparsed.iter().map(|r| r.expiration_time.0.as_second()))
+        .min();
+    match earliest {
+        Some(t) => {
+            let secs = u64::try_from((t - now).max(0)).unwrap_or(0) + 1;
+            Duration::from_secs(secs).min(resync)
+        }
+        None => resync,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,325 @@
+//! One member's watch task: configure, list and watch its pods page by page, probe it, report reach; retried with backoff.
+//!
+//! ```text
+//!  loop: config (Secret → token + caBundle, or kubeconfig)   error ─► Unreachable, backoff
+//!          └─► watch pods (non-terminal, pages of MEMBER_PAGE_SIZE)
+//!                Init … InitApply … (progress logged every PROGRESS_EVERY pods) … InitDone ─► Reachable
+//!                every probe interval: GET /version on the member   (fails ─► Unreachable)
+//!                                      GET its Secret on the control plane
+//!                                      (resourceVersion changed ─► restart with the new one)
+//!                list/watch start failed ─► Unreachable, backoff;  stream broke ─► re-list
+//! ```
+//!
+//! The first list has no deadline: a member with many pods takes as long as it takes, and
+//! the probes tell a slow list from a dead member. Every registry write carries the task's
+//! [`Epoch`], so a task aborted by a restart can never feed the new task's state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, Client, ResourceExt};
+
+use crate::Error;
+use crate::members::MemberSettings;
+use crate::members::client::{config_from_kubeconfig, config_from_secret};
+use crate::members::discovery::MemberSource;
+use crate::members::registry::{Epoch, MemberRegistry, Reach};
+use crate::metrics::Metrics;
+use crate::triggers::Triggers;
+
+/// Pods in these phases use nothing; the watch leaves them out server-side.
+const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+/// After this many failed attempts in a row the member's configuration is rebuilt (the
+/// Secret may have been rotated).
+const REBUILD_AFTER_FAILURES: u32 = 3;
+/// Pods per list page: a member with many pods is listed in pages (the apiserver keeps
+/// each response small), not in one response that may time out.
+pub const MEMBER_PAGE_SIZE: u32 = 500;
+/// The first list logs its progress every this many pods.
+const PROGRESS_EVERY: usize = 5_000;
+
+/// Exponential backoff: 1 s, 2 s, 4 s, … up to a maximum.
+#[derive(Clone, Debug)]
+pub struct Backoff {
+    next: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    const MIN: Duration = Duration::from_secs(1);
+
+    /// Start at one second, never above `max`.
+    pub fn new(max: Duration) -> Self {
+        Self {
+            next: Self::MIN.min(max),
+            max,
+        }
+    }
+
+    /// The next wait.
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.max);
+        d
+    }
+
+    /// Back to the shortest wait.
+    pub fn reset(&mut self) {
+        self.next = Self::MIN.min(self.max);
+    }
+}
+
+/// One member's watch task.
+pub(crate) struct MemberTask {
+    pub(crate) name: String,
+    pub(crate) epoch: Epoch,
+    pub(crate) source: MemberSource,
+    pub(crate) registry: MemberRegistry,
+    pub(crate) control: Client,
+    pub(crate) settings: MemberSettings,
+    pub(crate) triggers: Triggers,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+/// Why one watch attempt ended.
+enum Ended {
+    /// The member could not be reached (or configured): mark it unreachable.
+    Unreachable(String),
+    /// The stream broke after working; re-list at once.
+    Broken,
+    /// The member's Secret changed: build the configuration again and re-list at once.
+    SecretChanged,
+}
+
+/// A member's client configuration and the resourceVersion of the Secret it came from.
+struct Configured {
+    config: kube::Config,
+    secret_version: Option<String>,
+}
+
+impl MemberTask {
+    pub(crate) async fn run(self) {
+        let mut backoff = Backoff::new(self.settings.max_backoff);
+        let mut failures = 0_u32;
+        let mut configured: Option<Configured> = None;
+        loop {
+            if configured.is_none() || failures >= REBUILD_AFTER_FAILURES {
+                failures = failures.min(REBUILD_AFTER_FAILURES - 1);
+                match self.config().await {
+                    Ok(c) => configured = Some(c),
+                    Err(e) => {
+                        self.unreachable(e.to_string());
+                        tokio::time::sleep(backoff.next_delay()).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = configured.as_ref() else {
+                continue;
+            };
+            let ended = match Client::try_from(c.config.clone()) {
+                Ok(client) => {
+                    self.watch(client, c.secret_version.as_deref(), &mut backoff)
+                        .await
+                }
+                Err(e) => Ended::Unreachable(format!("cannot build a client: {e}")),
+            };
+            self.metrics.watch_restarted(&format!("pods/{}", self.name));
+            match ended {
+                Ended::Unreachable(e) => {
+                    failures += 1;
+                    self.unreachable(e);
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                Ended::Broken => {
+                    failures = 0;
+                    tokio::time::sleep(Backoff::MIN).await;
+                }
+                Ended::SecretChanged => {
+                    tracing::info!(member = %self.name, "member Secret changed; watching again with it");
+                    failures = 0;
+                    configured = None;
+                }
+            }
+        }
+    }
+
+    async fn config(&self) -> Result<Configured, Error> {
+        match &self.source {
+            MemberSource::Kubeconfig(path) => Ok(Configured {
+                config: config_from_kubeconfig(&self.name, path, self.settings.connect_timeout)
+                    .await?,
+                secret_version: None,
+            }),
+            MemberSource::Cluster {
+                endpoint, insecure, ..
+            } => {
+                let secret = self.secret().await?;
+                Ok(Configured {
+                    config: config_from_secret(
+                        &self.name,
+                        endpoint,
+                        &secret,
+                        *insecure,
+                        self.settings.connect_timeout,
+                    )?,
+                    secret_version: secret.resource_version(),
+                })
+            }
+        }
+    }
+
+    /// The member's Secret on the control plane (Cluster sources only).
+    async fn secret(&self) -> Result<Secret, Error> {
+        let MemberSource::Cluster {
+            secret_namespace,
+            secret_name,
+            ..
+        } = &self.source
+        else {
+            return Err(Error::MemberConfig {
+                cluster: self.name.clone(),
+                message: "configured by kubeconfig, not by a Secret".to_owned(),
+            });
+        };
+        let api: Api<Secret> = Api::namespaced(self.control.clone(), secret_namespace);
+        api.get(secret_name).await.map_err(|e| Error::MemberConfig {
+            cluster: self.name.clone(),
+            message: format!("cannot read Secret {secret_namespace}/{secret_name}: {e}"),
+        })
+    }
+
+    /// One probe: the member answers `/version`, and its Secret (if any) is the one the
+    /// client was built from. `Some` ends the watch.
+    async fn probe(&self, client: &Client, secret_version: Option<&str>) -> Option<Ended> {
+        let timeout = self.settings.connect_timeout;
+        match tokio::time::timeout(timeout, client.apiserver_version()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Some(Ended::Unreachable(format!("probe failed: {e}"))),
+            Err(_) => {
+                return Some(Ended::Unreachable(format!(
+                    "probe got no answer within {}s",
+                    timeout.as_secs()
+                )));
+            }
+        }
+        let current = secret_version?;
+        match tokio::time::timeout(timeout, self.secret()).await {
+            Ok(Ok(s)) if s.resource_version().as_deref() != Some(current) => {
+                Some(Ended::SecretChanged)
+            }
+            Ok(Err(e)) => {
+                // The control plane is not the member: keep watching with what we have.
+                tracing::debug!(member = %self.name, error = %e, "cannot re-read the member Secret");
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Watch the member's pods until the watch fails, the member stops answering probes,
+    /// or its Secret changes.
+    async fn watch(
+        &self,
+        client: Client,
+        secret_version: Option<&str>,
+        backoff: &mut Backoff,
+    ) -> Ended {
+        let api: Api<Pod> = match &self.settings.namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        // Paginated, consistent lists (not `any_semantic`: an apiserver serving
+        // resourceVersion=0 from its cache may ignore the page size).
+        let wc = watcher::Config::default()
+            .fields(NON_TERMINAL_PODS)
+            .page_size(MEMBER_PAGE_SIZE);
+        let mut stream = watcher(api, wc).boxed();
+        let mut listed = 0_usize;
+        let mut probe = tokio::time::interval(self.settings.probe_interval);
+        probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        probe.tick().await; // the first tick is immediate; the watch's list is the first probe
+        loop {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                _ = probe.tick() => match self.probe(&client, secret_version).await {
+                    Some(ended) => return ended,
+                    None => continue,
+                },
+            };
+            match next {
+                None => return Ended::Broken,
+                Some(Ok(ev)) => {
+                    match &ev {
+                        Event::Init => listed = 0,
+                        Event::InitApply(_) => {
+                            listed += 1;
+                            if listed.is_multiple_of(PROGRESS_EVERY) {
+                                tracing::info!(member = %self.name, pods = listed, "member {}: listed {listed} pods so far", self.name);
+                            }
+                        }
+                        _ => {}
+                    }
+                    let done = matches!(ev, Event::InitDone);
+                    let touched = self.registry.apply_pod_event(&self.name, self.epoch, &ev);
+                    if done {
+                        backoff.reset();
+                        if self
+                            .registry
+                            .set_reach(&self.name, self.epoch, Reach::Reachable)
+                        {
+                            tracing::info!(member = %self.name, pods = listed, "member reachable, pods listed");
+                            self.metrics.set_member_reachable(&self.name, true);
+                            self.triggers.all();
+                        }
+                    }
+                    self.triggers.namespaces(touched);
+                }
+                // 410 Gone and other server-side watch errors: the watcher re-lists itself.
+                Some(Err(watcher::Error::WatchError(status))) => {
+                    tracing::debug!(member = %self.name, %status, "member watch error, re-listing");
+                }
+                Some(Err(
+                    e
+                    @ (watcher::Error::InitialListFailed(_) | watcher::Error::WatchStartFailed(_)),
+                )) => {
+                    return Ended::Unreachable(e.to_string());
+                }
+                Some(Err(e)) => {
+                    tracing::info!(member = %self.name, error = %e, "member watch broke, re-listing");
+                    return Ended::Broken;
+                }
+            }
+        }
+    }
+
+    fn unreachable(&self, error: String) {
+        if self
+            .registry
+            .set_reach(&self.name, self.epoch, Reach::Unreachable(error.clone()))
+        {
+            tracing::warn!(member = %self.name, %error, "member cluster unreachable; retrying with backoff");
+            self.metrics.set_member_reachable(&self.name, false);
+            self.triggers.all();
+        } else {
+            tracing::debug!(member = %self.name, %error, "member cluster still unreachable");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_max_and_resets() {
+        let mut b = Backoff::new(Duration::from_secs(5));
+        let got: Vec<_> = (0..5).map(|_| b.next_delay().as_secs()).collect();
+        assert_eq!(got, [1, 2, 4, 5, 5]);
+        b.reset();
+        assert_eq!(b.next_delay(), Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,254 @@
+//! The control-plane watches: KarmadaQuota (reflector store), ResourceBinding and Cluster (index), each guarded and retried.
+//!
+//! ```text
+//!  KarmadaQuota    ─► reflector store ─► deleted quotas' views and metrics forgotten ─► Controller
+//!  ResourceBinding ─► count name resolved (runtime::plurals) ─► index ─► Triggers (touched namespaces)
+//!                     unpriced ones (discovery failed): priced again every UNPRICED_RETRY
+//!                     (the resolver backs off its discovery requests on its own)
+//!  Cluster         ─► index ─► desired members ─► Members::sync
+//! ```
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use karmada_quota_crds::{Cluster, KarmadaQuota, ResourceBinding};
+use karmada_quota_runtime::plurals::PluralResolver;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::runtime::{WatchStreamExt, reflector::store::Writer};
+use kube::{Api, Client, ResourceExt};
+
+use crate::api::Views;
+use crate::args::{Args, MemberKubeconfig};
+use crate::index::{CountResolution, Index};
+use crate::members::{Members, desired_members};
+use crate::metrics::Metrics;
+use crate::now_secs;
+use crate::triggers::Triggers;
+
+/// How often bindings whose count name could not be resolved are priced again.
+const UNPRICED_RETRY: Duration = Duration::from_secs(1);
+
+/// An `Api` over one namespace (`--namespace`) or all of them.
+fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Spawn the ResourceBinding watch and, with `--member-clusters-from-api`, the Cluster
+/// watch.
+pub(crate) fn spawn_control_plane(
+    args: &Args,
+    client: &Client,
+    index: &Arc<RwLock<Index>>,
+    members: &Arc<Members>,
+    triggers: &Triggers,
+    metrics: &Arc<Metrics>,
+) {
+    tokio::spawn(watch_bindings(
+        scoped_api::<ResourceBinding>(client, args.watch_namespace()),
+        index.clone(),
+        PluralResolver::new(client.clone()),
+        triggers.clone(),
+        metrics.clone(),
+    ));
+    if args.member_clusters_from_api {
+        tokio::spawn(watch_clusters(
+            Api::<Cluster>::all(client.clone()),
+            index.clone(),
+            members.clone(),
+            args.member_kubeconfigs.clone(),
+            metrics.clone(),
+        ));
+    }
+}
+
+/// The quota watch: its reflector store (which the controller reads), and the stream of
+/// applied quotas that drives the controller. Deleted quotas' views and metrics are
+/// forgotten once the store no longer has them; the index learns when the quotas were
+/// listed (for readiness: kube's `Store::wait_until_ready` wakes only one of several
+/// waiters, and the Controller already waits on it).
+pub(crate) fn quotas(
+    args: &Args,
+    client: &Client,
+    index: &Arc<RwLock<Index>>,
+    views: &Views,
+    metrics: &Arc<Metrics>,
+) -> (
+    Store<KarmadaQuota>,
+    impl Stream<Item = Result<KarmadaQuota, watcher::Error>> + Send + 'static + use<>,
+) {
+    let (reader, writer): (Store<KarmadaQuota>, Writer<KarmadaQuota>) = reflector::store();
+    let (store, index, views) = (reader.clone(), index.clone(), views.clone());
+    let (errors, forget) = (metrics.clone(), metrics.clone());
+    let stream = watcher(
+        scoped_api::<KarmadaQuota>(client, args.watch_namespace()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .inspect_err(move |e| {
+        tracing::warn!(error = %e, "KarmadaQuota watch error; retrying");
+        errors.watch_restarted("karmadaquotas");
+    })
+    .reflect(writer)
+    .inspect_ok(move |ev| {
+        if matches!(ev, Event::InitDone) {
+            index
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .quotas_listed();
+        }
+        forget_deleted(ev, &store, &views, &forget);
+    })
+    .applied_objects();
+    (reader, stream)
+}
+
+/// After the store applied `ev`: forget the views and metrics of quotas it no longer has.
+fn forget_deleted(
+    ev: &Event<KarmadaQuota>,
+    store: &Store<KarmadaQuota>,
+    views: &Views,
+    metrics: &Metrics,
+) {
+    let mut views = views.write().unwrap_or_else(|e| e.into_inner());
+    match ev {
+        Event::Delete(q) => {
+            let (ns, name) = (q.namespace().unwrap_or_default(), q.name_any());
+            views.remove(&(ns.clone(), name.clone()));
+            metrics.forget_quota(&ns, &name);
+        }
+        Event::InitDone => {
+            let gone: Vec<_> = views
+                .keys()
+                .filter(|(ns, name)| store.get(&ObjectRef::new(name).within(ns)).is_none())
+                .cloned()
+                .collect();
+            for key in gone {
+                views.remove(&key);
+                metrics.forget_quota(&key.0, &key.1);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Feed ResourceBinding events into the index (count names resolved first) and trigger the
+/// quotas of the namespaces that changed; price unpriced bindings again meanwhile.
+async fn watch_bindings(
+    api: Api<ResourceBinding>,
+    index: Arc<RwLock<Index>>,
+    counts: PluralResolver,
+    triggers: Triggers,
+    metrics: Arc<Metrics>,
+) {
+    let mut events = guarded_events(api, "resourcebindings", metrics.clone());
+    let mut retry = tokio::time::interval(UNPRICED_RETRY);
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let ev = tokio::select! {
+            ev = events.next() => match ev {
+                Some(ev) => ev,
+                None => return,
+            },
+            _ = retry.tick() => {
+                price_unpriced(&index, &counts, &triggers).await;
+                continue;
+            }
+        };
+        let count = match &ev {
+            Event::Apply(rb) | Event::InitApply(rb) => {
+                let r = &rb.spec.resource;
+                counts.count(&r.api_version, &r.kind).await
+            }
+            _ => Ok(None),
+        };
+        let (touched, n) = {
+            let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
+            let touched = idx.apply_resolved_binding_event(&ev, as_resolution(&count), now_secs());
+            (touched, idx.binding_count())
+        };
+        metrics.set_bindings(n);
+        triggers.namespaces(touched);
+    }
+}
+
+fn as_resolution(count: &Result<Option<String>, String>) -> CountResolution<'_> {
+    match count {
+        Ok(name) => Ok(name.as_deref()),
+        Err(reason) => Err(reason.as_str()),
+    }
+}
+
+/// Resolve the count names of the unpriced bindings again (the resolver asks discovery
+/// only when its backoff allows) and trigger the namespaces priced.
+async fn price_unpriced(index: &RwLock<Index>, counts: &PluralResolver, triggers: &Triggers) {
+    let unpriced = index.read().unwrap_or_else(|e| e.into_inner()).unpriced();
+    for (ns, uid, api_version, kind) in unpriced {
+        let count = counts.count(&api_version, &kind).await;
+        let touched = index.write().unwrap_or_else(|e| e.into_inner()).price(
+            &ns,
+            &uid,
+            as_resolution(&count),
+        );
+        if !touched.is_empty() {
+            tracing::info!(namespace = %ns, %kind, %api_version, "object count of a binding priced after discovery recovered");
+        }
+        triggers.namespaces(touched);
+    }
+}
+
+/// Feed Cluster events into the index and keep the member watches in line with them.
+async fn watch_clusters(
+    api: Api<Cluster>,
+    index: Arc<RwLock<Index>>,
+    members: Arc<Members>,
+    flags: Vec<MemberKubeconfig>,
+    metrics: Arc<Metrics>,
+) {
+    let mut events = guarded_events(api, "clusters", metrics);
+    while let Some(ev) = events.next().await {
+        let desired = {
+            let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
+            if !idx.apply_cluster_event(&ev) {
+                continue;
+            }
+            desired_members(idx.clusters().values().map(AsRef::as_ref), &flags)
+        };
+        members.sync(&desired);
+    }
+}
+
+/// The events of a watch on `api`, re-established with backoff. An error never ends the
+/// stream (one malformed object must not stall the watch): it is logged and counted as a
+/// restart of `what`.
+fn guarded_events<K>(
+    api: Api<K>,
+    what: &'static str,
+    metrics: Arc<Metrics>,
+) -> futures::stream::BoxStream<'static, Event<K>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .filter_map(move |ev| {
+            let ok = match ev {
+                Ok(ev) => Some(ev),
+                Err(e) => {
+                    tracing::warn!(error = %e, watch = what, "watch error; retrying");
+                    metrics.watch_restarted(what);
+                    None
+                }
+            };
+            std::future::ready(ok)
+        })
+        .boxed()
+}
