@@ -120,10 +120,10 @@ impl Denials {
         };
         match verdict {
             Verdict::Log { suppressed } => tracing::info!(
-                namespace = d.namespace,
-                binding = d.binding,
-                quota = quota.map_or("", |q| q.name()),
-                reason,
+                namespace = %d.namespace,
+                binding = %d.binding,
+                quota = %quota.map_or("", |q| q.name()),
+                reason = %reason,
                 code = d.denial.code,
                 dry_run = d.dry_run,
                 suppressed,
