@@ -186,6 +186,9 @@ async fn repeated_denials_leave_one_counted_event_on_the_deployment_and_the_quot
     let aggregated = metric_sum(&text, "kq_webhook_events_aggregated_total", &[]);
     // Per series: patches only at interval boundaries while denials arrive, plus the last.
     let per_series = retry_span.as_secs_f64() / EVENT_INTERVAL.as_secs_f64() + 2.0;
+    step(&format!(
+        "    {creates} creates, {patches} patches, {aggregated} denials aggregated over {retry_span:?}"
+    ));
     assert_eq!(creates, 2, "{text}");
     ensure!(
         patches >= 2 && (patches as f64) <= 2.0 * per_series,
@@ -256,6 +259,78 @@ async fn repeated_denials_leave_one_counted_event_on_the_deployment_and_the_quot
     ensure!(
         suppressed as usize >= RETRIES as usize - max_lines,
         "only {suppressed} log lines suppressed"
+    );
+
+    registration.cleanup().await?;
+    drop(webhook);
+    ns.delete(&c).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_event_the_api_refuses_changes_no_decision() -> Result<()> {
+    let env = Env::get().await?;
+    let c = env.client()?;
+    let ns = TestNs::new(&c, "events_refused").await?;
+    let ns_name = ns.name().to_owned();
+    let ns_ = ns_name.as_str();
+    let mut webhook = Webhook::builder()
+        .arg("--event-interval=1s")
+        .start(env)
+        .await?;
+    let registration = Registration::register(&c, &webhook.url(), &[ns_], &[&webhook]).await?;
+
+    step("[Create] KarmadaQuota q: requests.cpu=1, status.used requests.cpu=0");
+    accepts(&c, &quota(ns_, "q", &[("requests.cpu", "1")])).await?;
+    seed_used(&c, ns_, "q", &[("requests.cpu", "0")]).await?;
+    wait_until_status_seen(
+        &c,
+        &Rb::deployment("probe", 1).request("cpu", "100m").json(ns_),
+    )
+    .await?;
+
+    step(
+        "[Create ×3] a binding whose template is in a namespace that does not exist → 403 each time",
+    );
+    let mut binding = Rb::deployment("ghost-deployment", 2)
+        .request("cpu", "1")
+        .json(ns_);
+    binding["spec"]["resource"]["namespace"] = json!(format!("{ns_}-missing"));
+    let message = "exceeded quota: q, requested: requests.cpu=2, used: requests.cpu=0, \
+                   limited: requests.cpu=1";
+    for _ in 0..3 {
+        expect_refused(&create(&c, &binding).await?, 403, &binding_denied(message))?;
+    }
+
+    step("[Metrics] the template's event failed and was counted; the quota's was written");
+    let failed = try_wait_for(
+        "the failed event write to be counted",
+        EVENT_TIMEOUT,
+        || async {
+            let text = webhook.metrics().await?;
+            let n = metric_sum(&text, "kq_webhook_events_failed_total", &["op=\"create\""]);
+            Ok::<_, anyhow::Error>((n >= 1).then_some(n))
+        },
+    )
+    .await?;
+    ensure!(failed >= 1);
+    let on_quota = try_wait_for("the quota's event", EVENT_TIMEOUT, || async {
+        Ok::<_, anyhow::Error>(events_about(&c, ns_, "KarmadaQuota", "q").await?.pop())
+    })
+    .await?;
+    assert_eq!(on_quota.reason.as_deref(), Some("QuotaExceeded"));
+
+    step("[Create] a fitting binding is still admitted, and the failure is logged as a warning");
+    let small = Rb::deployment("small", 1).request("cpu", "500m").json(ns_);
+    ensure!(
+        create(&c, &small).await?.is_ok(),
+        "a fitting binding was refused after an event failure"
+    );
+    let log = std::fs::read_to_string(webhook.binary().log_path())?;
+    ensure!(
+        log.lines()
+            .any(|l| l.contains(" WARN ") && l.contains("cannot write a denial event")),
+        "no warning about the failed event write in:\n{log}"
     );
 
     registration.cleanup().await?;
