@@ -16,7 +16,8 @@
 //! the request was refused. The note is part of the key because events.k8s.io/v1 makes an
 //! event's note immutable: a changed message (e.g. a different `used:`) starts a new event.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -120,6 +121,8 @@ pub enum Outcome {
 
 #[derive(Clone, Debug)]
 struct Series {
+    /// Unique per series (orders equal instants in the indexes).
+    seq: u64,
     /// Set once the event exists.
     name: Option<String>,
     /// Occurrences observed.
@@ -153,10 +156,24 @@ pub enum Observed {
     Aggregated,
 }
 
-/// The series of one writer task.
+/// An index position: an instant, then the series' `seq`.
+type Slot = (Instant, u64);
+
+/// The series of one writer task. Every operation is O(log n) in the number of series
+/// (a storm of distinct denials must not cost the writer, and so the handlers sharing its
+/// CPU, a scan per denial):
+///
+/// - `series`: key → state;
+/// - `due`: (next_write, seq) → key, for the pending series only (something unwritten,
+///   no write in flight);
+/// - `recent`: (last_seen_at, seq) → key, every series, least recently observed first
+///   (eviction, idle sweep).
 #[derive(Debug)]
 pub struct Aggregator {
-    series: HashMap<SeriesKey, Series>,
+    series: HashMap<Arc<SeriesKey>, Series>,
+    due: BTreeMap<Slot, Arc<SeriesKey>>,
+    recent: BTreeMap<Slot, Arc<SeriesKey>>,
+    next_seq: u64,
     interval: Duration,
     max_series: usize,
     idle_ttl: Duration,
@@ -172,6 +189,9 @@ impl Aggregator {
     pub fn with_limits(interval: Duration, max_series: usize, idle_ttl: Duration) -> Self {
         Self {
             series: HashMap::new(),
+            due: BTreeMap::new(),
+            recent: BTreeMap::new(),
+            next_seq: 0,
             interval,
             max_series: max_series.max(1),
             idle_ttl,
@@ -190,10 +210,20 @@ impl Aggregator {
 
     /// Count one occurrence of `key`, observed at `now` (`wall` for the event's times).
     pub fn observe(&mut self, key: SeriesKey, now: Instant, wall: Timestamp) -> Observed {
-        if let Some(s) = self.series.get_mut(&key) {
+        let existing = self.series.get_key_value(&key).map(|(k, _)| Arc::clone(k));
+        if let Some(k) = existing
+            && let Some(s) = self.series.get_mut(&key)
+        {
+            let was_pending = s.pending();
+            let old_recent = (s.last_seen_at, s.seq);
             s.seen = s.seen.saturating_add(1);
             s.last_seen = wall;
             s.last_seen_at = now;
+            self.recent.remove(&old_recent);
+            self.recent.insert((now, s.seq), Arc::clone(&k));
+            if !was_pending && s.pending() {
+                self.due.insert((s.next_write, s.seq), k);
+            }
             return Observed::Aggregated;
         }
         let mut evicted_unwritten = 0;
@@ -201,22 +231,17 @@ impl Aggregator {
             self.sweep(now);
         }
         if self.series.len() >= self.max_series {
-            // Forget the least recently observed series; one not in flight if possible,
-            // so that a write in progress still finds its state.
-            let oldest = self
-                .series
-                .iter()
-                .min_by_key(|(_, s)| (s.in_flight, s.last_seen_at))
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest
-                && let Some(s) = self.series.remove(&k)
-            {
-                evicted_unwritten = s.seen.saturating_sub(s.written);
-            }
+            evicted_unwritten = self.evict_one();
         }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let key = Arc::new(key);
+        self.recent.insert((now, seq), Arc::clone(&key));
+        self.due.insert((now, seq), Arc::clone(&key));
         self.series.insert(
             key,
             Series {
+                seq,
                 name: None,
                 seen: 1,
                 written: 0,
@@ -230,57 +255,84 @@ impl Aggregator {
         Observed::New { evicted_unwritten }
     }
 
+    /// Forget the least recently observed series without a write in flight (so that a
+    /// write in progress still finds its state); returns its unwritten occurrences.
+    fn evict_one(&mut self) -> u32 {
+        let victim = self
+            .recent
+            .values()
+            .find(|k| self.series.get(&***k).is_some_and(|s| !s.in_flight))
+            .cloned();
+        victim.map_or(0, |k| self.remove(&k))
+    }
+
+    /// Remove a series from every index; its unwritten occurrences.
+    fn remove(&mut self, key: &SeriesKey) -> u32 {
+        let Some(s) = self.series.remove(key) else {
+            return 0;
+        };
+        self.recent.remove(&(s.last_seen_at, s.seq));
+        self.due.remove(&(s.next_write, s.seq));
+        s.seen.saturating_sub(s.written)
+    }
+
     /// Forget series idle for longer than the idle TTL with nothing left to write.
     pub fn sweep(&mut self, now: Instant) {
-        let ttl = self.idle_ttl;
-        self.series.retain(|_, s| {
-            s.in_flight || s.seen > s.written || now.saturating_duration_since(s.last_seen_at) < ttl
-        });
+        let Some(cutoff) = now.checked_sub(self.idle_ttl) else {
+            return;
+        };
+        let idle: Vec<Arc<SeriesKey>> = self
+            .recent
+            .range(..(cutoff, 0))
+            .map(|(_, k)| k)
+            .filter(|k| {
+                self.series
+                    .get(&***k)
+                    .is_some_and(|s| !s.in_flight && s.seen <= s.written)
+            })
+            .cloned()
+            .collect();
+        for k in idle {
+            self.remove(&k);
+        }
     }
 
     /// When the next write is due (None: nothing to write).
     pub fn next_due(&self) -> Option<Instant> {
-        self.series
-            .values()
-            .filter(|s| s.pending())
-            .map(|s| s.next_write)
-            .min()
+        self.due.first_key_value().map(|((at, _), _)| *at)
     }
 
     /// The writes due at `now`, earliest first, at most `budget`; each is in flight until
     /// [`finish`](Self::finish).
     pub fn take_due(&mut self, now: Instant, budget: usize) -> Vec<Write> {
-        if budget == 0 {
-            return Vec::new();
-        }
-        let mut due: Vec<(&SeriesKey, &Series)> = self
-            .series
-            .iter()
-            .filter(|(_, s)| s.pending() && s.next_write <= now)
-            .collect();
-        due.sort_by_key(|(_, s)| s.next_write);
-        due.truncate(budget);
-        let writes: Vec<Write> = due
-            .into_iter()
-            .map(|(k, s)| match &s.name {
+        let mut writes = Vec::new();
+        while writes.len() < budget {
+            let Some(entry) = self.due.first_entry() else {
+                break;
+            };
+            if entry.key().0 > now {
+                break;
+            }
+            let k = entry.remove();
+            let Some(s) = self.series.get_mut(&*k) else {
+                continue;
+            };
+            s.in_flight = true;
+            let key = SeriesKey::clone(&k);
+            writes.push(match &s.name {
                 None => Write::Create {
-                    key: k.clone(),
+                    key,
                     count: s.seen,
                     first: s.first_seen,
                     last: s.last_seen,
                 },
                 Some(name) => Write::Patch {
-                    key: k.clone(),
+                    key,
                     name: name.clone(),
                     count: s.seen,
                     last: s.last_seen,
                 },
-            })
-            .collect();
-        for w in &writes {
-            if let Some(s) = self.series.get_mut(w.key()) {
-                s.in_flight = true;
-            }
+            });
         }
         writes
     }
@@ -288,6 +340,13 @@ impl Aggregator {
     /// Record how `write` ended, at `now`. The series' next write waits one interval
     /// whatever the outcome (a failing API is not hammered).
     pub fn finish(&mut self, write: &Write, outcome: Outcome, now: Instant) {
+        let Some(k) = self
+            .series
+            .get_key_value(write.key())
+            .map(|(k, _)| Arc::clone(k))
+        else {
+            return;
+        };
         let Some(s) = self.series.get_mut(write.key()) else {
             return;
         };
@@ -303,6 +362,9 @@ impl Aggregator {
                 s.written = 0;
             }
             Outcome::Failed => {}
+        }
+        if s.pending() {
+            self.due.insert((s.next_write, s.seq), k);
         }
     }
 }
@@ -575,6 +637,31 @@ mod tests {
                 evicted_unwritten: 2
             }
         );
+    }
+
+    #[test]
+    fn a_series_with_a_write_in_flight_is_not_evicted() {
+        let t0 = Instant::now();
+        let mut a = Aggregator::with_limits(SEC, 2, Duration::from_secs(3600));
+        a.observe(mk_key("old", "m"), t0, wall(0));
+        a.observe(mk_key("newer", "m"), t0 + SEC, wall(0));
+        let in_flight = a.take_due(t0 + SEC, 1);
+        assert_eq!(in_flight[0].key().regarding.name, "old");
+        // Full: "newer" goes although "old" is older, because old's write is in flight.
+        a.observe(mk_key("new", "m"), t0 + 2 * SEC, wall(0));
+        a.finish(
+            &in_flight[0],
+            Outcome::Written { name: "ev".into() },
+            t0 + 2 * SEC,
+        );
+        let mut names: Vec<String> = a
+            .take_due(t0 + 10 * SEC, 10)
+            .iter()
+            .map(|w| w.key().regarding.name.clone())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["new"]);
+        assert_eq!(a.len(), 2);
     }
 
     #[test]
