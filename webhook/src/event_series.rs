@@ -154,6 +154,8 @@ pub enum Observed {
     },
     /// Counted into an existing series.
     Aggregated,
+    /// Not tracked: the map is full and mostly unwritten (the occurrence is lost).
+    Refused,
 }
 
 /// An index position: an instant, then the series' `seq`.
@@ -231,6 +233,12 @@ impl Aggregator {
             self.sweep(now);
         }
         if self.series.len() >= self.max_series {
+            if self.due.len() * 4 >= self.max_series * 3 {
+                // Three quarters of the series still wait for a write: the writer is behind
+                // (a storm of distinct denials, the token bucket empty). A new series would
+                // only push out one just as unwritten; refuse it for one cheap lookup.
+                return Observed::Refused;
+            }
             evicted_unwritten = self.evict_one();
         }
         let seq = self.next_seq;
@@ -628,13 +636,40 @@ mod tests {
         // a (one unwritten occurrence) and d (new) are due; b is gone.
         assert_eq!(sorted, ["a", "d"]);
         // Evicting a series with unwritten occurrences reports them.
-        let mut b = Aggregator::with_limits(SEC, 1, Duration::from_secs(3600));
-        b.observe(mk_key("x", "m"), t0, wall(0));
+        let mut b = Aggregator::with_limits(SEC, 4, Duration::from_secs(3600));
+        for name in ["x", "y1", "y2", "y3"] {
+            b.observe(mk_key(name, "m"), t0, wall(0));
+        }
+        write_all(&mut b, t0);
         b.observe(mk_key("x", "m"), t0, wall(0));
         assert_eq!(
-            b.observe(mk_key("y", "m"), t0 + SEC, wall(0)),
+            b.observe(mk_key("z", "m"), t0 + SEC, wall(0)),
             Observed::New {
-                evicted_unwritten: 2
+                evicted_unwritten: 1
+            }
+        );
+    }
+
+    #[test]
+    fn when_full_and_mostly_unwritten_new_series_are_refused_not_swapped_in() {
+        let t0 = Instant::now();
+        let mut a = Aggregator::with_limits(SEC, 4, Duration::from_secs(3600));
+        for name in ["a", "b", "c", "d"] {
+            a.observe(mk_key(name, "m"), t0, wall(0));
+        }
+        assert_eq!(a.observe(mk_key("e", "m"), t0, wall(0)), Observed::Refused);
+        assert_eq!(a.len(), 4);
+        // Known series still aggregate.
+        assert_eq!(
+            a.observe(mk_key("a", "m"), t0, wall(0)),
+            Observed::Aggregated
+        );
+        // Once written, the oldest gives way again.
+        write_all(&mut a, t0);
+        assert_eq!(
+            a.observe(mk_key("e", "m"), t0 + SEC, wall(0)),
+            Observed::New {
+                evicted_unwritten: 0
             }
         );
     }

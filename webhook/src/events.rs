@@ -56,6 +56,8 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 const DRAIN_BATCH: usize = 256;
 /// kube-apiserver's limit on an event's note (events.k8s.io/v1), in bytes.
 pub const NOTE_LIMIT: usize = 1024;
+/// How often idle series are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
 /// Shortest gap between two warnings about failing event writes.
 const FAILURE_WARN_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -237,17 +239,32 @@ pub async fn run(
     let mut series = Aggregator::new(config.interval);
     let mut bucket = TokenBucket::new(config.qps, config.burst, Instant::now());
     let mut failures = FailureLog::default();
+    // One timer, re-armed only when the next wake-up moves: a storm of denials wakes this
+    // task once per batch, and must not cost a timer registration each time.
+    let timer = sleep_until(Instant::now());
+    tokio::pin!(timer);
+    let mut armed: Option<Instant> = None;
+    let mut next_sweep = Instant::now() + SWEEP_EVERY;
     loop {
         let now = Instant::now();
         let wake = series
             .next_due()
             .map(|due| due.max(bucket.next_token_at(now)));
+        if let Some(at) = wake
+            && armed != Some(at)
+        {
+            timer.as_mut().reset(at);
+            armed = Some(at);
+        }
         let first = tokio::select! {
             msg = rx.recv() => match msg {
                 Some(ev) => Some(ev),
                 None => return,
             },
-            () = sleep_until(wake.unwrap_or(now)), if wake.is_some() => None,
+            () = &mut timer, if wake.is_some() => {
+                armed = None;
+                None
+            }
         };
         let now = Instant::now();
         let wall = Timestamp::now();
@@ -258,6 +275,7 @@ pub async fn run(
                 Err(_) => break,
             }
         }
+        let drained = pending.len();
         for ev in pending {
             for key in ev.keys() {
                 match series.observe(key, now, wall) {
@@ -270,8 +288,13 @@ pub async fn run(
                             .dropped("evicted", u64::from(evicted_unwritten));
                     }
                     Observed::New { .. } => {}
+                    Observed::Refused => metrics.events.dropped("overload", 1),
                 }
             }
+        }
+        if drained == DRAIN_BATCH {
+            // A full batch: let the admission handlers on this worker run first.
+            tokio::task::yield_now().await;
         }
         let budget = bucket.available(now);
         for write in series.take_due(now, budget) {
@@ -279,7 +302,11 @@ pub async fn run(
             let outcome = perform(sink.as_ref(), &config, &write, &metrics, &mut failures).await;
             series.finish(&write, outcome, Instant::now());
         }
-        series.sweep(Instant::now());
+        let now = Instant::now();
+        if now >= next_sweep {
+            series.sweep(now);
+            next_sweep = now + SWEEP_EVERY;
+        }
     }
 }
 

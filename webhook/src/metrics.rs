@@ -164,7 +164,8 @@ pub struct EventFailureLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventDropLabels {
     /// `queue_full` (the writer's queue), `evicted` (unwritten occurrences of a series
-    /// forgotten to bound memory), `writer_stopped`.
+    /// forgotten to bound memory), `overload` (a new series refused while most tracked
+    /// ones are unwritten), `writer_stopped`.
     pub cause: &'static str,
 }
 
