@@ -44,29 +44,12 @@ pub fn deserves_event(reason: DenyReason) -> bool {
     !matches!(reason, DenyReason::StatusUnknown)
 }
 
-/// The quota a denial came from. Core's `Denial` names it only in its message (every
-/// message but `must specify` starts with a fixed phrase and the quota's name, which is a
-/// DNS subdomain: no spaces or commas); a `must specify` denial is attributed to the
-/// namespace's quota only when there is exactly one.
+/// The cached quota that refused `denial` (core names it in every denial), for its uid.
 pub fn denying_quota<'q>(
     denial: &Denial,
     quotas: &'q [Arc<CachedQuota>],
 ) -> Option<&'q Arc<CachedQuota>> {
-    let m = denial.message.as_str();
-    let name = match denial.reason {
-        DenyReason::QuotaExceeded => m.strip_prefix("exceeded quota: "),
-        DenyReason::StatusUnknown => m.strip_prefix("status unknown for quota: "),
-        DenyReason::TooManyReservations => m.strip_prefix("quota "),
-        DenyReason::MustSpecify => {
-            return match quotas {
-                [only] => Some(only),
-                _ => None,
-            };
-        }
-    }
-    .and_then(|rest| rest.split([',', ' ']).next())
-    .filter(|n| !n.is_empty())?;
-    quotas.iter().find(|q| q.name() == name)
+    quotas.iter().find(|q| q.name() == denial.quota)
 }
 
 /// One denial as the handler knows it.
@@ -381,8 +364,8 @@ mod tests {
         BindingCharge::compute(&spec, None)
     }
 
-    /// The denials come from core's real `decide`, so a change of its message formats
-    /// breaks this test rather than the attribution.
+    /// The denials come from core's real `decide`: every reason names its quota, which
+    /// the cache resolves (with its uid) for the quota's event.
     #[test]
     fn the_denying_quota_is_found_for_every_reason_core_gives() {
         let a = mk_cached(
@@ -399,7 +382,11 @@ mod tests {
 
         let exceeded = deny_with(&quotas, &charge(Some("2")), 1000);
         assert_eq!(exceeded.reason, DenyReason::QuotaExceeded);
-        assert_eq!(denying_quota(&exceeded, &quotas).unwrap().name(), "b-quota");
+        let found = denying_quota(&exceeded, &quotas).unwrap();
+        assert_eq!(
+            (found.name(), found.metadata.uid.as_deref()),
+            ("b-quota", Some("uid-b-quota"))
+        );
 
         let unknown_q = mk_cached("fresh", &[("requests.cpu", "10")], &[]);
         let unknown = deny_with(std::slice::from_ref(&unknown_q), &charge(Some("1")), 1000);
@@ -420,16 +407,12 @@ mod tests {
             "a-quota"
         );
 
-        let must = deny_with(std::slice::from_ref(&a), &charge(None), 1000);
+        let must = deny_with(&quotas, &charge(None), 1000);
         assert_eq!(must.reason, DenyReason::MustSpecify);
-        assert_eq!(
-            denying_quota(&must, std::slice::from_ref(&a))
-                .unwrap()
-                .name(),
-            "a-quota"
-        );
-        // With two quotas, `must specify` does not say which: no attribution.
-        assert!(denying_quota(&must, &quotas).is_none());
+        assert_eq!(denying_quota(&must, &quotas).unwrap().name(), "a-quota");
+
+        // A quota the cache no longer holds: no quota event.
+        assert!(denying_quota(&exceeded, std::slice::from_ref(&a)).is_none());
     }
 
     #[test]

@@ -44,8 +44,8 @@ mod tests;
 pub use admission::{AppState, Settings, app};
 pub use args::Args;
 pub use cache::{CachedQuota, QuotaCache};
-pub use karmada_quota_status::{KubeStore, StatusStore, StoreError};
 pub use denials::Denials;
+pub use karmada_quota_status::{KubeStore, StatusStore, StoreError};
 pub use metrics::Metrics;
 pub use reserve::{Batcher, BatcherConfig, BindingRequest};
 

@@ -8,8 +8,8 @@ use clap::Parser;
 use karmada_quota_runtime::{self as runtime, Readiness, plurals::PluralResolver};
 use karmada_quota_webhook::events::{self, EventConfig, EventQueue, KubeEventSink};
 use karmada_quota_webhook::{
-    AppState, Args, Batcher, BatcherConfig, Denials, KubeStore, Metrics, QuotaCache, Settings,
-    app, server,
+    AppState, Args, Batcher, BatcherConfig, Denials, KubeStore, Metrics, QuotaCache, Settings, app,
+    server,
 };
 use prometheus_client::registry::Registry;
 
