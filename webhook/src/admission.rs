@@ -31,6 +31,7 @@ use serde::de::DeserializeOwned;
 use tokio::time::{Instant, timeout_at};
 
 use crate::cache::QuotaCache;
+use crate::denials::{Denials, Denied};
 use crate::metrics::{ALLOWED, DENIED, ERROR, Metrics};
 use crate::policy::{
     CLUSTERPROPAGATIONPOLICY_PATH, Enforcement, POLICY_GROUP, PROPAGATIONPOLICY_PATH, PolicyWorld,
@@ -100,6 +101,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Limits.
     pub settings: Settings,
+    /// Logs denials and queues their events.
+    pub denials: Denials,
     /// What the PropagationPolicy check reads (`None`: policies are allowed unchecked).
     pub policies: Option<SharedWorld>,
 }
@@ -428,14 +431,15 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         }
         _ => None,
     };
+    let name = new
+        .metadata
+        .name
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| req.name.clone());
     let request = BindingRequest {
-        namespace,
-        name: new
-            .metadata
-            .name
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| req.name.clone()),
+        namespace: namespace.clone(),
+        name: name.clone(),
         uid,
         generation: new.metadata.generation.unwrap_or(0),
         old: old_charge,
@@ -450,15 +454,29 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
             .unwrap_or(Err(Error::Timeout))
     };
     match result {
-        Ok(Decision::Allow(_)) => allowed(&req, "Allowed"),
-        Ok(Decision::Deny(d)) => refused(
-            &req,
-            d.code,
-            d.reason.as_str(),
-            &d.message,
-            DENIED,
-            d.reason.as_str(),
-        ),
+        Ok(Decision::Allow(_)) => {
+            tracing::debug!(%namespace, binding = %name, dry_run = req.dry_run, "ResourceBinding allowed");
+            allowed(&req, "Allowed")
+        }
+        Ok(Decision::Deny(d)) => {
+            st.denials.report(&Denied {
+                binding_kind: BINDING.kind,
+                namespace: &namespace,
+                binding: &name,
+                template,
+                quotas: &quotas,
+                denial: &d,
+                dry_run: req.dry_run,
+            });
+            refused(
+                &req,
+                d.code,
+                d.reason.as_str(),
+                &d.message,
+                DENIED,
+                d.reason.as_str(),
+            )
+        }
         Err(e) => error(e),
     }
 }

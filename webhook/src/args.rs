@@ -64,6 +64,30 @@ pub struct Args {
     /// warning that the check was skipped.
     #[arg(long, env = "KQ_POLICY_MAX_TEMPLATES", default_value_t = 200)]
     pub policy_max_templates: usize,
+    /// Write Warning events for quota denials, on the binding's resource template and on
+    /// the KarmadaQuota (events.k8s.io/v1; needs RBAC create and patch on events).
+    /// Written off the admission path: a failing or slow event API never delays a decision.
+    #[arg(long, env = "KQ_EVENTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub events: bool,
+
+    /// At most one write per event series (object, reason, message) per interval; the
+    /// denials in between are counted into the event's series.count.
+    #[arg(long, env = "KQ_EVENT_INTERVAL", default_value = "10s", value_parser = karmada_quota_runtime::duration::parse)]
+    pub event_interval: Duration,
+
+    /// Event writes per second over all series (a token bucket).
+    #[arg(long, env = "KQ_EVENT_QPS", default_value_t = 5.0)]
+    pub event_qps: f64,
+
+    /// Event writes allowed at once before --event-qps applies.
+    #[arg(long, env = "KQ_EVENT_BURST", default_value_t = 25)]
+    pub event_burst: u32,
+
+    /// At most one info log line per (namespace, binding, reason) per interval for
+    /// denials; the lines skipped are counted in the next one and in a metric. 0s logs
+    /// every denial. Allowed requests are logged at debug.
+    #[arg(long, env = "KQ_DENIAL_LOG_INTERVAL", default_value = "10s", value_parser = karmada_quota_runtime::duration::parse)]
+    pub denial_log_interval: Duration,
 
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -98,6 +122,25 @@ mod tests {
         assert_eq!(a.reservation_ttl, Duration::from_secs(60));
         assert_eq!(a.max_reservations, 1000);
         assert_eq!(a.max_body_bytes, 3 * 1024 * 1024);
+        assert!(a.events);
+        assert_eq!(a.event_interval, Duration::from_secs(10));
+        assert_eq!(a.denial_log_interval, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn events_can_be_switched_off() {
+        let a = Args::try_parse_from([
+            "karmada-quota-webhook",
+            "--tls-cert-file=c.pem",
+            "--tls-private-key-file=k.pem",
+            "--events=false",
+            "--event-interval=1s",
+            "--denial-log-interval=0s",
+        ])
+        .unwrap();
+        assert!(!a.events);
+        assert_eq!(a.event_interval, Duration::from_secs(1));
+        assert_eq!(a.denial_log_interval, Duration::ZERO);
     }
 
     #[test]

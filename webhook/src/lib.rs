@@ -21,12 +21,18 @@
 //!   karmada_quota_status::StatusStore (kube replace_status / get; its fake in tests)
 //! ```
 //!
+//! A denial is also logged (rate-limited) and, off the admission path, becomes events on
+//! the resource template and the quota (`denials` → `events`).
+//!
 //! Every decision comes from core; this crate only decodes, looks up, batches, writes and
 //! encodes. It never answers "allowed" on an internal error or a timeout.
 
 pub mod admission;
 pub mod args;
 pub mod cache;
+pub mod denials;
+pub mod event_series;
+pub mod events;
 pub mod metrics;
 pub mod policy;
 pub mod reserve;
@@ -38,6 +44,7 @@ mod tests;
 pub use admission::{AppState, Settings, app};
 pub use args::Args;
 pub use cache::{CachedQuota, QuotaCache};
+pub use denials::Denials;
 pub use karmada_quota_status::{KubeStore, StatusStore, StoreError};
 pub use metrics::Metrics;
 pub use reserve::{Batcher, BatcherConfig, BindingRequest};

@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use clap::Parser;
 use karmada_quota_runtime::{self as runtime, Readiness, plurals::PluralResolver};
+use karmada_quota_webhook::events::{self, EventConfig, EventQueue, KubeEventSink};
 use karmada_quota_webhook::{
-    AppState, Args, Batcher, BatcherConfig, KubeStore, Metrics, QuotaCache, Settings, app, server,
+    AppState, Args, Batcher, BatcherConfig, Denials, KubeStore, Metrics, QuotaCache, Settings, app,
+    server,
 };
 use prometheus_client::registry::Registry;
 
@@ -44,6 +46,22 @@ async fn main() -> anyhow::Result<()> {
             ..BatcherConfig::default()
         },
     );
+    let events = args.events.then(|| {
+        let (queue, rx) = EventQueue::channel(events::QUEUE_CAPACITY, metrics.clone());
+        tokio::spawn(events::run(
+            rx,
+            Arc::new(KubeEventSink::new(client.clone())),
+            EventConfig {
+                interval: args.event_interval,
+                qps: args.event_qps,
+                burst: args.event_burst,
+                instance: reporting_instance(),
+            },
+            metrics.clone(),
+        ));
+        queue
+    });
+    let denials = Denials::new(args.denial_log_interval, events, metrics.clone());
     let state = AppState {
         cache,
         batcher,
@@ -58,6 +76,7 @@ async fn main() -> anyhow::Result<()> {
         policies: Some(std::sync::Arc::new(
             karmada_quota_webhook::policy::KubePolicyWorld::new(client),
         )),
+        denials,
     };
 
     let tls = server::load_tls(&args.tls_cert_file, &args.tls_private_key_file).await?;
@@ -92,4 +111,12 @@ async fn main() -> anyhow::Result<()> {
     admin?;
     https.context("admission server")?;
     Ok(())
+}
+
+/// `reportingInstance` of events: `$POD_NAME`, else `$HOSTNAME`, else the controller name.
+fn reporting_instance() -> String {
+    ["POD_NAME", "HOSTNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| events::REPORTING_CONTROLLER.to_owned())
 }

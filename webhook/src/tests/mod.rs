@@ -135,13 +135,14 @@ impl Harness {
                 cache,
                 batcher,
                 plurals: PluralResolver::builtin_only(),
-                metrics,
+                metrics: metrics.clone(),
                 settings: Settings {
                     decision_timeout: timeout,
                     max_body_bytes: 64 * 1024,
                     ..Settings::default()
                 },
                 policies: None,
+                denials: crate::Denials::new(Duration::from_secs(10), None, metrics.clone()),
             },
             store,
             writer: Arc::new(Mutex::new(writer)),
