@@ -150,8 +150,8 @@ mod tests {
             (Observation::Seen(1), 2, 200, true),  // observed earlier: not in used yet
             (Observation::Deleted, 2, 200, false),
             (Observation::NameTaken, 1, 200, false), // a duplicate CREATE that failed
-            (Observation::NotSeen, 2, 200, true), // the race reservations exist for
-            (Observation::NotSeen, 2, 100, false), // expired (expiration ≤ now)
+            (Observation::NotSeen, 2, 200, true),    // the race reservations exist for
+            (Observation::NotSeen, 2, 100, false),   // expired (expiration ≤ now)
             (Observation::Seen(1), 2, 99, false),
         ];
         for (observation, generation, expiration, kept) in table {
