@@ -26,6 +26,7 @@ use std::sync::Arc;
 use karmada_quota_core::binding::ResourceBindingSpec;
 use karmada_quota_core::complete::CountGap;
 use karmada_quota_core::ledger::Observation;
+use karmada_quota_core::quota::ReservedBy;
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::{Cluster, ResourceBinding};
 use karmada_quota_runtime::relist::{Relist, Step};
@@ -47,6 +48,8 @@ pub struct BindingEntry {
     pub charge: BindingCharge,
     /// Set while the object count could not be priced.
     pub unpriced: Option<Box<Unpriced>>,
+    /// metadata.deletionTimestamp is set (finalizers pending): the name will be free soon.
+    pub deleting: bool,
 }
 
 /// A binding whose object count is unknown: why, and the spec to price it again.
@@ -76,6 +79,7 @@ impl BindingEntry {
             generation: rb.metadata.generation.unwrap_or(0),
             charge: BindingCharge::compute(&rb.spec, count.ok().flatten()),
             unpriced,
+            deleting: rb.metadata.deletion_timestamp.is_some(),
         }
     }
 }
@@ -93,6 +97,8 @@ pub type UnpricedRef = (String, String, String, String);
 #[derive(Debug)]
 pub struct Index {
     bindings: Bindings,
+    /// namespace → binding name → uid, of `bindings`.
+    names: HashMap<String, HashMap<String, String>>,
     bindings_relist: Relist<Bindings>,
     bindings_synced: bool,
     /// (namespace, uid) of the entries with `unpriced` set.
@@ -116,6 +122,7 @@ impl Index {
     pub fn new(deleted_memory_secs: i64) -> Self {
         Self {
             bindings: Bindings::new(),
+            names: HashMap::new(),
             bindings_relist: Relist::default(),
             bindings_synced: false,
             unpriced: BTreeSet::new(),
@@ -181,6 +188,10 @@ impl Index {
         } else {
             self.unpriced.remove(&(ns.clone(), uid.clone()));
         }
+        self.names
+            .entry(ns.clone())
+            .or_default()
+            .insert(entry.name.clone(), uid.clone());
         let by_uid = self.bindings.entry(ns.clone()).or_default();
         if by_uid.get(&uid) == Some(&entry) {
             return Touched::new();
@@ -198,11 +209,17 @@ impl Index {
         self.unpriced.remove(&(ns.clone(), uid.clone()));
         let mut touched = Touched::new();
         if let Some(by_uid) = self.bindings.get_mut(&ns) {
-            if by_uid.remove(&uid).is_some() {
+            if let Some(gone) = by_uid.remove(&uid) {
                 touched.insert(ns.clone());
+                if let Some(names) = self.names.get_mut(&ns)
+                    && names.get(&gone.name) == Some(&uid)
+                {
+                    names.remove(&gone.name);
+                }
             }
             if by_uid.is_empty() {
                 self.bindings.remove(&ns);
+                self.names.remove(&ns);
             }
         }
         touched
@@ -234,6 +251,16 @@ impl Index {
                 }
             }
         }
+        self.names = new
+            .iter()
+            .map(|(ns, by_uid)| {
+                let names = by_uid
+                    .iter()
+                    .map(|(uid, e)| (e.name.clone(), uid.clone()))
+                    .collect();
+                (ns.clone(), names)
+            })
+            .collect();
         self.bindings = new;
         touched
     }
@@ -315,12 +342,23 @@ impl Index {
             .filter_map(|(_, e)| e.unpriced.as_ref().map(|u| (&e.charge, &u.gap)))
     }
 
-    /// What the controller knows of binding `uid` in `namespace` (for pruning).
-    pub fn observation(&self, namespace: &str, uid: &str) -> Observation {
-        if let Some(e) = self.bindings.get(namespace).and_then(|m| m.get(uid)) {
+    /// What the controller knows of the binding `by` names in `namespace` (for pruning):
+    /// by uid; for a uid never seen, whether its name is served by another binding that is
+    /// not being deleted (the CREATE it was admitted for then failed with `already exists`).
+    pub fn observation(&self, namespace: &str, by: &ReservedBy) -> Observation {
+        let in_ns = self.bindings.get(namespace);
+        if let Some(e) = in_ns.and_then(|m| m.get(&by.uid)) {
             Observation::Seen(e.generation)
-        } else if self.deleted.contains_key(uid) {
+        } else if self.deleted.contains_key(&by.uid) {
             Observation::Deleted
+        } else if self
+            .names
+            .get(namespace)
+            .and_then(|names| names.get(&by.name))
+            .and_then(|uid| in_ns.and_then(|m| m.get(uid)))
+            .is_some_and(|other| !other.deleting)
+        {
+            Observation::NameTaken
         } else {
             Observation::NotSeen
         }
@@ -444,26 +482,77 @@ mod tests {
                 .len(),
             1
         );
-        assert_eq!(i.observation("team-a", "uid-1"), Observation::Seen(2));
+        assert_eq!(
+            i.observation("team-a", &by_uid("uid-1")),
+            Observation::Seen(2)
+        );
+    }
+
+    #[test]
+    fn an_entry_whose_binding_name_is_served_by_another_uid_is_a_failed_duplicate_create() {
+        let mut i = idx();
+        let served = mk_binding("team-a", "web", "uid-1", 1, 3, "500m", &[]);
+        i.apply_binding_event(&Event::Apply(served.clone()), None, NOW);
+        // A duplicate CREATE of "web" was admitted under a new uid; the apiserver answered
+        // already exists, so that uid will never appear.
+        let duplicate = karmada_quota_core::quota::ReservedBy {
+            name: "web".into(),
+            ..by_uid("uid-dup")
+        };
+        assert_eq!(i.observation("team-a", &duplicate), Observation::NameTaken);
+        // Another namespace's "web" is another binding.
+        assert_eq!(i.observation("team-b", &duplicate), Observation::NotSeen);
+        // While the served one is being deleted, a new CREATE of its name may succeed:
+        // keep the entry until its uid shows up.
+        let mut deleting = served.clone();
+        deleting.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        i.apply_binding_event(&Event::Apply(deleting), None, NOW);
+        assert_eq!(i.observation("team-a", &duplicate), Observation::NotSeen);
+        // Gone: the name is free, the new uid is awaited.
+        i.apply_binding_event(&Event::Delete(served), None, NOW);
+        assert_eq!(i.observation("team-a", &duplicate), Observation::NotSeen);
+        // A re-list rebuilds the name index too.
+        let again = mk_binding("team-a", "web", "uid-2", 1, 3, "500m", &[]);
+        i.apply_binding_event(&Event::Init, None, NOW);
+        i.apply_binding_event(&Event::InitApply(again), None, NOW);
+        i.apply_binding_event(&Event::InitDone, None, NOW);
+        assert_eq!(i.observation("team-a", &duplicate), Observation::NameTaken);
     }
 
     #[test]
     fn delete_is_remembered_for_pruning_then_forgotten() {
         let mut i = idx();
         let rb = mk_binding("team-a", "web", "uid-1", 4, 3, "500m", &[]);
-        assert_eq!(i.observation("team-a", "uid-1"), Observation::NotSeen);
+        assert_eq!(
+            i.observation("team-a", &by_uid("uid-1")),
+            Observation::NotSeen
+        );
         i.apply_binding_event(&Event::Apply(rb.clone()), None, NOW);
-        assert_eq!(i.observation("team-a", "uid-1"), Observation::Seen(4));
+        assert_eq!(
+            i.observation("team-a", &by_uid("uid-1")),
+            Observation::Seen(4)
+        );
         let touched = i.apply_binding_event(&Event::Delete(rb), None, NOW);
         assert_eq!(touched.len(), 1);
-        assert_eq!(i.observation("team-a", "uid-1"), Observation::Deleted);
+        assert_eq!(
+            i.observation("team-a", &by_uid("uid-1")),
+            Observation::Deleted
+        );
         assert_eq!(i.binding_count(), 0);
         // Still remembered just before the memory runs out, forgotten after (GC runs at
         // most every 10 s).
         i.apply_binding_event(&Event::Init, None, NOW + 599);
-        assert_eq!(i.observation("team-a", "uid-1"), Observation::Deleted);
+        assert_eq!(
+            i.observation("team-a", &by_uid("uid-1")),
+            Observation::Deleted
+        );
         i.apply_binding_event(&Event::Init, None, NOW + 610);
-        assert_eq!(i.observation("team-a", "uid-1"), Observation::NotSeen);
+        assert_eq!(
+            i.observation("team-a", &by_uid("uid-1")),
+            Observation::NotSeen
+        );
     }
 
     #[test]
@@ -493,9 +582,18 @@ mod tests {
             touched,
             Touched::from(["team-a".to_owned(), "team-c".to_owned()])
         );
-        assert_eq!(i.observation("team-a", "uid-a"), Observation::Deleted);
-        assert_eq!(i.observation("team-b", "uid-b"), Observation::Seen(1));
-        assert_eq!(i.observation("team-c", "uid-c"), Observation::Seen(1));
+        assert_eq!(
+            i.observation("team-a", &by_uid("uid-a")),
+            Observation::Deleted
+        );
+        assert_eq!(
+            i.observation("team-b", &by_uid("uid-b")),
+            Observation::Seen(1)
+        );
+        assert_eq!(
+            i.observation("team-c", &by_uid("uid-c")),
+            Observation::Seen(1)
+        );
     }
 
     #[test]

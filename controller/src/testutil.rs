@@ -188,3 +188,13 @@ pub fn mk_reservation(
         expiration_time: unix_to_time(exp),
     }
 }
+
+/// The `reservedBy` of an entry for binding uid `uid` (named after it).
+pub fn by_uid(uid: &str) -> karmada_quota_core::quota::ReservedBy {
+    karmada_quota_core::quota::ReservedBy {
+        api_version: "work.karmada.io/v1alpha2".into(),
+        kind: "ResourceBinding".into(),
+        name: format!("entry-{uid}"),
+        uid: uid.into(),
+    }
+}

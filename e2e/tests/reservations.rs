@@ -158,6 +158,58 @@ async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
     s.teardown().await
 }
 
+/// Karmada's detector sometimes sends a second CREATE for a binding that exists: the
+/// webhook admits it (under the new request's uid) before the apiserver answers `already
+/// exists`. That entry must not pin usage until its TTL (10 minutes in this fixture): the
+/// controller sees the name served by another uid and drops it at its next write.
+#[tokio::test]
+async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
+    let s = Setup::new("duplicate_create", Webhook::builder()).await?;
+    let (c, ns) = (&s.client, s.ns());
+    let ctl = Controller::builder()
+        .namespace(ns)
+        .clusters_from_api(false)
+        .start(s.env)
+        .await?;
+
+    step("[Create] KarmadaQuota q: requests.cpu=2; the controller syncs it");
+    accepts(c, &quota(ns, "q", &[("requests.cpu", "2")])).await?;
+    let synced = |cpu: &'static str| {
+        move |q: &karmada_quota_crds::KarmadaQuota| {
+            q.status.as_ref().is_some_and(|st| {
+                st.used.get("requests.cpu").is_some_and(|v| v.0 == cpu)
+                    && st.reservations.is_empty()
+            })
+        }
+    };
+    wait_quota(c, ns, "q", "used 0, no entries", Duration::from_secs(30), synced("0")).await?;
+
+    step("[Create] web-deployment (1 × 1 cpu): admitted, folded into used");
+    let web = Rb::deployment("web-deployment", 1).request("cpu", "1").json(ns);
+    expect_admitted(create(c, &web).await?)?;
+    wait_quota(c, ns, "q", "used 1, no entries", Duration::from_secs(30), synced("1")).await?;
+
+    step("[Create] web-deployment again: the webhook admits it, the apiserver says AlreadyExists");
+    let outcome = create(c, &web).await?;
+    match &outcome {
+        Err(status) => ensure!(
+            status.code == 409 && status.reason == "AlreadyExists",
+            "the duplicate CREATE: {status:?}"
+        ),
+        Ok(_) => bail!("a second binding with the same name was stored"),
+    }
+
+    step("[Get] the duplicate's entry is gone within seconds; used stays 1");
+    wait_quota(c, ns, "q", "used 1, no entries", Duration::from_secs(15), synced("1")).await?;
+
+    step("[Create] a second 1-cpu binding fits (nothing pinned by the duplicate)");
+    let api = Rb::deployment("api-deployment", 1).request("cpu", "1").json(ns);
+    expect_admitted(create(c, &api).await?)?;
+
+    drop(ctl);
+    s.teardown().await
+}
+
 // ---------------------------------------------------------------------------------------
 // A status writer that refuses: an admission webhook on karmadaquotas/status
 // ---------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ pub fn compute(
         &ns,
         &state,
         index.charges_in(&ns),
-        |by| index.observation(&ns, &by.uid),
+        |by| index.observation(&ns, by),
         observed_pods,
         now,
     );

@@ -412,7 +412,10 @@ fn reservations_are_pruned_when_observed_deleted_or_expired_and_never_seen_ones_
         del.clone(),
     ]);
     i.apply_binding_event(&Event::Delete(del), None, NOW);
-    assert_eq!(i.observation("team-a", "u-pend"), Observation::NotSeen);
+    assert_eq!(
+        i.observation("team-a", &by_uid("u-pend")),
+        Observation::NotSeen
+    );
     let c = compute(&q, &i, &ObservedPods::new(), NOW);
     let st = desired_status(&q, &c, &no_members(), ts(NOW)).unwrap();
     let kept: Vec<_> = st
