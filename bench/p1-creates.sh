@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# P1 (issue 4): ResourceBinding creates per second through the apiserver, 32 concurrent
+# P1: ResourceBinding creates per second through the apiserver, 32 concurrent
 # clients, 2000 creates per run, modes alternated on one control plane:
 #
 #   a  into a namespace with a KarmadaQuota that admits all (status.used seeded, as the

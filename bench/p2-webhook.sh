@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# P2 (issue 4): AdmissionReview requests per second straight to the webhook (no
+# P2: AdmissionReview requests per second straight to the webhook (no
 # apiserver in the path) vs a bare HTTPS endpoint on the same stack (`kq-load
 # bare-server`: axum + axum-server, rustls with ring, answers "allowed" after reading the
 # review's uid), 32 connections, modes alternated:

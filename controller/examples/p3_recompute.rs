@@ -1,4 +1,4 @@
-//! Benchmark P3 (issue 5): full recompute of 100k ResourceBindings × 3 clusters in 1k
+//! Benchmark P3: full recompute of 100k ResourceBindings × 3 clusters in 1k
 //! namespaces from a filled index, against only deserializing the same objects.
 //!
 //! `cargo run --release -p karmada-quota-controller --example p3_recompute [bindings] [namespaces]`

@@ -1,4 +1,4 @@
-//! Engine benchmarks (issue 2): the admission decision and the controller's usage sum.
+//! Engine benchmarks: the admission decision and the controller's usage sum.
 //!
 //! `cargo bench -p karmada-quota-core --bench engine -- --warm-up-time 1 --measurement-time 3`
 
