@@ -12,6 +12,10 @@ root=$PWD
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "check that nothing refers to a path outside the repository"
+hack/check-self-contained.sh --self-test
+hack/check-self-contained.sh
+
 # CI runs on a fresh clone every time: keep cargo's build output under the user's cache
 # directory there, so a later run on the same machine rebuilds only what changed.
 if [ -n "${CI:-}" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
