@@ -44,10 +44,10 @@ ABSOLUTE = re.compile(
 
 
 def tracked_files(root):
-    out = subprocess.run(
-        ["git", "-C", root, "ls-files", "-z"], check=True, capture_output=True
-    ).stdout
-    return [p for p in out.decode().split("\0") if p]
+    done = subprocess.run(["git", "-C", root, "ls-files", "-z"], capture_output=True)
+    if done.returncode != 0:
+        sys.exit(f"check-self-contained: not a git checkout? {done.stderr.decode().strip()}")
+    return [p for p in done.stdout.decode().split("\0") if p]
 
 
 def known_paths(files):
