@@ -125,7 +125,10 @@ mod tests {
         assert_eq!(spec.sync_mode.as_deref(), Some("Push"));
         assert_eq!(spec.api_endpoint.as_deref(), Some("https://127.0.0.1:6443"));
         let secret = spec.secret_ref.as_ref().unwrap();
-        assert_eq!((&*secret.namespace, &*secret.name), ("karmada-cluster", "member1"));
+        assert_eq!(
+            (&*secret.namespace, &*secret.name),
+            ("karmada-cluster", "member1")
+        );
         assert!(spec.insecure_skip_tls_verification);
         let back = serde_json::to_value(spec).unwrap();
         assert_eq!(back["insecureSkipTLSVerification"], true);
