@@ -29,20 +29,25 @@
 //! across tests: [`Env`] stores configurations and builds clients on demand.
 
 mod apply;
+mod base64;
 mod binary;
 pub mod chart;
 pub mod controller;
 mod env;
 pub mod faults;
+mod metrics;
 mod ns;
 pub mod proxy;
+mod quota_status;
 mod wait;
 pub mod webhook;
 
 pub use apply::{accepts, apply_json, apply_yaml, rejects, resolve, yaml_documents};
 pub use binary::{Binary, BinaryBuilder, free_port, http_get, http_get_ok};
 pub use env::{Env, EnvSource};
+pub use metrics::metric_sum;
 pub use ns::TestNs;
+pub use quota_status::replace_quota_status;
 pub use wait::{try_wait_for, wait_for};
 
 /// Field manager of every server-side apply the harness makes.

@@ -982,16 +982,8 @@ async fn concurrent_creates(test: &str, replicas: usize) -> Result<()> {
             let m = w.metrics().await?;
             step(&format!(
                 "[Result]   webhook {i}: status write conflicts {}, retries {}",
-                karmada_quota_e2e::webhook::metric_sum(
-                    &m,
-                    "kq_webhook_status_write_conflicts_total",
-                    &[]
-                ),
-                karmada_quota_e2e::webhook::metric_sum(
-                    &m,
-                    "kq_webhook_decision_retries_total",
-                    &[]
-                )
+                karmada_quota_e2e::metric_sum(&m, "kq_webhook_status_write_conflicts_total", &[]),
+                karmada_quota_e2e::metric_sum(&m, "kq_webhook_decision_retries_total", &[])
             ));
         }
     }
