@@ -10,10 +10,10 @@ use axum::routing::post;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use karmada_quota_e2e::controller::{Controller, wait_quota};
 use karmada_quota_e2e::webhook::{
-    Outcome, Rb, Registration, Webhook, WebhookBuilder, WebhookTls, create, expect_admitted,
-    metric_sum, quota, quota_usage, seed_used, wait_until_status_seen,
+    Outcome, Rb, Registration, Webhook, WebhookBuilder, WebhookTls, create, expect_admitted, quota,
+    quota_usage, seed_used, wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, TestNs, accepts, free_port, wait_for};
+use karmada_quota_e2e::{Env, TestNs, accepts, free_port, metric_sum, wait_for};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -84,6 +84,7 @@ fn is_quota_denial(outcome: &Outcome) -> bool {
 /// it: exactly 3 are admitted. Once the controller starts, `used` is 3 and the entries are
 /// gone (observed ones folded into used).
 #[tokio::test]
+#[ignore = "e2e: needs a control plane; make test runs it"]
 async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
     let s = Setup::new(
         "controller_outage",
@@ -307,6 +308,7 @@ impl StatusRefuser {
 /// a-cpu is rolled back — left there, it would pin 1 cpu (and cause false denials) until
 /// a controller expired it.
 #[tokio::test]
+#[ignore = "e2e: needs a control plane; make test runs it"]
 async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> Result<()> {
     let s = Setup::new("refused_second_quota", Webhook::builder()).await?;
     let (c, ns) = (&s.client, s.ns());
