@@ -9,6 +9,10 @@ use karmada_quota_core::binding::{
     Component, ComponentReplicaRequirements, ComponentReplicas, ObjectReference,
     ReplicaRequirements, ResourceBindingSpec, TargetCluster,
 };
+use karmada_quota_core::placement::{
+    ClusterAffinity, ClusterAffinityTerm, FieldSelector, LabelSelector, Placement,
+    ReplicaScheduling, SelectorRequirement, SpreadConstraint,
+};
 use karmada_quota_core::{Quantity, ResourceList};
 use karmada_quota_crds::cluster::{ClusterSpec, LocalSecretReference};
 use karmada_quota_crds::{Cluster, ResourceBinding};
@@ -198,6 +202,42 @@ fn requests() -> ResourceList {
     list
 }
 
+/// A placement with every field the view has set.
+fn full_placement() -> Placement {
+    let requirement = || SelectorRequirement {
+        key: "region".into(),
+        operator: "In".into(),
+        values: vec!["eu".into()],
+    };
+    let affinity = || ClusterAffinity {
+        label_selector: Some(LabelSelector {
+            match_labels: [("env".to_owned(), "prod".to_owned())].into(),
+            match_expressions: vec![requirement()],
+        }),
+        field_selector: Some(FieldSelector {
+            match_expressions: vec![requirement()],
+        }),
+        cluster_names: vec!["member1".into()],
+        exclude_clusters: vec!["member2".into()],
+    };
+    Placement {
+        cluster_affinity: Some(affinity()),
+        cluster_affinities: vec![ClusterAffinityTerm {
+            affinity_name: "primary".into(),
+            affinity: affinity(),
+        }],
+        spread_constraints: vec![SpreadConstraint {
+            spread_by_field: "cluster".into(),
+            spread_by_label: "zone".into(),
+            max_groups: 2,
+            min_groups: 1,
+        }],
+        replica_scheduling: Some(ReplicaScheduling {
+            replica_scheduling_type: "Duplicated".into(),
+        }),
+    }
+}
+
 /// A binding spec with every field the view has set.
 fn full_binding_spec() -> ResourceBindingSpec {
     let s = |v: &str| v.to_owned();
@@ -232,6 +272,7 @@ fn full_binding_spec() -> ResourceBindingSpec {
                 replicas: 1,
             }],
         }],
+        placement: Some(full_placement()),
     }
 }
 
@@ -241,6 +282,34 @@ fn every_field_of_the_binding_view_is_typed_in_both_binding_standins() {
     for file in [
         "work.karmada.io_resourcebindings.yaml",
         "work.karmada.io_clusterresourcebindings.yaml",
+    ] {
+        let (_, schema) = only_version(file);
+        assert_typed(file, "spec", &schema["properties"]["spec"], &spec);
+    }
+}
+
+/// The policy view (`karmada_quota_core::policy::Policy`) only deserializes, so its
+/// selectors are written out here field by field; its placement is the binding's type.
+#[test]
+fn every_field_of_the_policy_view_is_typed_in_both_policy_standins() {
+    let spec = serde_json::json!({
+        "resourceSelectors": [{
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "namespace": "ns",
+            "name": "web",
+            "labelSelector": {
+                "matchLabels": {"app": "web"},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]
+            }
+        }],
+        "placement": serde_json::to_value(full_placement()).expect("serializes"),
+    });
+    let _: karmada_quota_core::policy::PolicySpec =
+        serde_json::from_value(spec.clone()).expect("the policy view reads it");
+    for file in [
+        "policy.karmada.io_propagationpolicies.yaml",
+        "policy.karmada.io_clusterpropagationpolicies.yaml",
     ] {
         let (_, schema) = only_version(file);
         assert_typed(file, "spec", &schema["properties"]["spec"], &spec);
