@@ -27,6 +27,10 @@
 //!
 //! Each `#[tokio::test]` has its own runtime, so nothing here keeps a `kube::Client`
 //! across tests: [`Env`] stores configurations and builds clients on demand.
+//!
+//! Every test in `e2e/tests/` is `#[ignore]`d, so `cargo test` needs no cluster;
+//! `make test` runs them (`--run-ignored all`), and so does
+//! `cargo nextest run -p karmada-quota-e2e --run-ignored only`.
 
 mod apply;
 mod base64;
