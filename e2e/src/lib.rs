@@ -28,7 +28,8 @@
 //! Each `#[tokio::test]` has its own runtime, so nothing here keeps a `kube::Client`
 //! across tests: [`Env`] stores configurations and builds clients on demand.
 //!
-//! Every test in `e2e/tests/` is `#[ignore]`d, so `cargo test` needs no cluster;
+//! The tests in `e2e/tests/` that need the control plane or the chart tools are
+//! `#[ignore]`d, so `cargo test` needs neither;
 //! `make test` runs them (`--run-ignored all`), and so does
 //! `cargo nextest run -p karmada-quota-e2e --run-ignored only`.
 

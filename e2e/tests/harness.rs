@@ -56,7 +56,7 @@ fn step(s: &str) {
 }
 
 #[tokio::test]
-#[ignore = "e2e: needs a control plane; make test runs it"]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn crd_quota_and_bindings_round_trip() -> Result<()> {
     let env = Env::get().await?;
     let client = env.client()?;

@@ -84,7 +84,7 @@ fn is_quota_denial(outcome: &Outcome) -> bool {
 /// it: exactly 3 are admitted. Once the controller starts, `used` is 3 and the entries are
 /// gone (observed ones folded into used).
 #[tokio::test]
-#[ignore = "e2e: needs a control plane; make test runs it"]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
     let s = Setup::new(
         "controller_outage",
@@ -308,7 +308,7 @@ impl StatusRefuser {
 /// a-cpu is rolled back — left there, it would pin 1 cpu (and cause false denials) until
 /// a controller expired it.
 #[tokio::test]
-#[ignore = "e2e: needs a control plane; make test runs it"]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> Result<()> {
     let s = Setup::new("refused_second_quota", Webhook::builder()).await?;
     let (c, ns) = (&s.client, s.ns());
