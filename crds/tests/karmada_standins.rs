@@ -331,6 +331,13 @@ fn every_field_of_the_cluster_view_is_typed_in_the_cluster_standin() {
     let (_, schema) = only_version(file);
     let spec = serde_json::to_value(spec).expect("serializes");
     assert_typed(file, "spec", &schema["properties"]["spec"], &spec);
+    // What placement reads of a Cluster (`cluster::facts`, from the JSON).
+    let located = serde_json::json!({
+        "provider": "aws", "region": "eu", "zone": "eu-1a", "zones": ["eu-1a", "eu-1b"]
+    });
+    let facts = karmada_quota_crds::cluster::facts(&serde_json::json!({"spec": located}));
+    assert_eq!((&*facts.provider, &*facts.zone), ("aws", "eu-1a"));
+    assert_typed(file, "spec", &schema["properties"]["spec"], &located);
 }
 
 #[test]
