@@ -34,7 +34,7 @@
 //! `cargo nextest run -p karmada-quota-e2e --run-ignored only`.
 
 mod apply;
-mod base64;
+pub mod base64;
 mod binary;
 pub mod chart;
 pub mod controller;

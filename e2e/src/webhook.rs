@@ -55,9 +55,12 @@ use tokio::sync::OnceCell;
 
 use crate::env::cleanup_from_drop;
 use crate::{
-    Binary, Env, free_port, http_get, http_get_ok, metric_sum, replace_quota_status, try_wait_for,
+    Binary, Env, free_port, http_get, http_get_ok, replace_quota_status, try_wait_for,
     yaml_documents,
 };
+
+/// Also here, beside the webhook fixtures whose metrics it reads.
+pub use crate::metrics::metric_sum;
 
 /// The webhook binary.
 pub const WEBHOOK_BIN: &str = "karmada-quota-webhook";

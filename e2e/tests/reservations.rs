@@ -164,6 +164,7 @@ async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
 /// exists`. That entry must not pin usage until its TTL (10 minutes in this fixture): the
 /// controller sees the name served by another uid and drops it at its next write.
 #[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
     let s = Setup::new("duplicate_create", Webhook::builder()).await?;
     let (c, ns) = (&s.client, s.ns());
@@ -183,12 +184,30 @@ async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
             })
         }
     };
-    wait_quota(c, ns, "q", "used 0, no entries", Duration::from_secs(30), synced("0")).await?;
+    wait_quota(
+        c,
+        ns,
+        "q",
+        "used 0, no entries",
+        Duration::from_secs(30),
+        synced("0"),
+    )
+    .await?;
 
     step("[Create] web-deployment (1 × 1 cpu): admitted, folded into used");
-    let web = Rb::deployment("web-deployment", 1).request("cpu", "1").json(ns);
+    let web = Rb::deployment("web-deployment", 1)
+        .request("cpu", "1")
+        .json(ns);
     expect_admitted(create(c, &web).await?)?;
-    wait_quota(c, ns, "q", "used 1, no entries", Duration::from_secs(30), synced("1")).await?;
+    wait_quota(
+        c,
+        ns,
+        "q",
+        "used 1, no entries",
+        Duration::from_secs(30),
+        synced("1"),
+    )
+    .await?;
 
     step("[Create] web-deployment again: the webhook admits it, the apiserver says AlreadyExists");
     let outcome = create(c, &web).await?;
@@ -201,10 +220,20 @@ async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
     }
 
     step("[Get] the duplicate's entry is gone within seconds; used stays 1");
-    wait_quota(c, ns, "q", "used 1, no entries", Duration::from_secs(15), synced("1")).await?;
+    wait_quota(
+        c,
+        ns,
+        "q",
+        "used 1, no entries",
+        Duration::from_secs(15),
+        synced("1"),
+    )
+    .await?;
 
     step("[Create] a second 1-cpu binding fits (nothing pinned by the duplicate)");
-    let api = Rb::deployment("api-deployment", 1).request("cpu", "1").json(ns);
+    let api = Rb::deployment("api-deployment", 1)
+        .request("cpu", "1")
+        .json(ns);
     expect_admitted(create(c, &api).await?)?;
 
     drop(ctl);
