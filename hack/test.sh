@@ -12,6 +12,10 @@ root=$PWD
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "check that nothing refers to a path outside the repository"
+hack/check-self-contained.sh --self-test
+hack/check-self-contained.sh
+
 # CI runs on a fresh clone every time: keep cargo's build output under the user's cache
 # directory there, so a later run on the same machine rebuilds only what changed.
 if [ -n "${CI:-}" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
@@ -41,13 +45,15 @@ if [ -z "${E2E_KUBECONFIG:-}" ]; then
   export E2E_CONTROLPLANE_DIR="$cp_dir"
 fi
 
-step "run all tests"
+# The e2e tests are #[ignore]d so that a plain `cargo test` needs no cluster; here they run
+# too (--run-ignored all), against the control plane started above.
+step "run all tests (unit and e2e)"
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --locked --no-fail-fast 2>&1 || status=$?
+  cargo nextest run --workspace --locked --no-fail-fast --run-ignored all 2>&1 || status=$?
 else
   echo "(cargo-nextest not found: using cargo test)"
-  cargo test --workspace --locked --no-fail-fast 2>&1 || status=$?
+  cargo test --workspace --locked --no-fail-fast -- --include-ignored 2>&1 || status=$?
 fi
 stop_controlplane
 trap - EXIT

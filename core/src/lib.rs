@@ -29,6 +29,7 @@
 pub mod binding;
 pub mod complete;
 pub mod decision;
+pub mod field;
 pub mod ledger;
 pub mod placement;
 pub mod policy;

@@ -10,6 +10,9 @@
 //! The grammar, the rounding, the canonical form and the error messages are those of
 //! `k8s.io/apimachinery/pkg/api/resource` (`ParseQuantity`, `CanonicalizeBytes`, `Add`,
 //! `Sub`, `Cmp`); the unit tests transpose its parse, canonicalisation and reject tables.
+//! Where this doc says what Kubernetes does, it was checked against that package at
+//! v0.20.2 (the kube-apiserver 1.20.2 the e2e tests run) and at v0.37.0-beta.0, between
+//! which `ParseQuantity`, `CanonicalizeBytes` and `ScaledValue` did not change.
 //!
 //! * **Grammar**: `[+-]digits[.digits]suffix` where the suffix is a binary SI suffix
 //!   (`Ki Mi Gi Ti Pi Ei`), a decimal SI suffix (`n u m "" k M G T P E`) or a decimal
@@ -43,9 +46,14 @@
 //!    `18446744073709551616`). A **BinarySI** quantity beyond the cap is clamped to
 //!    2⁶³−1 silently, which *is* Kubernetes' behaviour (`9Ei` → `9223372036854775807`).
 //! 2. Arithmetic saturates at ±(2¹²⁷−1) nanos (≈1.7 × 10²⁹ units); Kubernetes never
-//!    saturates. Values beyond the cap, reachable only through arithmetic, are printed
-//!    the way current Kubernetes prints them (`1e21` past `E`, plain decimal digits for
-//!    a BinarySI value past `Ei`), but such strings do not parse back (deviation 1).
+//!    saturates. Values beyond the cap, reachable only through arithmetic, print with a
+//!    suffix that keeps their magnitude: `1e21` for a decimal value past `E`, plain
+//!    decimal digits for a BinarySI value past `Ei` (`1Ei` × 1024 →
+//!    `1180591620717411303424`); such strings do not parse back (deviation 1).
+//!    Kubernetes 1.20 — and every release up to 1.37.0-beta.0 — ignores the suffix it
+//!    cannot find and prints the bare mantissa: 10²¹ in DecimalSI (`1000E`) and 2⁷⁰ in
+//!    BinarySI both print `1`. Kubernetes' main branch prints them as this project does
+//!    since its `CanonicalizeBytes` falls back to the exponent form (after 1.37.0-beta.0).
 //! 3. Values finer than a nano cannot be represented. Parsing rounds up to nano exactly
 //!    like Kubernetes, so parsed values are identical; only Go callers of
 //!    `NewScaledQuantity(1, -12)` can build what we cannot.
@@ -58,6 +66,20 @@
 //!    JSON `null` deserializes to zero, as in Kubernetes.
 //! 6. Kubernetes' zero value has an empty format; ours ([`Quantity::ZERO`]) is DecimalSI.
 //!    Zero always prints `0` in both.
+//! 7. This project always prints the canonical form. Kubernetes' `ParseQuantity` keeps the
+//!    input string when its fast path takes the input for canonical (a decimal scale that
+//!    is a multiple of 3 with no trailing `000` and no leading `0`; a BinarySI mantissa
+//!    not divisible by 8), and `String()` and JSON echo it as typed until the value
+//!    changes: `9.49e2`, `11.G`, `+1` and `+1Ki` print back unchanged there, here (and in
+//!    Kubernetes after any arithmetic) `949`, `11G`, `1` and `1Ki`.
+//! 8. [`Quantity::value`] and [`Quantity::milli_value`] round every value away from zero
+//!    (−1.5 → −2). Kubernetes' `Value()` and `MilliValue()` do so only for a value held
+//!    as an `int64`. A value held as a big decimal (an input with more digits than an
+//!    `int64` holds or finer than a nano, or a sum past `int64`) goes through its
+//!    `scaledValue`, which truncates toward zero and then adds one for any remainder, and
+//!    reads the mantissa as an `int64` without checking: a negative value comes out one
+//!    above its integer part or wraps (`-1.50000000000000000000` → `Value()` 0, `-1.5n`
+//!    → `Value()` and `MilliValue()` 1, `-9.5000000001Gi` → `Value()` 8246196746).
 //!
 //! # Why not a crate
 //!
@@ -949,8 +971,8 @@ mod tests {
             (dq(300, 6), DSI, "300M", ""),
             (dq(1, 12), DSI, "1T", ""),
             (dq(1, 18), DSI, "1E", ""),
-            // (1e21 "1e21"/"1000E", 5e21, 1e24): see prints_values_beyond_e_in_exponent_form.
-            // (BinarySI 10^70, 2×10^70, 10^72): beyond i128 nanos, not representable.
+            // Past `E` and `Ei` (deviation 2): prints_values_beyond_e_in_exponent_form,
+            // prints_binary_values_past_ei_as_exact_decimal.
             (dq(1234567, 6), DSI, "1234567M", ""),
             (dq_neg(1234567, 3), Bin, "1234567m", ""),
             (dq(3, 3), DSI, "3k", ""),
@@ -1010,6 +1032,23 @@ mod tests {
                 format!("-{want}"),
                 "-{input}"
             );
+        }
+    }
+
+    /// Deviation 7: inputs Kubernetes echoes as typed right after parsing print in the
+    /// canonical form here.
+    #[test]
+    fn prints_the_canonical_form_where_kubernetes_echoes_the_input() {
+        for (input, want) in [
+            ("9.49e2", "949"),
+            ("11.G", "11G"),
+            ("1.G", "1G"),
+            ("+1", "1"),
+            ("+1Ki", "1Ki"),
+        ] {
+            let q = p(input);
+            assert_eq!(q.to_string(), want, "{input}");
+            assert_eq!(serde_json::to_string(&q).unwrap(), format!("\"{want}\""));
         }
     }
 
@@ -1074,7 +1113,9 @@ mod tests {
         }
     }
 
-    /// TestNegativeValueRoundsAwayFromZero.
+    /// Deviation 8: away from zero for every value, including those Kubernetes holds as a
+    /// big decimal (`-.484785E-7466`, `-9.5000000001Gi`, `-1.50000000000000000000`,
+    /// `-1.5n`), where its `Value()` returns 1, 8246196746, 0 and 1.
     #[test]
     fn value_and_milli_value_round_away_from_zero() {
         #[rustfmt::skip]
@@ -1085,6 +1126,8 @@ mod tests {
             ("-9.5000000001Gi", -10200547329, -10200547328108),
             ("9.5000000001Gi", 10200547329, 10200547328108),
             ("-1", -1, -1000), ("1", 1, 1000), ("0", 0, 0),
+            ("-1.5", -2, -1500), ("-1.50000000000000000000", -2, -1500),
+            ("-2n", -1, -1), ("-1.5n", -1, -1),
         ];
         for (input, value, milli) in table {
             let q = p(input);
@@ -1245,8 +1288,8 @@ mod tests {
         assert_eq!(p("8Ei").nanos(), MAX);
     }
 
-    /// TestBinarySIPastEiArithmeticRoundTrip: printed exactly; parsing it back is beyond
-    /// our cap (deviation 1).
+    /// Deviation 2: printed exactly (Kubernetes up to 1.37.0-beta.0 prints `1`); parsing it
+    /// back is beyond our cap (deviation 1).
     #[test]
     fn prints_binary_values_past_ei_as_exact_decimal() {
         let q = p("1Ei").saturating_mul(1024);
@@ -1261,8 +1304,9 @@ mod tests {
         );
     }
 
-    /// TestQuantityString's rows past "E": Kubernetes prints exponent form; those values
-    /// are beyond our parse cap, so they only arise from arithmetic.
+    /// Deviation 2: values past `E` print in exponent form (Kubernetes up to 1.37.0-beta.0
+    /// prints the bare mantissa, `1` for 10²¹); they are beyond our parse cap, so they only
+    /// arise from arithmetic.
     #[test]
     fn prints_values_beyond_e_in_exponent_form() {
         for (nanos, want, alternate) in [

@@ -1,18 +1,9 @@
-//! KarmadaQuota in the engine's terms: validated spec, status state, field errors.
+//! KarmadaQuota in the engine's terms: validated spec and status state.
 
-use crate::resources::ResourceList;
-use crate::scope::ScopeSelector;
-
-/// A validation error on one field, printed like Kubernetes' field errors:
-/// `spec.hard[limits.cpu]: Invalid value: "limits.cpu": <reason>`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct FieldError {
-    /// JSON path of the field, e.g. `spec.scopeSelector.matchExpressions[0].values`.
-    pub field: String,
-    /// What is wrong, including the offending value where it helps.
-    pub message: String,
-}
+pub use crate::field::FieldError;
+use crate::quantity::Quantity;
+use crate::resources::{NameKind, REQUESTS_PREFIX, ResourceList, classify, is_integer_resource};
+use crate::scope::{RawRequirement, ScopeSelector};
 
 /// A validated quota spec.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,23 +53,9 @@ pub struct QuotaState {
     pub reservations: Vec<Reservation>,
 }
 
-use crate::quantity::Quantity;
-use crate::resources::{NameKind, REQUESTS_PREFIX, classify, is_integer_resource};
-use crate::scope::RawRequirement;
-
 /// Why a `limits.*` name is refused (design §3).
 pub const LIMITS_REASON: &str =
     "a ResourceBinding carries requests only; limits cannot be enforced";
-
-impl FieldError {
-    /// `<field>: Invalid value: "<value>": <reason>` (Kubernetes' field.Invalid).
-    pub fn invalid(field: impl Into<String>, value: &str, reason: impl std::fmt::Display) -> Self {
-        FieldError {
-            field: field.into(),
-            message: format!("Invalid value: {value:?}: {reason}"),
-        }
-    }
-}
 
 /// Validate a KarmadaQuota spec (design §2, §3): every error at once.
 ///

@@ -47,7 +47,7 @@ pub struct RawRequirement<'a> {
     pub values: &'a [String],
 }
 
-use crate::quota::FieldError;
+use crate::field::FieldError;
 
 impl Operator {
     /// The operator as written in the API.

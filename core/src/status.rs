@@ -276,8 +276,7 @@ mod tests {
     }
 
     fn example_quota() -> QuotaDoc {
-        let text = std::fs::read_to_string(KARMADAQUOTA_YAML).expect("shared example present");
-        serde_saphyr::from_str(&text).expect("example parses")
+        serde_saphyr::from_str(KARMADAQUOTA_YAML).expect("example parses")
     }
 
     fn mk_state(doc: &QuotaDoc) -> QuotaState {

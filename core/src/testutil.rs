@@ -1,4 +1,5 @@
-//! Fixture builders shared by the unit tests (`mk_*`), and the shared examples.
+//! Fixture builders shared by the unit tests (`mk_*`), and the example objects of
+//! `testdata/` at the repository root.
 
 use std::collections::BTreeMap;
 
@@ -11,15 +12,10 @@ use crate::resources::ResourceList;
 use crate::scope::{PRIORITY_CLASS, RawRequirement, ScopeSelector};
 use crate::usage::{BindingCharge, builtin_plural, count_name};
 
-/// Where the shared examples sit: beside the checkout (`/work/shared` vs `/work/main`).
-pub const RESOURCEBINDINGS_YAML: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/examples/resourcebindings.yaml"
-);
-pub const KARMADAQUOTA_YAML: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/examples/karmadaquota.yaml"
-);
+/// Four example ResourceBindings (Divided, Duplicated, multi-component, non-workload).
+pub const RESOURCEBINDINGS_YAML: &str = include_str!("../../testdata/resourcebindings.yaml");
+/// An example KarmadaQuota with a full status.
+pub const KARMADAQUOTA_YAML: &str = include_str!("../../testdata/karmadaquota.yaml");
 
 pub fn q(s: &str) -> Quantity {
     Quantity::parse(s).expect("test quantity")
@@ -123,10 +119,10 @@ pub struct ExampleBinding {
     pub spec: ResourceBindingSpec,
 }
 
-/// The four bindings of the shared example, by metadata.name.
+/// The four example bindings, by metadata.name.
 pub fn example_bindings() -> BTreeMap<String, ResourceBindingSpec> {
-    let text = std::fs::read_to_string(RESOURCEBINDINGS_YAML).expect("shared example present");
-    let docs: Vec<ExampleBinding> = serde_saphyr::from_multiple(&text).expect("example parses");
+    let docs: Vec<ExampleBinding> =
+        serde_saphyr::from_multiple(RESOURCEBINDINGS_YAML).expect("example parses");
     docs.into_iter()
         .map(|d| (d.metadata.name, d.spec))
         .collect()

@@ -33,7 +33,9 @@ pub struct ClusterSpec {
     /// A Secret (in the Karmada control plane) holding `token` and `caBundle`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalSecretReference>,
-    /// Skip TLS verification of the member's API server (not recommended).
+    /// Skip TLS verification of the member's API server (not recommended). Karmada spells
+    /// it `insecureSkipTLSVerification`, which camelCase would not.
+    #[serde(rename = "insecureSkipTLSVerification")]
     pub insecure_skip_tls_verification: bool,
 }
 
@@ -97,5 +99,38 @@ pub fn facts(doc: &serde_json::Value) -> karmada_quota_core::placement::ClusterF
         } else {
             zone
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_karmadas_field_names() {
+        let cluster: Cluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cluster.karmada.io/v1alpha1",
+            "kind": "Cluster",
+            "metadata": {"name": "member1"},
+            "spec": {
+                "syncMode": "Push",
+                "apiEndpoint": "https://127.0.0.1:6443",
+                "secretRef": {"namespace": "karmada-cluster", "name": "member1"},
+                "insecureSkipTLSVerification": true,
+                "taints": []
+            }
+        }))
+        .unwrap();
+        let spec = &cluster.spec;
+        assert_eq!(spec.sync_mode.as_deref(), Some("Push"));
+        assert_eq!(spec.api_endpoint.as_deref(), Some("https://127.0.0.1:6443"));
+        let secret = spec.secret_ref.as_ref().unwrap();
+        assert_eq!(
+            (&*secret.namespace, &*secret.name),
+            ("karmada-cluster", "member1")
+        );
+        assert!(spec.insecure_skip_tls_verification);
+        let back = serde_json::to_value(spec).unwrap();
+        assert_eq!(back["insecureSkipTLSVerification"], true);
     }
 }

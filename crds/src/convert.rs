@@ -174,10 +174,10 @@ pub fn summary(hard: &ResourceList, used: Option<&ResourceList>) -> String {
 mod tests {
     use super::*;
 
-    const EXAMPLE: &str = include_str!("../../../shared/examples/karmadaquota.yaml");
+    const EXAMPLE: &str = include_str!("../../testdata/karmadaquota.yaml");
 
     fn example() -> KarmadaQuota {
-        serde_saphyr::from_str(EXAMPLE).expect("the shared example parses")
+        serde_saphyr::from_str(EXAMPLE).expect("the example parses")
     }
 
     #[test]

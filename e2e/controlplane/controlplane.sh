@@ -16,10 +16,9 @@
 #   logs/            etcd.log, apiserver-<I>.log, watchdog.log
 #   etcd/ apiserver-<I>/ sa.key token.csv   data, serving certificates (cert-dir)
 #
-# Environment: XDG_CACHE_HOME (cache root), KARMADA_CRDS_DIR (default
-# ../shared/karmada-crds next to the repository), UP_TIMEOUT (readiness wait, 60 s).
-#
-# The facts behind every flag are in ../shared/controlplane.md.
+# Environment: XDG_CACHE_HOME (cache root), KARMADA_CRDS_DIR (a directory whose *.yaml are
+# the Karmada CRDs to install: default the project's stand-ins in crds/karmada; point it at
+# Karmada's own CRDs to test against those), UP_TIMEOUT (readiness wait, 60 s).
 set -euo pipefail
 
 readonly KUBE_VERSION=1.20.2
@@ -350,15 +349,13 @@ kubectl0() {
 }
 
 install_crds() {
-    local crds_dir=${KARMADA_CRDS_DIR:-$REPO_ROOT/../shared/karmada-crds}
+    local crds_dir=${KARMADA_CRDS_DIR:-$REPO_ROOT/crds/karmada}
     local own=$REPO_ROOT/crds/quota.karmada.io_karmadaquotas.yaml
     local files=() f
     step "install CRDs into apiserver 0"
-    if compgen -G "$crds_dir/*.yaml" >/dev/null; then
-        files+=("$crds_dir"/*.yaml)
-    else
-        echo "    warning: no Karmada CRDs in $crds_dir (set KARMADA_CRDS_DIR)" >&2
-    fi
+    compgen -G "$crds_dir/*.yaml" >/dev/null ||
+        die "no Karmada CRDs (*.yaml) in $crds_dir (KARMADA_CRDS_DIR)"
+    files+=("$crds_dir"/*.yaml)
     if [[ -f $own ]]; then
         files+=("$own")
     else

@@ -32,17 +32,16 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use karmada_quota_core::Quantity;
 use karmada_quota_crds::quota::{ClusterUsage, Reservation, ReservedBy};
-use karmada_quota_crds::{Cluster, KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus};
+use karmada_quota_crds::{Cluster, KarmadaQuota};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::env::cleanup_from_drop;
 use crate::ns::label_value;
-use crate::webhook::metric_sum;
 use crate::{
-    Binary, Env, FIELD_MANAGER, free_port, http_get, http_get_ok, try_wait_for, wait_for,
-    yaml_documents,
+    Binary, Env, FIELD_MANAGER, free_port, http_get, http_get_ok, metric_sum, replace_quota_status,
+    try_wait_for, wait_for, yaml_documents,
 };
 
 /// The controller binary.
@@ -220,7 +219,7 @@ impl ClusterRegistration {
         for m in members {
             reg.names.push(m.name.clone());
             // Secret data is base64 on the wire: the kubeconfig's CA data already is.
-            let mut data = json!({ "token": crate::webhook::base64(m.api.token.as_bytes()) });
+            let mut data = json!({ "token": crate::base64::encode(m.api.token.as_bytes()) });
             if let Some(ca) = &m.api.ca_data {
                 data["caBundle"] = json!(ca);
             }
@@ -730,35 +729,6 @@ pub async fn add_reservation(
             status.reservations.push(entry.clone());
         },
     )
-    .await
-}
-
-/// Reads quota `ns/quota`, lets `change` edit its status (created empty when missing; the
-/// spec is given to look at) and
-/// replaces the status with the read resourceVersion, as the controller and the webhook
-/// write it; re-read and retried on 409 for up to 10 s (`desc` names the attempt in the
-/// timeout error). Returns the object written.
-pub async fn replace_quota_status(
-    client: &Client,
-    ns: &str,
-    quota: &str,
-    desc: &str,
-    change: impl Fn(&KarmadaQuotaSpec, &mut KarmadaQuotaStatus),
-) -> Result<KarmadaQuota> {
-    let api: Api<KarmadaQuota> = Api::namespaced(client.clone(), ns);
-    try_wait_for(desc, Duration::from_secs(10), || async {
-        let mut q = api.get(quota).await?;
-        change(
-            &q.spec,
-            q.status.get_or_insert_with(KarmadaQuotaStatus::default),
-        );
-        q.metadata.managed_fields = None;
-        match api.replace_status(quota, &PostParams::default(), &q).await {
-            Ok(written) => Ok(Some(written)),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
-            Err(e) => Err(anyhow::Error::from(e)),
-        }
-    })
     .await
 }
 

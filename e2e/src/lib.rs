@@ -27,22 +27,32 @@
 //!
 //! Each `#[tokio::test]` has its own runtime, so nothing here keeps a `kube::Client`
 //! across tests: [`Env`] stores configurations and builds clients on demand.
+//!
+//! The tests in `e2e/tests/` that need the control plane or the chart tools are
+//! `#[ignore]`d, so `cargo test` needs neither;
+//! `make test` runs them (`--run-ignored all`), and so does
+//! `cargo nextest run -p karmada-quota-e2e --run-ignored only`.
 
 mod apply;
+pub mod base64;
 mod binary;
 pub mod chart;
 pub mod controller;
 mod env;
 pub mod faults;
+mod metrics;
 mod ns;
 pub mod proxy;
+mod quota_status;
 mod wait;
 pub mod webhook;
 
 pub use apply::{accepts, apply_json, apply_yaml, rejects, resolve, yaml_documents};
 pub use binary::{Binary, BinaryBuilder, free_port, http_get, http_get_ok};
 pub use env::{Env, EnvSource};
+pub use metrics::metric_sum;
 pub use ns::TestNs;
+pub use quota_status::replace_quota_status;
 pub use wait::{try_wait_for, wait_for};
 
 /// Field manager of every server-side apply the harness makes.

@@ -53,9 +53,14 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use crate::controller::replace_quota_status;
 use crate::env::cleanup_from_drop;
-use crate::{Binary, Env, free_port, http_get, http_get_ok, try_wait_for, yaml_documents};
+use crate::{
+    Binary, Env, free_port, http_get, http_get_ok, replace_quota_status, try_wait_for,
+    yaml_documents,
+};
+
+/// Also here, beside the webhook fixtures whose metrics it reads.
+pub use crate::metrics::metric_sum;
 
 /// The webhook binary.
 pub const WEBHOOK_BIN: &str = "karmada-quota-webhook";
@@ -201,7 +206,7 @@ impl WebhookTls {
             ca_cert: p("ca.pem"),
             cert: p("tls.pem"),
             key: p("tls.key"),
-            ca_bundle: base64(&ca_pem),
+            ca_bundle: crate::base64::encode(&ca_pem),
         })
     }
 }
@@ -282,28 +287,6 @@ async fn openssl(args: &[&str], paths: &[(&str, PathBuf)]) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Standard base64 with padding (for caBundle; no dependency for 20 lines).
-pub fn base64(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------
@@ -454,25 +437,6 @@ impl Webhook {
     pub async fn kill(self) -> Result<()> {
         self.binary.stop().await
     }
-}
-
-/// Sum of the samples of counter `name` whose label set contains every fragment.
-pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let rest = series.strip_prefix(name)?;
-            if !(rest.is_empty() || rest.starts_with('{')) {
-                return None;
-            }
-            labels
-                .iter()
-                .all(|f| rest.contains(f))
-                .then(|| value.parse::<f64>().ok())?
-        })
-        .map(|v| v as u64)
-        .sum()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1052,16 +1016,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64_matches_the_standard_alphabet_and_padding() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-        assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
-    }
-
-    #[test]
     fn parse_fingerprint_takes_the_value_after_the_label() {
         assert_eq!(
             parse_fingerprint("sha256 Fingerprint=AB:CD:01\n").unwrap(),
@@ -1073,26 +1027,6 @@ mod tests {
         );
         assert!(parse_fingerprint("").is_err());
         assert!(parse_fingerprint("sha256 Fingerprint=\n").is_err());
-    }
-
-    #[test]
-    fn metric_sum_adds_matching_series_only() {
-        let text = "# HELP kq_webhook_decisions Admission decisions.\n\
-            kq_webhook_decisions_total{kind=\"resourcebinding\",result=\"allowed\",reason=\"NoQuota\"} 3\n\
-            kq_webhook_decisions_total{kind=\"resourcebinding\",result=\"denied\",reason=\"QuotaExceeded\"} 2\n\
-            kq_webhook_decisions_total{kind=\"karmadaquota\",result=\"allowed\",reason=\"Allowed\"} 7\n\
-            kq_webhook_decisions_total_other 100\n";
-        let name = "kq_webhook_decisions_total";
-        assert_eq!(metric_sum(text, name, &[]), 12);
-        assert_eq!(metric_sum(text, name, &["kind=\"resourcebinding\""]), 5);
-        assert_eq!(
-            metric_sum(
-                text,
-                name,
-                &["kind=\"resourcebinding\"", "result=\"denied\""]
-            ),
-            2
-        );
     }
 
     #[test]

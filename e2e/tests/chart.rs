@@ -87,6 +87,7 @@ fn read(path: &Path) -> Result<String> {
 }
 
 #[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn every_ci_values_file_passes_helm_lint_strict() -> Result<()> {
     let files = ci_values_files()?;
     let names: BTreeSet<&str> = files.iter().map(|f| file_name(f)).collect();
@@ -118,6 +119,7 @@ async fn every_ci_values_file_passes_helm_lint_strict() -> Result<()> {
 }
 
 #[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn schema_refuses_bad_values() -> Result<()> {
     let helm = Helm::new()?;
     for (set, fragment) in [
@@ -168,6 +170,7 @@ async fn schema_refuses_bad_values() -> Result<()> {
 }
 
 #[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_version() -> Result<()> {
     let kube = chart_min_kube_version()?;
     let validate = tool("kubernetes-validate")?;
@@ -244,6 +247,7 @@ fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
 }
 
 #[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn each_part_renders_exactly_its_kinds() -> Result<()> {
     // Exact inventories of the fullest renderings.
     let host = kind_counts(&render("karmada-host-auto-values.yaml").await?);
@@ -315,6 +319,7 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
 }
 
 #[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn chart_crd_is_the_generated_crd() -> Result<()> {
     let generated = read(&Env::repo_root().join(karmada_quota_crds::CRD_PATH))?;
     let copy = read(&chart_dir().join("files/quota.karmada.io_karmadaquotas.yaml"))?;
@@ -347,6 +352,7 @@ async fn chart_crd_is_the_generated_crd() -> Result<()> {
 }
 
 #[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn alert_rules_pass_promtool() -> Result<()> {
     let objects = render("karmada-host-auto-values.yaml").await?;
     let rule = objects
@@ -398,6 +404,7 @@ async fn promtool_check_rules(name: &str, rules: &Value) -> Result<String> {
 }
 
 #[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn grafana_dashboard_is_valid_json_with_valid_queries() -> Result<()> {
     let objects = render("karmada-host-auto-values.yaml").await?;
     let cm = objects
@@ -476,6 +483,7 @@ fn quoted_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 }
 
 #[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn dockerfile_passes_hadolint_and_matches_the_chart() -> Result<()> {
     let root = Env::repo_root();
     let dockerfile = root.join("Dockerfile");
@@ -563,6 +571,7 @@ async fn dockerfile_passes_hadolint_and_matches_the_chart() -> Result<()> {
 }
 
 #[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn rendered_pods_are_hardened() -> Result<()> {
     let objects = render("standalone-auto-values.yaml").await?;
     for d in objects.iter().filter(|o| o["kind"] == "Deployment") {

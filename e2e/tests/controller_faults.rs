@@ -15,11 +15,13 @@ use karmada_quota_crds::quota::CONDITION_MEMBERS_REACHABLE;
 use karmada_quota_e2e::controller::{
     CLUSTER_SECRET_NAMESPACE, ClusterRegistration, Controller, MemberCluster, READY_TIMEOUT,
     cluster_observed_is, cluster_usage, condition, condition_is, ensure_namespace, get_quota,
-    member_apis, replace_quota_status, used_is, wait_quota, wait_synced,
+    member_apis, used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::faults::UnservedApi;
-use karmada_quota_e2e::webhook::{Rb, base64, create, expect_admitted, quota};
-use karmada_quota_e2e::{Env, TestNs, accepts, apply_json, http_get, wait_for};
+use karmada_quota_e2e::webhook::{Rb, create, expect_admitted, quota};
+use karmada_quota_e2e::{
+    Env, TestNs, accepts, apply_json, base64, http_get, replace_quota_status, wait_for,
+};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -72,6 +74,7 @@ fn usage_complete(q: &KarmadaQuota) -> Option<(&str, &str, &str)> {
 // ---------------------------------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn an_unresolvable_count_keeps_its_last_known_used_and_says_why_until_discovery_recovers()
 -> Result<()> {
     let env = Env::get().await?;
@@ -168,7 +171,7 @@ async fn set_token(client: &Client, name: &str, token: &str) -> Result<()> {
         .patch(
             name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"token": base64(token.as_bytes())}})),
+            &Patch::Merge(json!({"data": {"token": base64::encode(token.as_bytes())}})),
         )
         .await
         .with_context(|| format!("patching Secret {CLUSTER_SECRET_NAMESPACE}/{name}"))?;
@@ -176,6 +179,7 @@ async fn set_token(client: &Client, name: &str, token: &str) -> Result<()> {
 }
 
 #[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_member_secret_change_restarts_its_watch_and_an_unreachable_member_never_lowers_used()
 -> Result<()> {
     let env = Env::get().await?;
@@ -286,6 +290,7 @@ async fn a_member_secret_change_restarts_its_watch_and_an_unreachable_member_nev
 // ---------------------------------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_missing_lease_namespace_is_one_clear_line_and_not_ready_until_it_exists() -> Result<()> {
     let env = Env::get().await?;
     let client = env.client()?;

@@ -10,10 +10,10 @@ use axum::routing::post;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use karmada_quota_e2e::controller::{Controller, wait_quota};
 use karmada_quota_e2e::webhook::{
-    Outcome, Rb, Registration, Webhook, WebhookBuilder, WebhookTls, create, expect_admitted,
-    metric_sum, quota, quota_usage, seed_used, wait_until_status_seen,
+    Outcome, Rb, Registration, Webhook, WebhookBuilder, WebhookTls, create, expect_admitted, quota,
+    quota_usage, seed_used, wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, TestNs, accepts, free_port, wait_for};
+use karmada_quota_e2e::{Env, TestNs, accepts, free_port, metric_sum, wait_for};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -84,6 +84,7 @@ fn is_quota_denial(outcome: &Outcome) -> bool {
 /// it: exactly 3 are admitted. Once the controller starts, `used` is 3 and the entries are
 /// gone (observed ones folded into used).
 #[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
     let s = Setup::new(
         "controller_outage",
@@ -163,6 +164,7 @@ async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
 /// exists`. That entry must not pin usage until its TTL (10 minutes in this fixture): the
 /// controller sees the name served by another uid and drops it at its next write.
 #[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
     let s = Setup::new("duplicate_create", Webhook::builder()).await?;
     let (c, ns) = (&s.client, s.ns());
@@ -182,12 +184,30 @@ async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
             })
         }
     };
-    wait_quota(c, ns, "q", "used 0, no entries", Duration::from_secs(30), synced("0")).await?;
+    wait_quota(
+        c,
+        ns,
+        "q",
+        "used 0, no entries",
+        Duration::from_secs(30),
+        synced("0"),
+    )
+    .await?;
 
     step("[Create] web-deployment (1 × 1 cpu): admitted, folded into used");
-    let web = Rb::deployment("web-deployment", 1).request("cpu", "1").json(ns);
+    let web = Rb::deployment("web-deployment", 1)
+        .request("cpu", "1")
+        .json(ns);
     expect_admitted(create(c, &web).await?)?;
-    wait_quota(c, ns, "q", "used 1, no entries", Duration::from_secs(30), synced("1")).await?;
+    wait_quota(
+        c,
+        ns,
+        "q",
+        "used 1, no entries",
+        Duration::from_secs(30),
+        synced("1"),
+    )
+    .await?;
 
     step("[Create] web-deployment again: the webhook admits it, the apiserver says AlreadyExists");
     let outcome = create(c, &web).await?;
@@ -200,10 +220,20 @@ async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
     }
 
     step("[Get] the duplicate's entry is gone within seconds; used stays 1");
-    wait_quota(c, ns, "q", "used 1, no entries", Duration::from_secs(15), synced("1")).await?;
+    wait_quota(
+        c,
+        ns,
+        "q",
+        "used 1, no entries",
+        Duration::from_secs(15),
+        synced("1"),
+    )
+    .await?;
 
     step("[Create] a second 1-cpu binding fits (nothing pinned by the duplicate)");
-    let api = Rb::deployment("api-deployment", 1).request("cpu", "1").json(ns);
+    let api = Rb::deployment("api-deployment", 1)
+        .request("cpu", "1")
+        .json(ns);
     expect_admitted(create(c, &api).await?)?;
 
     drop(ctl);
@@ -307,6 +337,7 @@ impl StatusRefuser {
 /// a-cpu is rolled back — left there, it would pin 1 cpu (and cause false denials) until
 /// a controller expired it.
 #[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> Result<()> {
     let s = Setup::new("refused_second_quota", Webhook::builder()).await?;
     let (c, ns) = (&s.client, s.ns());

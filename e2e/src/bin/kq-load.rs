@@ -24,11 +24,10 @@ use axum::Json;
 use axum::body::Bytes;
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
-use karmada_quota_e2e::http_get_ok;
 use karmada_quota_e2e::webhook::{
-    Rb, binding_review, create_with, metric_sum, post_review, review_client, seed_used,
-    wait_until_status_seen,
+    Rb, binding_review, create_with, post_review, review_client, seed_used, wait_until_status_seen,
 };
+use karmada_quota_e2e::{http_get_ok, metric_sum};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Serialize;
