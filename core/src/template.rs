@@ -166,7 +166,7 @@ fn pod_spec_path(api_version: &str, kind: &str) -> Option<&'static str> {
 impl Template {
     /// What Karmada's detector would put in the binding of this template: the resource
     /// reference, and for a workload its replicas and per-replica requirements. No
-    /// placement and no clusters (see `crate::policy`).
+    /// placement and no clusters (a policy adds those).
     pub fn binding(&self) -> Result<ResourceBindingSpec, TemplateError> {
         let resource = ObjectReference {
             api_version: self.api_version.clone(),

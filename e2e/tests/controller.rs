@@ -1,4 +1,4 @@
-//! The controller against a real apiserver with two member apiservers (issue 5, e2e 1–7).
+//! The controller against a real apiserver with two member apiservers.
 //!
 //! Every test runs its own `karmada-quota-controller` for its own namespace
 //! (`--namespace`) with its own Lease, so tests run in parallel on one control plane.

@@ -1,4 +1,4 @@
-//! The admission webhook against a real apiserver (issue 4, e2e 1–12): each test starts
+//! The admission webhook against a real apiserver: each test starts
 //! its own `karmada-quota-webhook`, registers it for its own namespace(s) only, and drives
 //! ResourceBindings and KarmadaQuotas through the apiserver exactly as Karmada would.
 //!

@@ -1,5 +1,5 @@
 //! The two KarmadaQuota API calls a status writer makes, behind a trait so that tests run
-//! against [`crate::fake::FakeStore`].
+//! against an in-memory store (the crate's `fake` module).
 
 use futures::future::BoxFuture;
 use karmada_quota_crds::KarmadaQuota;

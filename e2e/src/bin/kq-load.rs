@@ -1,4 +1,4 @@
-//! `kq-load`: the load tool behind `bench/` (issue 4, benchmarks P1 and P2).
+//! `kq-load`: the load tool behind `bench/`.
 //!
 //! ```text
 //!  creates       N ResourceBinding creates through the apiserver, C at a time   (P1)
