@@ -44,6 +44,7 @@ mod metrics;
 mod ns;
 pub mod proxy;
 mod quota_status;
+pub mod setup;
 mod wait;
 pub mod webhook;
 

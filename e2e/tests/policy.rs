@@ -5,46 +5,28 @@
 use std::process::Output;
 
 use anyhow::{Context, Result, ensure};
-use karmada_quota_e2e::webhook::{Registration, Webhook, WebhookBuilder, quota, seed_used};
-use karmada_quota_e2e::{Env, TestNs, accepts};
-use kube::Client;
-
-fn step(s: &str) {
-    eprintln!("{s}");
-}
+use karmada_quota_e2e::accepts;
+use karmada_quota_e2e::setup::{WebhookSetup, step};
+use karmada_quota_e2e::webhook::{Webhook, WebhookBuilder, quota, seed_used};
 
 /// One namespace routed to one webhook started by `builder`, with a KarmadaQuota
 /// `compute` of 2 cpu of which 1 is used.
 struct Setup {
-    env: &'static Env,
-    client: Client,
-    ns: TestNs,
-    _webhook: Webhook,
-    registration: Registration,
+    inner: WebhookSetup,
 }
 
 impl Setup {
     async fn new(test: &str, builder: WebhookBuilder) -> Result<Setup> {
-        let env = Env::get().await?;
-        let client = env.client()?;
-        let ns = TestNs::new(&client, test).await?;
-        let webhook = builder.start(env).await?;
-        let registration =
-            Registration::register(&client, &webhook.url(), &[ns.name()], &[&webhook]).await?;
+        let inner = WebhookSetup::with_webhook(test, builder).await?;
+        let (c, ns) = (&inner.client, inner.ns());
         step("[Create] KarmadaQuota compute: requests.cpu=2, status.used 1");
-        accepts(
-            &client,
-            &quota(ns.name(), "compute", &[("requests.cpu", "2")]),
-        )
-        .await?;
-        seed_used(&client, ns.name(), "compute", &[("requests.cpu", "1")]).await?;
-        Ok(Setup {
-            env,
-            client,
-            ns,
-            _webhook: webhook,
-            registration,
-        })
+        accepts(c, &quota(ns, "compute", &[("requests.cpu", "2")])).await?;
+        seed_used(c, ns, "compute", &[("requests.cpu", "1")]).await?;
+        Ok(Setup { inner })
+    }
+
+    fn ns(&self) -> &str {
+        self.inner.ns()
     }
 
     /// `kubectl apply -f -` of `yaml`: the whole output (warnings are on stderr).
@@ -52,7 +34,7 @@ impl Setup {
         use tokio::io::AsyncWriteExt;
         let mut child = tokio::process::Command::new("kubectl")
             .arg("--kubeconfig")
-            .arg(self.env.kubeconfig())
+            .arg(self.inner.env.kubeconfig())
             .args(["apply", "-f", "-"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -68,20 +50,19 @@ impl Setup {
     fn deployment(&self, name: &str, replicas: u32) -> String {
         format!(
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      containers: [{{name: c, image: none, resources: {{requests: {{cpu: '1'}}}}}}]\n",
-            ns = self.ns.name()
+            ns = self.ns()
         )
     }
 
     fn policy(&self, name: &str, template: &str) -> String {
         format!(
             "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: {template}}}]\n  placement: {{replicaScheduling: {{replicaSchedulingType: Divided}}}}\n",
-            ns = self.ns.name()
+            ns = self.ns()
         )
     }
 
     async fn teardown(self) -> Result<()> {
-        self.registration.cleanup().await?;
-        self.ns.delete(&self.client).await
+        self.inner.teardown().await
     }
 }
 
@@ -97,7 +78,7 @@ fn text(o: &Output) -> String {
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_policy_that_would_exceed_a_quota_is_admitted_with_a_warning() -> Result<()> {
     let s = Setup::new("policy_warn", Webhook::builder()).await?;
-    let n = s.ns.name();
+    let n = s.ns();
 
     step("[Create] Deployments small (1 × 1 cpu) and big (2 × 1 cpu): templates only");
     let o = s
@@ -138,7 +119,7 @@ async fn with_deny_enforcement_a_policy_that_would_exceed_is_refused() -> Result
         Webhook::builder().arg("--policy-enforcement=deny"),
     )
     .await?;
-    let n = s.ns.name();
+    let n = s.ns();
     let o = s.apply(&s.deployment("big", 2)).await?;
     ensure!(o.status.success(), "{}", text(&o));
 
@@ -153,6 +134,7 @@ async fn with_deny_enforcement_a_policy_that_would_exceed_is_refused() -> Result
         "{out}"
     );
     let stored = s
+        .inner
         .env
         .kubectl(&["get", "propagationpolicies", "-n", n, "-o", "name"])
         .await?;

@@ -9,70 +9,18 @@ use axum::Json;
 use axum::routing::post;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use karmada_quota_e2e::controller::{Controller, wait_quota};
+use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
 use karmada_quota_e2e::webhook::{
-    Outcome, Rb, Registration, Webhook, WebhookBuilder, WebhookTls, create, expect_admitted, quota,
-    quota_usage, seed_used, wait_until_status_seen,
+    Outcome, Rb, Webhook, WebhookTls, create, expect_admitted, quota, quota_usage, seed_used,
+    wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, TestNs, accepts, free_port, metric_sum, wait_for};
+use karmada_quota_e2e::{Env, accepts, free_port, metric_sum, wait_for};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-fn step(s: &str) {
-    eprintln!("{s}");
-}
-
-/// One namespace routed to one webhook started by `builder`.
-struct Setup {
-    env: &'static Env,
-    client: Client,
-    ns: TestNs,
-    webhook: Webhook,
-    registration: Registration,
-}
-
-impl Setup {
-    async fn new(test: &str, builder: WebhookBuilder) -> Result<Setup> {
-        let env = Env::get().await?;
-        let client = env.client()?;
-        let ns = TestNs::new(&client, test).await?;
-        let webhook = builder.start(env).await?;
-        let registration =
-            Registration::register(&client, &webhook.url(), &[ns.name()], &[&webhook]).await?;
-        step(&format!(
-            "[Setup] webhook {} registered for {}",
-            webhook.url(),
-            ns.name()
-        ));
-        Ok(Setup {
-            env,
-            client,
-            ns,
-            webhook,
-            registration,
-        })
-    }
-
-    fn ns(&self) -> &str {
-        self.ns.name()
-    }
-
-    async fn teardown(self) -> Result<()> {
-        self.registration.cleanup().await?;
-        self.ns.delete(&self.client).await?;
-        drop(self.webhook);
-        Ok(())
-    }
-}
-
-/// Creates a quota and seeds `status.used` to zero for each of its hard names (what the
-/// controller writes when it first syncs an empty namespace).
-async fn synced_quota(c: &Client, ns: &str, name: &str, hard: &[(&str, &str)]) -> Result<()> {
-    accepts(c, &quota(ns, name, hard)).await?;
-    let zeros: Vec<(&str, &str)> = hard.iter().map(|(k, _)| (*k, "0")).collect();
-    seed_used(c, ns, name, &zeros).await?;
-    Ok(())
-}
+/// One namespace routed to one webhook.
+type Setup = WebhookSetup;
 
 fn is_quota_denial(outcome: &Outcome) -> bool {
     matches!(outcome, Err(s) if s.code == 403 && s.message.contains("exceeded quota: q,"))
@@ -86,7 +34,7 @@ fn is_quota_denial(outcome: &Outcome) -> bool {
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
-    let s = Setup::new(
+    let s = Setup::with_webhook(
         "controller_outage",
         Webhook::builder().arg("--reservation-ttl=2s"),
     )
@@ -166,7 +114,7 @@ async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
-    let s = Setup::new("duplicate_create", Webhook::builder()).await?;
+    let s = Setup::new("duplicate_create").await?;
     let (c, ns) = (&s.client, s.ns());
     let ctl = Controller::builder()
         .namespace(ns)
@@ -339,7 +287,7 @@ impl StatusRefuser {
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> Result<()> {
-    let s = Setup::new("refused_second_quota", Webhook::builder()).await?;
+    let s = Setup::new("refused_second_quota").await?;
     let (c, ns) = (&s.client, s.ns());
 
     step("[Create] KarmadaQuota a-cpu: requests.cpu=2; b-pods: pods=10 (both synced)");

@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use futures::StreamExt;
 use karmada_quota_e2e::proxy::TcpProxy;
+use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
 use karmada_quota_e2e::webhook::{
-    Outcome, READY_TIMEOUT, Rb, Registration, Webhook, WebhookBuilder, WebhookTls, binding_denied,
-    binding_review, bindings, cert_fingerprint, create, expect_admitted, expect_refused,
-    post_review, quota, quota_denied, quota_scoped, quota_usage, review_client, seed_used,
-    served_fingerprint, update, wait_until_dry_run_refused, wait_until_status_seen,
+    Outcome, READY_TIMEOUT, Rb, Registration, Webhook, WebhookTls, binding_denied, binding_review,
+    bindings, cert_fingerprint, create, expect_admitted, expect_refused, post_review, quota,
+    quota_denied, quota_scoped, quota_usage, review_client, seed_used, served_fingerprint, update,
+    wait_until_dry_run_refused, wait_until_status_seen,
 };
 use karmada_quota_e2e::{Env, TestNs, accepts, wait_for};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -27,80 +28,8 @@ use kube::discovery::ApiResource;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-fn step(s: &str) {
-    eprintln!("{s}");
-}
-
 /// A test's namespaces, its webhook and the registration that routes them to it.
-struct Setup {
-    client: Client,
-    namespaces: Vec<TestNs>,
-    webhook: Webhook,
-    registration: Registration,
-}
-
-impl Setup {
-    /// One namespace, one webhook.
-    async fn new(test: &str) -> Result<Setup> {
-        Self::with_namespaces(test, 1).await
-    }
-
-    /// `n` namespaces sharing one webhook and one registration.
-    async fn with_namespaces(test: &str, n: usize) -> Result<Setup> {
-        Self::start(test, n, Webhook::builder()).await
-    }
-
-    /// One namespace, one webhook started by `builder` (extra flags).
-    async fn with_webhook(test: &str, builder: WebhookBuilder) -> Result<Setup> {
-        Self::start(test, 1, builder).await
-    }
-
-    async fn start(test: &str, n: usize, builder: WebhookBuilder) -> Result<Setup> {
-        let env = Env::get().await?;
-        let client = env.client()?;
-        let mut namespaces = Vec::with_capacity(n);
-        for _ in 0..n {
-            namespaces.push(TestNs::new(&client, test).await?);
-        }
-        let webhook = builder.start(env).await?;
-        let names: Vec<&str> = namespaces.iter().map(TestNs::name).collect();
-        let registration =
-            Registration::register(&client, &webhook.url(), &names, &[&webhook]).await?;
-        step(&format!(
-            "[Setup] webhook {} registered as {} for {}",
-            webhook.url(),
-            registration.name(),
-            names.join(", ")
-        ));
-        Ok(Setup {
-            client,
-            namespaces,
-            webhook,
-            registration,
-        })
-    }
-
-    fn ns(&self) -> &str {
-        self.namespaces[0].name()
-    }
-
-    async fn teardown(self) -> Result<()> {
-        self.registration.cleanup().await?;
-        for ns in self.namespaces {
-            ns.delete(&self.client).await?;
-        }
-        drop(self.webhook);
-        Ok(())
-    }
-}
-
-/// Creates a quota and seeds `status.used` to zero for each of its hard names.
-async fn synced_quota(c: &Client, ns: &str, name: &str, hard: &[(&str, &str)]) -> Result<()> {
-    accepts(c, &quota(ns, name, hard)).await?;
-    let zeros: Vec<(&str, &str)> = hard.iter().map(|(k, _)| (*k, "0")).collect();
-    seed_used(c, ns, name, &zeros).await?;
-    Ok(())
-}
+type Setup = WebhookSetup;
 
 fn reserved(entry: &karmada_quota_crds::quota::Reservation) -> BTreeMap<String, String> {
     entry
