@@ -262,20 +262,20 @@ where
 /// allow for a review of another kind). Pure: no cache, no clock, no I/O.
 pub fn decode_binding_review(
     body: &[u8],
-) -> Result<AdmissionRequest<ResourceBinding>, AdmissionResponse> {
+) -> Result<Box<AdmissionRequest<ResourceBinding>>, Box<AdmissionResponse>> {
     match decode::<ResourceBinding>(body, RESOURCEBINDING_PATH, &BINDING) {
-        Decoded::Request(r) => Ok(*r),
-        Decoded::Answer(a) => Err(a.response),
+        Decoded::Request(r) => Ok(r),
+        Decoded::Answer(a) => Err(Box::new(a.response)),
     }
 }
 
 /// The KarmadaQuota review in `body`, like [`decode_binding_review`].
 pub fn decode_quota_review(
     body: &[u8],
-) -> Result<AdmissionRequest<KarmadaQuota>, AdmissionResponse> {
+) -> Result<Box<AdmissionRequest<KarmadaQuota>>, Box<AdmissionResponse>> {
     match decode::<KarmadaQuota>(body, KARMADAQUOTA_PATH, &QUOTA) {
-        Decoded::Request(r) => Ok(*r),
-        Decoded::Answer(a) => Err(a.response),
+        Decoded::Request(r) => Ok(r),
+        Decoded::Answer(a) => Err(Box::new(a.response)),
     }
 }
 
