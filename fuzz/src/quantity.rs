@@ -3,7 +3,9 @@
 //! Laws, for every input `s` that parses to `q`:
 //! - the magnitude is within the cap (|q| ≤ 2⁶³−1 units);
 //! - the printed form `p = q.to_string()` parses back to the same value (parse∘format is
-//!   the identity on values) and prints as `p` again (the canonical form is a fixed point);
+//!   the identity on values) and prints as `p` again in `q`'s format (the canonical form
+//!   is a fixed point; read back without its format, a BinarySI value that is no multiple
+//!   of 1024 becomes DecimalSI, as in Kubernetes, and is a fixed point from then on);
 //! - `FromStr` and a JSON string deserialize to the same value, and serializing gives `p`.
 //!
 //! For input that does not parse, a JSON string of it is refused too (unless only
@@ -50,10 +52,21 @@ pub fn run(data: &[u8]) {
         q.nanos(),
         "{s:?} prints as {printed:?}, which parses to another value"
     );
+    // The printed form is canonical for the format it was printed in. Read back, a BinarySI
+    // value that is no multiple of 1024 (`2.9296875Ki` prints `3000`) is DecimalSI and
+    // prints as `3k`, exactly like Kubernetes; from there on printing is a fixed point.
     assert_eq!(
-        again.to_string(),
+        again.with_format(q.format()).to_string(),
         printed,
-        "{s:?}: the canonical form {printed:?} is not a fixed point"
+        "{s:?}: the canonical form {printed:?} is not a fixed point in its format"
+    );
+    let reprinted = again.to_string();
+    let third = Quantity::parse(&reprinted)
+        .unwrap_or_else(|e| panic!("{s:?} prints as {reprinted:?}, which does not parse: {e}"));
+    assert_eq!(
+        third.to_string(),
+        reprinted,
+        "{s:?}: printing is not a fixed point after one round trip"
     );
     assert_eq!(
         s.parse::<Quantity>().map(|p| p.nanos()),
@@ -106,6 +119,9 @@ mod tests {
             " 1",
             "1 ",
             "\u{e9}",
+            // Found by AFL++: BinarySI, whole, no multiple of 1024, a multiple of 1000.
+            "337337922203687.5Ki",
+            "2.9296875Ki",
         ] {
             run(s.as_bytes());
         }
