@@ -1,6 +1,7 @@
 //! `quota_status`: a whole KarmadaQuota as JSON, as the webhook's cache and the controller
 //! read it from the API (status written by this or an older version, or edited by hand),
-//! through `crds::convert::quota_state` and the ledger's effective usage.
+//! through `crds::convert::quota_state` (its `parse_status` is the one parse of a stored
+//! status both binaries use) and the ledger's effective usage.
 //!
 //! Laws, for an object that decodes:
 //! - what is written back (encoded) reads back and encodes the same (a fixed point);
@@ -8,7 +9,7 @@
 //!   non-empty, every entry is kept in order, no value is negative (a negative entry
 //!   would lower effective usage: an over-commit), and every value and entry survives
 //!   the way back to the API (`list_to_api`, `reservation_to_api`) unchanged;
-//! - effective usage is at least `used`, name by name;
+//! - effective usage is `used` + Σ entries (lapsed ones included), so at least `used`;
 //! - when it refuses: every error names a `spec.…` or `status.…` field.
 
 use karmada_quota_core::ResourceList;
@@ -74,14 +75,21 @@ pub fn run(data: &[u8]) {
             "entry {i} changes on its way back"
         );
     }
-    for now in [i64::MIN, 0, i64::MAX] {
-        let effective = effective_usage(&used, &state.reservations, now, None);
-        for (name, q) in used.iter() {
-            assert!(
-                effective.get_or_zero(name) >= *q,
-                "effective {name} below used at {now}"
-            );
-        }
+    // Every entry counts, expired or not, until the controller removes it.
+    let effective = effective_usage(&used, &state.reservations, None);
+    let mut expected = used.clone();
+    for entry in &state.reservations {
+        expected.add_assign(&entry.reserved);
+    }
+    assert_eq!(
+        effective, expected,
+        "effective usage is not used + Σ entries"
+    );
+    for (name, q) in used.iter() {
+        assert!(
+            effective.get_or_zero(name) >= *q,
+            "effective {name} below used"
+        );
     }
 }
 
