@@ -1,5 +1,5 @@
 # The README's commands. Each target is a script under hack/ so it also runs without make.
-.PHONY: demo test crds fmt lint bench image
+.PHONY: demo test crds fmt lint bench image fuzz
 
 demo: ## Local control plane + webhook + controller + samples; Ctrl-C stops it all
 	bash hack/demo.sh
@@ -23,3 +23,6 @@ lint:
 
 bench: ## Engine micro-benchmarks (criterion)
 	cargo bench -p karmada-quota-core
+
+fuzz: ## Coverage-guided fuzzing of every parser, FUZZ_SECONDS per target (installs cargo-afl)
+	bash hack/fuzz.sh

@@ -1054,6 +1054,29 @@ mod tests {
 
     /// The examples of the design doc and the task.
     #[test]
+    fn binary_values_off_1024_print_plain_and_read_back_as_decimal() {
+        // Kubernetes: ParseQuantity("2.9296875Ki").String() == "3000", which reads back as
+        // DecimalSI and prints "3k". Found by the quantity fuzz target's fixed-point law.
+        for (binary, plain, decimal) in [
+            ("2.9296875Ki", "3000", "3k"),
+            (
+                "337337922203687.5Ki",
+                "345434032336576000",
+                "345434032336576k",
+            ),
+        ] {
+            let q = p(binary);
+            assert_eq!(q.format(), Format::BinarySI);
+            assert_eq!(q.to_string(), plain);
+            let back = p(plain);
+            assert_eq!(back, q);
+            assert_eq!(back.format(), Format::DecimalSI);
+            assert_eq!(back.to_string(), decimal);
+            assert_eq!(p(decimal).to_string(), decimal);
+        }
+    }
+
+    #[test]
     fn prints_design_examples() {
         #[rustfmt::skip]
         let table = [

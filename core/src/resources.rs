@@ -188,9 +188,11 @@ fn is_compute(name: &str) -> bool {
     COMPUTE.contains(&name) || is_hugepages(name)
 }
 
+/// `hugepages-<size>`; a size with a `/` is no page size (a pod cannot request it), so such a
+/// name is an extended resource like any other qualified name.
 fn is_hugepages(name: &str) -> bool {
     name.strip_prefix(HUGEPAGES_PREFIX)
-        .is_some_and(|size| !size.is_empty())
+        .is_some_and(|size| !size.is_empty() && !size.contains('/'))
 }
 
 /// A fully qualified extended resource name as a pod requests it (`nvidia.com/gpu`): a
@@ -597,6 +599,17 @@ mod tests {
         for (name, kind) in table {
             assert_eq!(classify(name), Ok(kind), "{name}");
         }
+    }
+
+    #[test]
+    fn hugepages_with_a_slash_is_an_extended_name_not_compute() {
+        // Found by the resource_name fuzz target: it classified as Compute (bare name means
+        // the request) while counting as an integer extended resource.
+        assert_eq!(classify("hugepages-a/b"), Ok(NameKind::BareExtended));
+        assert_eq!(classify("requests.hugepages-a/b"), Ok(NameKind::Requests));
+        assert!(is_integer_resource("hugepages-a/b"));
+        let expanded = expand_request(&mk_list(&[("hugepages-a/b", "1")]));
+        assert_eq!(expanded, mk_list(&[("requests.hugepages-a/b", "1")]));
     }
 
     #[test]

@@ -123,9 +123,21 @@ fn missing_requests(per_replica: &ResourceList) -> Vec<&'static str> {
         .collect()
 }
 
-/// `expand_request(per_replica) + pods=1`: what one replica is charged.
+/// `expand_request(per_replica) + pods=1`: what one replica is charged. A negative
+/// request (the API server's pod validation never lets one through, but a ResourceBinding
+/// written by hand may carry one) is charged as zero: a binding never lowers usage.
 fn charge_per_replica(per_replica: &ResourceList) -> ResourceList {
-    let mut out = expand_request(per_replica);
+    let clamped;
+    let request = if per_replica.iter().any(|(_, q)| q.is_negative()) {
+        clamped = per_replica
+            .iter()
+            .map(|(name, q)| (name.to_owned(), q.max(&Quantity::ZERO).to_owned()))
+            .collect();
+        &clamped
+    } else {
+        per_replica
+    };
+    let mut out = expand_request(request);
     out.insert(PODS, one());
     out
 }
@@ -730,6 +742,31 @@ mod tests {
         // A non-workload has no class: NotIn matches it, Exists does not.
         assert!(charge.scoped(&mk_scope("NotIn", &["batch"])).is_some());
         assert!(charge.scoped(&mk_scope("Exists", &[])).is_none());
+    }
+
+    #[test]
+    fn negative_requests_are_charged_as_zero() {
+        // Found by the admission fuzz target: a hand-written binding asking for -2 cpu per
+        // replica lowered the namespace's usage by 10 cpu.
+        let charge = mk_charge(&mk_deployment(
+            5,
+            &[
+                ("cpu", "-2"),
+                ("requests.memory", "-1Gi"),
+                ("memory", "1Gi"),
+                ("nvidia.com/gpu", "1"),
+            ],
+            "",
+            &[("m1", 3), ("m2", 2)],
+        ));
+        let usage = charge.scoped(&ScopeSelector::default()).expect("matches");
+        assert_eq!(usage.total.get("cpu"), Some(&q("0")));
+        assert_eq!(usage.total.get("requests.cpu"), Some(&q("0")));
+        // The explicit -1Gi does not take away from the 1Gi of `memory`.
+        assert_eq!(usage.total.get("requests.memory"), Some(&q("5Gi")));
+        assert_eq!(usage.total.get("requests.nvidia.com/gpu"), Some(&q("5")));
+        assert_eq!(usage.total.get("pods"), Some(&q("5")));
+        assert_eq!(cluster(&usage, "m1").get("requests.cpu"), Some(&q("0")));
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub fn parse_status(status: Option<&KarmadaQuotaStatus>) -> StoredStatus {
         return out;
     };
     if !st.used.is_empty() {
-        match list_from_api(&st.used, "status.used") {
+        match usage_from_api(&st.used, "status.used") {
             Ok(l) => out.used = Some(l),
             Err(e) => out.errors.push(e),
         }
@@ -107,6 +107,24 @@ pub fn list_from_api(
     Ok(ResourceList(out))
 }
 
+/// Parse a usage map of the status (`used`, an entry's `reserved`): like [`list_from_api`],
+/// and no value may be negative — this project never writes one, and a negative value
+/// would lower effective usage (an over-commit), so it is an error naming `field[resource]`.
+fn usage_from_api(
+    map: &BTreeMap<String, ApiQuantity>,
+    field: &str,
+) -> Result<ResourceList, FieldError> {
+    let list = list_from_api(map, field)?;
+    match list.0.keys().find(|name| list.0[*name].is_negative()) {
+        Some(name) => Err(FieldError::invalid(
+            format!("{field}[{name}]"),
+            map.get(name).map_or("", |q| q.0.as_str()),
+            "must be greater than or equal to 0",
+        )),
+        None => Ok(list),
+    }
+}
+
 /// Render a resource list with canonical quantity strings.
 pub fn list_to_api(list: &ResourceList) -> BTreeMap<String, ApiQuantity> {
     list.0
@@ -125,7 +143,7 @@ pub fn reservation_from_api(r: &Reservation, field: &str) -> Result<cq::Reservat
             uid: r.reserved_by.uid.clone(),
         },
         generation: r.generation,
-        reserved: list_from_api(&r.reserved, &format!("{field}.reserved"))?,
+        reserved: usage_from_api(&r.reserved, &format!("{field}.reserved"))?,
         expiration_time: r.expiration_time.0.as_second(),
     })
 }
@@ -228,6 +246,40 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "status.used[pods]");
         assert!(errs[0].message.contains("\"lots\""), "{}", errs[0].message);
+    }
+
+    #[test]
+    fn negative_status_values_are_errors_naming_the_field() {
+        // Found by the quota_status fuzz target: a hand-edited `-1` was accepted, and a
+        // negative entry lowers effective usage.
+        let q: KarmadaQuota = serde_json::from_value(serde_json::json!({
+            "apiVersion": "quota.karmada.io/v1alpha1",
+            "kind": "KarmadaQuota",
+            "metadata": {"name": "q", "namespace": "team-a"},
+            "spec": {"hard": {"pods": "10", "requests.cpu": "4"}},
+            "status": {
+                "used": {"pods": "-1", "requests.cpu": "1"},
+                "reservations": [{
+                    "reservedBy": {"apiVersion": "work.karmada.io/v1alpha2",
+                                   "kind": "ResourceBinding", "name": "b", "uid": "u"},
+                    "generation": 1,
+                    "reserved": {"requests.cpu": "-100m"},
+                    "expirationTime": "2026-11-23T11:00:00Z"
+                }]
+            }
+        }))
+        .unwrap();
+        let errs = quota_state(&q).unwrap_err();
+        let fields: Vec<_> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "status.used[pods]",
+                "status.reservations[0].reserved[requests.cpu]"
+            ]
+        );
+        assert!(errs[0].message.contains("\"-1\""), "{}", errs[0].message);
+        assert!(errs[1].message.contains("greater than or equal to 0"));
     }
 
     #[test]

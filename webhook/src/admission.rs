@@ -257,6 +257,28 @@ where
     }
 }
 
+/// The ResourceBinding review in `body` as the webhook reads it before it looks at any
+/// quota: the request, or the answer given without one (400 for a malformed review, an
+/// allow for a review of another kind). Pure: no cache, no clock, no I/O.
+pub fn decode_binding_review(
+    body: &[u8],
+) -> Result<Box<AdmissionRequest<ResourceBinding>>, Box<AdmissionResponse>> {
+    match decode::<ResourceBinding>(body, RESOURCEBINDING_PATH, &BINDING) {
+        Decoded::Request(r) => Ok(r),
+        Decoded::Answer(a) => Err(Box::new(a.response)),
+    }
+}
+
+/// The KarmadaQuota review in `body`, like [`decode_binding_review`].
+pub fn decode_quota_review(
+    body: &[u8],
+) -> Result<Box<AdmissionRequest<KarmadaQuota>>, Box<AdmissionResponse>> {
+    match decode::<KarmadaQuota>(body, KARMADAQUOTA_PATH, &QUOTA) {
+        Decoded::Request(r) => Ok(r),
+        Decoded::Answer(a) => Err(Box::new(a.response)),
+    }
+}
+
 fn decode_slow<T>(body: &[u8], path: &str, target: &Target) -> Decoded<T>
 where
     T: Resource + DeserializeOwned + Clone,

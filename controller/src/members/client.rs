@@ -49,6 +49,12 @@ pub fn config_from_secret(
             "Secret {secret_name}: {SECRET_TOKEN_KEY:?} is empty"
         )));
     }
+    // kube's client panics on a token that cannot be an Authorization header.
+    if axum::http::HeaderValue::from_str(&token).is_err() {
+        return Err(err(format!(
+            "Secret {secret_name}: {SECRET_TOKEN_KEY:?} holds control characters"
+        )));
+    }
     let uri = endpoint
         .parse()
         .map_err(|e| err(format!("invalid apiEndpoint {endpoint:?}: {e}")))?;
@@ -198,5 +204,11 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("apiEndpoint"), "{e}");
+        // Found by the member_secret fuzz target: kube's client panicked on it.
+        let control = secret(&[("token", b"abc\x00def")]);
+        let e = config_from_secret("m", "https://x:1", &control, true, Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"token\" holds control characters"), "{e}");
     }
 }
