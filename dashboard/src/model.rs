@@ -155,7 +155,8 @@ pub struct Condition {
     pub since: String,
 }
 
-/// An admission denial, as the webhook's event told it.
+/// A Warning event on the quota: an admission denial (reason `QuotaExceeded`), drift, an
+/// unreachable member…
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Denial {
@@ -165,6 +166,9 @@ pub struct Denial {
     pub message: String,
     /// How many times it repeated.
     pub count: u32,
+    /// The event's uid (a repeated event updates its entry), not shown.
+    #[serde(skip)]
+    pub uid: String,
 }
 
 /// How close a resource is to its limit.

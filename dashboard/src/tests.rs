@@ -65,6 +65,7 @@ pub(crate) fn snapshot() -> Snapshot {
             time: "2026-11-23T12:00:30Z".into(),
             message: "exceeded quota: gpus, requested: requests.nvidia.com/gpu=2 <script>".into(),
             count: 3,
+            uid: "e1".into(),
         }],
         error: None,
     };
