@@ -9,8 +9,8 @@
 //! ```
 //!
 //! The test checks the numbers the overview shows against the quota's status, sees a bar
-//! change without a reload when a binding is created (Server-Sent Events), sees a denial
-//! appear in the quota's feed, and saves a screenshot of each page under
+//! change without a reload when a binding is created (Server-Sent Events), sees the
+//! webhook's denial (its QuotaExceeded event on the quota) appear in the quota's feed, and saves a screenshot of each page under
 //! `<target>/tmp/dashboard-screenshots/` (and into `docs/img/` with `KQ_UPDATE_SCREENSHOTS=1`).
 //! chromium and chromedriver come from `hack/tools.sh install` (Debian packages).
 
@@ -20,14 +20,16 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
-use k8s_openapi::api::core::v1::{Event, Namespace, ObjectReference};
+use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_e2e::chart::tool;
 use karmada_quota_e2e::controller::{Controller, used_is, wait_quota, wait_synced};
-use karmada_quota_e2e::webhook::{Rb, create, expect_admitted, quota};
+use karmada_quota_e2e::webhook::{
+    Rb, Registration, Webhook, create, expect_admitted, quota, wait_until_status_seen,
+};
 use karmada_quota_e2e::{Env, TestNs, accepts, free_port, wait_for};
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 /// How long the page may take to follow a change (controller + one feed tick + SSE).
@@ -149,38 +151,6 @@ async fn screenshot(b: &Browser, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// A Warning event on the quota as the webhook's recorder would write a refusal.
-async fn denial_event(client: &Client, ns: &str, quota: &str, message: &str) -> Result<()> {
-    let now =
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
-    let ev = Event {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{quota}.")),
-            namespace: Some(ns.to_owned()),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("quota.karmada.io/v1alpha1".into()),
-            kind: Some("KarmadaQuota".into()),
-            name: Some(quota.to_owned()),
-            namespace: Some(ns.to_owned()),
-            ..Default::default()
-        },
-        reason: Some("QuotaExceeded".into()),
-        message: Some(message.to_owned()),
-        type_: Some("Warning".into()),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        count: Some(1),
-        ..Default::default()
-    };
-    Api::<Event>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &ev)
-        .await
-        .context("creating the denial event")?;
-    Ok(())
-}
-
 async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> Result<()> {
     step(
         "[Create] quotas compute (cpu, memory, pods), gpus (requests.nvidia.com/gpu), objects (pods)",
@@ -198,7 +168,7 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
         ),
     )
     .await?;
-    accepts(client, &quota(ns, "objects", &[("pods", "7")])).await?;
+    accepts(client, &quota(ns, "objects", &[("pods", "9")])).await?;
     accepts(
         client,
         &quota(
@@ -210,9 +180,18 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
     .await?;
     wait_synced(client, ns, "compute").await?;
     wait_synced(client, ns, "gpus").await?;
+    wait_synced(client, ns, "objects").await?;
+    wait_until_status_seen(
+        client,
+        &Rb::deployment("probe", 1)
+            .request("cpu", "1m")
+            .request("memory", "1Mi")
+            .json(ns),
+    )
+    .await?;
 
     step(
-        "[Create] bindings web (3 × 1 cpu, 2Gi) and train (3 × 1 cpu, 1 GPU), split over both members",
+        "[Create] bindings web (3 × 1 cpu, 2Gi) and train (3 × 1 cpu, 1Gi, 1 GPU), split over both members",
     );
     let web = Rb::deployment("web", 3)
         .request("cpu", "1")
@@ -221,6 +200,7 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
     expect_admitted(create(client, &web.json(ns)).await?)?;
     let train = Rb::deployment("train", 3)
         .request("cpu", "1")
+        .request("memory", "1Gi")
         .request("nvidia.com/gpu", "1")
         .clusters(&[("member1", 2), ("member2", 1)]);
     expect_admitted(create(client, &train.json(ns)).await?)?;
@@ -246,12 +226,7 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
     wait_text(b, &format!("{cpu} .v-hard"), "10").await?;
     wait_text(b, &format!("{cpu} .v-pct"), &percent(6.0, 0.0, 10.0)).await?;
     let pods = format!(r#"[data-row="{ns}/objects|pods"]"#);
-    wait_text(b, &format!("{pods} .v-pct"), &percent(6.0, 0.0, 7.0)).await?;
-    let class = b.find(Locator::Css(&pods)).await?.attr("class").await?;
-    ensure!(
-        class.as_deref() == Some("res level-warning"),
-        "6 of 7 pods is a warning: {class:?}"
-    );
+    wait_text(b, &format!("{pods} .v-pct"), &percent(6.0, 0.0, 9.0)).await?;
     let gpu = format!(r#"[data-row="{ns}/gpus|requests.nvidia.com/gpu"]"#);
     wait_text(b, &format!("{gpu} .v-used"), "3").await?;
     wait_text(b, &format!("{gpu} .v-pct"), "75%").await?;
@@ -271,6 +246,7 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
         .await?;
     let api = Rb::deployment("api", 2)
         .request("cpu", "1")
+        .request("memory", "1Gi")
         .clusters(&[("member2", 2)]);
     expect_admitted(create(client, &api.json(ns)).await?)?;
     wait_text(b, &format!("{cpu} .v-used"), "8").await?;
@@ -282,6 +258,12 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
         )
         .await?;
     ensure!(width == json!("80%"), "used bar width {width}");
+    wait_text(b, &format!("{pods} .v-pct"), &percent(8.0, 0.0, 9.0)).await?;
+    let class = b.find(Locator::Css(&pods)).await?.attr("class").await?;
+    ensure!(
+        class.as_deref() == Some("res level-warning"),
+        "8 of 9 pods is a warning: {class:?}"
+    );
     let marker = b.execute("return window.kqMarker || null;", vec![]).await?;
     ensure!(
         marker == json!("same page"),
@@ -307,7 +289,9 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
     b.execute("sessionStorage.clear(); return null;", vec![])
         .await?;
 
-    step("[Get] the quota page: placed vs observed per member, and a denial appears live");
+    step(
+        "[Get] the quota page: placed vs observed per member, and the webhook's denial appears live",
+    );
     b.goto(&format!("{dash}/quotas/{ns}/compute")).await?;
     // cpu: member1 web 2 + train 2; member2 web 1 + train 1 + api 2.
     wait_text(
@@ -324,12 +308,22 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
     .await?;
     b.execute("window.kqMarker = 'same page'; return null;", vec![])
         .await?;
-    let message = format!(
-        "exceeded quota: {ns}/compute, requested: requests.cpu=4, used: requests.cpu=8, limited: requests.cpu=10"
-    );
-    denial_event(client, ns, "compute", &message).await?;
-    let want = format!("QuotaExceeded: {message}");
-    wait_text(b, "#denials li .msg", &want).await?;
+    let burst = Rb::deployment("burst", 1)
+        .request("cpu", "3")
+        .request("memory", "1Gi")
+        .clusters(&[("member1", 1)]);
+    let refused = create(client, &burst.json(ns)).await?;
+    ensure!(refused.is_err(), "3 more cpu over 8 of 10 must be refused");
+    let feed = wait_for("the denial in the quota's feed", FOLLOW, || async move {
+        text_of(b, "#denials li .msg")
+            .await
+            .filter(|t| t.starts_with("QuotaExceeded: ") && t.contains("burst"))
+    })
+    .await
+    .with_context(
+        || "no QuotaExceeded event on the quota page (the webhook writes one per denial)",
+    )?;
+    step(&format!("    feed: {feed}"));
     let marker = b.execute("return window.kqMarker || null;", vec![]).await?;
     ensure!(marker == json!("same page"), "the quota page was reloaded");
     screenshot(b, "quota.png").await?;
@@ -359,6 +353,8 @@ async fn the_dashboard_shows_the_quota_status_and_follows_changes_live_in_a_brow
             &Patch::Merge(json!({"metadata": {"labels": {"karmada-quota.io/team": "ml"}}})),
         )
         .await?;
+    let webhook = Webhook::start(env).await?;
+    let registration = Registration::register(&client, &webhook.url(), &[&n], &[&webhook]).await?;
     let ctl = Controller::builder()
         .namespace(&n)
         .env_members(env)
@@ -375,6 +371,8 @@ async fn the_dashboard_shows_the_quota_status_and_follows_changes_live_in_a_brow
     let _ = std::fs::remove_dir_all(&profile);
     res?;
     drop(ctl);
+    registration.cleanup().await?;
+    drop(webhook);
     ns.delete(&client).await
 }
 
