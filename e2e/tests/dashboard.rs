@@ -338,6 +338,7 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
 }
 
 #[tokio::test]
+#[ignore = "needs the loopback control plane and hack/tools.sh's chromium: make test runs it"]
 async fn the_dashboard_shows_the_quota_status_and_follows_changes_live_in_a_browser() -> Result<()>
 {
     let env = Env::get().await?;
