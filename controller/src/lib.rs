@@ -22,6 +22,7 @@
 
 pub mod api;
 pub mod args;
+pub mod dashboard;
 pub mod desired;
 mod error;
 pub mod index;
@@ -151,6 +152,14 @@ pub async fn run_until(
     );
     watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics);
     let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics);
+    spawn_dashboard(
+        &args,
+        &client,
+        &views,
+        &member_registry,
+        &election.leader,
+        &stop,
+    );
     tokio::spawn(keep_readiness(
         index.clone(),
         election.lease_ok.clone(),
@@ -429,6 +438,46 @@ async fn shut_down(
             Err(_) => Err(Error::Admin("admin server did not stop in time".to_owned())),
         },
     }
+}
+
+/// The browser dashboard on `--dashboard-listen`, with the watches only it needs (team
+/// labels of namespaces, Warning events of quotas).
+fn spawn_dashboard(
+    args: &Args,
+    client: &Client,
+    views: &Views,
+    members: &MemberRegistry,
+    leader: &watch::Receiver<bool>,
+    stop: &Stop,
+) {
+    let sources = dashboard::Sources {
+        views: views.clone(),
+        members: members.clone(),
+        leader: leader.clone(),
+        teams: dashboard::Teams::default(),
+        warnings: dashboard::Warnings::default(),
+    };
+    let label = args.dashboard_team_label.trim().to_owned();
+    if !label.is_empty() {
+        tokio::spawn(dashboard::watch_teams(
+            client.clone(),
+            label.clone(),
+            sources.teams.clone(),
+        ));
+    }
+    tokio::spawn(dashboard::watch_warnings(
+        watches::scoped_api(client, args.watch_namespace()),
+        sources.warnings.clone(),
+    ));
+    dashboard::spawn(
+        args.dashboard_listen,
+        karmada_quota_dashboard::Settings {
+            stale_after: args.dashboard_stale_after,
+            team_label: label,
+        },
+        sources,
+        stop.rx.clone(),
+    );
 }
 
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {

@@ -31,7 +31,7 @@ use crate::triggers::Triggers;
 const UNPRICED_RETRY: Duration = Duration::from_secs(1);
 
 /// An `Api` over one namespace (`--namespace`) or all of them.
-fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+pub(crate) fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     K::DynamicType: Default,

@@ -447,10 +447,12 @@ impl ControllerBuilder {
                 LEASES.fetch_add(1, Ordering::Relaxed)
             )
         });
+        let dashboard_port = free_port()?;
         let mut b = Binary::builder(CONTROLLER_BIN)
             .arg("--kubeconfig")
             .arg(env.kubeconfig())
             .arg(format!("--admin-listen=127.0.0.1:{admin_port}"))
+            .arg(format!("--dashboard-listen=127.0.0.1:{dashboard_port}"))
             .arg(format!("--lease-name={lease_name}"))
             .arg(format!(
                 "--lease-namespace={}",
@@ -484,6 +486,7 @@ impl ControllerBuilder {
         Ok(Controller {
             binary,
             admin: SocketAddr::from(([127, 0, 0, 1], admin_port)),
+            dashboard: SocketAddr::from(([127, 0, 0, 1], dashboard_port)),
             lease_name,
         })
     }
@@ -494,6 +497,7 @@ impl ControllerBuilder {
 pub struct Controller {
     binary: Binary,
     admin: SocketAddr,
+    dashboard: SocketAddr,
     lease_name: String,
 }
 
@@ -511,6 +515,11 @@ impl Controller {
     /// `http://127.0.0.1:<admin port>`.
     pub fn admin_url(&self) -> String {
         format!("http://{}", self.admin)
+    }
+
+    /// `http://127.0.0.1:<dashboard port>` (the browser dashboard).
+    pub fn dashboard_url(&self) -> String {
+        format!("http://{}", self.dashboard)
     }
 
     /// The leader-election Lease's name.

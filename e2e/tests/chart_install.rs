@@ -339,6 +339,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     let webhook_port = free_port()?;
     let webhook_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
     let controller_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let controller_dashboard: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
 
     // One values file for both parts, as an admin would keep it.
     let values = json!({
@@ -545,6 +546,11 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(true, "update", "coordination.k8s.io", "leases", None, Some(lease)),
         Access::new(true, "create", "events.k8s.io", "events", None, Some(t)),
         Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
+        Access::new(true, "list", "", "events", None, None),
+        Access::new(true, "watch", "", "events", None, None),
+        Access::new(true, "list", "", "namespaces", None, None),
+        Access::new(true, "watch", "", "namespaces", None, None),
+        Access::new(false, "get", "", "namespaces", None, None),
         Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
         Access::new(false, "create", "work.karmada.io", "resourcebindings", None, Some(t)),
         Access::new(false, "list", "", "secrets", None, Some("karmada-cluster")),
@@ -591,7 +597,10 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         &host_ns,
         &format!("{fullname}-controller"),
         &work.join("controller"),
-        &[("--admin-listen", controller_admin.to_string())],
+        &[
+            ("--admin-listen", controller_admin.to_string()),
+            ("--dashboard-listen", controller_dashboard.to_string()),
+        ],
     )
     .await?;
     let webhook = start(env, &webhook_spec, webhook_admin).await?;

@@ -362,6 +362,7 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     ));
     say(&format!("            log {}", webhook_log.display()));
     let admin = controller.admin_url();
+    say(&format!("dashboard   {}/", controller.dashboard_url()));
     say(&format!(
         "controller  metrics {admin}/metrics, readiness {admin}/readyz, JSON view {admin}/api/v1/quotas"
     ));

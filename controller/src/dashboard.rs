@@ -1,0 +1,447 @@
+//! Feeds the browser dashboard (the `karmada-quota-dashboard` crate): maps the computed
+//! views, the member registry, the namespaces' team labels and the quotas' Warning events
+//! into the dashboard's own [`Snapshot`], and serves it on `--dashboard-listen`.
+//!
+//! ```text
+//!  api::Views ─────────┐
+//!  MemberRegistry ─────┤ every FEED_INTERVAL: snapshot() ─► watch::Sender<Arc<Snapshot>>
+//!  Namespace watch ────┤ (teams: label value)                 └─► dashboard::serve (pages,
+//!  Event watch ────────┘ (Warning events on KarmadaQuotas:        SSE, JSON, CSV)
+//!                         denials, drift, unreachable members)
+//! ```
+//!
+//! Read-only: the dashboard gets computed numbers, never an object or a Secret.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace};
+use karmada_quota_core::ResourceList;
+use karmada_quota_dashboard::model::{
+    ClusterUsage, Condition, Denial, Member, Quota, Reach as DashReach, Reservation, Snapshot,
+};
+use karmada_quota_dashboard::{Dashboard, Settings};
+use kube::api::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::watch;
+
+use crate::api::{QuotaReport, Views};
+use crate::members::{MemberRegistry, Reach};
+
+/// How often the snapshot is rebuilt and compared with the last one sent.
+const FEED_INTERVAL: Duration = Duration::from_secs(1);
+/// An unchanged snapshot is still re-sent this often, so data ages on the pages advance.
+const REFRESH_INTERVAL: Duration = Duration::from_secs(10);
+/// Warning events kept per quota.
+const EVENTS_PER_QUOTA: usize = 20;
+
+/// Namespace → team.
+pub type Teams = Arc<RwLock<BTreeMap<String, String>>>;
+/// (namespace, quota) → recent Warning events, newest first.
+pub type Warnings = Arc<RwLock<BTreeMap<(String, String), VecDeque<Denial>>>>;
+
+/// Member name → since when (Unix seconds) its data is not live.
+#[derive(Debug, Default)]
+pub struct Freshness {
+    last_live: BTreeMap<String, i64>,
+}
+
+impl Freshness {
+    /// The dashboard's view of `reach` at `now`, remembering when each member was last live.
+    pub fn member(&mut self, name: &str, reach: &Reach, now: i64) -> Member {
+        let (reach, message) = match reach {
+            Reach::Reachable => (DashReach::Reachable, None),
+            Reach::Connecting => (DashReach::Connecting, None),
+            Reach::Unreachable(e) => (DashReach::Unreachable, Some(e.clone())),
+        };
+        let stale_since = if reach == DashReach::Reachable {
+            self.last_live.insert(name.to_owned(), now);
+            None
+        } else {
+            Some(*self.last_live.entry(name.to_owned()).or_insert(now))
+        };
+        Member {
+            name: name.to_owned(),
+            reach,
+            message,
+            stale_since,
+        }
+    }
+}
+
+fn unix(rfc3339: &str) -> i64 {
+    rfc3339
+        .parse::<jiff::Timestamp>()
+        .map_or(0, jiff::Timestamp::as_second)
+}
+
+/// The dashboard's quota of a controller report.
+pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
+    let mut reserved = ResourceList::new();
+    for res in &r.reservations {
+        reserved.add_assign(&res.reserved);
+    }
+    Quota {
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+        hard: r.hard.clone(),
+        used: r.used.clone(),
+        reserved,
+        clusters: r
+            .clusters
+            .iter()
+            .map(|c| ClusterUsage {
+                name: c.name.clone(),
+                placed: c.used.clone(),
+                observed: c.observed.clone(),
+            })
+            .collect(),
+        reservations: r
+            .reservations
+            .iter()
+            .map(|res| Reservation {
+                binding: res.binding.clone(),
+                reserved: res.reserved.clone(),
+                expires: res.expiration_time.clone(),
+            })
+            .collect(),
+        conditions: r
+            .conditions
+            .iter()
+            .map(|c| Condition {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                since: c.last_transition_time.clone(),
+            })
+            .collect(),
+        bindings: r.bindings,
+        error: r.error.clone(),
+        computed_at: unix(&r.computed_at),
+        denials,
+    }
+}
+
+/// Everything the feeder reads.
+#[derive(Clone)]
+pub struct Sources {
+    /// Computed reports.
+    pub views: Views,
+    /// Members' reachability.
+    pub members: MemberRegistry,
+    /// Leadership.
+    pub leader: watch::Receiver<bool>,
+    /// Namespace → team.
+    pub teams: Teams,
+    /// Recent Warning events per quota.
+    pub warnings: Warnings,
+}
+
+/// The snapshot of `sources` at `now`.
+pub fn snapshot(sources: &Sources, freshness: &mut Freshness, now: i64) -> Snapshot {
+    let warnings = sources.warnings.read().unwrap_or_else(|e| e.into_inner());
+    let quotas = sources
+        .views
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .map(|r| {
+            let denials = warnings
+                .get(&(r.namespace.clone(), r.name.clone()))
+                .map(|d| d.iter().cloned().collect())
+                .unwrap_or_default();
+            quota(r, denials)
+        })
+        .collect();
+    Snapshot {
+        generated_at: now,
+        leader: *sources.leader.borrow(),
+        members: sources
+            .members
+            .reach()
+            .iter()
+            .map(|(name, reach)| freshness.member(name, reach, now))
+            .collect(),
+        quotas,
+        teams: sources
+            .teams
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone(),
+    }
+}
+
+/// Rebuild the snapshot every [`FEED_INTERVAL`]; send it when it changed (or every
+/// [`REFRESH_INTERVAL`]) until `stop`.
+pub async fn feed(
+    sources: Sources,
+    tx: watch::Sender<Arc<Snapshot>>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let mut freshness = Freshness::default();
+    let mut last_sent = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(FEED_INTERVAL);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        let now = jiff::Timestamp::now().as_second();
+        let next = snapshot(&sources, &mut freshness, now);
+        let changed = {
+            let current = tx.borrow();
+            Snapshot {
+                generated_at: now,
+                ..current.as_ref().clone()
+            } != next
+        };
+        if changed || last_sent.elapsed() >= REFRESH_INTERVAL {
+            tx.send_replace(Arc::new(next));
+            last_sent = tokio::time::Instant::now();
+        }
+    }
+}
+
+/// Keep `teams` in line with the `label` of every namespace that carries it.
+pub async fn watch_teams(client: Client, label: String, teams: Teams) {
+    let api = Api::<PartialObjectMeta<Namespace>>::all(client);
+    let mut events = watcher(
+        api,
+        watcher::Config::default().labels(&label).any_semantic(),
+    )
+    .default_backoff()
+    .boxed();
+    let mut pending = BTreeMap::new();
+    while let Some(ev) = events.next().await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                tracing::warn!(error = %e, "namespace watch (dashboard teams) error; retrying");
+                continue;
+            }
+        };
+        let mut map = teams.write().unwrap_or_else(|e| e.into_inner());
+        match ev {
+            Event::Apply(ns) => {
+                apply_team(&mut map, &ns.name_any(), ns.labels().get(&label));
+            }
+            Event::Delete(ns) => {
+                map.remove(&ns.name_any());
+            }
+            Event::Init => pending.clear(),
+            Event::InitApply(ns) => {
+                apply_team(&mut pending, &ns.name_any(), ns.labels().get(&label));
+            }
+            Event::InitDone => *map = std::mem::take(&mut pending),
+        }
+    }
+}
+
+fn apply_team(map: &mut BTreeMap<String, String>, ns: &str, team: Option<&String>) {
+    match team.filter(|t| !t.is_empty()) {
+        Some(t) => {
+            map.insert(ns.to_owned(), t.clone());
+        }
+        None => {
+            map.remove(ns);
+        }
+    }
+}
+
+/// The field selector of the Warning events on KarmadaQuotas.
+pub const WARNING_EVENTS: &str = "involvedObject.kind=KarmadaQuota,type=Warning";
+
+/// Keep the recent Warning events of every quota (what the webhook refused, drift,
+/// unreachable members) in `warnings`.
+pub async fn watch_warnings(api: Api<CoreEvent>, warnings: Warnings) {
+    let mut events = watcher(
+        api,
+        watcher::Config::default()
+            .fields(WARNING_EVENTS)
+            .any_semantic(),
+    )
+    .default_backoff()
+    .applied_objects()
+    .boxed();
+    while let Some(ev) = events.next().await {
+        match ev {
+            Ok(ev) => record_warning(&warnings, &ev),
+            Err(e) => tracing::warn!(error = %e, "event watch (dashboard) error; retrying"),
+        }
+    }
+}
+
+/// Add (or update, by uid) one event in its quota's list, newest first, bounded.
+pub fn record_warning(warnings: &Warnings, ev: &CoreEvent) {
+    let (Some(ns), Some(name)) = (
+        ev.involved_object.namespace.clone(),
+        ev.involved_object.name.clone(),
+    ) else {
+        return;
+    };
+    let time = ev
+        .series
+        .as_ref()
+        .and_then(|s| s.last_observed_time.as_ref().map(|t| t.0))
+        .or_else(|| ev.last_timestamp.as_ref().map(|t| t.0))
+        .or_else(|| ev.event_time.as_ref().map(|t| t.0))
+        .or_else(|| ev.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    let count = ev
+        .series
+        .as_ref()
+        .and_then(|s| s.count)
+        .or(ev.count)
+        .and_then(|c| u32::try_from(c).ok())
+        .unwrap_or(1);
+    let denial = Denial {
+        time,
+        message: format!(
+            "{}: {}",
+            ev.reason.as_deref().unwrap_or("Warning"),
+            ev.message.as_deref().unwrap_or_default()
+        ),
+        count,
+        uid: ev.metadata.uid.clone().unwrap_or_default(),
+    };
+    let mut map = warnings.write().unwrap_or_else(|e| e.into_inner());
+    let list = map.entry((ns, name)).or_default();
+    list.retain(|d| d.uid != denial.uid || denial.uid.is_empty());
+    list.push_front(denial);
+    list.make_contiguous().sort_by(|a, b| b.time.cmp(&a.time));
+    list.truncate(EVENTS_PER_QUOTA);
+}
+
+/// The dashboard server over `sources`, fed until `stop`. A bind failure is logged: the
+/// controller keeps running without its dashboard.
+pub fn spawn(
+    addr: std::net::SocketAddr,
+    settings: Settings,
+    sources: Sources,
+    stop: watch::Receiver<bool>,
+) {
+    let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
+    tokio::spawn(feed(sources, tx, crate::shutdown_future(&stop)));
+    let dashboard = Dashboard::new(rx, settings);
+    tokio::spawn(async move {
+        if let Err(e) =
+            karmada_quota_dashboard::serve(addr, dashboard, crate::shutdown_future(&stop)).await
+        {
+            tracing::error!(error = %e, "dashboard stopped; the controller continues without it");
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ConditionReport, ReservationReport};
+    use crate::testutil::rl;
+    use karmada_quota_core::status::ClusterView;
+
+    fn report() -> QuotaReport {
+        QuotaReport {
+            namespace: "team-a".into(),
+            name: "q".into(),
+            generation: Some(1),
+            hard: rl(&[("pods", "10")]),
+            used: rl(&[("pods", "3")]),
+            effective: rl(&[("pods", "5")]),
+            clusters: vec![ClusterView {
+                name: "m1".into(),
+                used: rl(&[("pods", "3")]),
+                observed: Some(rl(&[("pods", "4")])),
+            }],
+            reservations: vec![ReservationReport {
+                binding: "b".into(),
+                uid: "u".into(),
+                generation: 1,
+                reserved: rl(&[("pods", "2")]),
+                expiration_time: "2026-01-01T00:00:00Z".into(),
+            }],
+            drift: BTreeMap::new(),
+            bindings: 2,
+            conditions: vec![ConditionReport {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: "Computed".into(),
+                message: String::new(),
+                last_transition_time: "2026-01-01T00:00:00Z".into(),
+            }],
+            error: None,
+            computed_at: "2026-01-01T00:00:10Z".into(),
+        }
+    }
+
+    #[test]
+    fn maps_a_report_with_reserved_as_the_sum_of_reservations() {
+        let q = quota(&report(), vec![]);
+        assert_eq!(q.reserved, rl(&[("pods", "2")]));
+        assert_eq!(q.used, rl(&[("pods", "3")]));
+        assert_eq!(q.clusters[0].observed, Some(rl(&[("pods", "4")])));
+        assert_eq!(q.clusters[0].drift(), ["pods"]);
+        assert_eq!(q.computed_at, 1_767_225_610);
+        let row = &q.rows()[0];
+        assert_eq!(row.percent, Some(50.0));
+    }
+
+    #[test]
+    fn members_go_stale_from_the_last_moment_they_were_live() {
+        let mut f = Freshness::default();
+        assert_eq!(f.member("m", &Reach::Reachable, 100).stale_since, None);
+        let m = f.member("m", &Reach::Unreachable("refused".into()), 130);
+        assert_eq!(m.stale_since, Some(100));
+        assert_eq!(m.message.as_deref(), Some("refused"));
+        assert_eq!(m.age(160), 60);
+        // Never live: stale since first seen.
+        assert_eq!(
+            f.member("n", &Reach::Connecting, 140).stale_since,
+            Some(140)
+        );
+        assert_eq!(
+            f.member("n", &Reach::Connecting, 150).stale_since,
+            Some(140)
+        );
+    }
+
+    #[test]
+    fn warnings_are_kept_per_quota_newest_first_and_updated_by_uid() {
+        let warnings = Warnings::default();
+        let ev = |uid: &str, time: &str, count: i32| CoreEvent {
+            metadata: kube::api::ObjectMeta {
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            involved_object: k8s_openapi::api::core::v1::ObjectReference {
+                kind: Some("KarmadaQuota".into()),
+                namespace: Some("team-a".into()),
+                name: Some("q".into()),
+                ..Default::default()
+            },
+            reason: Some("QuotaExceeded".into()),
+            message: Some("requested pods=2".into()),
+            type_: Some("Warning".into()),
+            count: Some(count),
+            last_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                time.parse().unwrap(),
+            )),
+            ..Default::default()
+        };
+        record_warning(&warnings, &ev("1", "2026-01-01T00:00:00Z", 1));
+        record_warning(&warnings, &ev("2", "2026-01-01T00:01:00Z", 1));
+        record_warning(&warnings, &ev("1", "2026-01-01T00:02:00Z", 3));
+        let map = warnings.read().unwrap();
+        let list = &map[&("team-a".to_owned(), "q".to_owned())];
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].count, 3);
+        assert_eq!(list[0].message, "QuotaExceeded: requested pods=2");
+        assert_eq!(list[1].time, "2026-01-01T00:01:00Z");
+    }
+}

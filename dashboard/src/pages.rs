@@ -1,0 +1,211 @@
+//! The HTML pages, rendered on the server by askama templates (`templates/`): the
+//! overview, one quota, the member clusters, and a not-found page. Every page shares
+//! `base.html` (navigation, live indicator, staleness banners).
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::model::{Condition, Denial, Snapshot};
+use crate::view::{self, ClusterView, Group, MemberView, QuotaCard};
+use crate::{Dashboard, Settings};
+
+/// What every page shows around its content.
+#[derive(Clone, Debug)]
+pub struct Chrome {
+    /// Page title.
+    pub title: String,
+    /// The active navigation entry (`overview`, `quota`, `clusters`).
+    pub active: &'static str,
+    /// Staleness banners.
+    pub banners: Vec<String>,
+    /// When the snapshot was taken (RFC 3339).
+    pub generated: String,
+    /// Whether this replica leads.
+    pub leader: bool,
+}
+
+impl Chrome {
+    fn new(
+        title: impl Into<String>,
+        active: &'static str,
+        s: &Snapshot,
+        settings: &Settings,
+    ) -> Self {
+        Self {
+            title: title.into(),
+            active,
+            banners: view::banners(s, settings),
+            generated: rfc3339(s.generated_at),
+            leader: s.leader,
+        }
+    }
+}
+
+/// Unix seconds as RFC 3339 (UTC).
+pub fn rfc3339(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
+}
+
+/// The overview: every quota grouped by team / namespace.
+#[derive(Template, WebTemplate)]
+#[template(path = "overview.html")]
+pub struct OverviewPage {
+    /// Around.
+    pub chrome: Chrome,
+    /// Groups, by pressure.
+    pub groups: Vec<Group>,
+    /// Number of quotas.
+    pub quota_count: usize,
+    /// Number of member clusters.
+    pub member_count: usize,
+    /// The team label key.
+    pub team_label: String,
+}
+
+impl OverviewPage {
+    /// The overview of `s`.
+    pub fn of(s: &Snapshot, settings: &Settings) -> Self {
+        Self {
+            chrome: Chrome::new("Overview", "overview", s, settings),
+            groups: view::groups(s),
+            quota_count: s.quotas.len(),
+            member_count: s.members.len(),
+            team_label: settings.team_label.clone(),
+        }
+    }
+}
+
+/// One quota in full.
+#[derive(Template, WebTemplate)]
+#[template(path = "quota.html")]
+pub struct QuotaPage {
+    /// Around.
+    pub chrome: Chrome,
+    /// The quota's card (rows, pressure).
+    pub q: QuotaCard,
+    /// When it was computed.
+    pub computed: String,
+    /// Per member cluster.
+    pub clusters: Vec<ClusterView>,
+    /// Pending reservations, as text.
+    pub reservations: Vec<ReservationLine>,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+    /// Recent denials.
+    pub denials: Vec<Denial>,
+}
+
+/// A pending reservation, printed.
+#[derive(Clone, Debug)]
+pub struct ReservationLine {
+    /// Binding.
+    pub binding: String,
+    /// `requests.cpu=2, pods=1`.
+    pub reserved: String,
+    /// Expiry.
+    pub expires: String,
+}
+
+impl QuotaPage {
+    /// The page of `namespace/name`, if computed.
+    pub fn of(s: &Snapshot, settings: &Settings, namespace: &str, name: &str) -> Option<Self> {
+        let quota = s.quota(namespace, name)?;
+        Some(Self {
+            chrome: Chrome::new(format!("{namespace}/{name}"), "quota", s, settings),
+            q: QuotaCard::of(quota, s.team(namespace)),
+            computed: rfc3339(quota.computed_at),
+            clusters: view::quota_clusters(s, quota),
+            reservations: quota
+                .reservations
+                .iter()
+                .map(|r| ReservationLine {
+                    binding: r.binding.clone(),
+                    reserved: r
+                        .reserved
+                        .iter()
+                        .map(|(n, v)| format!("{n}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    expires: r.expires.clone(),
+                })
+                .collect(),
+            conditions: quota.conditions.clone(),
+            denials: quota.denials.clone(),
+        })
+    }
+}
+
+/// The member clusters.
+#[derive(Template, WebTemplate)]
+#[template(path = "clusters.html")]
+pub struct ClustersPage {
+    /// Around.
+    pub chrome: Chrome,
+    /// Members, by name.
+    pub members: Vec<MemberView>,
+}
+
+impl ClustersPage {
+    /// The clusters page of `s`.
+    pub fn of(s: &Snapshot, settings: &Settings) -> Self {
+        Self {
+            chrome: Chrome::new("Member clusters", "clusters", s, settings),
+            members: view::members(s, settings),
+        }
+    }
+}
+
+/// Not found.
+#[derive(Template, WebTemplate)]
+#[template(path = "not_found.html")]
+pub struct NotFoundPage {
+    /// Around.
+    pub chrome: Chrome,
+    /// What was not found.
+    pub message: String,
+}
+
+/// `GET /`.
+pub async fn overview(State(d): State<Dashboard>) -> OverviewPage {
+    OverviewPage::of(&d.current(), &d.settings)
+}
+
+/// `GET /quotas/{namespace}/{name}`.
+pub async fn quota(
+    State(d): State<Dashboard>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let s = d.current();
+    match QuotaPage::of(&s, &d.settings, &namespace, &name) {
+        Some(page) => page.into_response(),
+        None => not_found_page(
+            &s,
+            &d.settings,
+            format!("No KarmadaQuota {namespace}/{name} computed."),
+        ),
+    }
+}
+
+/// `GET /clusters`.
+pub async fn clusters(State(d): State<Dashboard>) -> ClustersPage {
+    ClustersPage::of(&d.current(), &d.settings)
+}
+
+/// Any other path.
+pub async fn not_found(State(d): State<Dashboard>) -> Response {
+    not_found_page(&d.current(), &d.settings, "No such page.".to_owned())
+}
+
+fn not_found_page(s: &Snapshot, settings: &Settings, message: String) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        NotFoundPage {
+            chrome: Chrome::new("Not found", "none", s, settings),
+            message,
+        },
+    )
+        .into_response()
+}

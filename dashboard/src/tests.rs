@@ -1,0 +1,328 @@
+//! Router tests (`oneshot` against [`router`](crate::router)) and the fixture snapshot the
+//! other modules' tests share.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use karmada_quota_core::{Quantity, ResourceList};
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+use crate::model::*;
+use crate::{Dashboard, Settings, router};
+
+pub(crate) fn rl(pairs: &[(&str, &str)]) -> ResourceList {
+    ResourceList(
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), Quantity::parse(v).unwrap()))
+            .collect(),
+    )
+}
+
+/// Two teams' namespaces (ml-train, ml-serve) and one without a team (web); member1
+/// reachable, member2 unreachable for five minutes.
+pub(crate) fn snapshot() -> Snapshot {
+    let gpus = Quota {
+        namespace: "ml-train".into(),
+        name: "gpus".into(),
+        hard: rl(&[("requests.nvidia.com/gpu", "8"), ("requests.cpu", "100")]),
+        used: rl(&[("requests.nvidia.com/gpu", "7"), ("requests.cpu", "20")]),
+        reserved: rl(&[("requests.nvidia.com/gpu", "1")]),
+        clusters: vec![
+            ClusterUsage {
+                name: "member1".into(),
+                placed: rl(&[("requests.nvidia.com/gpu", "4"), ("requests.cpu", "10")]),
+                observed: Some(rl(&[
+                    ("requests.nvidia.com/gpu", "6"),
+                    ("requests.cpu", "10"),
+                ])),
+            },
+            ClusterUsage {
+                name: "member2".into(),
+                placed: rl(&[("requests.nvidia.com/gpu", "3"), ("requests.cpu", "10")]),
+                observed: None,
+            },
+        ],
+        reservations: vec![Reservation {
+            binding: "trainer-deployment".into(),
+            reserved: rl(&[("requests.nvidia.com/gpu", "1")]),
+            expires: "2026-11-23T12:01:00Z".into(),
+        }],
+        conditions: vec![Condition {
+            type_: "Drift".into(),
+            status: "True".into(),
+            reason: "ObservedExceedsPlaced".into(),
+            message: "member1 runs more than placed: requests.nvidia.com/gpu".into(),
+            since: "2026-11-23T12:00:00Z".into(),
+        }],
+        bindings: 2,
+        computed_at: 1_700_000_000,
+        denials: vec![Denial {
+            time: "2026-11-23T12:00:30Z".into(),
+            message: "exceeded quota: gpus, requested: requests.nvidia.com/gpu=2 <script>".into(),
+            count: 3,
+            uid: "e1".into(),
+        }],
+        error: None,
+    };
+    let serve = Quota {
+        namespace: "ml-serve".into(),
+        name: "serving".into(),
+        hard: rl(&[("pods", "10")]),
+        used: rl(&[("pods", "5")]),
+        computed_at: 1_700_000_000,
+        ..Quota::default()
+    };
+    let web = Quota {
+        namespace: "web".into(),
+        name: "frontend".into(),
+        hard: rl(&[("requests.memory", "10Gi"), ("pods", "20")]),
+        used: rl(&[("requests.memory", "2Gi"), ("pods", "3")]),
+        computed_at: 1_700_000_000,
+        ..Quota::default()
+    };
+    Snapshot {
+        generated_at: 1_700_000_300,
+        leader: true,
+        members: vec![
+            Member {
+                name: "member1".into(),
+                reach: Reach::Reachable,
+                message: None,
+                stale_since: None,
+            },
+            Member {
+                name: "member2".into(),
+                reach: Reach::Unreachable,
+                message: Some("connection refused".into()),
+                stale_since: Some(1_700_000_000),
+            },
+        ],
+        quotas: vec![serve, gpus, web],
+        teams: [
+            ("ml-train".to_owned(), "ml".to_owned()),
+            ("ml-serve".to_owned(), "ml".to_owned()),
+        ]
+        .into(),
+    }
+}
+
+fn dashboard(s: Snapshot) -> (watch::Sender<Arc<Snapshot>>, Dashboard) {
+    let (tx, rx) = watch::channel(Arc::new(s));
+    (tx, Dashboard::new(rx, Settings::default()))
+}
+
+async fn get(d: &Dashboard, path: &str) -> (StatusCode, String, String) {
+    let resp = router(d.clone())
+        .oneshot(Request::get(path).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let code = resp.status();
+    let ctype = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, ctype, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[tokio::test]
+async fn overview_shows_every_quota_grouped_with_the_plugins_numbers() {
+    let (_tx, d) = dashboard(snapshot());
+    let (code, ctype, html) = get(&d, "/").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(ctype.starts_with("text/html"), "{ctype}");
+    // Team group first (it holds the 100 % GPU quota), then the namespace without a team.
+    let ml = html.find("</span> ml</h2>").unwrap();
+    let web = html.find("</span> web</h2>").unwrap();
+    assert!(ml < web);
+    // Within the team, the fuller quota first.
+    assert!(html.find("ml-train/gpus").unwrap() < html.find("ml-serve/serving").unwrap());
+    // used 7 + reserved 1 of 8 GPUs = 100 %, critical; cpu 20 of 100 = 20 %.
+    assert!(
+        html.contains(
+            r#"<div class="res level-critical" data-row="ml-train/gpus|requests.nvidia.com/gpu">"#
+        ),
+        "{html}"
+    );
+    assert!(html.contains(r#"<b class="v-used">7</b> used · <b class="v-reserved">1</b> reserved · <b class="v-free">0</b> free of <b class="v-hard">8</b>"#));
+    assert!(html.contains(r#"<div class="pct v-pct">100%</div>"#));
+    assert!(html.contains(r#"<div class="pct v-pct">20%</div>"#));
+    assert!(html.contains(r#"style="width:87.5%""#), "used bar: 7 of 8");
+    assert!(
+        html.contains(r#"style="width:12.5%""#),
+        "reserved bar: 1 of 8"
+    );
+    // The stale member's banner is on every page.
+    assert!(html.contains("Member cluster member2 is unreachable: its data is 5m0s old"));
+    assert!(html.contains(r#"<input id="filter""#));
+    assert!(html.contains("/assets/dashboard.js"));
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "nothing fetched from elsewhere"
+    );
+}
+
+#[tokio::test]
+async fn quota_page_compares_clusters_and_escapes_denials() {
+    let (_tx, d) = dashboard(snapshot());
+    let (code, _, html) = get(&d, "/quotas/ml-train/gpus").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains(r#"<tr class="drift-row" data-cluster="member1">"#),
+        "{html}"
+    );
+    assert!(html.contains(
+        r#"<td class="drift"><span class="v-placed">4</span> │ <span class="v-observed">6</span>"#
+    ));
+    assert!(html.contains(r#"<span class="dot unreachable"></span>member2"#));
+    assert!(html.contains("trainer-deployment"));
+    assert!(html.contains("requests.nvidia.com/gpu=1"));
+    assert!(html.contains("ObservedExceedsPlaced"));
+    assert!(
+        html.contains("requested: requests.nvidia.com/gpu=2 &#60;script&#62;")
+            || html.contains("&lt;script&gt;"),
+        "denial escaped: {html}"
+    );
+    assert!(!html.contains("=2 <script>"));
+    assert!(html.contains("×3"));
+}
+
+#[tokio::test]
+async fn unknown_quota_and_page_are_404() {
+    let (_tx, d) = dashboard(snapshot());
+    let (code, _, html) = get(&d, "/quotas/ml-train/nope").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert!(html.contains("No KarmadaQuota ml-train/nope computed."));
+    assert_eq!(get(&d, "/nope").await.0, StatusCode::NOT_FOUND);
+    let (code, _, body) = get(&d, "/api/v1/quotas/ml-train/nope").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert!(body.contains("no KarmadaQuota ml-train/nope computed"));
+}
+
+#[tokio::test]
+async fn clusters_page_shows_each_members_share_and_staleness() {
+    let (_tx, d) = dashboard(snapshot());
+    let (code, _, html) = get(&d, "/clusters").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains(r#"<article class="card member unreachable stale" data-member="member2">"#),
+        "{html}"
+    );
+    assert!(html.contains("data 5m0s old"));
+    assert!(html.contains(r#"<article class="card member reachable" data-member="member1">"#));
+    assert!(html.contains("watched live"));
+    // member1 holds 4 of the 8 GPUs of ml-train/gpus.
+    assert!(html.contains(r#"<rect class="fill" width="50" height="8"></rect></svg> 50%"#));
+}
+
+#[tokio::test]
+async fn json_api_serves_the_same_numbers() {
+    let (_tx, d) = dashboard(snapshot());
+    let (code, ctype, body) = get(&d, "/api/v1/overview").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(ctype, "application/json");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["groups"][0]["title"], "ml");
+    let gpus = &v["groups"][0]["quotas"][0];
+    assert_eq!(gpus["key"], "ml-train/gpus");
+    assert_eq!(gpus["rows"][0]["resource"], "requests.nvidia.com/gpu");
+    assert_eq!(gpus["rows"][0]["percent"], 100.0);
+    assert_eq!(gpus["rows"][0]["level"], "critical");
+
+    let (_, _, body) = get(&d, "/api/v1/quotas/ml-train/gpus").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let gpu = &v["clusters"][0]["cells"][1];
+    assert_eq!(gpu["resource"], "requests.nvidia.com/gpu");
+    assert_eq!(gpu["drift"], true);
+    assert_eq!(v["clusters"][0]["cells"][0]["drift"], false);
+    assert_eq!(v["quota"]["denials"][0]["count"], 3);
+
+    let (_, _, body) = get(&d, "/api/v1/clusters").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v[1]["name"], "member2");
+    assert_eq!(v[1]["stale"], true);
+
+    let (_, _, body) = get(&d, "/api/v1/snapshot").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["quotas"].as_array().unwrap().len(), 3);
+    assert_eq!(v["members"][1]["reach"], "unreachable");
+}
+
+#[tokio::test]
+async fn csv_export_lists_every_resource_in_overview_order() {
+    let (_tx, d) = dashboard(snapshot());
+    let (code, ctype, body) = get(&d, "/api/v1/overview.csv").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(ctype, "text/csv; charset=utf-8");
+    let lines: Vec<&str> = body.lines().collect();
+    assert_eq!(
+        lines[0],
+        "team,namespace,name,resource,used,reserved,hard,free,percent,level"
+    );
+    assert_eq!(
+        lines[1],
+        "ml,ml-train,gpus,requests.nvidia.com/gpu,7,1,8,0,100,critical"
+    );
+    assert_eq!(lines[2], "ml,ml-train,gpus,requests.cpu,20,0,100,80,20,ok");
+    assert_eq!(lines[3], "ml,ml-serve,serving,pods,5,0,10,5,50,ok");
+    assert_eq!(lines.len(), 6);
+}
+
+#[tokio::test]
+async fn events_stream_sends_the_rows_at_once_and_on_every_change() {
+    let (tx, d) = dashboard(snapshot());
+    let resp = router(d)
+        .oneshot(Request::get("/events").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()[header::CONTENT_TYPE], "text/event-stream");
+    let mut body = resp.into_body();
+    let first = next_event(&mut body).await;
+    assert!(first.starts_with("event: snapshot\ndata: "), "{first}");
+    assert!(
+        first.contains(r#""key":"ml-train/gpus|requests.nvidia.com/gpu","used":"7""#),
+        "{first}"
+    );
+
+    let mut s = snapshot();
+    s.quotas[1].used = rl(&[("requests.nvidia.com/gpu", "5"), ("requests.cpu", "20")]);
+    s.generated_at += 5;
+    tx.send_replace(Arc::new(s));
+    let second = next_event(&mut body).await;
+    assert!(second.contains(r#""key":"ml-train/gpus|requests.nvidia.com/gpu","used":"5","reserved":"1","hard":"8","free":"2","percent":"75%""#), "{second}");
+}
+
+async fn next_event(body: &mut Body) -> String {
+    let mut text = String::new();
+    while !text.ends_with("\n\n") {
+        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+            .await
+            .expect("an event within 5 s")
+            .unwrap()
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            text.push_str(std::str::from_utf8(&data).unwrap());
+        }
+    }
+    text
+}
+
+#[tokio::test]
+async fn assets_are_served_from_the_binary() {
+    let (_tx, d) = dashboard(Snapshot::default());
+    let (code, ctype, js) = get(&d, "/assets/dashboard.js").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(ctype.starts_with("text/javascript"));
+    assert!(js.contains("new EventSource(\"/events\")"));
+    let (_, ctype, css) = get(&d, "/assets/dashboard.css").await;
+    assert!(ctype.starts_with("text/css"));
+    assert!(css.contains(".bar"));
+    let (_, _, html) = get(&d, "/").await;
+    assert!(html.contains("No KarmadaQuota computed yet."));
+}
