@@ -364,6 +364,7 @@ pub fn judged<T: kube::Resource>(req: &AdmissionRequest<T>) -> bool {
 }
 
 /// A [`PolicyWorld`] in memory, for tests.
+#[cfg(test)]
 #[derive(Default)]
 pub struct FakeWorld {
     /// Templates, filtered by kind and namespace like the API would.
@@ -376,6 +377,7 @@ pub struct FakeWorld {
     pub latency: std::time::Duration,
 }
 
+#[cfg(test)]
 impl PolicyWorld for FakeWorld {
     fn templates<'a>(
         &'a self,
