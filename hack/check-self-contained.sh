@@ -9,7 +9,7 @@
 # - a relative path that climbs with `..` (`../x`, `dir/../..`) and, from the file's own
 #   directory or any directory above it inside the repository, cannot land on something
 #   the repository has (a tracked path, or cargo's `target`): `../core` in
-#   webhook/Cargo.toml is fine, `$REPO_ROOT/../shared` or `"/../../shared"` after
+#   webhook/Cargo.toml is fine, `$REPO_ROOT/../outside` or `"/../../outside"` after
 #   CARGO_MANIFEST_DIR are not;
 # - include_str!/include_bytes!/include! of a literal path that is not a tracked file
 #   relative to the including file;
@@ -135,14 +135,14 @@ SCRATCH = {
     "runtime/data.txt": ("wait...\n", []),
     "testdata/a.yaml": ("a: 1\n", []),
     "core/src/t.rs": (
-        'const A: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/a.yaml");\n'
+        'const A: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../outside/a.yaml");\n'
         'const B: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/a.yaml");\n'
-        'let c = repo_root().join("../shared/examples");\n',
+        'let c = repo_root().join("../outside/examples");\n',
         [1, 3],
     ),
     "e2e/cp/cp.sh": (
         'ROOT=$(cd "$(dirname "$0")/../.." && pwd)\n'
-        'd=${DIR:-$ROOT/../shared/crds}\n'
+        'd=${DIR:-$ROOT/../outside/crds}\n'
         "ls ../../target/debug\n"
         "cp x /home/me/y\n"
         "cd ../../..\n",
@@ -150,7 +150,7 @@ SCRATCH = {
     ),
     "README.md": (
         "a[..] and (..) are not paths.\n"
-        "See [core](core/Cargo.toml) and [up](../README.md), or `/work/shared`.\n"
+        "See [core](core/Cargo.toml) and [up](../README.md), or `/work/outside`.\n"
         "cache under ~/.cache/x, logs in /var/log, https://example.org/home/x.\n",
         [2, 2],
     ),
