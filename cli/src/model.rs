@@ -78,14 +78,9 @@ pub struct ConditionRow {
     pub message: String,
 }
 
-/// `part / whole × 100`; `None` for a zero whole.
+/// `part / whole × 100` rounded to a tenth; `None` for a zero whole.
 fn percent(part: Quantity, whole: Quantity) -> Option<f64> {
-    if whole.is_zero() {
-        return None;
-    }
-    #[allow(clippy::cast_precision_loss)]
-    let ratio = part.nanos() as f64 / whole.nanos() as f64;
-    Some((ratio * 1000.0).round() / 10.0)
+    part.percent_of(whole).map(|p| (p * 10.0).round() / 10.0)
 }
 
 impl QuotaSummary {
@@ -129,12 +124,7 @@ impl QuotaSummary {
                     .map(|o| list_from_api(o, "observed").unwrap_or_default());
                 let drift = observed
                     .as_ref()
-                    .map(|o| {
-                        o.iter()
-                            .filter(|(n, v)| **v > placed.get_or_zero(n))
-                            .map(|(n, _)| n.to_owned())
-                            .collect()
-                    })
+                    .map(|o| o.above(&placed).names().map(str::to_owned).collect())
                     .unwrap_or_default();
                 ClusterRow {
                     name: c.name.clone(),

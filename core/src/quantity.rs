@@ -317,6 +317,15 @@ impl Quantity {
             format: self.format,
         }
     }
+
+    /// `self / whole × 100` (a share of a limit, for display), `None` for a zero whole.
+    pub fn percent_of(self, whole: Quantity) -> Option<f64> {
+        if whole.is_zero() {
+            return None;
+        }
+        #[allow(clippy::cast_precision_loss)]
+        Some(self.nanos as f64 / whole.nanos as f64 * 100.0)
+    }
 }
 
 /// `n / d` rounded away from zero (`d > 0`).

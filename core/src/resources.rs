@@ -492,6 +492,18 @@ impl ResourceList {
             .collect()
     }
 
+    /// The entries of `self` above the same name in `other` (a missing name is zero): what
+    /// a member runs beyond what was placed there (drift).
+    pub fn above(&self, other: &ResourceList) -> ResourceList {
+        ResourceList(
+            self.0
+                .iter()
+                .filter(|(k, v)| **v > other.get_or_zero(k))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+        )
+    }
+
     /// Only the named entries (names not present are skipped).
     pub fn select<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> ResourceList {
         ResourceList(
@@ -556,6 +568,20 @@ impl<'a> IntoIterator for &'a ResourceList {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn above_keeps_only_names_higher_than_the_other_list() {
+        let observed =
+            ResourceList::parse_map([("cpu", "3"), ("pods", "2"), ("memory", "1Gi")]).unwrap();
+        let placed = ResourceList::parse_map([("cpu", "2"), ("pods", "2")]).unwrap();
+        assert_eq!(
+            observed.above(&placed),
+            ResourceList::parse_map([("cpu", "3"), ("memory", "1Gi")]).unwrap()
+        );
+        let q = |s: &str| Quantity::parse(s).unwrap();
+        assert_eq!(q("750m").percent_of(q("1")), Some(75.0));
+        assert_eq!(q("1").percent_of(q("0")), None);
+    }
     use super::*;
 
     fn q(s: &str) -> Quantity {

@@ -126,11 +126,7 @@ pub fn compute<'a>(
             });
         if let Some(mut observed) = observed {
             zero_fill(&mut observed, &placed);
-            let above: ResourceList = observed
-                .iter()
-                .filter(|(n, q)| **q > placed.get_or_zero(n))
-                .map(|(n, q)| (n.to_owned(), *q))
-                .collect();
+            let above = observed.above(&placed);
             if !above.is_empty() {
                 drift.insert(name.to_owned(), above);
             }

@@ -116,12 +116,7 @@ impl ClusterUsage {
     pub fn drift(&self) -> Vec<String> {
         self.observed
             .as_ref()
-            .map(|o| {
-                o.iter()
-                    .filter(|(n, v)| **v > self.placed.get_or_zero(n))
-                    .map(|(n, _)| n.to_owned())
-                    .collect()
-            })
+            .map(|o| o.above(&self.placed).names().map(str::to_owned).collect())
             .unwrap_or_default()
     }
 }
@@ -237,13 +232,9 @@ impl ResourceRow {
     }
 }
 
-/// `part / whole × 100` unrounded; `None` for a zero whole.
+/// `part / whole × 100` unrounded (core's share); `None` for a zero whole.
 fn ratio(part: Quantity, whole: Quantity) -> Option<f64> {
-    if whole.is_zero() {
-        return None;
-    }
-    #[allow(clippy::cast_precision_loss)]
-    Some(part.nanos() as f64 / whole.nanos() as f64 * 100.0)
+    part.percent_of(whole)
 }
 
 /// Rounded to a tenth (as the plugin prints).
