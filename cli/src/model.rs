@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use karmada_quota_core::ledger::effective_usage;
 use karmada_quota_core::{Quantity, ResourceList};
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::convert::{list_from_api, parse_status};
@@ -94,10 +95,8 @@ impl QuotaSummary {
         });
         let stored = parse_status(q.status.as_ref());
         errors.extend(stored.errors.iter().map(ToString::to_string));
-        let mut reserved = ResourceList::new();
-        for entry in &stored.reservations {
-            reserved.add_assign(&entry.reserved);
-        }
+        // Σ pending entries: core's effective usage over an empty `used`.
+        let reserved = effective_usage(&ResourceList::new(), &stored.reservations, None);
         let resources = hard
             .iter()
             .map(|(name, limit)| {
