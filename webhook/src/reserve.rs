@@ -23,7 +23,6 @@
 //! with its in-memory store, which injects conflicts and failures.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -31,15 +30,18 @@ use karmada_quota_core::decision::{AdmissionRequest, Decision, decide, decide_ba
 use karmada_quota_core::quota::{QuotaState, Reservation};
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_status::{
-    self as status, Outcome, StatusStore, UpdateError, entries, quota_state,
-};
+use karmada_quota_status::StatusStore;
 use tokio::sync::oneshot;
-use tokio::time::{Instant, timeout_at};
+use tokio::time::Instant;
 
 use crate::cache::{CachedQuota, QuotaCache};
 use crate::metrics::Metrics;
 use crate::{Error, Result};
+
+/// Step 3: one quota's compare-and-swap update with re-decision.
+mod record;
+/// Step 5: removing what a request that did not end admitted had written.
+mod rollback;
 
 /// Tuning of the batcher.
 #[derive(Clone, Debug)]
@@ -499,255 +501,5 @@ impl Inner {
         for (quota, entries) in undo {
             self.roll_back(namespace, &quota, &entries).await;
         }
-    }
-
-    /// Record the entries of `slots` still open for `quota`: one compare-and-swap update
-    /// whose plan re-decides those requests against the object it is given (the copy the
-    /// batch was decided on first, a fresh read after a 409).
-    async fn record(&self, namespace: &str, quota: &str, base: KarmadaQuota, slots: &mut [Slot]) {
-        let live: Vec<usize> = (0..slots.len())
-            .filter(|&i| slots[i].open() && slots[i].needed.contains(quota))
-            .collect();
-        let Some(deadline) = live.iter().map(|&i| slots[i].deadline).max() else {
-            return;
-        };
-        let (ttl, max) = (
-            ttl_secs(self.config.reservation_ttl),
-            self.config.max_reservations,
-        );
-        // The entries of the last plan, readable even when the write times out.
-        let planned: Mutex<Vec<(usize, Reservation)>> = Mutex::default();
-        let plan = |object: &KarmadaQuota| {
-            lock(&planned).clear();
-            let state = match quota_state(object) {
-                Ok(s) => s,
-                Err(errors) => {
-                    return (None, Err(errors));
-                }
-            };
-            let now = (self.clock)();
-            let reqs: Vec<AdmissionRequest<'_>> = live
-                .iter()
-                .map(|&i| slots[i].request.as_core(now, ttl, max))
-                .collect();
-            let verdicts: Vec<(usize, Verdict)> = live
-                .iter()
-                .zip(decide_batch(&mut [state], &reqs))
-                .map(|(&i, d)| match d {
-                    Decision::Allow(entries) => (
-                        i,
-                        Verdict::Admit(entries.into_iter().next().map(|(_, e)| e)),
-                    ),
-                    deny @ Decision::Deny(_) => (i, Verdict::Deny(deny)),
-                })
-                .collect();
-            for (i, v) in &verdicts {
-                if let Verdict::Admit(Some(e)) = v {
-                    lock(&planned).push((*i, e.clone()));
-                }
-            }
-            if lock(&planned).is_empty() {
-                return (None, Ok(verdicts));
-            }
-            let mut status = object.status.clone().unwrap_or_default();
-            entries::add(&mut status, lock(&planned).iter().map(|(_, e)| e));
-            (Some(status), Ok(verdicts))
-        };
-        let attempts = self.config.max_attempts;
-        let result = timeout_at(
-            deadline,
-            status::update(&*self.store, base, plan, || true, attempts),
-        )
-        .await;
-        let store_error = |source| Error::Store {
-            namespace: namespace.to_owned(),
-            name: quota.to_owned(),
-            source,
-        };
-        match result {
-            Ok(Ok(updated)) => {
-                for _ in 0..updated.conflicts {
-                    self.metrics.write("conflict");
-                    self.metrics.conflicts.inc();
-                    self.metrics.retries.inc();
-                }
-                let verdicts = match updated.plan {
-                    Ok(v) => v,
-                    Err(errors) => {
-                        let e = Error::InvalidQuota {
-                            namespace: namespace.to_owned(),
-                            name: quota.to_owned(),
-                            errors: errors
-                                .iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join("; "),
-                        };
-                        tracing::warn!(%namespace, %quota, error = %e, "refusing ResourceBindings");
-                        for &i in &live {
-                            slots[i].fail(Err(clone_error(&e)));
-                        }
-                        return;
-                    }
-                };
-                match updated.outcome {
-                    Outcome::Written(object) => {
-                        self.metrics.write("ok");
-                        self.remember(namespace, *object);
-                    }
-                    Outcome::Gone => {
-                        // Deleted since the cache saw it: it no longer applies.
-                        self.metrics.write("not_found");
-                        self.forget(namespace, quota);
-                        for &i in &live {
-                            slots[i].needed.remove(quota);
-                        }
-                        return;
-                    }
-                    Outcome::Unchanged | Outcome::Stopped => {}
-                }
-                for (i, verdict) in verdicts {
-                    let slot = &mut slots[i];
-                    match verdict {
-                        Verdict::Admit(entry) => {
-                            slot.needed.remove(quota);
-                            if let Some(e) = entry {
-                                slot.written.push((quota.to_owned(), e));
-                            }
-                        }
-                        Verdict::Deny(d) => slot.fail(Ok(d)),
-                    }
-                }
-            }
-            Ok(Err(e)) => {
-                self.forget(namespace, quota);
-                for _ in 0..e.conflicts() {
-                    self.metrics.write("conflict");
-                    self.metrics.conflicts.inc();
-                }
-                let error = match e {
-                    UpdateError::Conflicts { attempts, .. } => Error::TooManyConflicts {
-                        namespace: namespace.to_owned(),
-                        name: quota.to_owned(),
-                        attempts,
-                    },
-                    UpdateError::Store { source, .. } => {
-                        self.metrics.write("error");
-                        tracing::warn!(%namespace, %quota, error = %source, "status write failed");
-                        store_error(source)
-                    }
-                };
-                for &i in &live {
-                    slots[i].fail(Err(clone_error(&error)));
-                }
-            }
-            Err(_elapsed) => {
-                self.metrics.write("timeout");
-                self.forget(namespace, quota);
-                for (i, e) in std::mem::take(&mut *lock(&planned)) {
-                    slots[i].maybe_written.push((quota.to_owned(), e));
-                }
-                for &i in &live {
-                    slots[i].fail(Err(Error::Timeout));
-                }
-            }
-        }
-    }
-
-    /// Remove `entries` (written for requests that did not end admitted) from `quota`,
-    /// best effort: what cannot be removed is left for the controller to expire.
-    async fn roll_back(&self, namespace: &str, quota: &str, entries: &[Reservation]) {
-        let copy = self
-            .newest_copies(namespace, &HashSet::new())
-            .into_iter()
-            .find(|c| c.name() == quota)
-            .and_then(|c| c.parsed.as_ref().ok().map(|p| (*p.object).clone()));
-        let base = match copy {
-            Some(object) => object,
-            None => match self.store.get(namespace, quota).await {
-                Ok(object) => object,
-                Err(_) => {
-                    self.metrics.rolled_back("failed", entries.len());
-                    return;
-                }
-            },
-        };
-        let removed = AtomicUsize::new(0);
-        let plan = |object: &KarmadaQuota| {
-            let mut status = object.status.clone().unwrap_or_default();
-            let n = entries::roll_back(&mut status, entries);
-            removed.store(n, Ordering::Relaxed);
-            ((n > 0).then_some(status), ())
-        };
-        let within = self.config.reservation_ttl.min(ROLLBACK_TIMEOUT);
-        match tokio::time::timeout(
-            within,
-            status::update(&*self.store, base, plan, || true, self.config.max_attempts),
-        )
-        .await
-        {
-            Ok(Ok(updated)) => {
-                if let Outcome::Written(object) = updated.outcome {
-                    self.remember(namespace, *object);
-                }
-                self.metrics
-                    .rolled_back("ok", removed.load(Ordering::Relaxed));
-                self.metrics.rolled_back(
-                    "failed",
-                    entries
-                        .len()
-                        .saturating_sub(removed.load(Ordering::Relaxed)),
-                );
-                tracing::debug!(%namespace, %quota, removed = removed.load(Ordering::Relaxed), "rolled back reservations");
-            }
-            Ok(Err(e)) => {
-                self.forget(namespace, quota);
-                self.metrics.rolled_back("failed", entries.len());
-                tracing::warn!(%namespace, %quota, error = %e, entries = entries.len(), "could not roll back reservations; the controller will expire them");
-            }
-            Err(_) => {
-                self.forget(namespace, quota);
-                self.metrics.rolled_back("failed", entries.len());
-                tracing::warn!(%namespace, %quota, entries = entries.len(), "rolling back reservations timed out; the controller will expire them");
-            }
-        }
-    }
-}
-
-/// Longest a rollback may take (it delays the namespace's next batch).
-const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A copy of an error for each of the requests it fails.
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::TooManyConflicts {
-            namespace,
-            name,
-            attempts,
-        } => Error::TooManyConflicts {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            attempts: *attempts,
-        },
-        Error::Store {
-            namespace,
-            name,
-            source,
-        } => Error::Store {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            source: source.clone(),
-        },
-        Error::InvalidQuota {
-            namespace,
-            name,
-            errors,
-        } => Error::InvalidQuota {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            errors: errors.clone(),
-        },
-        Error::Timeout => Error::Timeout,
-        other => Error::WorkerGone(other.to_string()),
     }
 }

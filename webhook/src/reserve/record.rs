@@ -1,0 +1,209 @@
+//! Recording one quota's entries for a batch: a compare-and-swap update whose plan
+//! re-decides the quota's open requests against the object it is given.
+
+use std::sync::Mutex;
+
+use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch};
+use karmada_quota_core::quota::Reservation;
+use karmada_quota_crds::KarmadaQuota;
+use karmada_quota_status::{self as status, Outcome, UpdateError, entries, quota_state};
+use tokio::time::timeout_at;
+
+use super::{Inner, Slot, Verdict, lock, ttl_secs};
+use crate::Error;
+
+impl Inner {
+    /// Record the entries of `slots` still open for `quota`: one compare-and-swap update
+    /// whose plan re-decides those requests against the object it is given (the copy the
+    /// batch was decided on first, a fresh read after a 409).
+    pub(super) async fn record(
+        &self,
+        namespace: &str,
+        quota: &str,
+        base: KarmadaQuota,
+        slots: &mut [Slot],
+    ) {
+        let live: Vec<usize> = (0..slots.len())
+            .filter(|&i| slots[i].open() && slots[i].needed.contains(quota))
+            .collect();
+        let Some(deadline) = live.iter().map(|&i| slots[i].deadline).max() else {
+            return;
+        };
+        let (ttl, max) = (
+            ttl_secs(self.config.reservation_ttl),
+            self.config.max_reservations,
+        );
+        // The entries of the last plan, readable even when the write times out.
+        let planned: Mutex<Vec<(usize, Reservation)>> = Mutex::default();
+        let plan = |object: &KarmadaQuota| {
+            lock(&planned).clear();
+            let state = match quota_state(object) {
+                Ok(s) => s,
+                Err(errors) => {
+                    return (None, Err(errors));
+                }
+            };
+            let now = (self.clock)();
+            let reqs: Vec<AdmissionRequest<'_>> = live
+                .iter()
+                .map(|&i| slots[i].request.as_core(now, ttl, max))
+                .collect();
+            let verdicts: Vec<(usize, Verdict)> = live
+                .iter()
+                .zip(decide_batch(&mut [state], &reqs))
+                .map(|(&i, d)| match d {
+                    Decision::Allow(entries) => (
+                        i,
+                        Verdict::Admit(entries.into_iter().next().map(|(_, e)| e)),
+                    ),
+                    deny @ Decision::Deny(_) => (i, Verdict::Deny(deny)),
+                })
+                .collect();
+            for (i, v) in &verdicts {
+                if let Verdict::Admit(Some(e)) = v {
+                    lock(&planned).push((*i, e.clone()));
+                }
+            }
+            if lock(&planned).is_empty() {
+                return (None, Ok(verdicts));
+            }
+            let mut status = object.status.clone().unwrap_or_default();
+            entries::add(&mut status, lock(&planned).iter().map(|(_, e)| e));
+            (Some(status), Ok(verdicts))
+        };
+        let attempts = self.config.max_attempts;
+        let result = timeout_at(
+            deadline,
+            status::update(&*self.store, base, plan, || true, attempts),
+        )
+        .await;
+        let store_error = |source| Error::Store {
+            namespace: namespace.to_owned(),
+            name: quota.to_owned(),
+            source,
+        };
+        match result {
+            Ok(Ok(updated)) => {
+                for _ in 0..updated.conflicts {
+                    self.metrics.write("conflict");
+                    self.metrics.conflicts.inc();
+                    self.metrics.retries.inc();
+                }
+                let verdicts = match updated.plan {
+                    Ok(v) => v,
+                    Err(errors) => {
+                        let e = Error::InvalidQuota {
+                            namespace: namespace.to_owned(),
+                            name: quota.to_owned(),
+                            errors: errors
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                        };
+                        tracing::warn!(%namespace, %quota, error = %e, "refusing ResourceBindings");
+                        for &i in &live {
+                            slots[i].fail(Err(clone_error(&e)));
+                        }
+                        return;
+                    }
+                };
+                match updated.outcome {
+                    Outcome::Written(object) => {
+                        self.metrics.write("ok");
+                        self.remember(namespace, *object);
+                    }
+                    Outcome::Gone => {
+                        // Deleted since the cache saw it: it no longer applies.
+                        self.metrics.write("not_found");
+                        self.forget(namespace, quota);
+                        for &i in &live {
+                            slots[i].needed.remove(quota);
+                        }
+                        return;
+                    }
+                    Outcome::Unchanged | Outcome::Stopped => {}
+                }
+                for (i, verdict) in verdicts {
+                    let slot = &mut slots[i];
+                    match verdict {
+                        Verdict::Admit(entry) => {
+                            slot.needed.remove(quota);
+                            if let Some(e) = entry {
+                                slot.written.push((quota.to_owned(), e));
+                            }
+                        }
+                        Verdict::Deny(d) => slot.fail(Ok(d)),
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                self.forget(namespace, quota);
+                for _ in 0..e.conflicts() {
+                    self.metrics.write("conflict");
+                    self.metrics.conflicts.inc();
+                }
+                let error = match e {
+                    UpdateError::Conflicts { attempts, .. } => Error::TooManyConflicts {
+                        namespace: namespace.to_owned(),
+                        name: quota.to_owned(),
+                        attempts,
+                    },
+                    UpdateError::Store { source, .. } => {
+                        self.metrics.write("error");
+                        tracing::warn!(%namespace, %quota, error = %source, "status write failed");
+                        store_error(source)
+                    }
+                };
+                for &i in &live {
+                    slots[i].fail(Err(clone_error(&error)));
+                }
+            }
+            Err(_elapsed) => {
+                self.metrics.write("timeout");
+                self.forget(namespace, quota);
+                for (i, e) in std::mem::take(&mut *lock(&planned)) {
+                    slots[i].maybe_written.push((quota.to_owned(), e));
+                }
+                for &i in &live {
+                    slots[i].fail(Err(Error::Timeout));
+                }
+            }
+        }
+    }
+}
+
+/// A copy of an error for each of the requests it fails.
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::TooManyConflicts {
+            namespace,
+            name,
+            attempts,
+        } => Error::TooManyConflicts {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            attempts: *attempts,
+        },
+        Error::Store {
+            namespace,
+            name,
+            source,
+        } => Error::Store {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source: source.clone(),
+        },
+        Error::InvalidQuota {
+            namespace,
+            name,
+            errors,
+        } => Error::InvalidQuota {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            errors: errors.clone(),
+        },
+        Error::Timeout => Error::Timeout,
+        other => Error::WorkerGone(other.to_string()),
+    }
+}
