@@ -463,8 +463,14 @@ impl Inner {
             let Ok(parsed) = copy.parsed.as_ref() else {
                 continue; // unreachable: `states` refused the batch
             };
-            self.record(namespace, &quota, (*parsed.object).clone(), &mut slots)
-                .await;
+            self.record(
+                namespace,
+                &quota,
+                (*parsed.object).clone(),
+                &parsed.state,
+                &mut slots,
+            )
+            .await;
         }
 
         // 4: answer. Admitted = every quota it needed holds its entry, and its caller is

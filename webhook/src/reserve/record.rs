@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch};
-use karmada_quota_core::quota::Reservation;
+use karmada_quota_core::quota::{QuotaState, Reservation};
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_status::{self as status, Outcome, UpdateError, entries, quota_state};
 use tokio::time::timeout_at;
@@ -21,8 +21,11 @@ impl Inner {
         namespace: &str,
         quota: &str,
         base: KarmadaQuota,
+        base_state: &QuotaState,
         slots: &mut [Slot],
     ) {
+        // The cache parsed `base` already; only a fresh read after a 409 is parsed here.
+        let base_version = base.metadata.resource_version.clone();
         let live: Vec<usize> = (0..slots.len())
             .filter(|&i| slots[i].open() && slots[i].needed.contains(quota))
             .collect();
@@ -37,10 +40,12 @@ impl Inner {
         let planned: Mutex<Vec<(usize, Reservation)>> = Mutex::default();
         let plan = |object: &KarmadaQuota| {
             lock(&planned).clear();
-            let state = match quota_state(object) {
-                Ok(s) => s,
-                Err(errors) => {
-                    return (None, Err(errors));
+            let state = if object.metadata.resource_version == base_version {
+                base_state.clone()
+            } else {
+                match quota_state(object) {
+                    Ok(s) => s,
+                    Err(errors) => return (None, Err(errors)),
                 }
             };
             let now = (self.clock)();
