@@ -1,4 +1,4 @@
-//! The admission decision (design §4 steps 2–5): one place a reviewer reads the rule.
+//! The admission decision (docs/design.md §5): one place a reviewer reads the rule.
 //!
 //! [`decide`] is the rule; [`decide_batch`] applies it to the concurrent requests of one
 //! namespace in order, so that later requests see the entries earlier ones were given.
@@ -60,7 +60,7 @@ pub struct Denial {
     pub quota: String,
     /// HTTP code for the AdmissionResponse status (403 quota, 429 retryable, …).
     pub code: u16,
-    /// The exact message of design §4.
+    /// The exact message of docs/design.md §5.
     pub message: String,
 }
 
@@ -104,7 +104,7 @@ fn deny(reason: DenyReason, code: u16, quota: &str, message: String) -> Decision
 
 /// Decide one ResourceBinding CREATE/UPDATE against the namespace's quotas.
 ///
-/// The rule (design §4 steps 2–5), in order:
+/// The rule (docs/design.md §5), in order:
 ///
 /// 1. Identical old and new charge → allow, write nothing.
 /// 2. Quotas are taken in name order. A quota *applies* when its scope matches the new

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //!  ResourceBinding (binding::ResourceBindingSpec, tolerant serde view)
-//!        │ usage::BindingCharge::compute            (design §3: what a binding costs,
+//!        │ usage::BindingCharge::compute            (design.md §4: what a binding costs,
 //!        ▼                                           scope-independent, per part/cluster)
 //!  BindingCharge ── .scoped(&scope) ──► ScopedUsage  (total + per cluster, for one quota)
 //!        │                                   │

@@ -53,11 +53,11 @@ pub struct QuotaState {
     pub reservations: Vec<Reservation>,
 }
 
-/// Why a `limits.*` name is refused (design §3).
+/// Why a `limits.*` name is refused (docs/design.md §5).
 pub const LIMITS_REASON: &str =
     "a ResourceBinding carries requests only; limits cannot be enforced";
 
-/// Validate a KarmadaQuota spec (design §2, §3): every error at once.
+/// Validate a KarmadaQuota spec (docs/design.md §2, §5): every error at once.
 ///
 /// `hard` is `spec.hard` as written (name → quantity string); `scope` is
 /// `spec.scopeSelector.matchExpressions`. Checks: resource names ([`classify`]), `limits.*`

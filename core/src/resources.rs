@@ -304,7 +304,7 @@ fn requests_name(name: &str) -> String {
     out
 }
 
-/// Expand a per-replica request into quota names (design §3): `cpu` → `cpu` and
+/// Expand a per-replica request into quota names (docs/design.md §4): `cpu` → `cpu` and
 /// `requests.cpu` (likewise memory, ephemeral-storage, `hugepages-<size>`); any other name
 /// (extended, e.g. `nvidia.com/gpu`) → `requests.<name>` only; `requests.*` stays as is.
 pub fn expand_request(per_replica: &ResourceList) -> ResourceList {

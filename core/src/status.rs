@@ -56,7 +56,7 @@ pub struct QuotaView {
     pub bindings: usize,
 }
 
-/// Compute what one quota's status shows (design §5).
+/// Compute what one quota's status shows (docs/design.md §6).
 ///
 /// - `namespace`: the quota's namespace (carried into the view).
 /// - `quota`: spec (hard, scope) and `status.reservations`.

@@ -1,4 +1,4 @@
-//! What a ResourceBinding (and a member-cluster pod) costs: design §3.
+//! What a ResourceBinding (and a member-cluster pod) costs: docs/design.md §4.
 //!
 //! [`BindingCharge::compute`] turns a binding into scope-independent parts (one per
 //! component, or one for a single-component workload): the expanded per-replica usage,
@@ -25,7 +25,7 @@ pub struct ChargePart {
     pub priority_class: String,
     /// Usage of one replica, names expanded (cpu + requests.cpu, …, pods = 1).
     pub per_replica: ResourceList,
-    /// Charged replicas over all clusters (design §3: R = max(desired, Σ placed); for a
+    /// Charged replicas over all clusters (docs/design.md §4: R = max(desired, Σ placed); for a
     /// component without a per-cluster split, replicas × max(1, clusters)).
     pub replicas: i64,
     /// Replicas per member cluster, in `spec.clusters` order (empty before scheduling).
@@ -92,7 +92,7 @@ pub struct PodView {
 }
 
 /// Compute names a quota may require every workload to request, each with its
-/// `requests.` twin (design §3; Kubernetes' rule for cpu and memory, extended to
+/// `requests.` twin (docs/design.md §4; Kubernetes' rule for cpu and memory, extended to
 /// ephemeral-storage).
 pub const MUST_SPECIFY: [(&str, &str); 3] = [
     ("cpu", "requests.cpu"),
@@ -158,14 +158,14 @@ fn add_cluster(
 }
 
 impl BindingCharge {
-    /// What `spec` costs (design §3), independent of any quota's scope.
+    /// What `spec` costs (docs/design.md §4), independent of any quota's scope.
     ///
     /// `count_name` is the template's resolved `count/<plural>[.<group>]` (see
     /// [`count_name`], [`builtin_plural`]); `None` when the plural is unknown, which leaves
     /// out the `count/…` entry (the legacy names still come from the template's kind).
     ///
-    /// A binding is a workload when it has `replicaRequirements` or `components` — or, beyond
-    /// design §3, replicas: Karmada leaves `replicaRequirements` out for a pod template
+    /// A binding is a workload when it has `replicaRequirements` or `components` — or (docs/design.md §4)
+    /// replicas: Karmada leaves `replicaRequirements` out for a pod template
     /// with no requests and no node claim, and such a workload must still be charged its
     /// `pods` and refused by a quota that tracks cpu or memory (`must specify …`).
     pub fn compute(spec: &ResourceBindingSpec, count_name: Option<&str>) -> BindingCharge {

@@ -1,4 +1,4 @@
-//! The admission router: AdmissionReview in, AdmissionReview out (design §4).
+//! The admission router: AdmissionReview in, AdmissionReview out (docs/design.md §5).
 //!
 //! - `POST /validate/resourcebinding`: decode → charges (core, plural from
 //!   [`PluralResolver`]) → the namespace's quotas from the cache → dry-run: decide now;

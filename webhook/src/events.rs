@@ -1,4 +1,4 @@
-//! Denial events, written off the admission path (design §5 "Events and decision logs").
+//! Denial events, written off the admission path (docs/design.md §5 "Events and decision logs").
 //!
 //! ```text
 //!  admission handler ──try_send──► bounded channel (QUEUE_CAPACITY) ──► run() task

@@ -1,4 +1,4 @@
-//! The KarmadaQuota admission webhook (design §4): a thin I/O shell around
+//! The KarmadaQuota admission webhook (docs/design.md §5): a thin I/O shell around
 //! `karmada-quota-core`.
 //!
 //! ```text

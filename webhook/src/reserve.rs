@@ -1,4 +1,4 @@
-//! The per-namespace reservation batcher (design §5).
+//! The per-namespace reservation batcher (docs/design.md §5).
 //!
 //! ```text
 //!  handler ── submit(BindingRequest, deadline) ──► Namespace queue ──► worker (one per
