@@ -164,9 +164,9 @@ impl BindingCharge {
     /// [`count_name`], [`builtin_plural`]); `None` when the plural is unknown, which leaves
     /// out the `count/…` entry (the legacy names still come from the template's kind).
     ///
-    /// A binding is a workload when it has `replicaRequirements` or `components` — or (docs/design.md §4)
-    /// replicas: Karmada leaves `replicaRequirements` out for a pod template
-    /// with no requests and no node claim, and such a workload must still be charged its
+    /// A binding is a workload when it has `replicaRequirements` or `components` — or
+    /// replicas (docs/design.md §4): Karmada leaves `replicaRequirements` out for a pod
+    /// template with no requests and no node claim, and such a workload must still be charged its
     /// `pods` and refused by a quota that tracks cpu or memory (`must specify …`).
     pub fn compute(spec: &ResourceBindingSpec, count_name: Option<&str>) -> BindingCharge {
         let mut objects = ResourceList::new();
