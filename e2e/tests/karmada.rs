@@ -377,6 +377,85 @@ async fn a_scale_up_past_the_limit_is_refused_at_the_schedulers_update() -> Resu
 
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn a_divided_scale_up_past_the_limit_is_refused_at_the_detectors_update() -> Result<()> {
+    let Some(k) = KarmadaSetup::start("karmada_divided_scale_up", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    let env = Env::get().await?;
+    let rb_name = binding_name("web");
+
+    step("[Apply] web: Divided 1:1, 2 × 500m → 1 cpu");
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "web", &["web"], placement::divided_static(1, 1)),
+    )
+    .await?;
+    apply(&c, &ns, deployment(&ns, "web", 2, "500m")).await?;
+    wait_scheduled(&c, &ns, &rb_name).await?;
+    wait_usage(
+        &c,
+        &ns,
+        1000,
+        2,
+        &[("member1", 500, 1), ("member2", 500, 1)],
+    )
+    .await?;
+
+    step(
+        "[Scale] web to 6: the detector's UPDATE raises spec.replicas (6 × 500m = 3 cpu) and \
+         is refused there; the binding, its placement and the members stay at 2",
+    );
+    scale(&c, &ns, "web", 6).await?;
+    wait_event(
+        &c,
+        &ns,
+        "Deployment",
+        "web",
+        "ApplyPolicyFailed",
+        "exceeded quota: q",
+    )
+    .await?;
+    let rb = bindings(&c, &ns).get(&rb_name).await?;
+    ensure!(
+        replicas(&rb) == 2 && placed(&rb) == vec![("member1".into(), 1), ("member2".into(), 1)],
+        "the binding moved: replicas {}, clusters {:?}",
+        replicas(&rb),
+        placed(&rb)
+    );
+    wait_member_replicas(env, &ns, "web", &[Some(1), Some(1)]).await?;
+    wait_usage(
+        &c,
+        &ns,
+        1000,
+        2,
+        &[("member1", 500, 1), ("member2", 500, 1)],
+    )
+    .await?;
+    let reviews: Vec<Review> = k
+        .reviews()?
+        .into_iter()
+        .filter(|r| r.binding == rb_name)
+        .collect();
+    print_reviews(&reviews);
+    ensure!(
+        reviews
+            .iter()
+            .any(|r| r.operation == "Update" && r.user == DETECTOR_USER && r.replicas == 6),
+        "the webhook saw no UPDATE from the detector at 6 replicas: {reviews:?}"
+    );
+    ensure!(
+        !reviews
+            .iter()
+            .any(|r| r.user == SCHEDULER_USER && r.replicas == 6),
+        "the scheduler got to place 6 replicas: {reviews:?}"
+    );
+    k.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn deleting_the_deployment_credits_the_quota() -> Result<()> {
     let Some(k) = KarmadaSetup::start("karmada_delete", HARD).await? else {
         return Ok(());
