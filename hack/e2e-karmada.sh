@@ -114,6 +114,8 @@ stop_all
 rm -rf "$dir"
 mkdir -p "$dir/karmada-crds"
 trap stop_all EXIT
+# Ctrl-C or a TERM: exit, so that the EXIT trap stops everything.
+trap 'exit 130' INT TERM
 
 # One directory of CRDs for controlplane.sh: Karmada's, plus the project's Cluster stand-in
 # when the tree has none (the Cluster API is served by karmada-aggregated-apiserver).
@@ -290,7 +292,10 @@ Karmada is running against $dir (logs in $dir/logs).
       --run-ignored all
 Press Ctrl-C to stop everything.
 EOF
-    while :; do sleep 3600; done
+    sleep infinity &
+    sleeper=$!
+    trap 'kill "$sleeper" 2>/dev/null; exit 130' INT TERM
+    wait "$sleeper"
 fi
 
 # ---------------------------------------------------------------------------------------

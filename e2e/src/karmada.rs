@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::{Client, ResourceExt};
+use kube::Client;
 use serde_json::{Value, json};
 
 use crate::controller::{Controller, wait_synced};
@@ -627,57 +627,22 @@ pub async fn wait_member_replicas(
     })
 }
 
-/// The `kubectl describe`-like text of Deployment `name` and its binding: the replicas,
-/// the binding's placement and `Scheduled` condition, and the events of both.
-pub async fn describe(c: &Client, ns: &str, name: &str) -> Result<String> {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let d = Api::<Deployment>::namespaced(c.clone(), ns)
-        .get(name)
-        .await
-        .with_context(|| format!("reading Deployment {ns}/{name}"))?;
-    let spec = d.spec.clone().unwrap_or_default();
-    writeln!(out, "Name:         {}", d.name_any())?;
-    writeln!(out, "Namespace:    {ns}")?;
-    writeln!(out, "Replicas:     {} desired", spec.replicas.unwrap_or(1))?;
-    let requests = spec
-        .template
-        .spec
-        .as_ref()
-        .and_then(|p| p.containers.first())
-        .and_then(|c| c.resources.as_ref())
-        .and_then(|r| r.requests.as_ref())
-        .map(|r| {
-            r.iter()
-                .map(|(k, v)| format!("{k}={}", v.0))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
-    writeln!(out, "Requests:     {requests} per replica")?;
-    writeln!(out, "Events:")?;
-    for e in events_on(c, ns, "Deployment", name).await? {
-        writeln!(out, "  {e}")?;
-    }
+/// `kubectl describe` of Deployment `name` and of its binding (or a line saying there is
+/// none), run against the control plane now: the events of both, the binding's placement
+/// and its `Scheduled` condition.
+pub async fn describe(env: &Env, c: &Client, ns: &str, name: &str) -> Result<String> {
+    let mut out = format!("$ kubectl -n {ns} describe deployment {name}\n");
+    out += &env
+        .kubectl(&["-n", ns, "describe", "deployment", name])
+        .await?;
     let rb = binding_name(name);
-    writeln!(out, "\nResourceBinding {ns}/{rb}:")?;
-    match bindings(c, ns).get_opt(&rb).await? {
-        None => writeln!(out, "  (none: the detector's CREATE was refused)")?,
-        Some(b) => {
-            writeln!(out, "  spec.replicas:  {}", replicas(&b))?;
-            writeln!(out, "  spec.clusters:  {:?}", placed(&b))?;
-            if let Some((status, reason, message)) = binding_condition(&b, "Scheduled") {
-                writeln!(out, "  Conditions:")?;
-                writeln!(out, "    Type:     Scheduled")?;
-                writeln!(out, "    Status:   {status}")?;
-                writeln!(out, "    Reason:   {reason}")?;
-                writeln!(out, "    Message:  {message}")?;
-            }
-            writeln!(out, "  Events:")?;
-            for e in events_on(c, ns, "ResourceBinding", &rb).await? {
-                writeln!(out, "    {e}")?;
-            }
-        }
+    out += &format!("\n$ kubectl -n {ns} describe resourcebinding {rb}\n");
+    if bindings(c, ns).get_opt(&rb).await?.is_some() {
+        out += &env
+            .kubectl(&["-n", ns, "describe", "resourcebinding", &rb])
+            .await?;
+    } else {
+        out += "(none: the detector's CREATE was refused)\n";
     }
     Ok(out)
 }

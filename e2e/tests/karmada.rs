@@ -286,7 +286,10 @@ async fn a_placement_over_the_limit_stays_unscheduled_with_the_webhooks_message(
     );
     let reviews = k.reviews()?;
     print_reviews(&reviews);
-    keep("describe-unscheduled.txt", &describe(&c, &ns, "web").await?)?;
+    keep(
+        "describe-unscheduled.txt",
+        &describe(env, &c, &ns, "web").await?,
+    )?;
     k.teardown().await
 }
 
@@ -371,7 +374,10 @@ async fn a_scale_up_past_the_limit_is_refused_at_the_schedulers_update() -> Resu
         k.denials()?.iter().any(|d| d.binding == rb_name),
         "the refused UPDATE is not in the webhook's log"
     );
-    keep("describe-scale-up.txt", &describe(&c, &ns, "web").await?)?;
+    keep(
+        "describe-scale-up.txt",
+        &describe(env, &c, &ns, "web").await?,
+    )?;
     k.teardown().await
 }
 
@@ -701,6 +707,9 @@ async fn a_named_duplicated_placement_over_the_limit_is_refused_at_create() -> R
         karmada_quota_e2e::karmada::member_replicas(env, &ns, "web").await? == vec![None, None],
         "a member runs the refused Deployment"
     );
-    keep("describe-refused.txt", &describe(&c, &ns, "web").await?)?;
+    keep(
+        "describe-refused.txt",
+        &describe(env, &c, &ns, "web").await?,
+    )?;
     k.teardown().await
 }
