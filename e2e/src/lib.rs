@@ -16,6 +16,7 @@
 //!      │                                 retry layer off (every refusal is seen as given)
 //!      ├─ kubectl(&args)                 against apiserver 0
 //!      └─ log_dir()                      where Binary logs go
+//!    karmada      real Karmada around a test (make e2e-karmada): fixture, readers
 //!    chart        charts/karmada-quota through helm and the check tools (hack/tools.sh)
 //!    TestNs       a fresh namespace per test (generateName, labelled)
 //!    faults       UnservedApi: an API group whose discovery fails (503)
@@ -40,6 +41,7 @@ pub mod chart;
 pub mod controller;
 mod env;
 pub mod faults;
+pub mod karmada;
 mod metrics;
 mod ns;
 pub mod proxy;
