@@ -21,6 +21,7 @@ pub mod api;
 pub mod live;
 pub mod model;
 pub mod pages;
+pub mod report;
 pub mod view;
 
 use std::net::SocketAddr;
@@ -58,6 +59,8 @@ pub struct Settings {
     pub stale_after: Duration,
     /// The namespace label whose value names a team (shown in the overview's groups).
     pub team_label: String,
+    /// The Prometheus the Report page reads (`None`: the page says how to turn it on).
+    pub prometheus: Option<report::Prometheus>,
 }
 
 impl Default for Settings {
@@ -65,6 +68,7 @@ impl Default for Settings {
         Self {
             stale_after: Duration::from_secs(60),
             team_label: DEFAULT_TEAM_LABEL.to_owned(),
+            prometheus: None,
         }
     }
 }
@@ -107,6 +111,7 @@ pub fn router(dashboard: Dashboard) -> Router {
         .route("/clusters", get(pages::clusters))
         .route("/events", get(live::events))
         .merge(api::router())
+        .merge(report::router())
         .route(
             "/assets/dashboard.css",
             get(|| async {
