@@ -20,6 +20,7 @@
 //!    TestNs       a fresh namespace per test (generateName, labelled)
 //!    faults       UnservedApi: an API group whose discovery fails (503)
 //!    apply_yaml / apply_json / accepts / rejects / wait_for
+//!    prometheus   Debian's prometheus on loopback scraping admin ports (usage report)
 //!    Binary       target/<profile>/karmada-quota-{webhook,controller} as children,
 //!                 killed on drop, log tail printed when the test panics;
 //!                 wait_admin() polls an admin path (http_get) until it answers 200
@@ -42,6 +43,7 @@ mod env;
 pub mod faults;
 mod metrics;
 mod ns;
+pub mod prometheus;
 pub mod proxy;
 mod quota_status;
 pub mod setup;
