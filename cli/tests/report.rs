@@ -23,6 +23,11 @@ use axum::routing::get;
 
 const FROM: &str = "2026-01-01T00:00:00Z";
 const TO: &str = "2026-01-01T01:00:00Z";
+/// The window of the answers recorded from a real Prometheus (Debian's 2.42) scraping
+/// `make demo`'s controller every 5 s (`fixtures/report/recorded-*.json`): start, last
+/// instant; the window ends one 15 s step after the last instant. At 14:45:02 the binding
+/// web-deployment was scaled from 5 to 9 replicas of 500m (member1 3 → 5, member2 2 → 4).
+const RECORDED: (&str, &str) = ("1795445025", "1795445175");
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!(
@@ -71,6 +76,20 @@ async fn prometheus() -> (SocketAddr, Seen) {
         };
         (StatusCode::OK, body)
     }
+    async fn recorded(Query(q): Query<BTreeMap<String, String>>) -> impl IntoResponse {
+        let query = q.get("query").cloned().unwrap_or_default();
+        let name = if query.contains("kq_namespace_labels") {
+            "recorded-teams.json"
+        } else {
+            "recorded-usage.json"
+        };
+        // The recording holds these instants only.
+        let window = (q["start"].as_str(), q["end"].as_str(), q["step"].as_str());
+        if window != (RECORDED.0, RECORDED.1, "15") {
+            return (StatusCode::BAD_REQUEST, format!("not recorded: {window:?}"));
+        }
+        (StatusCode::OK, fixture(name))
+    }
     async fn broken() -> impl IntoResponse {
         (
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -80,6 +99,7 @@ async fn prometheus() -> (SocketAddr, Seen) {
     let app = Router::new()
         .route("/api/v1/query_range", get(range))
         .route("/broken/api/v1/query_range", get(broken))
+        .route("/recorded/api/v1/query_range", get(recorded))
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -205,6 +225,50 @@ async fn by_cluster_and_by_team_and_namespace_match_their_golden_files() {
             .iter()
             .any(|q| q["query"].contains("kq_quota_cluster_observed"))
     );
+}
+
+#[tokio::test]
+async fn answers_recorded_from_a_real_prometheus_match_their_golden_file() {
+    let (addr, _) = prometheus().await;
+    let url = format!("http://{addr}/recorded");
+    let args = [
+        "--prometheus",
+        url.as_str(),
+        "--from",
+        RECORDED.0,
+        "--to",
+        "1795445190",
+        "--step",
+        "15s",
+        "--by",
+        "team,cluster",
+    ];
+    let o = plugin(&args).await;
+    let (stdout, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{stderr}");
+    golden("report-recorded.txt", &stdout);
+    // member1's cpu: 2.8 (compute) + 4 (batch) for the 6 instants before the scale-up,
+    // then 3.8 + 4 for the 5 after: (6.8 × 90 s + 7.8 × 75 s) / 3600 = 0.333 core-hours.
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let o = plugin(&json_args).await;
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cpu = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["team"] == "ml-platform"
+                && r["cluster"] == "member1"
+                && r["resource"] == "requests.cpu"
+        })
+        .unwrap_or_else(|| panic!("{v}"));
+    let hours = cpu["hours"].as_f64().unwrap();
+    assert!(
+        (hours - (6.8 * 90.0 + 7.8 * 75.0) / 3600.0).abs() < 1e-9,
+        "{cpu}"
+    );
+    assert_eq!(cpu["peak"], 7.8);
 }
 
 #[tokio::test]
