@@ -154,23 +154,10 @@ impl Form {
             ("source", self.source()),
         ]
         .iter()
-        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .map(|(k, v)| format!("{k}={}", billing::query_value(v)))
         .collect::<Vec<_>>()
         .join("&")
     }
-}
-
-/// Percent-encoding of a query-string value (unreserved characters kept).
-fn encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The report of `request`: the same two queries and the same arithmetic as the plugin's

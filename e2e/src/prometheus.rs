@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use karmada_quota_core::billing::query_value;
 use serde_json::Value;
 
 use crate::chart::tool;
@@ -36,19 +37,6 @@ pub struct Prometheus {
     child: tokio::process::Child,
     addr: SocketAddr,
     dir: PathBuf,
-}
-
-/// Percent-encoding of a query-string value.
-pub fn encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 impl Prometheus {
@@ -131,7 +119,7 @@ impl Prometheus {
 
     /// An instant query's `data.result`.
     pub async fn query(&self, promql: &str) -> Result<Vec<Value>> {
-        let path = format!("/api/v1/query?query={}", encode(promql));
+        let path = format!("/api/v1/query?query={}", query_value(promql));
         let (code, body) = http_get(self.addr, &path).await?;
         let v: Value = serde_json::from_str(&body)
             .with_context(|| format!("query {promql}: HTTP {code}: {body}"))?;

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Namespace;
+use karmada_quota_core::billing::query_value as encode;
 use karmada_quota_e2e::controller::{
     Controller, ensure_namespace, member_apis, used_is, wait_quota,
 };
-use karmada_quota_e2e::prometheus::{Prometheus, SCRAPE_INTERVAL, encode};
+use karmada_quota_e2e::prometheus::{Prometheus, SCRAPE_INTERVAL};
 use karmada_quota_e2e::webhook::{Rb, create, expect_admitted, quota, update};
 use karmada_quota_e2e::{Binary, Env, TestNs, accepts, free_port, http_get_ok, metric_sum};
 use kube::api::{Api, Patch, PatchParams};

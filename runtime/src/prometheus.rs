@@ -17,7 +17,9 @@
 
 use std::time::Duration;
 
-use karmada_quota_core::billing::{Key, PromResponse, Report, Request, Series, Window};
+use karmada_quota_core::billing::{
+    Key, PromResponse, Report, Request, Series, Window, query_value,
+};
 
 /// How long one query may take (Prometheus' own default query timeout is 2 minutes).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -128,7 +130,7 @@ impl Prometheus {
     pub async fn query_range(&self, query: &str, window: Window) -> Result<Vec<Series>, Error> {
         let path = format!(
             "/api/v1/query_range?query={}&start={}&end={}&step={}",
-            encode(query),
+            query_value(query),
             window.from,
             window.last_point(),
             window.step
@@ -213,31 +215,9 @@ pub fn check_url(url: &str) -> Result<String, String> {
     Ok(trimmed.to_owned())
 }
 
-/// Percent-encoding of a query-string value (RFC 3986 unreserved characters kept).
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn query_values_are_percent_encoded() {
-        assert_eq!(
-            encode("max by (namespace) (kq_quota_cluster_used{a=\"b\"})"),
-            "max%20by%20%28namespace%29%20%28kq_quota_cluster_used%7Ba%3D%22b%22%7D%29"
-        );
-        assert_eq!(encode("a-b_c.d~é"), "a-b_c.d~%C3%A9");
-    }
 
     #[tokio::test]
     async fn urls_must_be_absolute_http() {

@@ -53,6 +53,20 @@ pub fn label_name(key: &str) -> String {
     format!("label_{sanitized}")
 }
 
+/// Percent-encoding of a URL query-string value (RFC 3986 unreserved characters kept):
+/// the report's PromQL and times travel in URLs (Prometheus' API, the Report page's links).
+pub fn query_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +84,14 @@ mod tests {
         ] {
             assert_eq!(label_name(key), name, "{key}");
         }
+    }
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(
+            query_value("max by (namespace) (kq_quota_cluster_used{a=\"b\"})"),
+            "max%20by%20%28namespace%29%20%28kq_quota_cluster_used%7Ba%3D%22b%22%7D%29"
+        );
+        assert_eq!(query_value("a-b_c.d~é,+&"), "a-b_c.d~%C3%A9%2C%2B%26");
     }
 }
