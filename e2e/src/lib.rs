@@ -21,6 +21,7 @@
 //!    TestNs       a fresh namespace per test (generateName, labelled)
 //!    faults       UnservedApi: an API group whose discovery fails (503)
 //!    apply_yaml / apply_json / accepts / rejects / wait_for
+//!    prometheus   Debian's prometheus on loopback scraping admin ports (usage report)
 //!    Binary       target/<profile>/karmada-quota-{webhook,controller} as children,
 //!                 killed on drop, log tail printed when the test panics;
 //!                 wait_admin() polls an admin path (http_get) until it answers 200
@@ -44,6 +45,7 @@ pub mod faults;
 pub mod karmada;
 mod metrics;
 mod ns;
+pub mod prometheus;
 pub mod proxy;
 mod quota_status;
 pub mod setup;
