@@ -25,6 +25,16 @@ pub fn render(report: &Report) -> String {
         out.push_str(&format!("  adds:   {}\n", list(&q.added, &names)));
         out.push_str(&format!("  after:  {}\n", list(&q.after, &names)));
         out.push_str(&format!("  hard:   {}\n", list(&q.hard, &names)));
+        let key = format!("{}/{}", q.namespace, q.name);
+        let refused = report.refused.iter().filter(|r| r.quota == key).count();
+        if refused > 0 {
+            // `adds` and `after` count the templates that fit; say so, or an all-refused
+            // change reads as "adds 0".
+            let s = if refused == 1 { "" } else { "s" };
+            out.push_str(&format!(
+                "  refused: {refused} template{s} that would not fit (below), not counted in adds/after\n"
+            ));
+        }
     }
     if report.quotas.is_empty() {
         out.push_str("No KarmadaQuota applies to these manifests.\n");

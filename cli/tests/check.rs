@@ -100,6 +100,12 @@ fn without_usage_a_new_quota_in_the_manifests_starts_from_zero() {
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("REFUSED Job team-a/crunch by team-a/small: exceeded quota: small, requested: requests.cpu=2, used: requests.cpu=0, limited: requests.cpu=1500m"), "{out}");
+    assert!(
+        out.contains(
+            "  refused: 1 template that would not fit (below), not counted in adds/after\n"
+        ),
+        "{out}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
