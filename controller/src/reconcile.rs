@@ -500,7 +500,7 @@ mod tests {
     #[tokio::test]
     async fn error_policy_backs_off_exponentially() {
         let q = Arc::new(mk_quota("team-a", "q", &[("pods", "1")]));
-        let store = FakeStore::with(std::slice::from_ref(&q));
+        let store = FakeStore::with(std::slice::from_ref(&*q));
         let (c, _tx) = ctx(&store, Index::new(600), true);
         let err = Error::MissingNamespace("q".into());
         let delays: Vec<_> = (0..4)

@@ -180,6 +180,7 @@ pub fn mk_reservation(
         reserved_by: ReservedBy {
             api_version: "work.karmada.io/v1alpha2".into(),
             kind: "ResourceBinding".into(),
+            namespace: String::new(),
             name: name.into(),
             uid: uid.into(),
         },
@@ -194,6 +195,7 @@ pub fn by_uid(uid: &str) -> karmada_quota_core::quota::ReservedBy {
     karmada_quota_core::quota::ReservedBy {
         api_version: "work.karmada.io/v1alpha2".into(),
         kind: "ResourceBinding".into(),
+        namespace: String::new(),
         name: format!("entry-{uid}"),
         uid: uid.into(),
     }

@@ -291,6 +291,7 @@ mod tests {
         let spec = validate_spec(hard, &raw).expect("example spec is valid");
         QuotaState {
             name: "team-a-compute".into(),
+            covers: Default::default(),
             spec,
             used: None,
             reservations: Vec::new(),
@@ -336,6 +337,7 @@ mod tests {
             reserved_by: ReservedBy {
                 api_version: "work.karmada.io/v1alpha2".into(),
                 kind: "ResourceBinding".into(),
+                namespace: String::new(),
                 name: "api-deployment".into(),
                 uid: uid.into(),
             },
@@ -435,6 +437,7 @@ mod tests {
     fn used_lists_every_hard_name_even_when_nothing_matches() {
         let state = QuotaState {
             name: "q".into(),
+            covers: Default::default(),
             spec: QuotaSpec {
                 hard: mk_list(&[("pods", "5"), ("requests.cpu", "2")]),
                 ..Default::default()
@@ -459,6 +462,7 @@ mod tests {
     fn an_unreachable_member_has_no_observed_usage_and_no_drift() {
         let state = QuotaState {
             name: "q".into(),
+            covers: Default::default(),
             spec: QuotaSpec {
                 hard: mk_list(&[("pods", "50")]),
                 ..Default::default()
@@ -483,6 +487,7 @@ mod tests {
         // is placed or measured — never an empty map beside zero-filled ones.
         let state = QuotaState {
             name: "q".into(),
+            covers: Default::default(),
             spec: QuotaSpec {
                 hard: mk_list(&[
                     ("pods", "50"),

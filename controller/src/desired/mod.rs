@@ -99,6 +99,7 @@ pub fn compute(
     let reservations = stored.reservations;
     let state = QuotaState {
         name: quota.name_any(),
+        covers: Default::default(),
         spec,
         used: None,
         reservations,
