@@ -17,7 +17,8 @@ use karmada_quota_crds::quota::{
 use karmada_quota_crds::{Cluster, KarmadaQuota, KarmadaQuotaSpec, ResourceBinding};
 use kube::api::ObjectMeta;
 
-fn api_map(pairs: &[(&str, &str)]) -> BTreeMap<String, ApiQuantity> {
+/// An API resource map from (name, quantity) pairs.
+pub fn api_map(pairs: &[(&str, &str)]) -> BTreeMap<String, ApiQuantity> {
     pairs
         .iter()
         .map(|(k, v)| ((*k).to_owned(), ApiQuantity((*v).to_owned())))
