@@ -5,6 +5,8 @@
 //! - `GET /api/v1/quotas/{namespace}`: the same, one namespace
 //! - `GET /api/v1/quotas/{namespace}/{name}`: one `QuotaReport`, or 404
 //!
+//! A report carries the bindings that use the most of the quota (`topBindings`).
+//!
 //! Every replica serves it (followers compute the same view; only the leader writes it to
 //! the quota's status).
 
@@ -19,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use karmada_quota_core::ResourceList;
 use karmada_quota_core::status::ClusterView;
+use karmada_quota_core::top::BindingUsage;
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
 use kube::ResourceExt;
 use serde::Serialize;
@@ -54,6 +57,9 @@ pub struct QuotaReport {
     pub drift: BTreeMap<String, ResourceList>,
     /// Number of bindings the quota matches.
     pub bindings: usize,
+    /// The bindings that use the largest share of hard, highest first (at most
+    /// `core::top::TOP_BINDINGS`): name, usage of the hard names, clusters.
+    pub top_bindings: Vec<BindingUsage>,
     /// The quota's conditions (as last written by the leader).
     pub conditions: Vec<ConditionReport>,
     /// Why nothing was computed (invalid spec).
@@ -126,6 +132,7 @@ impl QuotaReport {
             reservations: Vec::new(),
             drift: BTreeMap::new(),
             bindings: 0,
+            top_bindings: Vec::new(),
             conditions,
             error: None,
             computed_at: now.to_string(),
@@ -147,6 +154,7 @@ impl QuotaReport {
                 r.clusters = view.clusters.clone();
                 r.drift = view.drift.clone();
                 r.bindings = view.bindings;
+                r.top_bindings = view.top_bindings.clone();
                 r.reservations = view
                     .reservations
                     .iter()
@@ -269,6 +277,11 @@ mod tests {
                 observed: None,
             }],
             bindings: 1,
+            top_bindings: vec![BindingUsage {
+                name: "web".into(),
+                usage: rl(&[("pods", "3")]),
+                clusters: vec!["member1".into()],
+            }],
             ..QuotaView::default()
         };
         let report = QuotaReport::new(
@@ -304,6 +317,10 @@ mod tests {
         assert_eq!(v["items"][0]["effective"]["pods"], "5");
         assert_eq!(v["items"][0]["clusters"][0]["name"], "member1");
         assert!(v["items"][0]["clusters"][0]["observed"].is_null());
+        let top = &v["items"][0]["topBindings"][0];
+        assert_eq!(top["name"], "web");
+        assert_eq!(top["usage"]["pods"], "3");
+        assert_eq!(top["clusters"][0], "member1");
     }
 
     #[tokio::test]

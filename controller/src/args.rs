@@ -179,6 +179,20 @@ pub struct Args {
     #[arg(long, env = "KQ_DASHBOARD_STALE_AFTER", default_value = "60s", value_parser = duration::parse)]
     pub dashboard_stale_after: Duration,
 
+    /// Who may see the dashboard. `none`: everyone sees every quota (for loopback and
+    /// demos). `kubernetes`: every request must carry a bearer token (the
+    /// `Authorization: Bearer` header, or the cookie the /login form sets) that a
+    /// TokenReview accepts, and sees only the namespaces where a SubjectAccessReview
+    /// allows the token's user to `list karmadaquotas.quota.karmada.io`. The controller
+    /// then needs `create` on tokenreviews and subjectaccessreviews.
+    #[arg(long, env = "KQ_DASHBOARD_AUTH", value_enum, default_value_t = DashboardAuth::None)]
+    pub dashboard_auth: DashboardAuth,
+
+    /// With `--dashboard-auth=kubernetes`: how long an accepted token and an access
+    /// decision are trusted before the API server is asked again (a refused token: 5 s).
+    #[arg(long, env = "KQ_DASHBOARD_AUTH_CACHE_TTL", default_value = "30s", value_parser = duration::parse)]
+    pub dashboard_auth_cache_ttl: Duration,
+
     /// How long a ResourceBinding deletion seen by the watch is remembered, so that a
     /// reservation for it is pruned as "deleted". Must exceed the webhook's
     /// --reservation-ttl (after which the entry would expire anyway).
@@ -229,6 +243,16 @@ impl Args {
             .unwrap_or_else(|| "karmada-quota-controller".to_owned());
         format!("{host}_{}", std::process::id())
     }
+}
+
+/// `--dashboard-auth`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DashboardAuth {
+    /// No login: every quota is visible.
+    None,
+    /// Bearer tokens reviewed by the API server; each user sees the namespaces they may
+    /// list KarmadaQuotas in.
+    Kubernetes,
 }
 
 /// `--member-kubeconfig NAME=PATH`.
@@ -286,6 +310,24 @@ mod tests {
         assert_eq!(a.dashboard_listen.to_string(), "0.0.0.0:8081");
         assert_eq!(a.dashboard_team_label, "karmada-quota.io/team");
         assert_eq!(a.dashboard_stale_after, Duration::from_secs(60));
+        assert_eq!(a.dashboard_auth, DashboardAuth::None);
+        assert_eq!(a.dashboard_auth_cache_ttl, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn dashboard_auth_takes_none_or_kubernetes() {
+        let a = parse(&[
+            "--dashboard-auth=kubernetes",
+            "--dashboard-auth-cache-ttl=10s",
+        ]);
+        assert_eq!(a.dashboard_auth, DashboardAuth::Kubernetes);
+        assert_eq!(a.dashboard_auth_cache_ttl, Duration::from_secs(10));
+        let err = Args::try_parse_from(["c", "--dashboard-auth=basic"]).unwrap_err();
+        assert!(err.to_string().contains("none, kubernetes"), "{err}");
+        use clap::CommandFactory;
+        let help = Args::command().render_long_help().to_string();
+        assert!(help.contains("KQ_DASHBOARD_AUTH"), "{help}");
+        assert!(help.contains("SubjectAccessReview"), "{help}");
     }
 
     #[test]

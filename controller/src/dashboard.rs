@@ -22,7 +22,7 @@ use karmada_quota_core::ResourceList;
 use karmada_quota_dashboard::model::{
     ClusterUsage, Condition, Denial, Member, Quota, Reach as DashReach, Reservation, Snapshot,
 };
-use karmada_quota_dashboard::{Dashboard, Settings};
+use karmada_quota_dashboard::{Access, Dashboard, Settings};
 use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
@@ -124,6 +124,7 @@ pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
         error: r.error.clone(),
         computed_at: unix(&r.computed_at),
         denials,
+        top_bindings: r.top_bindings.clone(),
     }
 }
 
@@ -319,17 +320,30 @@ pub fn record_warning(warnings: &Warnings, ev: &CoreEvent) {
     list.truncate(EVENTS_PER_QUOTA);
 }
 
-/// The dashboard server over `sources`, fed until `stop`. A bind failure is logged: the
+/// The dashboard server over `sources`, fed until `stop`; with `access`, each request
+/// must carry a token it accepts and sees only the namespaces it allows. A bind failure is logged: the
 /// controller keeps running without its dashboard.
 pub fn spawn(
     addr: std::net::SocketAddr,
     settings: Settings,
+    access: Option<Access>,
     sources: Sources,
     stop: watch::Receiver<bool>,
 ) {
     let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
     tokio::spawn(feed(sources, tx, crate::shutdown_future(&stop)));
-    let dashboard = Dashboard::new(rx, settings);
+    let mut dashboard = Dashboard::new(rx, settings);
+    tracing::info!(
+        auth = if access.is_some() {
+            "kubernetes"
+        } else {
+            "none"
+        },
+        "dashboard authentication"
+    );
+    if let Some(access) = access {
+        dashboard = dashboard.with_access(access);
+    }
     tokio::spawn(async move {
         if let Err(e) =
             karmada_quota_dashboard::serve(addr, dashboard, crate::shutdown_future(&stop)).await
@@ -368,6 +382,11 @@ mod tests {
             }],
             drift: BTreeMap::new(),
             bindings: 2,
+            top_bindings: vec![karmada_quota_core::top::BindingUsage {
+                name: "web".into(),
+                usage: rl(&[("pods", "2")]),
+                clusters: vec!["m1".into()],
+            }],
             conditions: vec![ConditionReport {
                 type_: "Ready".into(),
                 status: "True".into(),
@@ -390,6 +409,8 @@ mod tests {
         assert_eq!(q.computed_at, 1_767_225_610);
         let row = &q.rows()[0];
         assert_eq!(row.percent, Some(50.0));
+        assert_eq!(q.top_bindings[0].name, "web");
+        assert_eq!(q.top_bindings[0].usage, rl(&[("pods", "2")]));
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod api;
 pub mod args;
 pub mod cluster_quotas;
 pub mod dashboard;
+pub mod dashboard_auth;
 pub mod desired;
 mod error;
 pub mod index;
@@ -482,7 +483,7 @@ async fn shut_down(
 }
 
 /// The browser dashboard on `--dashboard-listen`, with the watches only it needs (team
-/// labels of namespaces, Warning events of quotas).
+/// labels of namespaces, Warning events of quotas), behind `--dashboard-auth`.
 fn spawn_dashboard(
     args: &Args,
     client: &Client,
@@ -510,12 +511,22 @@ fn spawn_dashboard(
         watches::scoped_api(client, args.watch_namespace()),
         sources.warnings.clone(),
     ));
+    let access = (args.dashboard_auth == args::DashboardAuth::Kubernetes).then(|| {
+        karmada_quota_dashboard::Access::new(
+            Arc::new(dashboard_auth::KubeReviewer::new(client.clone())),
+            karmada_quota_dashboard::CachePolicy {
+                ttl: args.dashboard_auth_cache_ttl,
+                ..karmada_quota_dashboard::CachePolicy::default()
+            },
+        )
+    });
     dashboard::spawn(
         args.dashboard_listen,
         karmada_quota_dashboard::Settings {
             stale_after: args.dashboard_stale_after,
             team_label: label,
         },
+        access,
         sources,
         stop.rx.clone(),
     );

@@ -16,6 +16,7 @@
 //!        │                                         drift) — what status and dashboard show
 //!        └──► ledger (reservations: upsert, effective usage, prune)
 //!  complete: usage that could not be computed keeps its last known value (never lowered)
+//!  top: the bindings that use the largest share of one quota (the dashboard's quota page)
 //! ```
 //!
 //! Before a change (what-if, PropagationPolicy admission): `template::Template::binding`
@@ -40,6 +41,7 @@ pub mod scope;
 pub mod selection;
 pub mod status;
 pub mod template;
+pub mod top;
 pub mod usage;
 pub mod whatif;
 

@@ -54,6 +54,9 @@ pub struct QuotaView {
     pub drift: BTreeMap<String, ResourceList>,
     /// Number of matching bindings.
     pub bindings: usize,
+    /// The bindings that use the largest share of hard ([`crate::top::top_bindings`]);
+    /// left empty by [`compute`], filled by the caller that knows the bindings' names.
+    pub top_bindings: Vec<crate::top::BindingUsage>,
 }
 
 /// Compute what one quota's status shows (docs/design.md §6).
@@ -159,6 +162,7 @@ pub fn compute<'a>(
         effective,
         drift,
         bindings: matched,
+        top_bindings: Vec::new(),
     }
 }
 

@@ -6,6 +6,8 @@
 //! - `GET /api/v1/overview.csv`: one line per quota resource
 //! - `GET /api/v1/quotas/{namespace}/{name}`: one quota with its per-cluster comparison
 //! - `GET /api/v1/clusters`: every member with its share of every quota
+//!
+//! Each answers what the request's viewer may see ([`Visible`]).
 
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
@@ -14,9 +16,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
-use crate::Dashboard;
 use crate::model::{Quota, Snapshot};
-use crate::view::{self, ClusterView, Group, MemberView, QuotaCard};
+use crate::view::{self, ClusterView, Group, MemberView, QuotaCard, TopBindingView};
+use crate::{Dashboard, Visible};
 
 /// The `/api/v1` routes.
 pub fn router() -> Router<Dashboard> {
@@ -28,8 +30,8 @@ pub fn router() -> Router<Dashboard> {
         .route("/api/v1/clusters", get(clusters))
 }
 
-async fn snapshot(State(d): State<Dashboard>) -> Json<Snapshot> {
-    Json(d.current().as_ref().clone())
+async fn snapshot(v: Visible) -> Json<Snapshot> {
+    Json(v.snapshot.as_ref().clone())
 }
 
 #[derive(Serialize)]
@@ -41,8 +43,8 @@ struct Overview {
     groups: Vec<Group>,
 }
 
-async fn overview(State(d): State<Dashboard>) -> Json<serde_json::Value> {
-    let s = d.current();
+async fn overview(State(d): State<Dashboard>, v: Visible) -> Json<serde_json::Value> {
+    let s = v.snapshot;
     let o = Overview {
         generated_at: s.generated_at,
         leader: s.leader,
@@ -59,18 +61,17 @@ struct QuotaDetail<'a> {
     card: QuotaCard,
     quota: &'a Quota,
     clusters: Vec<ClusterView>,
+    top_bindings: Vec<TopBindingView>,
 }
 
-async fn quota(
-    State(d): State<Dashboard>,
-    Path((namespace, name)): Path<(String, String)>,
-) -> Response {
-    let s = d.current();
+async fn quota(v: Visible, Path((namespace, name)): Path<(String, String)>) -> Response {
+    let s = v.snapshot;
     match s.quota(&namespace, &name) {
         Some(q) => Json(QuotaDetail {
             card: QuotaCard::of(q, s.team(&namespace)),
             quota: q,
             clusters: view::quota_clusters(&s, q),
+            top_bindings: view::top_bindings(q),
         })
         .into_response(),
         None => (
@@ -81,11 +82,11 @@ async fn quota(
     }
 }
 
-async fn clusters(State(d): State<Dashboard>) -> Json<Vec<MemberView>> {
-    Json(view::members(&d.current(), &d.settings))
+async fn clusters(State(d): State<Dashboard>, v: Visible) -> Json<Vec<MemberView>> {
+    Json(view::members(&v.snapshot, &d.settings))
 }
 
-async fn overview_csv(State(d): State<Dashboard>) -> Response {
+async fn overview_csv(v: Visible) -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
@@ -94,7 +95,7 @@ async fn overview_csv(State(d): State<Dashboard>) -> Response {
                 "attachment; filename=\"karmada-quotas.csv\"",
             ),
         ],
-        csv(&d.current()),
+        csv(&v.snapshot),
     )
         .into_response()
 }

@@ -10,18 +10,27 @@
 //!  GET /events           Server-Sent Events (live): a `snapshot` event per change
 //!  GET /api/v1/…         the same data as JSON; /api/v1/overview.csv
 //!  GET /assets/…         the page's own CSS and script (nothing fetched elsewhere)
+//!  GET|POST /login       the login form (--dashboard-auth=kubernetes); POST /logout
 //! ```
+//!
+//! Every data route takes a [`Visible`] (the snapshot as the request's viewer may see it:
+//! all of it without auth, else the namespaces a SubjectAccessReview allows; see
+//! [`auth`]), never the unfiltered snapshot.
 //!
 //! The crate owns its data model ([`model`]) so it does not depend on the controller; the
 //! controller maps its computed views into a [`Snapshot`] and sends it on a watch channel.
 //! Modules: [`model`] (data and derived numbers), [`view`] (what the pages group and sort),
-//! [`pages`] (askama templates), [`api`] (JSON, CSV), [`live`] (SSE).
+//! [`pages`] (askama templates), [`api`] (JSON, CSV), [`live`] (SSE), [`auth`] (token and
+//! access reviews, cached), [`visible`] (the per-request filter), [`login`] (the form).
 
 pub mod api;
+pub mod auth;
 pub mod live;
+pub mod login;
 pub mod model;
 pub mod pages;
 pub mod view;
+pub mod visible;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,10 +39,12 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use tokio::sync::watch;
 
+pub use auth::{Access, CachePolicy, Reviewer, User};
 pub use model::Snapshot;
+pub use visible::Visible;
 
 /// Errors of the dashboard.
 #[derive(Debug, thiserror::Error)]
@@ -79,19 +90,31 @@ pub struct Dashboard {
     pub snapshot: watch::Receiver<Arc<Snapshot>>,
     /// Presentation settings.
     pub settings: Arc<Settings>,
+    /// With `--dashboard-auth=kubernetes`: who may see what (`None`: everyone sees all).
+    pub access: Option<Arc<Access>>,
 }
 
 impl Dashboard {
-    /// A dashboard over `snapshot`.
+    /// A dashboard over `snapshot`, without authentication.
     pub fn new(snapshot: watch::Receiver<Arc<Snapshot>>, settings: Settings) -> Self {
         Self {
             snapshot,
             settings: Arc::new(settings),
+            access: None,
         }
     }
 
-    /// The current snapshot.
-    pub fn current(&self) -> Arc<Snapshot> {
+    /// The same dashboard, where each request must carry a token `access` accepts and
+    /// sees only the namespaces it allows.
+    #[must_use]
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = Some(Arc::new(access));
+        self
+    }
+
+    /// The current snapshot, unfiltered: routes take a [`Visible`] instead, which is this
+    /// snapshot restricted to what the request's viewer may see.
+    pub fn unfiltered(&self) -> Arc<Snapshot> {
         self.snapshot.borrow().clone()
     }
 }
@@ -107,6 +130,8 @@ pub fn router(dashboard: Dashboard) -> Router {
         .route("/clusters", get(pages::clusters))
         .route("/events", get(live::events))
         .merge(api::router())
+        .route("/login", get(login::form).post(login::submit))
+        .route("/logout", post(login::logout))
         .route(
             "/assets/dashboard.css",
             get(|| async {
@@ -143,5 +168,7 @@ pub async fn serve(
         .map_err(Error::Serve)
 }
 
+#[cfg(test)]
+mod auth_tests;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 //! page again — never a reload.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -12,9 +13,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde::Serialize;
 
-use crate::Dashboard;
 use crate::model::{Level, Snapshot};
 use crate::pages::rfc3339;
+use crate::{Dashboard, Visible};
 
 /// How often an idle stream sends a comment, so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -90,16 +91,27 @@ fn event(s: &Snapshot) -> Event {
         .unwrap_or_else(|_| Event::default().comment("unserializable snapshot"))
 }
 
-/// `GET /events`.
+/// `GET /events`: each update restricted to what the viewer may see; the viewer's token
+/// is reviewed again (through the cache) before every event, and the stream ends when it
+/// is no longer accepted.
 pub async fn events(
     State(d): State<Dashboard>,
+    v: Visible,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let mut rx = d.snapshot.clone();
     rx.mark_changed();
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
+    let who = d.access.clone().zip(v.viewer);
+    let stream = futures::stream::unfold((rx, who), |(mut rx, who)| async move {
         rx.changed().await.ok()?;
         let s = rx.borrow_and_update().clone();
-        Some((Ok(event(&s)), rx))
+        let s = match &who {
+            None => s,
+            Some((access, viewer)) => match access.user(&viewer.token).await {
+                Ok(Some(user)) => Arc::new(access.restrict(&s, &user).await),
+                _ => return None,
+            },
+        };
+        Some((Ok(event(&s)), (rx, who)))
     });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }

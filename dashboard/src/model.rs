@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use karmada_quota_core::top::BindingUsage;
 use karmada_quota_core::{Quantity, ResourceList};
 use serde::Serialize;
 
@@ -97,6 +98,8 @@ pub struct Quota {
     pub computed_at: i64,
     /// Recent admission denials against the quota, newest first.
     pub denials: Vec<Denial>,
+    /// The bindings that use the largest share of hard, highest first (core ranks them).
+    pub top_bindings: Vec<BindingUsage>,
 }
 
 /// A quota's usage in one member cluster.

@@ -9,8 +9,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::model::{Condition, Denial, Snapshot};
-use crate::view::{self, ClusterView, Group, MemberView, QuotaCard};
-use crate::{Dashboard, Settings};
+use crate::view::{self, ClusterView, Group, MemberView, QuotaCard, TopBindingView};
+use crate::{Dashboard, Settings, Visible};
 
 /// What every page shows around its content.
 #[derive(Clone, Debug)]
@@ -25,6 +25,8 @@ pub struct Chrome {
     pub generated: String,
     /// Whether this replica leads.
     pub leader: bool,
+    /// Who is logged in (`--dashboard-auth=kubernetes`).
+    pub user: Option<String>,
 }
 
 impl Chrome {
@@ -40,6 +42,7 @@ impl Chrome {
             banners: view::banners(s, settings),
             generated: rfc3339(s.generated_at),
             leader: s.leader,
+            user: None,
         }
     }
 }
@@ -96,6 +99,8 @@ pub struct QuotaPage {
     pub conditions: Vec<Condition>,
     /// Recent denials.
     pub denials: Vec<Denial>,
+    /// The bindings that use the most.
+    pub top_bindings: Vec<TopBindingView>,
 }
 
 /// A pending reservation, printed.
@@ -134,6 +139,7 @@ impl QuotaPage {
                 .collect(),
             conditions: quota.conditions.clone(),
             denials: quota.denials.clone(),
+            top_bindings: view::top_bindings(quota),
         })
     }
 }
@@ -169,20 +175,25 @@ pub struct NotFoundPage {
 }
 
 /// `GET /`.
-pub async fn overview(State(d): State<Dashboard>) -> OverviewPage {
-    OverviewPage::of(&d.current(), &d.settings)
+pub async fn overview(State(d): State<Dashboard>, v: Visible) -> OverviewPage {
+    let mut page = OverviewPage::of(&v.snapshot, &d.settings);
+    page.chrome.user = v.user_name();
+    page
 }
 
-/// `GET /quotas/{namespace}/{name}`.
+/// `GET /quotas/{namespace}/{name}`: 404 too for a quota the viewer may not see.
 pub async fn quota(
     State(d): State<Dashboard>,
+    v: Visible,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
-    let s = d.current();
-    match QuotaPage::of(&s, &d.settings, &namespace, &name) {
-        Some(page) => page.into_response(),
+    match QuotaPage::of(&v.snapshot, &d.settings, &namespace, &name) {
+        Some(mut page) => {
+            page.chrome.user = v.user_name();
+            page.into_response()
+        }
         None => not_found_page(
-            &s,
+            &v,
             &d.settings,
             format!("No KarmadaQuota {namespace}/{name} computed."),
         ),
@@ -190,22 +201,19 @@ pub async fn quota(
 }
 
 /// `GET /clusters`.
-pub async fn clusters(State(d): State<Dashboard>) -> ClustersPage {
-    ClustersPage::of(&d.current(), &d.settings)
+pub async fn clusters(State(d): State<Dashboard>, v: Visible) -> ClustersPage {
+    let mut page = ClustersPage::of(&v.snapshot, &d.settings);
+    page.chrome.user = v.user_name();
+    page
 }
 
 /// Any other path.
-pub async fn not_found(State(d): State<Dashboard>) -> Response {
-    not_found_page(&d.current(), &d.settings, "No such page.".to_owned())
+pub async fn not_found(State(d): State<Dashboard>, v: Visible) -> Response {
+    not_found_page(&v, &d.settings, "No such page.".to_owned())
 }
 
-fn not_found_page(s: &Snapshot, settings: &Settings, message: String) -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        NotFoundPage {
-            chrome: Chrome::new("Not found", "none", s, settings),
-            message,
-        },
-    )
-        .into_response()
+fn not_found_page(v: &Visible, settings: &Settings, message: String) -> Response {
+    let mut chrome = Chrome::new("Not found", "none", &v.snapshot, settings);
+    chrome.user = v.user_name();
+    (StatusCode::NOT_FOUND, NotFoundPage { chrome, message }).into_response()
 }

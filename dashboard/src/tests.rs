@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
+use karmada_quota_core::top::BindingUsage;
 use karmada_quota_core::{Quantity, ResourceList};
 use tokio::sync::watch;
 use tower::ServiceExt;
@@ -68,6 +69,18 @@ pub(crate) fn snapshot() -> Snapshot {
             uid: "e1".into(),
         }],
         error: None,
+        top_bindings: vec![
+            BindingUsage {
+                name: "trainer-deployment".into(),
+                usage: rl(&[("requests.nvidia.com/gpu", "6"), ("requests.cpu", "12")]),
+                clusters: vec!["member1".into(), "member2".into()],
+            },
+            BindingUsage {
+                name: "eval-<b>".into(),
+                usage: rl(&[("requests.cpu", "8")]),
+                clusters: vec![],
+            },
+        ],
     };
     let serve = Quota {
         namespace: "ml-serve".into(),
@@ -194,6 +207,38 @@ async fn quota_page_compares_clusters_and_escapes_denials() {
 }
 
 #[tokio::test]
+async fn quota_page_and_api_list_the_bindings_that_use_the_most() {
+    let (_tx, d) = dashboard(snapshot());
+    let (_, _, html) = get(&d, "/quotas/ml-train/gpus").await;
+    // 6 of 8 GPUs is its largest share: 75 %, below the warning mark.
+    let trainer = html
+        .find(r#"<tr class="level-ok" data-binding="trainer-deployment">"#)
+        .unwrap_or_else(|| panic!("{html}"));
+    assert!(
+        html.contains(r#"<td data-resource="requests.nvidia.com/gpu">6 <small>(75%)</small></td>"#),
+        "{html}"
+    );
+    assert!(html.contains(r#"<td class="v-clusters">member1, member2</td>"#));
+    // Core's order is kept; names are escaped; an unscheduled binding has no clusters.
+    let eval = html
+        .find(r#"data-binding="eval-&#60;b&#62;""#)
+        .or_else(|| html.find(r#"data-binding="eval-&lt;b&gt;""#));
+    assert!(eval.is_some_and(|e| e > trainer), "{html}");
+    assert!(html.contains(r#"<td class="v-clusters">-</td>"#));
+
+    let (_, _, body) = get(&d, "/api/v1/quotas/ml-train/gpus").await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["topBindings"][0]["name"], "trainer-deployment");
+    assert_eq!(v["topBindings"][0]["share"], 75.0);
+    assert_eq!(v["topBindings"][0]["cells"][0]["usage"], "6");
+    assert_eq!(v["topBindings"][1]["cells"][1]["share"], 8.0);
+    assert_eq!(v["quota"]["topBindings"][1]["usage"]["requests.cpu"], "8");
+
+    let (_, _, html) = get(&d, "/quotas/web/frontend").await;
+    assert!(html.contains("No binding uses this quota."));
+}
+
+#[tokio::test]
 async fn unknown_quota_and_page_are_404() {
     let (_tx, d) = dashboard(snapshot());
     let (code, _, html) = get(&d, "/quotas/ml-train/nope").await;
@@ -298,7 +343,7 @@ async fn events_stream_sends_the_rows_at_once_and_on_every_change() {
     assert!(second.contains(r#""key":"ml-train/gpus|requests.nvidia.com/gpu","used":"5","reserved":"1","hard":"8","free":"2","percent":"75%""#), "{second}");
 }
 
-async fn next_event(body: &mut Body) -> String {
+pub(crate) async fn next_event(body: &mut Body) -> String {
     let mut text = String::new();
     while !text.ends_with("\n\n") {
         let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())

@@ -216,6 +216,86 @@ pub fn quota_clusters(s: &Snapshot, q: &Quota) -> Vec<ClusterView> {
         .collect()
 }
 
+/// One resource of a binding on the quota page's "bindings that use the most".
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingCell {
+    /// Resource name.
+    pub resource: String,
+    /// What the binding uses of it (`0` when none).
+    pub usage: String,
+    /// As a share of the quota's hard, in percent to a tenth (`None` for a zero limit).
+    pub share: Option<f64>,
+}
+
+/// A binding that uses much of a quota.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopBindingView {
+    /// The ResourceBinding's name.
+    pub name: String,
+    /// Its largest share of hard, in percent to a tenth (the rank).
+    pub share: f64,
+    /// The level of that share.
+    pub level: Level,
+    /// Per hard resource, in the order of the quota's rows.
+    pub cells: Vec<BindingCell>,
+    /// Member clusters it is placed on.
+    pub clusters: Vec<String>,
+}
+
+impl TopBindingView {
+    /// The clusters, as text (`-` before scheduling).
+    pub fn clusters_text(&self) -> String {
+        if self.clusters.is_empty() {
+            "-".to_owned()
+        } else {
+            self.clusters.join(", ")
+        }
+    }
+
+    /// The bar width of the share (0–100).
+    pub fn width(&self) -> f64 {
+        self.share.clamp(0.0, 100.0)
+    }
+}
+
+/// The quota's bindings that use the most, in core's order (highest share first).
+pub fn top_bindings(q: &Quota) -> Vec<TopBindingView> {
+    let order: Vec<String> = q.rows().into_iter().map(|r| r.resource).collect();
+    q.top_bindings
+        .iter()
+        .map(|b| {
+            let share = tenth(b.share_of(&q.hard));
+            TopBindingView {
+                name: b.name.clone(),
+                share,
+                level: Level::of(Some(share)),
+                cells: order
+                    .iter()
+                    .map(|res| {
+                        let usage = b.usage.get_or_zero(res);
+                        BindingCell {
+                            resource: res.clone(),
+                            usage: usage.to_string(),
+                            share: q
+                                .hard
+                                .get(res)
+                                .and_then(|h| usage.percent_of(*h))
+                                .map(tenth),
+                        }
+                    })
+                    .collect(),
+                clusters: b.clusters.clone(),
+            }
+        })
+        .collect()
+}
+
+fn tenth(p: f64) -> f64 {
+    (p * 10.0).round() / 10.0
+}
+
 /// A member cluster on the clusters page.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

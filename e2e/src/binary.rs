@@ -37,10 +37,23 @@ pub fn free_port() -> Result<u16> {
 
 /// A plain HTTP/1.0 GET on loopback (a binary's admin port): (status code, body).
 pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
+    http_get_with(addr, path, &[]).await
+}
+
+/// [`http_get`] with extra request headers (e.g. `("Authorization", "Bearer …")`).
+pub async fn http_get_with(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(u16, String)> {
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let io = async {
         let mut stream = TcpStream::connect(addr).await?;
         stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n{extra}\r\n").as_bytes())
             .await?;
         let mut raw = Vec::new();
         stream.read_to_end(&mut raw).await?;

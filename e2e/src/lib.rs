@@ -45,11 +45,12 @@ mod ns;
 pub mod proxy;
 mod quota_status;
 pub mod setup;
+pub mod viewer;
 mod wait;
 pub mod webhook;
 
 pub use apply::{accepts, apply_json, apply_yaml, rejects, resolve, yaml_documents};
-pub use binary::{Binary, BinaryBuilder, free_port, http_get, http_get_ok};
+pub use binary::{Binary, BinaryBuilder, free_port, http_get, http_get_ok, http_get_with};
 pub use env::{Env, EnvSource};
 pub use metrics::metric_sum;
 pub use ns::TestNs;

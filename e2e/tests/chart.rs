@@ -129,6 +129,7 @@ async fn schema_refuses_bad_values() -> Result<()> {
         ("webhook.reservationTTL=60", "reservationTTL"),
         ("webhook.timeoutSeconds=60", "timeoutSeconds"),
         ("logFormat=xml", "logFormat"),
+        ("dashboard.auth=basic", "auth"),
         ("unknownValue=1", "unknownValue"),
     ] {
         let err = helm
@@ -567,6 +568,74 @@ async fn dockerfile_passes_hadolint_and_matches_the_chart() -> Result<()> {
             "the image does not install {path}"
         );
     }
+    Ok(())
+}
+
+/// The rules of the controller's ClusterRole that grant `create` on `group`/`resource`.
+fn grants_create(objects: &[Value], group: &str, resource: &str) -> usize {
+    objects
+        .iter()
+        .filter(|o| {
+            o["kind"] == "ClusterRole"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-controller"))
+        })
+        .flat_map(|o| o["rules"].as_array().cloned().unwrap_or_default())
+        .filter(|r| {
+            r["apiGroups"] == json!([group])
+                && r["resources"] == json!([resource])
+                && r["verbs"] == json!(["create"])
+        })
+        .count()
+}
+
+fn controller_args(objects: &[Value]) -> Vec<String> {
+    objects
+        .iter()
+        .filter(|o| {
+            o["kind"] == "Deployment"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-controller"))
+        })
+        .flat_map(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn the_dashboard_needs_a_kubernetes_token_by_default() -> Result<()> {
+    let on = render("standalone-auto-values.yaml").await?;
+    ensure!(
+        controller_args(&on).contains(&"--dashboard-auth=kubernetes".to_owned()),
+        "controller args: {:?}",
+        controller_args(&on)
+    );
+    ensure!(grants_create(&on, "authentication.k8s.io", "tokenreviews") == 1);
+    ensure!(grants_create(&on, "authorization.k8s.io", "subjectaccessreviews") == 1);
+    let kube = chart_min_kube_version()?;
+    let off = Helm::new()?
+        .template(
+            "kq",
+            "karmada-system",
+            &[&ci_file("standalone-auto-values.yaml")],
+            &[("dashboard.auth", "none")],
+            &["--kube-version", &kube],
+        )
+        .await?;
+    ensure!(controller_args(&off).contains(&"--dashboard-auth=none".to_owned()));
+    ensure!(
+        grants_create(&off, "authentication.k8s.io", "tokenreviews") == 0
+            && grants_create(&off, "authorization.k8s.io", "subjectaccessreviews") == 0,
+        "no review rights without auth"
+    );
     Ok(())
 }
 

@@ -38,10 +38,11 @@ use karmada_quota_e2e::controller::{
     ClusterRegistration, MemberCluster, cluster_used_is, condition_is, ensure_namespace,
     member_apis, quota_events, used_is, wait_quota, wait_synced,
 };
+use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{Rb, create, create_with, expect_admitted, quota};
 use karmada_quota_e2e::{
-    Binary, Env, TestNs, accepts, free_port, http_get_ok, metric_sum, try_wait_for, wait_for,
-    yaml_documents,
+    Binary, Env, TestNs, accepts, free_port, http_get, http_get_ok, http_get_with, metric_sum,
+    try_wait_for, wait_for, yaml_documents,
 };
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Config, ResourceExt};
@@ -529,6 +530,8 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(false, "list", "", "secrets", None, None),
         Access::new(false, "get", "", "secrets", None, Some("karmada-cluster")),
         Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(lease)),
+        Access::new(false, "create", "authentication.k8s.io", "tokenreviews", None, None),
+        Access::new(false, "create", "authorization.k8s.io", "subjectaccessreviews", None, None),
     ];
     #[rustfmt::skip]
     let controller_table = [
@@ -557,6 +560,9 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(false, "get", "", "secrets", None, Some(t)),
         Access::new(false, "delete", "coordination.k8s.io", "leases", None, Some(lease)),
         Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(t)),
+        // dashboard.auth=kubernetes (the default): the viewers' TokenReviews and SARs.
+        Access::new(true, "create", "authentication.k8s.io", "tokenreviews", None, None),
+        Access::new(true, "create", "authorization.k8s.io", "subjectaccessreviews", None, None),
     ];
     let mut wrong = Vec::new();
     for (who, table) in [
@@ -714,6 +720,55 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         },
     )
     .await?;
+
+    step(
+        "[Get] the dashboard (dashboard.auth=kubernetes by default): 401 without a token; a viewer sees only what RBAC lets it list",
+    );
+    ensure!(
+        controller_spec
+            .args
+            .iter()
+            .any(|a| a == "--dashboard-auth=kubernetes"),
+        "the chart turns the dashboard's auth on: {:?}",
+        controller_spec.args
+    );
+    let (code, body) = http_get(controller_dashboard, "/api/v1/overview").await?;
+    ensure!(code == 401, "no token: {code} {body}");
+    let viewer = Viewer::create(&karmada, ns.name(), "viewer", &[ns.name()]).await?;
+    let outsider = Viewer::create(&karmada, ns.name(), "outsider", &[]).await?;
+    let key = format!("\"key\":\"{}/compute\"", ns.name());
+    let seen = wait_for("the viewer sees the quota", API_TIMEOUT, || {
+        let (bearer, key) = (viewer.bearer(), key.clone());
+        async move {
+            let (code, body) = http_get_with(
+                controller_dashboard,
+                "/api/v1/overview",
+                &[("Authorization", &bearer)],
+            )
+            .await
+            .ok()?;
+            (code == 200 && body.contains(&key)).then_some(body)
+        }
+    })
+    .await?;
+    eprintln!("viewer {}: {} bytes of overview", viewer.user, seen.len());
+    let (code, body) = http_get_with(
+        controller_dashboard,
+        "/api/v1/overview",
+        &[("Authorization", &outsider.bearer())],
+    )
+    .await?;
+    ensure!(
+        code == 200 && !body.contains(&key),
+        "a viewer without RBAC sees the quota: {code} {body}"
+    );
+    let (code, _) = http_get_with(
+        controller_dashboard,
+        &format!("/api/v1/quotas/{}/compute", ns.name()),
+        &[("Authorization", &outsider.bearer())],
+    )
+    .await?;
+    ensure!(code == 404, "the outsider's quota page: {code}");
 
     step("[Create] pods behind Karmada's back in the member: Drift, and an event");
     ensure_namespace(&member, ns.name()).await?;

@@ -10,26 +10,36 @@
 //!
 //! The test checks the numbers the overview shows against the quota's status, sees a bar
 //! change without a reload when a binding is created (Server-Sent Events), sees the
-//! webhook's denial (its QuotaExceeded event on the quota) appear in the quota's feed, and saves a screenshot of each page under
+//! webhook's denial (its QuotaExceeded event on the quota) appear in the quota's feed, the
+//! bindings that use the most, and saves a screenshot of each page under
 //! `<target>/tmp/dashboard-screenshots/` (and into `docs/img/` with `KQ_UPDATE_SCREENSHOTS=1`).
+//!
+//! With `--dashboard-auth=kubernetes`, a second test logs in through the login form as
+//! ServiceAccount team-a (RBAC: list karmadaquotas in its namespace only) and checks that
+//! team B's quota, its denial and its numbers appear on no page, API or CSV of team A.
 //! chromium and chromedriver come from `hack/tools.sh install` (Debian packages).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace};
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_e2e::chart::tool;
-use karmada_quota_e2e::controller::{Controller, used_is, wait_quota, wait_synced};
+use karmada_quota_e2e::controller::{
+    Controller, LEASE_NAMESPACE, ensure_namespace, used_is, wait_quota, wait_synced,
+};
+use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{
     Rb, Registration, Webhook, create, expect_admitted, quota, wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, TestNs, accepts, free_port, wait_for};
+use karmada_quota_e2e::{Env, TestNs, accepts, free_port, http_get, http_get_with, wait_for};
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// How long the page may take to follow a change (controller + one feed tick + SSE).
@@ -326,6 +336,19 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
     step(&format!("    feed: {feed}"));
     let marker = b.execute("return window.kqMarker || null;", vec![]).await?;
     ensure!(marker == json!("same page"), "the quota page was reloaded");
+
+    step("[Get] the quota page lists the bindings that use the most, largest share first");
+    // web: 6Gi of 16Gi = 37.5 %; train: 3 of 10 cpu = 30 %; api: 2 of 10 cpu = 20 %.
+    wait_text(b, "#top-bindings tbody tr:nth-of-type(1) th", "web").await?;
+    wait_text(b, "#top-bindings tbody tr:nth-of-type(2) th", "train").await?;
+    wait_text(b, "#top-bindings tbody tr:nth-of-type(3) th", "api").await?;
+    wait_text(
+        b,
+        r#"[data-binding="web"] td[data-resource="requests.memory"]"#,
+        "6Gi (37.5%)",
+    )
+    .await?;
+    wait_text(b, r#"[data-binding="web"] .v-clusters"#, "member1, member2").await?;
     screenshot(b, "quota.png").await?;
 
     step("[Get] the clusters page: each member's share, reachability");
@@ -382,4 +405,249 @@ fn tempdir(tag: &str) -> Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| anyhow!("{}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// A Lease held by another (pretend) replica for an hour: a controller using it stays a
+/// follower, computing every quota without writing anything.
+async fn held_lease(client: &Client, name: &str) -> Result<()> {
+    ensure_namespace(client, LEASE_NAMESPACE).await?;
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(LEASE_NAMESPACE.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("e2e-another-replica".to_owned()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            ..Default::default()
+        }),
+    };
+    Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE)
+        .create(&PostParams::default(), &lease)
+        .await
+        .with_context(|| format!("Lease {LEASE_NAMESPACE}/{name}"))?;
+    Ok(())
+}
+
+/// A Warning event on a quota, as the webhook records a denial.
+async fn denial_event(client: &Client, ns: &str, quota: &str, message: &str) -> Result<()> {
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
+    let ev = CoreEvent {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some(format!("{quota}.")),
+            namespace: Some(ns.to_owned()),
+            ..Default::default()
+        },
+        involved_object: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("quota.karmada.io/v1alpha1".into()),
+            kind: Some("KarmadaQuota".into()),
+            namespace: Some(ns.to_owned()),
+            name: Some(quota.to_owned()),
+            ..Default::default()
+        },
+        reason: Some("QuotaExceeded".into()),
+        message: Some(message.to_owned()),
+        type_: Some("Warning".into()),
+        count: Some(1),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        ..Default::default()
+    };
+    Api::<CoreEvent>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &ev)
+        .await
+        .context("creating a Warning event")?;
+    Ok(())
+}
+
+/// `GET path` on the dashboard as `viewer`: (status, body).
+async fn get_as(dash: SocketAddr, path: &str, viewer: &Viewer) -> Result<(u16, String)> {
+    http_get_with(dash, path, &[("Authorization", &viewer.bearer())]).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_auth(
+    client: &Client,
+    a: &str,
+    b_ns: &str,
+    team_a: &Viewer,
+    team_b: &Viewer,
+    browser: &Browser,
+    dash: &str,
+    dash_addr: SocketAddr,
+) -> Result<()> {
+    step("[Get] without a token the API answers 401 and a page shows the login form");
+    let (code, body) = http_get(dash_addr, "/api/v1/overview").await?;
+    ensure!(code == 401 && body.contains("\"error\""), "{code} {body}");
+    browser.goto(&format!("{dash}/")).await?;
+    wait_for("the login form", FOLLOW, || async move {
+        browser.find(Locator::Id("token")).await.ok().map(|_| ())
+    })
+    .await?;
+    screenshot(browser, "login.png").await?;
+
+    step("[Get] team B's quota and its denial are in team B's view (the data is there)");
+    denial_event(
+        client,
+        b_ns,
+        "plans",
+        "exceeded quota: plans, requested: requests.cpu=9 (TEAM-B-ONLY)",
+    )
+    .await?;
+    let b_key = format!("{b_ns}/plans");
+    let b_api = format!("/api/v1/quotas/{b_key}");
+    let b_api = b_api.as_str();
+    wait_for("team B sees its quota and denial", FOLLOW, || async move {
+        let (code, body) = get_as(dash_addr, b_api, team_b).await.ok()?;
+        (code == 200 && body.contains("TEAM-B-ONLY")).then_some(())
+    })
+    .await?;
+
+    step("[Create] log in as team A through the form");
+    let field = browser.find(Locator::Id("token")).await?;
+    field.send_keys(&team_a.token).await?;
+    browser
+        .find(Locator::Id("login-submit"))
+        .await?
+        .click()
+        .await?;
+    wait_text(browser, "#user", &team_a.user).await?;
+
+    step("[Get] team A's overview shows its quota, not team B's");
+    let cpu = format!(r#"[data-row="{a}/compute|requests.cpu"]"#);
+    wait_text(browser, &format!("{cpu} .v-used"), "3").await?;
+    wait_text(browser, &format!("{cpu} .v-pct"), "30%").await?;
+    let source = browser.source().await?;
+    ensure!(
+        !source.contains(b_ns),
+        "team B's namespace is on team A's overview"
+    );
+
+    step("[Update] a new binding of team A: the bar follows live (SSE with the cookie)");
+    browser
+        .execute("window.kqMarker = 'same page'; return null;", vec![])
+        .await?;
+    let more = Rb::deployment("more", 2)
+        .request("cpu", "1")
+        .clusters(&[("member1", 2)]);
+    accepts(client, &more.json(a)).await?;
+    wait_text(browser, &format!("{cpu} .v-used"), "5").await?;
+    let marker = browser
+        .execute("return window.kqMarker || null;", vec![])
+        .await?;
+    ensure!(marker == json!("same page"), "the page was reloaded");
+    ensure!(!browser.source().await?.contains(b_ns));
+
+    step("[Get] team B's quota page is a 404 for team A; the API and CSV omit it");
+    browser.goto(&format!("{dash}/quotas/{b_key}")).await?;
+    let text = browser.find(Locator::Css("main")).await?.text().await?;
+    ensure!(
+        text.contains(&format!("No KarmadaQuota {b_key} computed.")),
+        "{text}"
+    );
+    let (code, _) = get_as(dash_addr, &format!("/api/v1/quotas/{b_key}"), team_a).await?;
+    ensure!(code == 404, "team A reads team B's quota: {code}");
+    browser.goto(&format!("{dash}/api/v1/snapshot")).await?;
+    let json_text = browser.find(Locator::Css("body")).await?.text().await?;
+    ensure!(
+        json_text.contains(&format!("\"namespace\":\"{a}\"")) && !json_text.contains(b_ns),
+        "the snapshot API (with the login cookie): {json_text}"
+    );
+    for path in [
+        "/api/v1/overview",
+        "/api/v1/overview.csv",
+        "/api/v1/clusters",
+        "/clusters",
+    ] {
+        let (code, body) = get_as(dash_addr, path, team_a).await?;
+        ensure!(code == 200, "{path}: {code}");
+        ensure!(
+            !body.contains(b_ns) && !body.contains("TEAM-B-ONLY"),
+            "{path} shows team B's data to team A: {body}"
+        );
+        ensure!(body.contains(a), "{path} lacks team A's quota");
+    }
+
+    step("[Delete] log out: the pages ask for a token again");
+    browser.goto(&format!("{dash}/")).await?;
+    browser
+        .find(Locator::Css("header form button"))
+        .await?
+        .click()
+        .await?;
+    wait_for("the login form after logout", FOLLOW, || async move {
+        browser.find(Locator::Id("token")).await.ok().map(|_| ())
+    })
+    .await?;
+    browser.goto(&format!("{dash}/")).await?;
+    ensure!(
+        browser.find(Locator::Id("token")).await.is_ok(),
+        "the overview shows without a token after logout"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs the loopback control plane and hack/tools.sh's chromium: make test runs it"]
+async fn with_kubernetes_auth_a_team_logs_in_and_sees_only_its_namespaces() -> Result<()> {
+    let env = Env::get().await?;
+    let client = env.client()?;
+    let ns_a = TestNs::new(&client, "dash-team-a").await?;
+    let ns_b = TestNs::new(&client, "dash-team-b").await?;
+    let (a, b) = (ns_a.name().to_owned(), ns_b.name().to_owned());
+
+    step(
+        "[Setup] quotas in both namespaces, a binding in each; ServiceAccounts team-a, team-b with RBAC in their own namespace only",
+    );
+    accepts(
+        &client,
+        &quota(&a, "compute", &[("requests.cpu", "10"), ("pods", "20")]),
+    )
+    .await?;
+    accepts(&client, &quota(&b, "plans", &[("requests.cpu", "4")])).await?;
+    let web = Rb::deployment("web", 3)
+        .request("cpu", "1")
+        .clusters(&[("member1", 3)]);
+    accepts(&client, &web.json(&a)).await?;
+    let job = Rb::deployment("job", 2)
+        .request("cpu", "1")
+        .clusters(&[("member1", 2)]);
+    accepts(&client, &job.json(&b)).await?;
+    let team_a = Viewer::create(&client, &a, "team-a", &[&a]).await?;
+    let team_b = Viewer::create(&client, &b, "team-b", &[&b]).await?;
+
+    // One dashboard must hold both namespaces: a controller over all namespaces, kept a
+    // follower by a Lease another replica holds, so it writes nothing other tests own.
+    let lease = format!("kq-e2e-dash-auth-{a}");
+    held_lease(&client, &lease).await?;
+    step("[Setup] an all-namespace follower controller with --dashboard-auth=kubernetes");
+    let ctl = Controller::builder()
+        .lease_name(&lease)
+        .clusters_from_api(false)
+        .arg("--dashboard-auth=kubernetes")
+        .start(env)
+        .await?;
+    let dash = ctl.dashboard_url();
+    let dash_addr: SocketAddr = dash.trim_start_matches("http://").parse()?;
+    let driver = Driver::start().await?;
+    let profile = tempdir(&a)?;
+    let browser = driver.browser(&profile).await?;
+    let res = run_auth(
+        &client, &a, &b, &team_a, &team_b, &browser, &dash, dash_addr,
+    )
+    .await;
+    let _ = browser.close().await;
+    drop(driver);
+    let _ = std::fs::remove_dir_all(&profile);
+    res?;
+    drop(ctl);
+    let _ = Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE)
+        .delete(&lease, &Default::default())
+        .await;
+    ns_a.delete(&client).await?;
+    ns_b.delete(&client).await
 }

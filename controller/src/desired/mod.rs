@@ -8,7 +8,8 @@
 //!                                                 └─► notices (events), next_requeue
 //! ```
 //!
-//! All arithmetic is core's (`core::status::compute`); this module only maps the view onto
+//! All arithmetic is core's (`core::status::compute`, and `core::top` for the bindings
+//! that use the most, listed in the report); this module only maps the view onto
 //! the API status and keeps conditions' `lastTransitionTime` stable.
 
 mod conditions;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use karmada_quota_core::complete::{self, CONDITION_USAGE_COMPLETE, Incomplete};
 use karmada_quota_core::quota::{FieldError, QuotaState};
 use karmada_quota_core::status::{self as core_status, ObservedPods, QuotaView};
+use karmada_quota_core::top;
 use karmada_quota_crds::convert::{
     list_from_api, list_to_api, parse_status, reservation_to_api, summary, validate_spec,
 };
@@ -147,6 +149,14 @@ pub fn compute_over(
         },
         observed_pods,
         now,
+    );
+    view.top_bindings = top::top_bindings(
+        &state.spec.hard,
+        &state.spec.scope,
+        index
+            .bindings_in(&ns)
+            .map(|(_, e)| (e.name.as_str(), &e.charge)),
+        top::TOP_BINDINGS,
     );
     if !incomplete.is_empty() {
         let last_known = quota

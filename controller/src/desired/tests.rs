@@ -188,6 +188,35 @@ fn used_and_clusters_sum_the_namespace_bindings() {
 }
 
 #[test]
+fn the_view_lists_the_bindings_that_use_the_most_of_the_namespace() {
+    let q = mk_quota("team-a", "q", &[("requests.cpu", "10"), ("pods", "4")]);
+    let i = index_with(&[
+        mk_binding(
+            "team-a",
+            "web",
+            "u1",
+            1,
+            3,
+            "500m",
+            &[("member1", 2), ("member2", 1)],
+        ),
+        mk_binding("team-a", "api", "u2", 1, 1, "4", &[("member2", 1)]),
+        mk_binding("team-b", "other", "u3", 1, 9, "1", &[("member1", 9)]),
+    ]);
+    let Computed::Valid { view, .. } = compute(&q, &i, &ObservedPods::new(), NOW) else {
+        panic!("a valid spec computes");
+    };
+    // web: 3 of 4 pods (75 %); api: 4 of 10 cpu (40 %); team-b's binding is not listed.
+    let names: Vec<_> = view.top_bindings.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["web", "api"]);
+    assert_eq!(
+        view.top_bindings[0].usage,
+        rl(&[("requests.cpu", "1500m"), ("pods", "3")])
+    );
+    assert_eq!(view.top_bindings[0].clusters, ["member1", "member2"]);
+}
+
+#[test]
 fn every_hard_name_is_present_even_with_no_bindings() {
     let q = mk_quota("team-a", "q", &[("requests.memory", "1Gi"), ("pods", "2")]);
     let st = status_of(&q, &index_with(&[]), &ObservedPods::new(), &no_members());

@@ -1,0 +1,390 @@
+//! Who may see which quotas (`--dashboard-auth=kubernetes`): a bearer token is reviewed
+//! by the API server (TokenReview), and the reviewed user sees only the namespaces where a
+//! SubjectAccessReview allows `list karmadaquotas.quota.karmada.io`. Both answers are
+//! cached briefly, so page loads and live streams do not flood the API server.
+//!
+//! ```text
+//!  token ─► Access::user ── cache (TTL, bounded) ── miss ─► Reviewer::authenticate (TokenReview)
+//!  user + snapshot ─► Access::restrict
+//!     may_list(user, every namespace)? ── yes ─► the whole snapshot
+//!     else per namespace of a quota: may_list(user, ns) (cached) ─► Snapshot::restricted
+//! ```
+//!
+//! The [`Reviewer`] is a trait so the filtering is tested without a cluster; the
+//! controller implements it with the Kubernetes API. A review that fails (API server
+//! unreachable) is never cached: an unreviewable token is refused with 503, an
+//! unreviewable namespace is hidden (fail closed).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+
+use crate::model::Snapshot;
+
+/// The API group of KarmadaQuota.
+pub const QUOTA_GROUP: &str = "quota.karmada.io";
+/// The resource a viewer must be allowed to `list` in a namespace to see its quotas.
+pub const QUOTA_RESOURCE: &str = "karmadaquotas";
+/// The verb checked.
+pub const QUOTA_VERB: &str = "list";
+
+/// How long a review is trusted by default.
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(30);
+/// How long a refused token is remembered (short: a token may become valid).
+pub const DEFAULT_REFUSED_TTL: Duration = Duration::from_secs(5);
+/// At most this many cached answers per kind (tokens, access decisions).
+pub const DEFAULT_CACHE_ENTRIES: usize = 4096;
+
+/// A user as a TokenReview reports it: what a SubjectAccessReview is asked about.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct User {
+    /// `status.user.username`.
+    pub name: String,
+    /// `status.user.uid`.
+    pub uid: String,
+    /// `status.user.groups`.
+    pub groups: Vec<String>,
+    /// `status.user.extra`.
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// A review the API server could not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReviewError(pub String);
+
+/// A review's answer.
+pub type Review<'a, T> = BoxFuture<'a, Result<T, ReviewError>>;
+
+/// Asks the API server who a token is and what they may do.
+pub trait Reviewer: Send + Sync {
+    /// TokenReview: the user, or `None` when the token is not accepted.
+    fn authenticate<'a>(&'a self, token: &'a str) -> Review<'a, Option<User>>;
+
+    /// SubjectAccessReview: may `user` list KarmadaQuotas in `namespace` (`None`: in
+    /// every namespace, i.e. cluster-wide)?
+    fn may_list<'a>(&'a self, user: &'a User, namespace: Option<&'a str>) -> Review<'a, bool>;
+}
+
+/// How long answers are kept.
+#[derive(Clone, Copy, Debug)]
+pub struct CachePolicy {
+    /// An accepted token and every access decision.
+    pub ttl: Duration,
+    /// A refused token.
+    pub refused_ttl: Duration,
+    /// Entries per cache; when full, expired entries go, then everything.
+    pub max_entries: usize,
+}
+
+impl Default for CachePolicy {
+    fn default() -> Self {
+        Self {
+            ttl: DEFAULT_CACHE_TTL,
+            refused_ttl: DEFAULT_REFUSED_TTL,
+            max_entries: DEFAULT_CACHE_ENTRIES,
+        }
+    }
+}
+
+/// A bounded map whose entries expire.
+#[derive(Debug)]
+struct Cache<K, V> {
+    entries: Mutex<HashMap<K, (Instant, V)>>,
+    max: usize,
+}
+
+impl<K: Eq + Hash, V: Clone> Cache<K, V> {
+    fn new(max: usize) -> Self {
+        Self {
+            entries: Mutex::new(HashMap::new()),
+            max: max.max(1),
+        }
+    }
+
+    fn get(&self, key: &K) -> Option<V> {
+        let map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key)
+            .filter(|(until, _)| Instant::now() < *until)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn put(&self, key: K, value: V, ttl: Duration) {
+        let now = Instant::now();
+        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= self.max && !map.contains_key(&key) {
+            map.retain(|_, (until, _)| now < *until);
+            if map.len() >= self.max {
+                map.clear();
+            }
+        }
+        map.insert(key, (now + ttl, value));
+    }
+
+    fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The reviewer with its caches: what every authenticated route asks.
+pub struct Access {
+    reviewer: Arc<dyn Reviewer>,
+    policy: CachePolicy,
+    tokens: Cache<String, Option<Arc<User>>>,
+    decisions: Cache<(Arc<User>, Option<String>), bool>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Access {
+    /// Reviews through `reviewer`, cached as `policy` says.
+    pub fn new(reviewer: Arc<dyn Reviewer>, policy: CachePolicy) -> Self {
+        Self {
+            reviewer,
+            policy,
+            tokens: Cache::new(policy.max_entries),
+            decisions: Cache::new(policy.max_entries),
+        }
+    }
+
+    /// Who `token` is: `Ok(None)` when the API server does not accept it.
+    pub async fn user(&self, token: &str) -> Result<Option<Arc<User>>, ReviewError> {
+        if let Some(known) = self.tokens.get(&token.to_owned()) {
+            return Ok(known);
+        }
+        let user = self.reviewer.authenticate(token).await?.map(Arc::new);
+        let ttl = if user.is_some() {
+            self.policy.ttl
+        } else {
+            self.policy.refused_ttl
+        };
+        self.tokens.put(token.to_owned(), user.clone(), ttl);
+        Ok(user)
+    }
+
+    /// Whether `user` may list quotas in `namespace` (`None`: everywhere). A failed review
+    /// is a "no" that is not cached.
+    pub async fn may_list(&self, user: &Arc<User>, namespace: Option<&str>) -> bool {
+        let key = (user.clone(), namespace.map(str::to_owned));
+        if let Some(known) = self.decisions.get(&key) {
+            return known;
+        }
+        match self.reviewer.may_list(user, namespace).await {
+            Ok(allowed) => {
+                self.decisions.put(key, allowed, self.policy.ttl);
+                allowed
+            }
+            Err(e) => {
+                tracing::warn!(user = %user.name, namespace = namespace.unwrap_or("(all)"), error = %e, "dashboard: SubjectAccessReview failed; the namespace stays hidden");
+                false
+            }
+        }
+    }
+
+    /// The part of `s` that `user` may see: every quota when they may list KarmadaQuotas
+    /// cluster-wide, else those of the namespaces where they may.
+    pub async fn restrict(&self, s: &Snapshot, user: &Arc<User>) -> Snapshot {
+        if self.may_list(user, None).await {
+            return s.clone();
+        }
+        let namespaces: BTreeSet<&str> = s.quotas.iter().map(|q| q.namespace.as_str()).collect();
+        let answers = futures::future::join_all(
+            namespaces
+                .iter()
+                .map(|ns| async move { (*ns, self.may_list(user, Some(*ns)).await) }),
+        )
+        .await;
+        let allowed: BTreeSet<&str> = answers
+            .into_iter()
+            .filter_map(|(ns, ok)| ok.then_some(ns))
+            .collect();
+        s.restricted(|ns| allowed.contains(ns))
+    }
+
+    /// Cached answers (tokens, decisions), for tests and debugging.
+    pub fn cached(&self) -> (usize, usize) {
+        (self.tokens.len(), self.decisions.len())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fake {
+    //! A reviewer that answers from tables and counts the calls.
+
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{Review, ReviewError, Reviewer, User};
+
+    /// token → user; user → namespaces they may list (`*`: every namespace).
+    #[derive(Default)]
+    pub struct FakeReviewer {
+        pub tokens: BTreeMap<String, String>,
+        pub grants: BTreeMap<String, BTreeSet<String>>,
+        pub down: bool,
+        pub token_reviews: AtomicUsize,
+        pub access_reviews: AtomicUsize,
+    }
+
+    impl FakeReviewer {
+        /// `team-a` (token `ta`) may list in `ml-train`; `team-b` (`tb`) in `web`;
+        /// `admin` (`adm`) everywhere.
+        pub fn teams() -> Self {
+            let mut f = FakeReviewer::default();
+            for (token, user, ns) in [
+                ("ta", "team-a", "ml-train"),
+                ("tb", "team-b", "web"),
+                ("adm", "admin", "*"),
+            ] {
+                f.tokens.insert(token.into(), user.into());
+                f.grants.entry(user.into()).or_default().insert(ns.into());
+            }
+            f
+        }
+
+        pub fn calls(&self) -> (usize, usize) {
+            (
+                self.token_reviews.load(Ordering::SeqCst),
+                self.access_reviews.load(Ordering::SeqCst),
+            )
+        }
+    }
+
+    impl Reviewer for FakeReviewer {
+        fn authenticate<'a>(&'a self, token: &'a str) -> Review<'a, Option<User>> {
+            self.token_reviews.fetch_add(1, Ordering::SeqCst);
+            let answer = if self.down {
+                Err(ReviewError("connection refused".into()))
+            } else {
+                Ok(self.tokens.get(token).map(|name| User {
+                    name: name.clone(),
+                    uid: format!("uid-{name}"),
+                    groups: vec!["system:authenticated".into()],
+                    ..User::default()
+                }))
+            };
+            Box::pin(async move { answer })
+        }
+
+        fn may_list<'a>(&'a self, user: &'a User, namespace: Option<&'a str>) -> Review<'a, bool> {
+            self.access_reviews.fetch_add(1, Ordering::SeqCst);
+            let grants = self.grants.get(&user.name);
+            let allowed = grants
+                .is_some_and(|g| g.contains("*") || namespace.is_some_and(|ns| g.contains(ns)));
+            let answer = if self.down {
+                Err(ReviewError("connection refused".into()))
+            } else {
+                Ok(allowed)
+            };
+            Box::pin(async move { answer })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::FakeReviewer;
+    use super::*;
+    use crate::tests::snapshot;
+
+    fn access(f: FakeReviewer, policy: CachePolicy) -> (Arc<FakeReviewer>, Access) {
+        let f = Arc::new(f);
+        (f.clone(), Access::new(f, policy))
+    }
+
+    fn namespaces(s: &Snapshot) -> Vec<&str> {
+        s.quotas.iter().map(|q| q.namespace.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn each_user_sees_only_the_namespaces_they_may_list() {
+        let (_, a) = access(FakeReviewer::teams(), CachePolicy::default());
+        let s = snapshot();
+        let team_a = a.user("ta").await.unwrap().unwrap();
+        let seen = a.restrict(&s, &team_a).await;
+        assert_eq!(namespaces(&seen), ["ml-train"]);
+        assert_eq!(seen.teams.keys().collect::<Vec<_>>(), ["ml-train"]);
+        let team_b = a.user("tb").await.unwrap().unwrap();
+        assert_eq!(namespaces(&a.restrict(&s, &team_b).await), ["web"]);
+        let admin = a.user("adm").await.unwrap().unwrap();
+        assert_eq!(a.restrict(&s, &admin).await, s);
+        assert!(a.user("nope").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn answers_are_cached_until_they_expire() {
+        let (f, a) = access(FakeReviewer::teams(), CachePolicy::default());
+        let s = snapshot();
+        for _ in 0..5 {
+            let u = a.user("ta").await.unwrap().unwrap();
+            a.restrict(&s, &u).await;
+        }
+        // One TokenReview; one cluster-wide and one per namespace (3) SubjectAccessReview.
+        assert_eq!(f.calls(), (1, 4));
+
+        let (f, a) = access(
+            FakeReviewer::teams(),
+            CachePolicy {
+                ttl: Duration::ZERO,
+                refused_ttl: Duration::ZERO,
+                ..CachePolicy::default()
+            },
+        );
+        for _ in 0..2 {
+            let u = a.user("ta").await.unwrap().unwrap();
+            a.restrict(&s, &u).await;
+        }
+        assert_eq!(f.calls(), (2, 8), "expired answers are asked again");
+    }
+
+    #[tokio::test]
+    async fn the_caches_stay_bounded() {
+        let mut f = FakeReviewer::teams();
+        for i in 0..50 {
+            f.tokens.insert(format!("t{i}"), format!("u{i}"));
+        }
+        let (_, a) = access(
+            f,
+            CachePolicy {
+                max_entries: 8,
+                ..CachePolicy::default()
+            },
+        );
+        let s = snapshot();
+        for i in 0..50 {
+            let u = a.user(&format!("t{i}")).await.unwrap().unwrap();
+            assert!(a.restrict(&s, &u).await.quotas.is_empty());
+            let (tokens, decisions) = a.cached();
+            assert!(tokens <= 8 && decisions <= 8, "{tokens} {decisions}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_review_is_an_error_for_tokens_and_hides_namespaces() {
+        let (f, a) = access(
+            FakeReviewer {
+                down: true,
+                ..FakeReviewer::teams()
+            },
+            CachePolicy::default(),
+        );
+        assert!(a.user("ta").await.is_err());
+        let u = Arc::new(User {
+            name: "team-a".into(),
+            ..User::default()
+        });
+        assert!(a.restrict(&snapshot(), &u).await.quotas.is_empty());
+        assert!(a.restrict(&snapshot(), &u).await.quotas.is_empty());
+        assert_eq!(a.cached(), (0, 0), "failures are not cached");
+        assert_eq!(f.calls().1, 8, "asked again every time");
+    }
+}
