@@ -21,8 +21,8 @@ use karmada_quota_e2e::webhook::{
     expect_admitted, expect_refused, wait_until_status_seen,
 };
 use karmada_quota_e2e::{Env, TestNs, wait_for};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 /// The label the test's namespaces carry (value: unique per test).
