@@ -39,12 +39,6 @@ use crate::quota::{KarmadaQuotaSpec, KarmadaQuotaStatus};
         description = "used/hard per resource, summed over namespaces and member clusters"
     ),
     printcolumn(
-        name = "Namespaces",
-        type_ = "string",
-        json_path = ".status.namespaces[*].name",
-        description = "the selected namespaces"
-    ),
-    printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"

@@ -82,7 +82,7 @@ fn cluster_crd_is_cluster_scoped_requires_a_selector_and_has_printer_columns() {
         .flatten()
         .map(|c| c.name.as_str())
         .collect();
-    assert_eq!(cols, ["Usage", "Namespaces", "Ready", "Drift", "Age"]);
+    assert_eq!(cols, ["Usage", "Ready", "Drift", "Age"]);
     let schema = serde_json::to_value(&v.schema).unwrap();
     let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(spec["required"], serde_json::json!(["namespaceSelector"]));

@@ -277,7 +277,7 @@ async fn concurrent_creates_over_three_namespaces_fill_a_cluster_quota_exactly_t
     for ns in &names {
         label_ns(c, ns, Some(&business)).await?;
     }
-    let webhooks = vec![Webhook::start(env).await?, Webhook::start(env).await?];
+    let webhooks = [Webhook::start(env).await?, Webhook::start(env).await?];
     let proxy = TcpProxy::round_robin(webhooks.iter().map(Webhook::addr).collect()).await?;
     let hooks: Vec<&Webhook> = webhooks.iter().collect();
     let registration = Registration::register(c, &proxy.url(), &names, &hooks).await?;
