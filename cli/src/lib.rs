@@ -8,9 +8,12 @@
 //!          render::{get, describe, top} (pure, golden-tested) ─► stdout
 //!  check: manifests ─► check::Inputs ─► check::check (core's interpreter + decision, a
 //!         dry run) against the usage of the cluster, a file, or zero ─► report, exit code
+//!  report: billing::request ─► runtime::prometheus (two range queries) ─► core::billing
+//!          (average, peak, resource-hours) ─► table, csv, json
 //! ```
 
 pub mod args;
+pub mod billing;
 pub mod check;
 pub mod cluster;
 pub mod manifests;
@@ -37,7 +40,7 @@ pub mod exit {
     pub const EXCEEDS: u8 = 1;
     /// Bad input or usage.
     pub const BAD_INPUT: u8 = 2;
-    /// The API server could not be read.
+    /// The API server could not be read; `report`: Prometheus unreachable or refusing.
     pub const API: u8 = 3;
 }
 
@@ -145,7 +148,24 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
             Ok((render::top(&summaries, limit, style), exit::OK))
         }
         Command::Check(check) => run_check(&global, &check).await,
+        Command::Report(report) => {
+            let now = jiff::Timestamp::now().as_second();
+            run_report(&report, now).await.map(|text| (text, exit::OK))
+        }
     }
+}
+
+/// `report` with `now` (Unix seconds) for relative times: bad input → exit 2, Prometheus
+/// failing → exit 3.
+pub async fn run_report(args: &args::ReportArgs, now: i64) -> Result<String, Failure> {
+    let request = billing::request(args, now).map_err(|e| bad_input(anyhow::anyhow!(e)))?;
+    let timeout = billing::timeout(args).map_err(|e| bad_input(anyhow::anyhow!(e)))?;
+    let prometheus = karmada_quota_runtime::prometheus::Prometheus::new(&args.prometheus, timeout)
+        .map_err(|e| bad_input(e.into()))?;
+    let report = billing::fetch(&prometheus, &request)
+        .await
+        .map_err(|e| api(e.into()))?;
+    Ok(billing::render(&report, args.output))
 }
 
 async fn run_check(global: &args::Global, args: &CheckArgs) -> Result<(String, u8), Failure> {

@@ -46,7 +46,7 @@ fn colored(text: String, p: Option<f64>, style: Style) -> String {
 }
 
 /// A kubectl-looking table: no borders, columns three spaces apart, no trailing blanks.
-fn table(header: Vec<String>, rows: Vec<Vec<String>>) -> String {
+pub(crate) fn table(header: Vec<String>, rows: Vec<Vec<String>>) -> String {
     let mut t = Table::new();
     t.load_style(presets::NOTHING)
         .set_content_arrangement(ContentArrangement::Disabled)

@@ -192,6 +192,13 @@ pub struct Args {
     /// decision are trusted before the API server is asked again (a refused token: 5 s).
     #[arg(long, env = "KQ_DASHBOARD_AUTH_CACHE_TTL", default_value = "30s", value_parser = duration::parse)]
     pub dashboard_auth_cache_ttl: Duration,
+    /// A Prometheus that scrapes this controller's /metrics (e.g.
+    /// `http://prometheus.monitoring:9090`, a path prefix allowed): the dashboard's Report
+    /// page reads usage history from it (average, peak and resource-hours per team,
+    /// namespace and member cluster, with a CSV download), as `kubectl karmada-quota
+    /// report` does. Unset: the page says how to turn it on.
+    #[arg(long, env = "KQ_DASHBOARD_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_runtime::prometheus::check_url)]
+    pub dashboard_prometheus: Option<String>,
 
     /// How long a ResourceBinding deletion seen by the watch is remembered, so that a
     /// reservation for it is pruned as "deleted". Must exceed the webhook's
@@ -341,6 +348,18 @@ mod tests {
         assert!(a.dashboard_team_label.is_empty());
         assert_eq!(a.dashboard_stale_after, Duration::from_secs(300));
         assert!(Args::try_parse_from(["c", "--dashboard-listen=nope"]).is_err());
+    }
+
+    #[test]
+    fn dashboard_prometheus_takes_an_http_url() {
+        assert_eq!(parse(&[]).dashboard_prometheus, None);
+        let a = parse(&["--dashboard-prometheus=http://127.0.0.1:9090/"]);
+        assert_eq!(
+            a.dashboard_prometheus.as_deref(),
+            Some("http://127.0.0.1:9090")
+        );
+        let e = Args::try_parse_from(["c", "--dashboard-prometheus=prometheus:9090"]).unwrap_err();
+        assert!(e.to_string().contains("http://"), "{e}");
     }
 
     #[test]

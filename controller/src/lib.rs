@@ -18,7 +18,8 @@
 //! Modules: [`args`] (flags), [`watches`] (control-plane watches), [`index`] (watch-fed
 //! state), [`members`] (member clusters), [`desired`] (pure status computation),
 //! [`reconcile`] (reconciler and its one writer), [`leader`] (Lease election),
-//! [`metrics`], [`api`] (JSON view), [`triggers`].
+//! [`metrics`], [`api`] (JSON view), [`triggers`], [`dashboard`] (the browser dashboard's
+//! feed) and [`report`] (its Report page's Prometheus).
 
 pub mod api;
 pub mod args;
@@ -32,6 +33,7 @@ pub mod leader;
 pub mod members;
 pub mod metrics;
 pub mod reconcile;
+pub mod report;
 pub mod triggers;
 pub mod watches;
 
@@ -161,6 +163,7 @@ pub async fn run_until(
         &member_registry,
         &election.leader,
         &stop,
+        &metrics,
     );
     tokio::spawn(keep_readiness(
         index.clone(),
@@ -491,6 +494,7 @@ fn spawn_dashboard(
     members: &MemberRegistry,
     leader: &watch::Receiver<bool>,
     stop: &Stop,
+    metrics: &Arc<Metrics>,
 ) {
     let sources = dashboard::Sources {
         views: views.clone(),
@@ -506,7 +510,19 @@ fn spawn_dashboard(
             label.clone(),
             sources.teams.clone(),
         ));
+        tokio::spawn(metrics::export_namespace_labels(
+            metrics.clone(),
+            label.clone(),
+            sources.teams.clone(),
+            std::time::Duration::from_secs(1),
+            shutdown_future(&stop.rx),
+        ));
     }
+    let prometheus = args.dashboard_prometheus.as_deref().and_then(|url| {
+        report::page_source(url)
+            .inspect_err(|e| tracing::error!(error = %e, "dashboard Report page off"))
+            .ok()
+    });
     tokio::spawn(dashboard::watch_warnings(
         watches::scoped_api(client, args.watch_namespace()),
         sources.warnings.clone(),
@@ -525,6 +541,7 @@ fn spawn_dashboard(
         karmada_quota_dashboard::Settings {
             stale_after: args.dashboard_stale_after,
             team_label: label,
+            prometheus,
         },
         access,
         sources,

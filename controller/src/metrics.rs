@@ -1,13 +1,22 @@
-//! Prometheus metrics of the controller (`kq_controller_*` and `kq_quota_*`).
+//! Prometheus metrics of the controller (`kq_controller_*`, `kq_quota_*` and
+//! `kq_namespace_labels`).
+//!
+//! The quota series follow kube-state-metrics' habits (`kube_resourcequota`): one series
+//! per namespace, quota and resource (and member cluster), values in base units as floats
+//! (cores, bytes, counts), labels `namespace`, `quota`, `resource`, `cluster`; namespace
+//! labels as an info series (`kube_namespace_labels`), joined by `namespace`. docs/design.md
+//! §6 lists them; the usage report (core's `billing`) reads `kq_quota_cluster_used`,
+//! `kq_quota_cluster_observed` and `kq_namespace_labels`.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use karmada_quota_core::Quantity;
 #[cfg(test)]
 use karmada_quota_core::ResourceList;
+use karmada_quota_core::billing::{NAMESPACE_LABELS_METRIC, label_name};
 use karmada_quota_core::status::QuotaView;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -76,6 +85,10 @@ pub struct MemberLabels {
     pub cluster: String,
 }
 
+/// `namespace` and `label_<team label>` of one namespace (kube-state-metrics'
+/// `kube_namespace_labels` shape; the label key is known only at run time).
+type NamespaceLabels = Vec<(String, String)>;
+
 /// The label sets last exported for one quota, so stale ones can be removed.
 #[derive(Default)]
 struct QuotaSeries {
@@ -102,6 +115,8 @@ pub struct Metrics {
     leader: Gauge,
     bindings: Gauge,
     series: Mutex<HashMap<(String, String), QuotaSeries>>,
+    namespace_labels: Family<NamespaceLabels, Gauge>,
+    exported_namespaces: Mutex<BTreeSet<NamespaceLabels>>,
 }
 
 impl Metrics {
@@ -124,6 +139,8 @@ impl Metrics {
             leader: Gauge::default(),
             bindings: Gauge::default(),
             series: Mutex::new(HashMap::new()),
+            namespace_labels: Family::default(),
+            exported_namespaces: Mutex::new(BTreeSet::new()),
         };
         registry.register(
             "kq_quota_hard",
@@ -200,7 +217,39 @@ impl Metrics {
             "ResourceBindings in the index",
             m.bindings.clone(),
         );
+        registry.register(
+            NAMESPACE_LABELS_METRIC,
+            "1 for each namespace carrying the team label (--dashboard-team-label), with its \
+             value as label_<key> (kube-state-metrics' kube_namespace_labels)",
+            m.namespace_labels.clone(),
+        );
         m
+    }
+
+    /// Export `label_key` of every namespace in `teams` (namespace → value) as
+    /// `kq_namespace_labels{namespace, label_<key>} 1`, dropping namespaces no longer there.
+    pub fn set_namespace_labels(&self, label_key: &str, teams: &BTreeMap<String, String>) {
+        let name = label_name(label_key);
+        let next: BTreeSet<NamespaceLabels> = teams
+            .iter()
+            .map(|(ns, team)| {
+                vec![
+                    ("namespace".to_owned(), ns.clone()),
+                    (name.clone(), team.clone()),
+                ]
+            })
+            .collect();
+        let mut prev = self
+            .exported_namespaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for gone in prev.difference(&next) {
+            self.namespace_labels.remove(gone);
+        }
+        for labels in &next {
+            self.namespace_labels.get_or_create(labels).set(1);
+        }
+        *prev = next;
     }
 
     /// Count one reconcile that took `elapsed`.
@@ -357,6 +406,27 @@ impl Metrics {
     }
 }
 
+/// Keep `kq_namespace_labels` in line with `teams` (fed by the namespace watch of the
+/// dashboard) every `interval`, until `stop`.
+pub async fn export_namespace_labels(
+    metrics: Arc<Metrics>,
+    label_key: String,
+    teams: crate::dashboard::Teams,
+    interval: Duration,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        let teams = teams.read().unwrap_or_else(|e| e.into_inner()).clone();
+        metrics.set_namespace_labels(&label_key, &teams);
+    }
+}
+
 /// A quantity as a float, for export only (never for quota arithmetic).
 #[allow(clippy::cast_precision_loss)]
 fn as_f64(q: &Quantity) -> f64 {
@@ -435,5 +505,32 @@ mod tests {
 
         m.forget_quota("team-a", "q");
         assert!(!encode(&reg).contains("kq_quota_hard{"));
+    }
+
+    #[test]
+    fn namespace_labels_are_an_info_series_that_follows_the_teams() {
+        let mut reg = Registry::default();
+        let m = Metrics::register(&mut reg);
+        let teams: BTreeMap<String, String> = [
+            ("team-a".to_owned(), "alpha".to_owned()),
+            ("team-b".to_owned(), "beta".to_owned()),
+        ]
+        .into();
+        m.set_namespace_labels("karmada-quota.io/team", &teams);
+        let text = encode(&reg);
+        assert!(
+            text.contains(
+                r#"kq_namespace_labels{namespace="team-a",label_karmada_quota_io_team="alpha"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"namespace="team-b",label_karmada_quota_io_team="beta""#));
+        // team-a changes team, team-b loses its label.
+        let teams: BTreeMap<String, String> = [("team-a".to_owned(), "gamma".to_owned())].into();
+        m.set_namespace_labels("karmada-quota.io/team", &teams);
+        let text = encode(&reg);
+        assert!(text.contains(r#"namespace="team-a",label_karmada_quota_io_team="gamma"} 1"#));
+        assert!(!text.contains("alpha"), "{text}");
+        assert!(!text.contains("team-b"), "{text}");
     }
 }

@@ -24,9 +24,13 @@
 //! `policy::Policy::binding_for` adds a policy's placement (`placement`), giving the
 //! binding Karmada would create — priced by the same `usage::BindingCharge`.
 //!
+//! After the fact: `billing` turns the controller's usage series (Prometheus range
+//! queries) into average, peak and resource-hours per team, namespace and member cluster.
+//!
 //! Quantities are exact ([`quantity::Quantity`], Kubernetes semantics); resource lists
 //! are [`resources::ResourceList`]; quota specs are validated by [`quota::validate_spec`].
 
+pub mod billing;
 pub mod binding;
 pub mod complete;
 pub mod decision;

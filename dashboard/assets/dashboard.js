@@ -88,6 +88,7 @@
     var same = gen && gen.getAttribute("datetime") === update.generated;
     applyRows(update);
     window.kqUpdates = (window.kqUpdates || 0) + 1;
-    if (!same) refreshFragments();
+    // The Report page is not live: refetching it would re-run its Prometheus queries.
+    if (!same && document.body.getAttribute("data-page") !== "report") refreshFragments();
   });
 })();

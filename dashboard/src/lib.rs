@@ -29,6 +29,7 @@ pub mod live;
 pub mod login;
 pub mod model;
 pub mod pages;
+pub mod report;
 pub mod view;
 pub mod visible;
 
@@ -69,6 +70,8 @@ pub struct Settings {
     pub stale_after: Duration,
     /// The namespace label whose value names a team (shown in the overview's groups).
     pub team_label: String,
+    /// The Prometheus the Report page reads (`None`: the page says how to turn it on).
+    pub prometheus: Option<report::Prometheus>,
 }
 
 impl Default for Settings {
@@ -76,6 +79,7 @@ impl Default for Settings {
         Self {
             stale_after: Duration::from_secs(60),
             team_label: DEFAULT_TEAM_LABEL.to_owned(),
+            prometheus: None,
         }
     }
 }
@@ -132,6 +136,7 @@ pub fn router(dashboard: Dashboard) -> Router {
         .merge(api::router())
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", post(login::logout))
+        .merge(report::router())
         .route(
             "/assets/dashboard.css",
             get(|| async {

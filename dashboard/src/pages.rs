@@ -30,7 +30,8 @@ pub struct Chrome {
 }
 
 impl Chrome {
-    fn new(
+    /// The chrome of a page titled `title` whose navigation entry is `active`.
+    pub(crate) fn new(
         title: impl Into<String>,
         active: &'static str,
         s: &Snapshot,

@@ -16,10 +16,12 @@
 //!      │                                 retry layer off (every refusal is seen as given)
 //!      ├─ kubectl(&args)                 against apiserver 0
 //!      └─ log_dir()                      where Binary logs go
+//!    karmada      real Karmada around a test (make e2e-karmada): fixture, readers
 //!    chart        charts/karmada-quota through helm and the check tools (hack/tools.sh)
 //!    TestNs       a fresh namespace per test (generateName, labelled)
 //!    faults       UnservedApi: an API group whose discovery fails (503)
 //!    apply_yaml / apply_json / accepts / rejects / wait_for
+//!    prometheus   Debian's prometheus on loopback scraping admin ports (usage report)
 //!    Binary       target/<profile>/karmada-quota-{webhook,controller} as children,
 //!                 killed on drop, log tail printed when the test panics;
 //!                 wait_admin() polls an admin path (http_get) until it answers 200
@@ -40,8 +42,10 @@ pub mod chart;
 pub mod controller;
 mod env;
 pub mod faults;
+pub mod karmada;
 mod metrics;
 mod ns;
+pub mod prometheus;
 pub mod proxy;
 mod quota_status;
 pub mod setup;

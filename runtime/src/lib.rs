@@ -7,10 +7,12 @@
 //!   the caches synced);
 //! - [`init_logging`]: `tracing` to stderr, plain or JSON;
 //! - [`client`]: a kube client from `--kubeconfig` or the usual discovery;
-//! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once.
+//! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once;
+//! - [`prometheus`]: range queries to a Prometheus, for usage reports.
 
 pub mod duration;
 pub mod plurals;
+pub mod prometheus;
 pub mod relist;
 
 use std::net::SocketAddr;

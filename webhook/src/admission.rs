@@ -474,6 +474,17 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         .clone()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| req.name.clone());
+    // Who sends what (docs/karmada.md: the detector's CREATE, the scheduler's UPDATE).
+    tracing::debug!(
+        %namespace,
+        binding = %name,
+        operation = ?req.operation,
+        user = req.user_info.username.as_deref().unwrap_or(""),
+        clusters = new.spec.clusters.len(),
+        replicas = new.spec.replicas,
+        dry_run = req.dry_run,
+        "ResourceBinding review"
+    );
     let request = BindingRequest {
         namespace: namespace.clone(),
         name: name.clone(),

@@ -1,0 +1,37 @@
+//! The dashboard's Report page reads Prometheus (`--dashboard-prometheus`) through the
+//! runtime's client: this adapter is the page's [`RangeQuery`].
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use karmada_quota_core::billing::{Series, Window};
+use karmada_quota_dashboard::report::{Prometheus as PageSource, RangeQuery};
+use karmada_quota_runtime::prometheus::{DEFAULT_TIMEOUT, Prometheus};
+
+impl RangeQuery for PrometheusQueries {
+    fn query_range<'a>(
+        &'a self,
+        query: &'a str,
+        window: Window,
+    ) -> BoxFuture<'a, Result<Vec<Series>, String>> {
+        Box::pin(async move {
+            self.0
+                .query_range(query, window)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// Range queries against one Prometheus.
+struct PrometheusQueries(Prometheus);
+
+/// The Report page's source for `url`, or why the URL cannot be used (logged by the caller:
+/// the controller runs on without the page).
+pub fn page_source(url: &str) -> Result<PageSource, String> {
+    let prometheus = Prometheus::new(url, DEFAULT_TIMEOUT).map_err(|e| e.to_string())?;
+    Ok(PageSource {
+        url: prometheus.url().to_owned(),
+        api: Arc::new(PrometheusQueries(prometheus)),
+    })
+}

@@ -1,0 +1,701 @@
+//! The product against real Karmada (v1.14): a user applies a Deployment and a
+//! PropagationPolicy; Karmada's detector CREATEs the ResourceBinding (no `spec.clusters`),
+//! its scheduler UPDATEs `spec.clusters`, its binding controller and execution controller
+//! put the Deployment into the members. The project's webhook and controller watch it.
+//!
+//! Run by `make e2e-karmada` (hack/e2e-karmada.sh), which starts Karmada's components and
+//! sets `E2E_KARMADA_DIR`; built only with the `karmada` feature, so `make test` neither
+//! builds nor counts it. Without `E2E_KARMADA_DIR` each test says why and returns.
+//!
+//! No kube-controller-manager runs: a deleted Deployment's binding is deleted by the test,
+//! as the garbage collector would (its controller owner is the Deployment).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use karmada_quota_crds::KarmadaQuota;
+use karmada_quota_e2e::controller::{cluster_used_is, used_is, wait_quota};
+use karmada_quota_e2e::karmada::{
+    DETECTOR_USER, KarmadaSetup, MEMBERS, QUOTA, Review, SCHEDULER_USER, apply, binding_condition,
+    binding_name, cpu, delete_as_gc, deployment, describe, placed, placement, policy, replicas,
+    scale, wait_binding, wait_event, wait_member_replicas, wait_scheduled,
+};
+use karmada_quota_e2e::setup::step;
+use karmada_quota_e2e::webhook::bindings;
+use karmada_quota_e2e::{Env, try_wait_for};
+use kube::Client;
+
+/// The quota of most tests: 2 cpu, 20 pods.
+const HARD: &[(&str, &str)] = &[("requests.cpu", "2"), ("pods", "20")];
+/// How long the controller may take to fold a change into the status (one watch event and
+/// one status write; headroom for a loaded machine running Karmada).
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Waits until the controller's status shows `used` cpu (millis) and pods with no
+/// reservation left, and per member cluster `per_cluster` (millis, pods).
+async fn wait_usage(
+    c: &Client,
+    ns: &str,
+    cpu_milli: i64,
+    pods: i64,
+    per_cluster: &[(&str, i64, i64)],
+) -> Result<KarmadaQuota> {
+    let want = format!(
+        "used requests.cpu={}, pods={pods}, no reservations{}",
+        cpu(cpu_milli),
+        per_cluster
+            .iter()
+            .map(|(m, c, p)| format!(", {m}: {}/{p}", cpu(*c)))
+            .collect::<String>()
+    );
+    wait_quota(c, ns, QUOTA, &want, SYNC_TIMEOUT, |q| {
+        used_is(
+            q,
+            &[
+                ("requests.cpu", &cpu(cpu_milli)),
+                ("pods", &pods.to_string()),
+            ],
+        ) && q.status.as_ref().is_some_and(|s| s.reservations.is_empty())
+            && per_cluster.iter().all(|(m, c, p)| {
+                cluster_used_is(
+                    q,
+                    m,
+                    &[("requests.cpu", &cpu(*c)), ("pods", &p.to_string())],
+                )
+            })
+    })
+    .await
+}
+
+/// Saves `text` as `<E2E_KARMADA_DIR>/<file>` (the script's run keeps it) and prints it.
+fn keep(file: &str, text: &str) -> Result<()> {
+    eprintln!("{text}");
+    if let Some(dir) = karmada_quota_e2e::karmada::karmada_dir() {
+        std::fs::write(dir.join(file), text)?;
+    }
+    Ok(())
+}
+
+fn print_reviews(reviews: &[Review]) {
+    for r in reviews {
+        step(&format!("  webhook saw: {r}"));
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn a_deployment_that_fits_is_scheduled_charged_and_placed_as_charged() -> Result<()> {
+    let Some(k) = KarmadaSetup::start("karmada_fits", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    let env = Env::get().await?;
+
+    step("[Apply] PropagationPolicy web: Divided, static weights member1:member2 = 1:3");
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "web", &["web"], placement::divided_static(1, 3)),
+    )
+    .await?;
+    step("[Apply] Deployment web: 4 replicas × 250m");
+    apply(&c, &ns, deployment(&ns, "web", 4, "250m")).await?;
+
+    let rb = wait_scheduled(&c, &ns, &binding_name("web")).await?;
+    ensure!(
+        placed(&rb) == vec![("member1".into(), 1), ("member2".into(), 3)],
+        "the scheduler placed {:?}, not 1:3",
+        placed(&rb)
+    );
+    step("[Check] quota: 1 cpu, 4 pods; member1 250m/1, member2 750m/3; no entry left");
+    wait_usage(
+        &c,
+        &ns,
+        1000,
+        4,
+        &[("member1", 250, 1), ("member2", 750, 3)],
+    )
+    .await?;
+    step("[Check] the members run 1 and 3 replicas");
+    wait_member_replicas(env, &ns, "web", &[Some(1), Some(3)]).await?;
+
+    step(
+        "[Check] the webhook saw the detector's CREATE (no clusters), then the scheduler's UPDATE",
+    );
+    let reviews: Vec<Review> = k
+        .reviews()?
+        .into_iter()
+        .filter(|r| r.binding == binding_name("web"))
+        .collect();
+    print_reviews(&reviews);
+    let first = reviews
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("the webhook logged no review of web-deployment"))?;
+    ensure!(
+        first.operation == "Create"
+            && first.user == DETECTOR_USER
+            && first.clusters == 0
+            && first.replicas == 4,
+        "the first review was {first}, not the detector's CREATE without clusters"
+    );
+    ensure!(
+        reviews
+            .iter()
+            .any(|r| r.operation == "Update" && r.user == SCHEDULER_USER && r.clusters == 2),
+        "no UPDATE from the scheduler with two clusters among {reviews:?}"
+    );
+    ensure!(
+        k.denials()?.is_empty(),
+        "denials logged: {:?}",
+        k.denials()?
+    );
+    k.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn duplicated_is_charged_replicas_times_clusters() -> Result<()> {
+    let Some(k) = KarmadaSetup::start("karmada_duplicated", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    let env = Env::get().await?;
+
+    step("[Apply] named: Duplicated to clusterNames [member1, member2], 2 × 250m");
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "named", &["named"], placement::duplicated_named()),
+    )
+    .await?;
+    apply(&c, &ns, deployment(&ns, "named", 2, "250m")).await?;
+    step("[Apply] selected: Duplicated to the members a label selects, 2 × 250m");
+    apply(
+        &c,
+        &ns,
+        policy(
+            &ns,
+            "selected",
+            &["selected"],
+            placement::duplicated_selected(),
+        ),
+    )
+    .await?;
+    apply(&c, &ns, deployment(&ns, "selected", 2, "250m")).await?;
+
+    for d in ["named", "selected"] {
+        let rb = wait_scheduled(&c, &ns, &binding_name(d)).await?;
+        ensure!(
+            placed(&rb) == vec![("member1".into(), 2), ("member2".into(), 2)],
+            "{d}: the scheduler placed {:?}, not 2 on each member",
+            placed(&rb)
+        );
+    }
+    step("[Check] quota: 2 × 250m × 2 clusters × 2 Deployments = 2 cpu (the limit), 8 pods");
+    wait_usage(
+        &c,
+        &ns,
+        2000,
+        8,
+        &[("member1", 1000, 4), ("member2", 1000, 4)],
+    )
+    .await?;
+    for d in ["named", "selected"] {
+        wait_member_replicas(env, &ns, d, &[Some(2), Some(2)]).await?;
+    }
+    k.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn a_placement_over_the_limit_stays_unscheduled_with_the_webhooks_message() -> Result<()> {
+    let Some(k) = KarmadaSetup::start("karmada_unscheduled", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    let env = Env::get().await?;
+    let rb_name = binding_name("web");
+
+    step(
+        "[Apply] web: Duplicated to the members a label selects, 3 × 500m: the CREATE is \
+         charged 1500m (fits), the scheduler's UPDATE 3 cpu (does not)",
+    );
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "web", &["web"], placement::duplicated_selected()),
+    )
+    .await?;
+    apply(&c, &ns, deployment(&ns, "web", 3, "500m")).await?;
+
+    let rb = wait_binding(
+        &c,
+        &ns,
+        &rb_name,
+        "Scheduled=False with the webhook's exceeded-quota message",
+        |rb| {
+            binding_condition(rb, "Scheduled")
+                .is_some_and(|(s, _, m)| s == "False" && m.contains("exceeded quota: q"))
+        },
+    )
+    .await?;
+    ensure!(
+        placed(&rb).is_empty(),
+        "the refused binding has clusters {:?}",
+        placed(&rb)
+    );
+    step(
+        "[Check] events on the Deployment: Karmada's ScheduleBindingFailed and the webhook's QuotaExceeded",
+    );
+    wait_event(
+        &c,
+        &ns,
+        "Deployment",
+        "web",
+        "ScheduleBindingFailed",
+        "exceeded quota: q",
+    )
+    .await?;
+    wait_event(
+        &c,
+        &ns,
+        "Deployment",
+        "web",
+        "QuotaExceeded",
+        "exceeded quota: q",
+    )
+    .await?;
+    step(
+        "[Check] quota: only the CREATE's 1500m and 3 pods, no entry left; nothing in the members",
+    );
+    wait_usage(&c, &ns, 1500, 3, &[("member1", 0, 0), ("member2", 0, 0)]).await?;
+    ensure!(
+        karmada_quota_e2e::karmada::member_replicas(env, &ns, "web").await? == vec![None, None],
+        "a member runs the refused Deployment"
+    );
+    step("[Check] the denial is in the webhook's log");
+    let denials = k.denials()?;
+    ensure!(
+        denials.iter().any(|d| d.binding == rb_name
+            && d.quota == QUOTA
+            && d.reason == "QuotaExceeded"
+            && d.message.contains("exceeded quota: q")),
+        "no denial line for {rb_name} in {}: {denials:?}",
+        k.webhook_log().display()
+    );
+    let reviews = k.reviews()?;
+    print_reviews(&reviews);
+    keep(
+        "describe-unscheduled.txt",
+        &describe(env, &c, &ns, "web").await?,
+    )?;
+    k.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn a_scale_up_past_the_limit_is_refused_at_the_schedulers_update() -> Result<()> {
+    let Some(k) = KarmadaSetup::start("karmada_scale_up", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    let env = Env::get().await?;
+    let rb_name = binding_name("web");
+
+    step("[Apply] web: Duplicated to the members a label selects, 1 × 500m → 1 cpu");
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "web", &["web"], placement::duplicated_selected()),
+    )
+    .await?;
+    apply(&c, &ns, deployment(&ns, "web", 1, "500m")).await?;
+    wait_scheduled(&c, &ns, &rb_name).await?;
+    wait_usage(
+        &c,
+        &ns,
+        1000,
+        2,
+        &[("member1", 500, 1), ("member2", 500, 1)],
+    )
+    .await?;
+    wait_member_replicas(env, &ns, "web", &[Some(1), Some(1)]).await?;
+
+    step(
+        "[Scale] web to 3: the detector's UPDATE (replicas 3, clusters still 1+1) is charged \
+         1500m and fits; the scheduler's (3+3 = 3 cpu) does not",
+    );
+    scale(&c, &ns, "web", 3).await?;
+    let rb = wait_binding(
+        &c,
+        &ns,
+        &rb_name,
+        "replicas 3 and Scheduled=False with the webhook's message",
+        |rb| {
+            replicas(rb) == 3
+                && binding_condition(rb, "Scheduled")
+                    .is_some_and(|(s, _, m)| s == "False" && m.contains("exceeded quota: q"))
+        },
+    )
+    .await?;
+    ensure!(
+        placed(&rb) == vec![("member1".into(), 1), ("member2".into(), 1)],
+        "the placement moved: {:?}",
+        placed(&rb)
+    );
+    step("[Check] the running replicas stay: 1 in each member");
+    wait_member_replicas(env, &ns, "web", &[Some(1), Some(1)]).await?;
+    step(
+        "[Check] quota: max(3 desired, 2 placed) × 500m = 1500m, 3 pods; the refused UPDATE added nothing",
+    );
+    wait_usage(
+        &c,
+        &ns,
+        1500,
+        3,
+        &[("member1", 500, 1), ("member2", 500, 1)],
+    )
+    .await?;
+    let reviews: Vec<Review> = k
+        .reviews()?
+        .into_iter()
+        .filter(|r| r.binding == rb_name)
+        .collect();
+    print_reviews(&reviews);
+    ensure!(
+        reviews.iter().any(|r| r.operation == "Update"
+            && r.user == SCHEDULER_USER
+            && r.replicas == 3
+            && r.clusters == 2),
+        "the webhook saw no UPDATE from the scheduler at 3 replicas: {reviews:?}"
+    );
+    ensure!(
+        k.denials()?.iter().any(|d| d.binding == rb_name),
+        "the refused UPDATE is not in the webhook's log"
+    );
+    keep(
+        "describe-scale-up.txt",
+        &describe(env, &c, &ns, "web").await?,
+    )?;
+    k.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn a_divided_scale_up_past_the_limit_is_refused_at_the_detectors_update() -> Result<()> {
+    let Some(k) = KarmadaSetup::start("karmada_divided_scale_up", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    let env = Env::get().await?;
+    let rb_name = binding_name("web");
+
+    step("[Apply] web: Divided 1:1, 2 × 500m → 1 cpu");
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "web", &["web"], placement::divided_static(1, 1)),
+    )
+    .await?;
+    apply(&c, &ns, deployment(&ns, "web", 2, "500m")).await?;
+    wait_scheduled(&c, &ns, &rb_name).await?;
+    wait_usage(
+        &c,
+        &ns,
+        1000,
+        2,
+        &[("member1", 500, 1), ("member2", 500, 1)],
+    )
+    .await?;
+
+    step(
+        "[Scale] web to 6: the detector's UPDATE raises spec.replicas (6 × 500m = 3 cpu) and \
+         is refused there; the binding, its placement and the members stay at 2",
+    );
+    scale(&c, &ns, "web", 6).await?;
+    wait_event(
+        &c,
+        &ns,
+        "Deployment",
+        "web",
+        "ApplyPolicyFailed",
+        "exceeded quota: q",
+    )
+    .await?;
+    let rb = bindings(&c, &ns).get(&rb_name).await?;
+    ensure!(
+        replicas(&rb) == 2 && placed(&rb) == vec![("member1".into(), 1), ("member2".into(), 1)],
+        "the binding moved: replicas {}, clusters {:?}",
+        replicas(&rb),
+        placed(&rb)
+    );
+    wait_member_replicas(env, &ns, "web", &[Some(1), Some(1)]).await?;
+    wait_usage(
+        &c,
+        &ns,
+        1000,
+        2,
+        &[("member1", 500, 1), ("member2", 500, 1)],
+    )
+    .await?;
+    let reviews: Vec<Review> = k
+        .reviews()?
+        .into_iter()
+        .filter(|r| r.binding == rb_name)
+        .collect();
+    print_reviews(&reviews);
+    ensure!(
+        reviews
+            .iter()
+            .any(|r| r.operation == "Update" && r.user == DETECTOR_USER && r.replicas == 6),
+        "the webhook saw no UPDATE from the detector at 6 replicas: {reviews:?}"
+    );
+    ensure!(
+        !reviews
+            .iter()
+            .any(|r| r.user == SCHEDULER_USER && r.replicas == 6),
+        "the scheduler got to place 6 replicas: {reviews:?}"
+    );
+    k.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn deleting_the_deployment_credits_the_quota() -> Result<()> {
+    let Some(k) = KarmadaSetup::start("karmada_delete", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    let env = Env::get().await?;
+
+    step("[Apply] web: Divided 1:1, 2 × 250m");
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "web", &["web"], placement::divided_static(1, 1)),
+    )
+    .await?;
+    apply(&c, &ns, deployment(&ns, "web", 2, "250m")).await?;
+    wait_scheduled(&c, &ns, &binding_name("web")).await?;
+    wait_usage(&c, &ns, 500, 2, &[("member1", 250, 1), ("member2", 250, 1)]).await?;
+    wait_member_replicas(env, &ns, "web", &[Some(1), Some(1)]).await?;
+
+    step("[Delete] Deployment web, then its binding as the garbage collector would");
+    delete_as_gc(&c, &ns, "web").await?;
+    step("[Check] quota back to 0; Karmada removed the members' Deployments");
+    wait_usage(&c, &ns, 0, 0, &[("member1", 0, 0), ("member2", 0, 0)]).await?;
+    wait_member_replicas(env, &ns, "web", &[None, None]).await?;
+    k.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn the_controllers_per_cluster_usage_is_the_schedulers_placement() -> Result<()> {
+    let Some(k) = KarmadaSetup::start("karmada_per_cluster", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+
+    step("[Apply] one policy, dynamic-weight Divided, for Deployments a (3), b (4), c (5) × 100m");
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "all", &[], placement::divided_dynamic()),
+    )
+    .await?;
+    let wanted = [("a", 3), ("b", 4), ("c", 5)];
+    for (d, n) in wanted {
+        apply(&c, &ns, deployment(&ns, d, n, "100m")).await?;
+    }
+    let mut per_cluster: BTreeMap<String, i64> =
+        MEMBERS.iter().map(|m| (m.to_string(), 0)).collect();
+    for (d, n) in wanted {
+        let rb = wait_scheduled(&c, &ns, &binding_name(d)).await?;
+        let p = placed(&rb);
+        step(&format!("  {d}: scheduler placed {p:?}"));
+        ensure!(
+            p.iter().map(|(_, r)| r).sum::<i64>() == i64::from(n),
+            "{d}: placed {p:?} does not add up to {n}"
+        );
+        for (m, r) in p {
+            *per_cluster.entry(m).or_default() += r;
+        }
+    }
+    step(&format!(
+        "[Check] the controller's status.clusters[] = the placement {per_cluster:?}"
+    ));
+    let want: Vec<(&str, i64, i64)> = per_cluster
+        .iter()
+        .map(|(m, r)| (m.as_str(), r * 100, *r))
+        .collect();
+    wait_usage(&c, &ns, 1200, 12, &want).await?;
+    k.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn duplicate_creates_from_the_detector_leave_no_entry_behind() -> Result<()> {
+    /// Deployments created at once per round.
+    const PER_ROUND: usize = 15;
+    /// Rounds at most, until the detector has sent a duplicate CREATE.
+    const ROUNDS: usize = 3;
+    let Some(k) = KarmadaSetup::start(
+        "karmada_duplicate_creates",
+        &[("requests.cpu", "20"), ("pods", "200")],
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    step("[Apply] one policy for every Deployment of the namespace: dynamic-weight Divided");
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "all", &[], placement::divided_dynamic()),
+    )
+    .await?;
+
+    let mut names = Vec::new();
+    let mut duplicated: Vec<String> = Vec::new();
+    for round in 0..ROUNDS {
+        step(&format!(
+            "[Apply ×{PER_ROUND}] round {}: Deployments of 2 × 100m, all at once",
+            round + 1
+        ));
+        let batch: Vec<String> = (0..PER_ROUND).map(|i| format!("w{round}-{i}")).collect();
+        let applies = batch
+            .iter()
+            .map(|n| apply(&c, &ns, deployment(&ns, n, 2, "100m")));
+        for r in futures::future::join_all(applies).await {
+            r?;
+        }
+        for n in &batch {
+            wait_scheduled(&c, &ns, &binding_name(n)).await?;
+        }
+        names.extend(batch);
+        let mut creates: BTreeMap<String, usize> = BTreeMap::new();
+        for r in k.reviews()? {
+            if r.operation == "Create" {
+                *creates.entry(r.binding).or_default() += 1;
+            }
+        }
+        duplicated = creates
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(b, n)| format!("{b} ×{n}"))
+            .collect();
+        step(&format!(
+            "  {} creates so far; CREATEs the webhook saw more than once: {duplicated:?}",
+            names.len()
+        ));
+        if !duplicated.is_empty() {
+            break;
+        }
+    }
+    ensure!(
+        !duplicated.is_empty(),
+        "the detector sent no duplicate CREATE in {} creates: this run proves nothing about them",
+        names.len()
+    );
+
+    step("[Check] once the controller has synced: no entry left, used = Σ of the bindings");
+    let api = bindings(&c, &ns);
+    let mut total = 0;
+    for n in &names {
+        let rb = api.get(&binding_name(n)).await?;
+        total += placed(&rb)
+            .iter()
+            .map(|(_, r)| r)
+            .sum::<i64>()
+            .max(replicas(&rb));
+    }
+    ensure!(
+        total == 2 * names.len() as i64,
+        "the bindings hold {total} replicas"
+    );
+    wait_usage(&c, &ns, total * 100, total, &[]).await?;
+    k.teardown().await
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn a_named_duplicated_placement_over_the_limit_is_refused_at_create() -> Result<()> {
+    let Some(k) = KarmadaSetup::start("karmada_named_refused", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    let env = Env::get().await?;
+    let rb_name = binding_name("web");
+
+    step("[Apply] web: Duplicated to clusterNames [member1, member2], 3 × 500m = 3 cpu at CREATE");
+    apply(
+        &c,
+        &ns,
+        policy(&ns, "web", &["web"], placement::duplicated_named()),
+    )
+    .await?;
+    apply(&c, &ns, deployment(&ns, "web", 3, "500m")).await?;
+
+    step(
+        "[Check] ApplyPolicyFailed with the webhook's message, and its QuotaExceeded, on the Deployment",
+    );
+    wait_event(
+        &c,
+        &ns,
+        "Deployment",
+        "web",
+        "ApplyPolicyFailed",
+        "exceeded quota: q",
+    )
+    .await?;
+    wait_event(
+        &c,
+        &ns,
+        "Deployment",
+        "web",
+        "QuotaExceeded",
+        "exceeded quota: q",
+    )
+    .await?;
+    ensure!(
+        bindings(&c, &ns).get_opt(&rb_name).await?.is_none(),
+        "the refused binding exists"
+    );
+    let reviews: Vec<Review> = k
+        .reviews()?
+        .into_iter()
+        .filter(|r| r.binding == rb_name)
+        .collect();
+    print_reviews(&reviews);
+    ensure!(
+        !reviews.is_empty() && reviews.iter().all(|r| r.operation == "Create"),
+        "the webhook should have seen only the detector's CREATEs: {reviews:?}"
+    );
+    step(
+        "[Check] the denial is in the webhook's log; quota unchanged at 0; nothing in the members",
+    );
+    try_wait_for(
+        "a denial line in the webhook's log",
+        Duration::from_secs(10),
+        || async {
+            Ok::<_, anyhow::Error>(
+                k.denials()?
+                    .into_iter()
+                    .find(|d| d.binding == rb_name && d.reason == "QuotaExceeded"),
+            )
+        },
+    )
+    .await?;
+    wait_usage(&c, &ns, 0, 0, &[("member1", 0, 0), ("member2", 0, 0)]).await?;
+    ensure!(
+        karmada_quota_e2e::karmada::member_replicas(env, &ns, "web").await? == vec![None, None],
+        "a member runs the refused Deployment"
+    );
+    keep(
+        "describe-refused.txt",
+        &describe(env, &c, &ns, "web").await?,
+    )?;
+    k.teardown().await
+}
