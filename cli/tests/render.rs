@@ -107,7 +107,10 @@ fn describe_and_get_a_cluster_quota_with_its_selector_and_namespaces() {
     assert_eq!(s.namespaces.len(), 2);
     let described = render::describe(&s, &[], PLAIN);
     golden("describe-cluster.txt", &described);
-    assert!(described.contains("Kind:        KarmadaClusterQuota"), "{described}");
+    assert!(
+        described.contains("Kind:        KarmadaClusterQuota"),
+        "{described}"
+    );
     golden(
         "get-cluster.txt",
         &render::get(&[s], Output::Table, PLAIN).unwrap(),

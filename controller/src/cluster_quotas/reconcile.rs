@@ -136,7 +136,8 @@ pub async fn reconcile(
     if let Computed::Valid { view, .. } = &c.computed {
         base.metrics.observe_quota(view);
     }
-    let report = QuotaReport::new(&compute::shadow(&object), &c.computed, &stored.quota, now);
+    let mut report = QuotaReport::new(&compute::shadow(&object), &c.computed, &stored.quota, now);
+    report.namespaces = c.namespaces.iter().map(|(n, _)| n.clone()).collect();
     base.views
         .write()
         .unwrap_or_else(|e| e.into_inner())
