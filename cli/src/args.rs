@@ -66,6 +66,10 @@ pub enum Command {
     Get {
         /// One quota by name.
         name: Option<String>,
+        /// KarmadaClusterQuotas (cluster-scoped: -n and -A do not apply) instead of
+        /// KarmadaQuotas.
+        #[arg(short = 'c', long)]
+        cluster: bool,
         /// table, wide (per member cluster columns), csv, json or yaml.
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
@@ -74,6 +78,9 @@ pub enum Command {
     Describe {
         /// The quota's name.
         name: String,
+        /// A KarmadaClusterQuota (its selector and each selected namespace's usage too).
+        #[arg(short = 'c', long)]
+        cluster: bool,
     },
     /// The quotas closest to their limits across the federation (all namespaces unless -n).
     Top {

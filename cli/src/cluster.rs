@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Event;
 use karmada_quota_core::placement::ClusterFacts;
-use karmada_quota_crds::{KarmadaQuota, ResourceBinding};
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, ResourceBinding};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -68,6 +68,25 @@ impl Access {
         Ok(list)
     }
 
+    /// Every KarmadaClusterQuota, by name.
+    pub async fn cluster_quotas(&self) -> Result<Vec<KarmadaClusterQuota>> {
+        let mut list = Api::<KarmadaClusterQuota>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .context("listing KarmadaClusterQuotas (quota.karmada.io/v1alpha1)")?
+            .items;
+        list.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        Ok(list)
+    }
+
+    /// One KarmadaClusterQuota, `None` when it does not exist.
+    pub async fn cluster_quota(&self, name: &str) -> Result<Option<KarmadaClusterQuota>> {
+        Api::<KarmadaClusterQuota>::all(self.client.clone())
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading KarmadaClusterQuota {name}"))
+    }
+
     /// One quota, `None` when it does not exist.
     pub async fn quota(&self, namespace: &str, name: &str) -> Result<Option<KarmadaQuota>> {
         Api::<KarmadaQuota>::namespaced(self.client.clone(), namespace)
@@ -78,12 +97,22 @@ impl Access {
 
     /// The events of a quota, newest last.
     pub async fn quota_events(&self, namespace: &str, name: &str) -> Result<Vec<EventRow>> {
+        self.events_of("KarmadaQuota", namespace, name).await
+    }
+
+    /// The events about the object `kind` `name` kept in `namespace`, newest last.
+    pub async fn events_of(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<EventRow>> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
-        let selector = format!("involvedObject.kind=KarmadaQuota,involvedObject.name={name}");
+        let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
         let mut events = api
             .list(&ListParams::default().fields(&selector))
             .await
-            .with_context(|| format!("listing the events of KarmadaQuota {namespace}/{name}"))?
+            .with_context(|| format!("listing the events of {kind} {namespace}/{name}"))?
             .items;
         let when = |e: &Event| {
             e.last_timestamp

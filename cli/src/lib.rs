@@ -86,7 +86,56 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
             );
             Ok((String::from_utf8_lossy(&out).into_owned(), exit::OK))
         }
-        Command::Get { name, output } => {
+        Command::Get {
+            name,
+            output,
+            cluster: true,
+        } => {
+            let access = Access::new(&global).await.map_err(api)?;
+            let quotas = match &name {
+                Some(n) => match access.cluster_quota(n).await.map_err(api)? {
+                    Some(q) => vec![q],
+                    None => {
+                        return Err(Failure {
+                            code: exit::EXCEEDS,
+                            error: anyhow::anyhow!("karmadaclusterquotas \"{n}\" not found"),
+                        });
+                    }
+                },
+                None => access.cluster_quotas().await.map_err(api)?,
+            };
+            if quotas.is_empty() && output == render::Output::Table {
+                return Ok(("No KarmadaClusterQuotas found.\n".to_owned(), exit::OK));
+            }
+            let summaries: Vec<QuotaSummary> =
+                quotas.iter().map(QuotaSummary::of_cluster).collect();
+            Ok((
+                render::get(&summaries, output, style).map_err(bad_input)?,
+                exit::OK,
+            ))
+        }
+        Command::Describe {
+            name,
+            cluster: true,
+        } => {
+            let access = Access::new(&global).await.map_err(api)?;
+            let Some(q) = access.cluster_quota(&name).await.map_err(api)? else {
+                return Err(Failure {
+                    code: exit::EXCEEDS,
+                    error: anyhow::anyhow!("karmadaclusterquotas \"{name}\" not found"),
+                });
+            };
+            // Events about a cluster-scoped object are kept in namespace default.
+            let events = access
+                .events_of("KarmadaClusterQuota", "default", &name)
+                .await
+                .unwrap_or_default();
+            Ok((
+                render::describe(&QuotaSummary::of_cluster(&q), &events, style),
+                exit::OK,
+            ))
+        }
+        Command::Get { name, output, .. } => {
             let access = Access::new(&global).await.map_err(api)?;
             let quotas = match &name {
                 Some(n) => match access.quota(&access.namespace, n).await.map_err(api)? {
@@ -120,7 +169,7 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
                 exit::OK,
             ))
         }
-        Command::Describe { name } => {
+        Command::Describe { name, .. } => {
             let access = Access::new(&global).await.map_err(api)?;
             let Some(q) = access.quota(&access.namespace, &name).await.map_err(api)? else {
                 return Err(Failure {

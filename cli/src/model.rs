@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use karmada_quota_core::ledger::effective_usage;
 use karmada_quota_core::{Quantity, ResourceList};
-use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::convert::{list_from_api, parse_status};
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
 use kube::ResourceExt;
 use serde::Serialize;
 
@@ -32,6 +32,22 @@ pub struct QuotaSummary {
     /// What could not be read (a status value that does not parse).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// A KarmadaClusterQuota: its namespace selector (`business=a, env notin (dev)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// A KarmadaClusterQuota: the usage of each selected namespace (`status.namespaces`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<NamespaceRow>,
+}
+
+/// One namespace a KarmadaClusterQuota selects.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceRow {
+    /// The namespace.
+    pub name: String,
+    /// Its usage per hard resource.
+    pub used: BTreeMap<String, String>,
 }
 
 /// One resource of a quota.
@@ -164,7 +180,54 @@ impl QuotaSummary {
                 })
                 .collect(),
             errors,
+            selector: None,
+            namespaces: Vec::new(),
         }
+    }
+
+    /// A KarmadaClusterQuota's summary: as a KarmadaQuota's (its spec and status have the
+    /// same fields), no namespace, plus its selector and per-namespace usage.
+    pub fn of_cluster(q: &KarmadaClusterQuota) -> QuotaSummary {
+        let shape = KarmadaQuota {
+            metadata: q.metadata.clone(),
+            spec: q.spec.quota.clone(),
+            status: q.status.as_ref().map(|s| s.quota.clone()),
+        };
+        let mut s = Self::of(&shape);
+        s.namespace = String::new();
+        s.selector = Some(q.spec.namespace_selector.as_ref().map_or_else(
+            || "<none>".to_owned(),
+            |sel| {
+                let sel = karmada_quota_crds::convert::selector_from_api(sel);
+                let mut parts: Vec<String> = sel
+                    .match_labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                parts.extend(sel.match_expressions.iter().map(|r| {
+                    if r.values.is_empty() {
+                        format!("{} {}", r.key, r.operator)
+                    } else {
+                        format!("{} {} ({})", r.key, r.operator, r.values.join(", "))
+                    }
+                }));
+                parts.join(", ")
+            },
+        ));
+        s.namespaces = q
+            .status
+            .iter()
+            .flat_map(|st| st.namespaces.iter())
+            .map(|n| NamespaceRow {
+                name: n.name.clone(),
+                used: n
+                    .used
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.0.clone()))
+                    .collect(),
+            })
+            .collect();
+        s
     }
 
     /// The largest share of hard in use over the quota's resources.

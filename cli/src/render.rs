@@ -177,7 +177,13 @@ pub struct EventRow {
 pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
     let mut out = String::new();
     out.push_str(&format!("Name:        {}\n", q.name));
-    out.push_str(&format!("Namespace:   {}\n", q.namespace));
+    match &q.selector {
+        Some(selector) => {
+            out.push_str("Kind:        KarmadaClusterQuota\n");
+            out.push_str(&format!("Selector:    {selector}\n"));
+        }
+        None => out.push_str(&format!("Namespace:   {}\n", q.namespace)),
+    }
     out.push_str(&format!(
         "Scopes:      {}\n",
         if q.scopes.is_empty() {
@@ -217,6 +223,37 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
             .to_vec(),
         rows,
     ));
+    if q.selector.is_some() {
+        out.push_str("\nNamespaces (selected; usage of each):\n");
+        if q.namespaces.is_empty() {
+            out.push_str("  <none yet>\n");
+        }
+        let mut rows = vec![
+            ["---------", "--------", "----"]
+                .map(str::to_owned)
+                .to_vec(),
+        ];
+        for n in &q.namespaces {
+            for r in &q.resources {
+                rows.push(vec![
+                    n.name.clone(),
+                    r.resource.clone(),
+                    n.used
+                        .get(&r.resource)
+                        .cloned()
+                        .unwrap_or_else(|| "0".to_owned()),
+                ]);
+            }
+        }
+        if !q.namespaces.is_empty() {
+            out.push_str(&table(
+                ["Namespace", "Resource", "Used"]
+                    .map(str::to_owned)
+                    .to_vec(),
+                rows,
+            ));
+        }
+    }
     if !q.clusters.is_empty() {
         out.push_str("\nMember clusters (placed by Karmada / observed in the member):\n");
         let mut rows = vec![

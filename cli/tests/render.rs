@@ -95,3 +95,24 @@ fn colour_marks_warning_and_critical_shares_only_when_asked() {
     let plain = render::get(&fixtures(), Output::Table, PLAIN).unwrap();
     assert!(!plain.contains('\x1b'));
 }
+
+#[test]
+fn describe_and_get_a_cluster_quota_with_its_selector_and_namespaces() {
+    let q: karmada_quota_crds::KarmadaClusterQuota =
+        serde_saphyr::from_str(include_str!("../../testdata/karmadaclusterquota.yaml"))
+            .expect("the example parses");
+    let s = QuotaSummary::of_cluster(&q);
+    assert_eq!(s.selector.as_deref(), Some("business=a"));
+    assert_eq!(s.namespace, "");
+    assert_eq!(s.namespaces.len(), 2);
+    let described = render::describe(&s, &[], PLAIN);
+    golden("describe-cluster.txt", &described);
+    assert!(
+        described.contains("Kind:        KarmadaClusterQuota"),
+        "{described}"
+    );
+    golden(
+        "get-cluster.txt",
+        &render::get(&[s], Output::Table, PLAIN).unwrap(),
+    );
+}

@@ -62,6 +62,9 @@ pub struct QuotaReport {
     pub top_bindings: Vec<BindingUsage>,
     /// The quota's conditions (as last written by the leader).
     pub conditions: Vec<ConditionReport>,
+    /// A KarmadaClusterQuota (`namespace` empty): the namespaces it selects.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
     /// Why nothing was computed (invalid spec).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -133,6 +136,7 @@ impl QuotaReport {
             drift: BTreeMap::new(),
             bindings: 0,
             top_bindings: Vec::new(),
+            namespaces: Vec::new(),
             conditions,
             error: None,
             computed_at: now.to_string(),

@@ -41,6 +41,28 @@ pub struct Args {
     #[arg(long, env = "KQ_NAMESPACE", value_name = "NAMESPACE")]
     pub namespace: Option<String>,
 
+    /// Reconcile only the KarmadaClusterQuotas with these labels (a label selector, e.g.
+    /// `tier=gold`); empty: all of them. A controller restricted by --namespace
+    /// reconciles none (a cluster quota spans namespaces it does not watch).
+    #[arg(
+        long,
+        env = "KQ_CLUSTER_QUOTA_SELECTOR",
+        default_value = "",
+        value_name = "SELECTOR"
+    )]
+    pub cluster_quota_selector: String,
+
+    /// Reconcile KarmadaQuotas (true) or only KarmadaClusterQuotas (false), e.g. to run
+    /// the cluster quotas in a replica set of their own.
+    #[arg(
+        long,
+        env = "KQ_NAMESPACED_QUOTAS",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub namespaced_quotas: bool,
+
     /// Recompute every quota at least this often, even when no watch event arrived
     /// (e.g. `30s`, `5m`, `1h`). Changes are picked up at once regardless; the resync only
     /// repairs what a lost event could have left stale.
@@ -186,6 +208,12 @@ pub struct Args {
 }
 
 impl Args {
+    /// Whether this controller reconciles KarmadaClusterQuotas: only when it watches every
+    /// namespace.
+    pub fn reconciles_cluster_quotas(&self) -> bool {
+        self.watch_namespace().is_none()
+    }
+
     /// The one namespace to watch (`--namespace`), or `None` for all namespaces (an empty
     /// value, e.g. `KQ_NAMESPACE=`, means all too).
     pub fn watch_namespace(&self) -> Option<&str> {

@@ -125,6 +125,7 @@ pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
         computed_at: unix(&r.computed_at),
         denials,
         top_bindings: r.top_bindings.clone(),
+        namespaces: r.namespaces.clone(),
     }
 }
 
@@ -387,6 +388,7 @@ mod tests {
                 usage: rl(&[("pods", "2")]),
                 clusters: vec!["m1".into()],
             }],
+            namespaces: Vec::new(),
             conditions: vec![ConditionReport {
                 type_: "Ready".into(),
                 status: "True".into(),

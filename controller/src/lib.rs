@@ -23,6 +23,7 @@
 
 pub mod api;
 pub mod args;
+pub mod cluster_quotas;
 pub mod dashboard;
 pub mod dashboard_auth;
 pub mod desired;
@@ -184,7 +185,47 @@ pub async fn run_until(
         namespace = args.watch_namespace().unwrap_or("(all)"),
         "karmada-quota-controller started"
     );
-    let controller = run_controller(&args, quota_events, quotas, streams, ctx, &stop);
+    let TriggerStreams {
+        namespaces,
+        all,
+        cluster_namespaces,
+        cluster_all,
+    } = streams;
+    let clusters: futures::future::BoxFuture<'static, ()> = if args.reconciles_cluster_quotas() {
+        Box::pin(cluster_quotas::run(
+            &args,
+            &client,
+            ctx.clone(),
+            cluster_namespaces,
+            cluster_all,
+            &triggers,
+            &metrics,
+            stop.requested(),
+        ))
+    } else {
+        tracing::info!("--namespace is set: KarmadaClusterQuotas are not reconciled");
+        Box::pin(std::future::ready(()))
+    };
+    let namespaced: futures::future::BoxFuture<'_, ()> = if args.namespaced_quotas {
+        Box::pin(run_controller(
+            &args,
+            quota_events,
+            quotas,
+            TriggerStreams::namespaced(namespaces, all),
+            ctx,
+            &stop,
+        ))
+    } else {
+        tracing::info!("--namespaced-quotas=false: KarmadaQuotas are not reconciled");
+        index
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .quotas_listed();
+        Box::pin(std::future::ready(()))
+    };
+    let controller = async move {
+        tokio::join!(namespaced, clusters);
+    };
     let mut admin = admin;
     let admin_result = run_to_the_end(controller, &mut admin, &stop).await;
     shut_down(&stop, &members, election.task, admin, admin_result).await

@@ -108,7 +108,7 @@ impl Ctx {
     /// So the first write goes out at once and later ones at most once per interval
     /// (leading edge: unlike a trailing debounce, a steady stream of events can never
     /// postpone the controller's write, and so its pruning, for good).
-    fn throttled(&self, key: &(String, String)) -> Option<Duration> {
+    pub(crate) fn throttled(&self, key: &(String, String)) -> Option<Duration> {
         let last = self.last_write.lock().unwrap_or_else(|e| e.into_inner());
         let elapsed = last.get(key)?.elapsed();
         self.min_write_interval
@@ -500,7 +500,7 @@ mod tests {
     #[tokio::test]
     async fn error_policy_backs_off_exponentially() {
         let q = Arc::new(mk_quota("team-a", "q", &[("pods", "1")]));
-        let store = FakeStore::with(std::slice::from_ref(&q));
+        let store = FakeStore::with(std::slice::from_ref(&*q));
         let (c, _tx) = ctx(&store, Index::new(600), true);
         let err = Error::MissingNamespace("q".into());
         let delays: Vec<_> = (0..4)

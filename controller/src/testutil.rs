@@ -17,7 +17,8 @@ use karmada_quota_crds::quota::{
 use karmada_quota_crds::{Cluster, KarmadaQuota, KarmadaQuotaSpec, ResourceBinding};
 use kube::api::ObjectMeta;
 
-fn api_map(pairs: &[(&str, &str)]) -> BTreeMap<String, ApiQuantity> {
+/// An API resource map from (name, quantity) pairs.
+pub fn api_map(pairs: &[(&str, &str)]) -> BTreeMap<String, ApiQuantity> {
     pairs
         .iter()
         .map(|(k, v)| ((*k).to_owned(), ApiQuantity((*v).to_owned())))
@@ -180,6 +181,7 @@ pub fn mk_reservation(
         reserved_by: ReservedBy {
             api_version: "work.karmada.io/v1alpha2".into(),
             kind: "ResourceBinding".into(),
+            namespace: String::new(),
             name: name.into(),
             uid: uid.into(),
         },
@@ -194,6 +196,7 @@ pub fn by_uid(uid: &str) -> karmada_quota_core::quota::ReservedBy {
     karmada_quota_core::quota::ReservedBy {
         api_version: "work.karmada.io/v1alpha2".into(),
         kind: "ResourceBinding".into(),
+        namespace: String::new(),
         name: format!("entry-{uid}"),
         uid: uid.into(),
     }

@@ -62,6 +62,7 @@ fn quota(name: &str, scope: ScopeSelector) -> QuotaState {
             reserved_by: ReservedBy {
                 api_version: "work.karmada.io/v1alpha2".into(),
                 kind: "ResourceBinding".into(),
+                namespace: String::new(),
                 name: format!("rb-{i}"),
                 uid: format!("uid-{i}"),
             },
@@ -72,6 +73,7 @@ fn quota(name: &str, scope: ScopeSelector) -> QuotaState {
         .collect();
     QuotaState {
         name: name.into(),
+        covers: Default::default(),
         spec: QuotaSpec { hard, scope },
         used: Some(used),
         reservations,

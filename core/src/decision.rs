@@ -1,12 +1,16 @@
 //! The admission decision (docs/design.md §5): one place a reviewer reads the rule.
 //!
 //! [`decide`] is the rule; [`decide_batch`] applies it to the concurrent requests of one
-//! namespace in order, so that later requests see the entries earlier ones were given.
+//! namespace in order, so that later requests see the entries earlier ones were given;
+//! [`decide_batch_selected`] does the same for requests of several namespaces against the
+//! union of their quota objects, each request against those that cover its namespace
+//! (its KarmadaQuotas and the KarmadaClusterQuotas selecting it, [`crate::selection`]).
 
 use crate::ledger::{counts, upsert};
 use crate::quantity::Quantity;
 use crate::quota::{QuotaState, Reservation, ReservedBy};
 use crate::resources::{PODS, ResourceList};
+use crate::selection::{Labels, QuotaKey};
 use crate::usage::{BINDING_API_VERSION, BINDING_KIND, BindingCharge, MUST_SPECIFY};
 
 /// HTTP code of a policy denial (`exceeded quota`, `must specify`).
@@ -58,6 +62,9 @@ pub struct Denial {
     pub reason: DenyReason,
     /// The quota that refused it (metadata.name).
     pub quota: String,
+    /// Whether that quota is a KarmadaClusterQuota (else a KarmadaQuota of the binding's
+    /// namespace).
+    pub cluster: bool,
     /// HTTP code for the AdmissionResponse status (403 quota, 429 retryable, …).
     pub code: u16,
     /// The exact message of docs/design.md §5.
@@ -67,9 +74,10 @@ pub struct Denial {
 /// The outcome for one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Admit; write these entries (quota name, entry), in quota-name order, only for
-    /// quotas with a non-zero delta. Empty = nothing to write.
-    Allow(Vec<(String, Reservation)>),
+    /// Admit; write these entries (quota object, entry), in [`QuotaKey`] order (the
+    /// namespace's quotas by name, then cluster quotas by name), only for quotas with a
+    /// non-zero delta. Empty = nothing to write.
+    Allow(Vec<(QuotaKey, Reservation)>),
     /// Refuse.
     Deny(Denial),
 }
@@ -93,10 +101,11 @@ impl Decision {
     }
 }
 
-fn deny(reason: DenyReason, code: u16, quota: &str, message: String) -> Decision {
+fn deny(reason: DenyReason, code: u16, quota: &QuotaState, message: String) -> Decision {
     Decision::Deny(Denial {
         reason,
-        quota: quota.to_owned(),
+        quota: quota.name.clone(),
+        cluster: quota.covers.is_cluster(),
         code,
         message,
     })
@@ -107,7 +116,9 @@ fn deny(reason: DenyReason, code: u16, quota: &str, message: String) -> Decision
 /// The rule (docs/design.md §5), in order:
 ///
 /// 1. Identical old and new charge → allow, write nothing.
-/// 2. Quotas are taken in name order. A quota *applies* when its scope matches the new
+/// 2. Quotas are taken in [`QuotaKey`] order: the namespace's KarmadaQuotas by name, then
+///    the KarmadaClusterQuotas covering it by name. (`quotas` are those that cover the
+///    binding's namespace; [`decide_batch_selected`] selects them.) A quota *applies* when its scope matches the new
 ///    binding (per component) and its `hard` shares a name with that scoped usage — or
 ///    tracks cpu/memory/ephemeral-storage that a matching workload part does not request.
 ///    No applicable quota → allow.
@@ -122,19 +133,25 @@ fn deny(reason: DenyReason, code: u16, quota: &str, message: String) -> Decision
 /// 5. Only names the delta increases are checked. A name missing from `status.used` →
 ///    `status unknown for quota` (retryable). Otherwise
 ///    `used + Σ live reservations (except this request's own (uid, generation)) + delta`
-///    must stay ≤ hard, else `exceeded quota: …` listing only the exceeded names, with
-///    `used` = used + Σ reservations.
+///    must stay ≤ hard, else `exceeded quota: …` (`exceeded cluster quota: …` for a
+///    KarmadaClusterQuota) listing only the exceeded names, with `used` = used + Σ
+///    reservations.
 /// 6. A quota with a non-zero delta already holding `max_reservations` live entries (not
 ///    counting the one this request would replace) refuses, retryably.
 /// 7. The first quota that refuses decides the message. Otherwise allow, with one entry
 ///    `{reservedBy, generation, reserved = delta (non-zero names), expirationTime = now + ttl}`
-///    per quota whose delta is non-zero, in quota-name order.
+///    per quota whose delta is non-zero, in key order. A cluster quota's entry names the
+///    binding's namespace too (`reservedBy.namespace`).
 pub fn decide(quotas: &[QuotaState], req: &AdmissionRequest<'_>) -> Decision {
+    decide_among(quotas.iter().collect(), req)
+}
+
+/// [`decide`] over references (the quotas covering the request's namespace).
+fn decide_among(mut ordered: Vec<&QuotaState>, req: &AdmissionRequest<'_>) -> Decision {
     if req.old.is_some_and(|old| old == req.new) {
         return Decision::Allow(Vec::new());
     }
-    let mut ordered: Vec<&QuotaState> = quotas.iter().collect();
-    ordered.sort_by(|a, b| a.name.cmp(&b.name));
+    ordered.sort_by_cached_key(|q| q.key());
 
     let mut entries = Vec::new();
     for quota in ordered {
@@ -167,7 +184,7 @@ pub fn decide(quotas: &[QuotaState], req: &AdmissionRequest<'_>) -> Decision {
             return deny(
                 DenyReason::MustSpecify,
                 CODE_FORBIDDEN,
-                &quota.name,
+                quota,
                 format!(
                     "must specify {} for ResourceBinding {}/{}",
                     missing.join(","),
@@ -182,12 +199,18 @@ pub fn decide(quotas: &[QuotaState], req: &AdmissionRequest<'_>) -> Decision {
         if let Some(denial) = check_quota(quota, &delta, req) {
             return Decision::Deny(denial);
         }
+        let cluster = quota.covers.is_cluster();
         entries.push((
-            quota.name.clone(),
+            quota.key(),
             Reservation {
                 reserved_by: ReservedBy {
                     api_version: BINDING_API_VERSION.to_owned(),
                     kind: BINDING_KIND.to_owned(),
+                    namespace: if cluster {
+                        req.namespace.to_owned()
+                    } else {
+                        String::new()
+                    },
                     name: req.name.to_owned(),
                     uid: req.uid.to_owned(),
                 },
@@ -207,12 +230,36 @@ pub fn decide(quotas: &[QuotaState], req: &AdmissionRequest<'_>) -> Decision {
 /// the states, so later requests see earlier ones. The webhook batches the concurrent
 /// requests of one namespace this way and writes each quota's status once.
 pub fn decide_batch(quotas: &mut [QuotaState], reqs: &[AdmissionRequest<'_>]) -> Vec<Decision> {
+    decide_batch_with(quotas, reqs, |_, _| true)
+}
+
+/// Decide `reqs` — of any namespaces — in order against the union `quotas` of their quota
+/// objects, each request against the quotas that cover its namespace
+/// ([`crate::selection::Covers::covers`]; `labels` gives a namespace's labels, `None` when
+/// unknown: then no cluster quota selects it). Like [`decide_batch`], each admitted
+/// request's entries are upserted into the states, so a later request of another
+/// namespace sees what an earlier one took from a cluster quota they share.
+pub fn decide_batch_selected<'l>(
+    quotas: &mut [QuotaState],
+    reqs: &[AdmissionRequest<'_>],
+    labels: impl Fn(&str) -> Option<&'l Labels>,
+) -> Vec<Decision> {
+    decide_batch_with(quotas, reqs, |q, req| {
+        q.covers.covers(req.namespace, labels(req.namespace))
+    })
+}
+
+fn decide_batch_with(
+    quotas: &mut [QuotaState],
+    reqs: &[AdmissionRequest<'_>],
+    applies: impl Fn(&QuotaState, &AdmissionRequest<'_>) -> bool,
+) -> Vec<Decision> {
     reqs.iter()
         .map(|req| {
-            let decision = decide(quotas, req);
+            let decision = decide_among(quotas.iter().filter(|q| applies(q, req)).collect(), req);
             if let Decision::Allow(entries) = &decision {
-                for (name, entry) in entries {
-                    if let Some(quota) = quotas.iter_mut().find(|q| &q.name == name) {
+                for (key, entry) in entries {
+                    if let Some(quota) = quotas.iter_mut().find(|q| q.key() == *key) {
                         upsert(&mut quota.reservations, entry.clone());
                     }
                 }
@@ -307,9 +354,11 @@ fn check_quota(
         return Some(Denial {
             reason: DenyReason::StatusUnknown,
             quota: quota.name.clone(),
+            cluster: quota.covers.is_cluster(),
             code: CODE_RETRY,
             message: format!(
-                "status unknown for quota: {}, resources: {}",
+                "status unknown for {}: {}, resources: {}",
+                quota.covers.noun(),
                 quota.name,
                 unknown.join(",")
             ),
@@ -343,9 +392,11 @@ fn check_quota(
         return Some(Denial {
             reason: DenyReason::QuotaExceeded,
             quota: quota.name.clone(),
+            cluster: quota.covers.is_cluster(),
             code: CODE_FORBIDDEN,
             message: format!(
-                "exceeded quota: {}, requested: {requested}, used: {in_use}, limited: {limited}",
+                "exceeded {}: {}, requested: {requested}, used: {in_use}, limited: {limited}",
+                quota.covers.noun(),
                 quota.name
             ),
         });
@@ -355,10 +406,12 @@ fn check_quota(
         return Some(Denial {
             reason: DenyReason::TooManyReservations,
             quota: quota.name.clone(),
+            cluster: quota.covers.is_cluster(),
             code: CODE_RETRY,
             message: format!(
-                "quota {} holds {} pending reservations (the maximum is {}): the quota \
+                "{} {} holds {} pending reservations (the maximum is {}): the quota \
                  controller has not caught up with them; retry later",
+                quota.covers.noun(),
                 quota.name,
                 counted.len(),
                 req.max_reservations
@@ -381,6 +434,7 @@ mod tests {
     fn mk_quota(name: &str, hard: &[(&str, &str)], used: Option<&[(&str, &str)]>) -> QuotaState {
         QuotaState {
             name: name.into(),
+            covers: Default::default(),
             spec: QuotaSpec {
                 hard: mk_list(hard),
                 scope: ScopeSelector::default(),
@@ -414,6 +468,7 @@ mod tests {
             reserved_by: ReservedBy {
                 api_version: BINDING_API_VERSION.into(),
                 kind: BINDING_KIND.into(),
+                namespace: String::new(),
                 name: format!("rb-{uid}"),
                 uid: uid.into(),
             },
@@ -430,7 +485,7 @@ mod tests {
         }
     }
 
-    fn entries(decision: &Decision) -> &[(String, Reservation)] {
+    fn entries(decision: &Decision) -> &[(QuotaKey, Reservation)] {
         match decision {
             Decision::Allow(e) => e,
             Decision::Deny(d) => panic!("expected Allow, got {d:?}"),
@@ -447,6 +502,7 @@ mod tests {
         assert_eq!(
             denial(&decision),
             &Denial {
+                cluster: false,
                 reason: DenyReason::QuotaExceeded,
                 quota: "compute".into(),
                 code: 403,
@@ -465,11 +521,15 @@ mod tests {
         assert_eq!(
             entries(&decision),
             [(
-                "compute".to_owned(),
+                QuotaKey::Namespaced {
+                    namespace: String::new(),
+                    name: "compute".into()
+                },
                 Reservation {
                     reserved_by: ReservedBy {
                         api_version: "work.karmada.io/v1alpha2".into(),
                         kind: "ResourceBinding".into(),
+                        namespace: String::new(),
                         name: "web-deployment".into(),
                         uid: "uid-1".into(),
                     },
@@ -556,6 +616,7 @@ mod tests {
         assert_eq!(
             denial(&d),
             &Denial {
+                cluster: false,
                 reason: DenyReason::StatusUnknown,
                 quota: "compute".into(),
                 code: 429,
@@ -586,6 +647,7 @@ mod tests {
         assert_eq!(
             denial(&d),
             &Denial {
+                cluster: false,
                 reason: DenyReason::MustSpecify,
                 quota: "mem".into(),
                 code: 403,
@@ -820,7 +882,7 @@ mod tests {
         let d = decide(&quotas, &mk_req(Some(&old), &new));
         let written: Vec<(&str, String)> = entries(&d)
             .iter()
-            .map(|(q, e)| (q.as_str(), e.reserved.to_string()))
+            .map(|(q, e)| (q.name(), e.reserved.to_string()))
             .collect();
         assert_eq!(
             written,
@@ -848,6 +910,7 @@ mod tests {
         assert_eq!(
             denial(&d),
             &Denial {
+                cluster: false,
                 reason: DenyReason::TooManyReservations,
                 code: 429,
                 quota: "compute".into(),

@@ -104,6 +104,7 @@ mod tests {
             reserved_by: ReservedBy {
                 api_version: "work.karmada.io/v1alpha2".into(),
                 kind: "ResourceBinding".into(),
+                namespace: String::new(),
                 name: format!("rb-{uid}"),
                 uid: uid.into(),
             },

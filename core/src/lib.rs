@@ -42,6 +42,7 @@ pub mod quantity;
 pub mod quota;
 pub mod resources;
 pub mod scope;
+pub mod selection;
 pub mod status;
 pub mod template;
 pub mod top;

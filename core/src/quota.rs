@@ -4,6 +4,7 @@ pub use crate::field::FieldError;
 use crate::quantity::Quantity;
 use crate::resources::{NameKind, REQUESTS_PREFIX, ResourceList, classify, is_integer_resource};
 use crate::scope::{RawRequirement, ScopeSelector};
+use crate::selection::{Covers, QuotaKey};
 
 /// A validated quota spec.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -21,6 +22,9 @@ pub struct ReservedBy {
     pub api_version: String,
     /// `ResourceBinding`.
     pub kind: String,
+    /// The binding's namespace: set in the entries of a cluster quota (they come from
+    /// several namespaces); empty in a KarmadaQuota's (its own namespace).
+    pub namespace: String,
     /// The binding's name.
     pub name: String,
     /// The binding's uid: the key, with the generation, of an entry.
@@ -40,17 +44,35 @@ pub struct Reservation {
     pub expiration_time: i64,
 }
 
-/// One quota as the decision and the controller see it: validated spec + status.
+/// One quota object as the decision and the controller see it: validated spec + status.
+/// A KarmadaQuota and a KarmadaClusterQuota differ only in `covers`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuotaState {
     /// metadata.name.
     pub name: String,
+    /// The namespaces whose bindings it is charged with.
+    pub covers: Covers,
     /// The validated spec.
     pub spec: QuotaSpec,
     /// `status.used`; `None` (or a missing name) until the controller has synced it.
     pub used: Option<ResourceList>,
     /// `status.reservations`.
     pub reservations: Vec<Reservation>,
+}
+
+impl QuotaState {
+    /// Its identity across kinds (`covers` says which kind).
+    pub fn key(&self) -> QuotaKey {
+        match &self.covers {
+            Covers::Namespace(namespace) => QuotaKey::Namespaced {
+                namespace: namespace.clone(),
+                name: self.name.clone(),
+            },
+            Covers::Selected(_) => QuotaKey::Cluster {
+                name: self.name.clone(),
+            },
+        }
+    }
 }
 
 /// Why a `limits.*` name is refused (docs/design.md §5).

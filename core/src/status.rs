@@ -295,6 +295,7 @@ mod tests {
         let spec = validate_spec(hard, &raw).expect("example spec is valid");
         QuotaState {
             name: "team-a-compute".into(),
+            covers: Default::default(),
             spec,
             used: None,
             reservations: Vec::new(),
@@ -340,6 +341,7 @@ mod tests {
             reserved_by: ReservedBy {
                 api_version: "work.karmada.io/v1alpha2".into(),
                 kind: "ResourceBinding".into(),
+                namespace: String::new(),
                 name: "api-deployment".into(),
                 uid: uid.into(),
             },
@@ -439,6 +441,7 @@ mod tests {
     fn used_lists_every_hard_name_even_when_nothing_matches() {
         let state = QuotaState {
             name: "q".into(),
+            covers: Default::default(),
             spec: QuotaSpec {
                 hard: mk_list(&[("pods", "5"), ("requests.cpu", "2")]),
                 ..Default::default()
@@ -463,6 +466,7 @@ mod tests {
     fn an_unreachable_member_has_no_observed_usage_and_no_drift() {
         let state = QuotaState {
             name: "q".into(),
+            covers: Default::default(),
             spec: QuotaSpec {
                 hard: mk_list(&[("pods", "50")]),
                 ..Default::default()
@@ -487,6 +491,7 @@ mod tests {
         // is placed or measured — never an empty map beside zero-filled ones.
         let state = QuotaState {
             name: "q".into(),
+            covers: Default::default(),
             spec: QuotaSpec {
                 hard: mk_list(&[
                     ("pods", "50"),

@@ -189,7 +189,7 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
             match decision {
                 Decision::Allow(entries) => {
                     for (quota, entry) in entries {
-                        if let Some(c) = changes.iter_mut().find(|c| c.name == quota) {
+                        if let Some(c) = changes.iter_mut().find(|c| c.name == quota.name()) {
                             c.added.add_assign(&entry.reserved);
                         }
                     }
@@ -243,6 +243,7 @@ mod tests {
     fn quota(name: &str, hard: &[(&str, &str)], used: Option<&[(&str, &str)]>) -> QuotaState {
         QuotaState {
             name: name.into(),
+            covers: Default::default(),
             spec: QuotaSpec {
                 hard: mk_list(hard),
                 ..Default::default()

@@ -1,4 +1,5 @@
-//! KarmadaQuota (API, strings) ⇄ the engine's types (parsed, validated).
+//! KarmadaQuota and KarmadaClusterQuota (API, strings) ⇄ the engine's types (parsed,
+//! validated).
 //!
 //! The API types keep quantities as strings so that one bad object never fails a whole
 //! watch; everything is parsed and validated here, with errors that name the field.
@@ -7,17 +8,64 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use karmada_quota_core::placement::{LabelSelector, SelectorRequirement};
 use karmada_quota_core::quota::{self as cq, FieldError, QuotaSpec, QuotaState};
 use karmada_quota_core::scope::RawRequirement;
+use karmada_quota_core::selection::{Covers, validate_cluster_spec as core_validate_cluster};
 use karmada_quota_core::{Quantity, ResourceList};
 use kube::ResourceExt;
 
+use crate::cluster_quota::KarmadaClusterQuota;
 use crate::quota::{KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus, Reservation, ReservedBy};
 
 /// Validate a KarmadaQuota spec with the engine's rules (names, quantities, scopes).
 pub fn validate_spec(spec: &KarmadaQuotaSpec) -> Result<QuotaSpec, Vec<FieldError>> {
-    let raw: Vec<RawRequirement<'_>> = spec
-        .scope_selector
+    cq::validate_spec(
+        spec.hard.iter().map(|(k, v)| (k.as_str(), v.0.as_str())),
+        &raw_scope(spec),
+    )
+}
+
+/// Validate a KarmadaClusterQuota spec: the namespace selector (required, not empty,
+/// well formed), then `hard` and `scopeSelector` as a KarmadaQuota's.
+pub fn validate_cluster_spec(
+    cluster: &KarmadaClusterQuota,
+) -> Result<(LabelSelector, QuotaSpec), Vec<FieldError>> {
+    let spec = &cluster.spec.quota;
+    let selector = cluster
+        .spec
+        .namespace_selector
+        .as_ref()
+        .map(selector_from_api);
+    core_validate_cluster(
+        selector.as_ref(),
+        spec.hard.iter().map(|(k, v)| (k.as_str(), v.0.as_str())),
+        &raw_scope(spec),
+    )
+}
+
+/// The API's label selector as core's (same fields, same semantics).
+pub fn selector_from_api(
+    s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> LabelSelector {
+    LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions: s
+            .match_expressions
+            .iter()
+            .flatten()
+            .map(|r| SelectorRequirement {
+                key: r.key.clone(),
+                operator: r.operator.clone(),
+                values: r.values.clone().unwrap_or_default(),
+            })
+            .collect(),
+    }
+}
+
+/// `spec.scopeSelector.matchExpressions` as the engine reads them.
+fn raw_scope(spec: &KarmadaQuotaSpec) -> Vec<RawRequirement<'_>> {
+    spec.scope_selector
         .iter()
         .flat_map(|s| s.match_expressions.iter())
         .map(|e| RawRequirement {
@@ -25,11 +73,7 @@ pub fn validate_spec(spec: &KarmadaQuotaSpec) -> Result<QuotaSpec, Vec<FieldErro
             operator: &e.operator,
             values: &e.values,
         })
-        .collect();
-    cq::validate_spec(
-        spec.hard.iter().map(|(k, v)| (k.as_str(), v.0.as_str())),
-        &raw,
-    )
+        .collect()
 }
 
 /// A stored status, parsed: what both writers read before they change it.
@@ -85,6 +129,24 @@ pub fn quota_state(q: &KarmadaQuota) -> Result<QuotaState, Vec<FieldError>> {
     }
     Ok(QuotaState {
         name: q.name_any(),
+        covers: Covers::Namespace(q.namespace().unwrap_or_default()),
+        spec,
+        used: stored.used,
+        reservations: stored.reservations,
+    })
+}
+
+/// The engine's view of a cluster quota, like [`quota_state`]: it covers the namespaces
+/// its selector matches.
+pub fn cluster_quota_state(q: &KarmadaClusterQuota) -> Result<QuotaState, Vec<FieldError>> {
+    let (selector, spec) = validate_cluster_spec(q)?;
+    let stored = parse_status(q.status.as_ref().map(|s| &s.quota));
+    if !stored.errors.is_empty() {
+        return Err(stored.errors);
+    }
+    Ok(QuotaState {
+        name: q.name_any(),
+        covers: Covers::Selected(selector),
         spec,
         used: stored.used,
         reservations: stored.reservations,
@@ -139,6 +201,7 @@ pub fn reservation_from_api(r: &Reservation, field: &str) -> Result<cq::Reservat
         reserved_by: cq::ReservedBy {
             api_version: r.reserved_by.api_version.clone(),
             kind: r.reserved_by.kind.clone(),
+            namespace: r.reserved_by.namespace.clone(),
             name: r.reserved_by.name.clone(),
             uid: r.reserved_by.uid.clone(),
         },
@@ -154,6 +217,7 @@ pub fn reservation_to_api(r: &cq::Reservation) -> Reservation {
         reserved_by: ReservedBy {
             api_version: r.reserved_by.api_version.clone(),
             kind: r.reserved_by.kind.clone(),
+            namespace: r.reserved_by.namespace.clone(),
             name: r.reserved_by.name.clone(),
             uid: r.reserved_by.uid.clone(),
         },
@@ -217,6 +281,49 @@ mod tests {
                 .parse::<jiff::Timestamp>()
                 .unwrap()
                 .as_second()
+        );
+    }
+
+    #[test]
+    fn example_cluster_quota_converts_with_its_selector_and_namespaced_entries() {
+        let q: KarmadaClusterQuota =
+            serde_saphyr::from_str(include_str!("../../testdata/karmadaclusterquota.yaml"))
+                .expect("the example parses");
+        let state = cluster_quota_state(&q).expect("valid");
+        assert_eq!(state.name, "business-a");
+        assert!(state.covers.is_cluster());
+        let labels = [("business".to_owned(), "a".to_owned())].into();
+        assert!(state.covers.covers("team-a-dev", Some(&labels)));
+        assert_eq!(
+            state.used.expect("used").0["requests.cpu"].to_string(),
+            "3500m"
+        );
+        assert_eq!(state.reservations[0].reserved_by.namespace, "team-a-prod");
+        let status = q.status.as_ref().unwrap();
+        assert_eq!(status.namespaces.len(), 2);
+        assert_eq!(status.quota.clusters.len(), 2);
+        // The same object serializes back with the KarmadaQuota fields at the same paths.
+        let json = serde_json::to_value(&q).unwrap();
+        assert_eq!(json["spec"]["hard"]["requests.cpu"], "50");
+        assert_eq!(json["status"]["namespaces"][1]["name"], "team-a-prod");
+        assert_eq!(json["status"]["used"]["pods"], "7");
+    }
+
+    #[test]
+    fn a_cluster_quota_without_selector_or_with_an_empty_one_is_refused_naming_the_field() {
+        let mut q: KarmadaClusterQuota =
+            serde_saphyr::from_str(include_str!("../../testdata/karmadaclusterquota.yaml"))
+                .unwrap();
+        q.spec.namespace_selector = None;
+        let errs = cluster_quota_state(&q).unwrap_err();
+        assert_eq!(errs[0].field, "spec.namespaceSelector");
+        q.spec.namespace_selector = Some(Default::default());
+        let errs = validate_cluster_spec(&q).unwrap_err();
+        assert_eq!(errs[0].field, "spec.namespaceSelector");
+        assert!(
+            errs[0].message.contains("every namespace"),
+            "{}",
+            errs[0].message
         );
     }
 

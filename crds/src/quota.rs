@@ -163,6 +163,10 @@ pub struct ReservedBy {
     pub api_version: String,
     /// `ResourceBinding`.
     pub kind: String,
+    /// Namespace of the binding: set in a KarmadaClusterQuota's entries (they come from
+    /// several namespaces), absent in a KarmadaQuota's (its own namespace).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
     /// Name of the binding.
     pub name: String,
     /// UID of the binding.
@@ -189,7 +193,7 @@ pub struct ClusterUsage {
 const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 
 /// A resource list: name → quantity (a string, or a number).
-fn resource_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn resource_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
         "additionalProperties": {

@@ -48,3 +48,56 @@ fn crd_declares_names_scope_status_and_printer_columns() {
         .collect();
     assert_eq!(cols, ["Usage", "Ready", "Drift", "Age"]);
 }
+
+#[test]
+fn checked_in_cluster_crd_matches_the_rust_types() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("quota.karmada.io_karmadaclusterquotas.yaml");
+    let generated = karmada_quota_crds::cluster_crd_yaml();
+    if std::env::var_os("KQ_UPDATE_CRD").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "{} is out of date with crds/src/cluster_quota.rs; regenerate it with `make crds`",
+        path.display()
+    );
+}
+
+#[test]
+fn cluster_crd_is_cluster_scoped_requires_a_selector_and_has_printer_columns() {
+    use kube::CustomResourceExt;
+    let crd = karmada_quota_crds::KarmadaClusterQuota::crd();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("karmadaclusterquotas.quota.karmada.io")
+    );
+    assert_eq!(crd.spec.scope, "Cluster");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["kcquota".to_owned()]));
+    let v = &crd.spec.versions[0];
+    let cols: Vec<_> = v
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(cols, ["Usage", "Ready", "Drift", "Age"]);
+    let schema = serde_json::to_value(&v.schema).unwrap();
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["required"], serde_json::json!(["namespaceSelector"]));
+    // The KarmadaQuota fields sit at the same paths (flattened).
+    assert!(spec["properties"]["hard"].is_object());
+    assert!(spec["properties"]["scopeSelector"].is_object());
+    let status = &schema["openAPIV3Schema"]["properties"]["status"]["properties"];
+    for field in [
+        "used",
+        "reservations",
+        "clusters",
+        "namespaces",
+        "conditions",
+        "summary",
+    ] {
+        assert!(status[field].is_object(), "status.{field} missing");
+    }
+}

@@ -100,6 +100,9 @@ pub struct Quota {
     pub denials: Vec<Denial>,
     /// The bindings that use the largest share of hard, highest first (core ranks them).
     pub top_bindings: Vec<BindingUsage>,
+    /// A KarmadaClusterQuota (`namespace` empty): the namespaces it selects, sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
 }
 
 /// A quota's usage in one member cluster.
@@ -322,6 +325,18 @@ impl Snapshot {
     /// The team of a namespace, when its namespace carries the team label.
     pub fn team(&self, namespace: &str) -> Option<&str> {
         self.teams.get(namespace).map(String::as_str)
+    }
+
+    /// The team of a quota: its namespace's; for a KarmadaClusterQuota, the team every
+    /// namespace it selects belongs to (a business quota over one team's namespaces), if
+    /// they share one.
+    pub fn team_of(&self, q: &Quota) -> Option<&str> {
+        if !q.namespace.is_empty() {
+            return self.team(&q.namespace);
+        }
+        let mut teams = q.namespaces.iter().map(|ns| self.team(ns));
+        let first = teams.next()??;
+        teams.all(|t| t == Some(first)).then_some(first)
     }
 
     /// Only the quotas of the namespaces `allowed` accepts (what one viewer may see).

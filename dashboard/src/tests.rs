@@ -81,6 +81,7 @@ pub(crate) fn snapshot() -> Snapshot {
                 clusters: vec![],
             },
         ],
+        namespaces: vec![],
     };
     let serve = Quota {
         namespace: "ml-serve".into(),

@@ -105,9 +105,11 @@ impl Group {
 pub fn groups(s: &Snapshot) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     for q in &s.quotas {
-        let team = s.team(&q.namespace);
+        let team = s.team_of(q);
         let (kind, title) = match team {
             Some(t) => ("team", t.to_owned()),
+            // A cluster quota over namespaces of no (or several) teams: its own group.
+            None if q.namespace.is_empty() => ("cluster quota", q.name.clone()),
             None => ("namespace", q.namespace.clone()),
         };
         let card = QuotaCard::of(q, team);
@@ -409,6 +411,32 @@ mod tests {
     use super::*;
     use crate::model::ClusterUsage;
     use crate::tests::{rl, snapshot};
+
+    #[test]
+    fn a_cluster_quota_joins_the_team_of_its_namespaces_or_stands_alone() {
+        let mut s = snapshot();
+        let business = Quota {
+            name: "business-ml".into(),
+            namespaces: vec!["ml-serve".into(), "ml-train".into()],
+            hard: rl(&[("pods", "100")]),
+            ..Quota::default()
+        };
+        let mixed = Quota {
+            name: "everyone".into(),
+            namespaces: vec!["ml-serve".into(), "web".into()],
+            ..Quota::default()
+        };
+        s.quotas.push(business);
+        s.quotas.push(mixed);
+        let g = groups(&s);
+        let ml = g.iter().find(|g| g.title == "ml").expect("the ml team");
+        assert!(ml.quotas.iter().any(|c| c.name == "business-ml"), "{ml:?}");
+        assert!(
+            g.iter()
+                .any(|g| g.kind == "cluster quota" && g.title == "everyone"),
+            "{g:?}"
+        );
+    }
 
     #[test]
     fn groups_by_team_then_namespace_and_sorts_by_pressure() {

@@ -361,6 +361,10 @@ install_crds() {
     else
         echo "    warning: $own does not exist yet; KarmadaQuota CRD not installed" >&2
     fi
+    local own_cluster=$REPO_ROOT/crds/quota.karmada.io_karmadaclusterquotas.yaml
+    if [[ -f $own_cluster ]]; then
+        files+=("$own_cluster")
+    fi
     [[ ${#files[@]} -gt 0 ]] || return 0
     local args=() names
     for f in "${files[@]}"; do args+=(-f "$f"); done

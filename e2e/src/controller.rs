@@ -703,6 +703,7 @@ pub fn reservation(
         reserved_by: ReservedBy {
             api_version: "work.karmada.io/v1alpha2".into(),
             kind: "ResourceBinding".into(),
+            namespace: String::new(),
             name: name.to_owned(),
             uid: uid.to_owned(),
         },

@@ -69,6 +69,8 @@ pub const WEBHOOK_BIN: &str = "karmada-quota-webhook";
 pub const BINDING_WEBHOOK: &str = "resourcebindings.quota.karmada.io";
 /// Name of the KarmadaQuota webhook in the configuration.
 pub const QUOTA_WEBHOOK: &str = "karmadaquotas.quota.karmada.io";
+/// Name of the KarmadaClusterQuota webhook in the configuration.
+pub const CLUSTER_QUOTA_WEBHOOK: &str = "karmadaclusterquotas.quota.karmada.io";
 /// Namespace label the configuration of one test selects on; its value is the
 /// configuration's name.
 pub const NS_LABEL: &str = "e2e.karmada-quota/webhook";
@@ -624,6 +626,11 @@ pub fn vwc_from_manifest(
             .ok_or_else(|| anyhow!("{} has no webhooks", path.display()))?
         {
             hook["namespaceSelector"] = json!({"matchLabels": {NS_LABEL: selector}});
+            // A cluster-scoped object never skips a webhook for its namespace: the test's
+            // KarmadaClusterQuotas carry the label themselves.
+            if hook["name"] == CLUSTER_QUOTA_WEBHOOK {
+                hook["objectSelector"] = json!({"matchLabels": {NS_LABEL: selector}});
+            }
         }
     }
     serde_json::from_value(doc).context("the manifest is not a ValidatingWebhookConfiguration")

@@ -271,7 +271,7 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
         api == counts(&[
             ("ClusterRole", 2),
             ("ClusterRoleBinding", 2),
-            ("CustomResourceDefinition", 1),
+            ("CustomResourceDefinition", 2),
             ("Namespace", 1),
             ("Role", 2),
             ("RoleBinding", 2),
@@ -329,6 +329,13 @@ async fn chart_crd_is_the_generated_crd() -> Result<()> {
         "charts/karmada-quota/files/quota.karmada.io_karmadaquotas.yaml differs from {}: run `make crds`",
         karmada_quota_crds::CRD_PATH
     );
+    let cluster = read(&Env::repo_root().join(karmada_quota_crds::CLUSTER_CRD_PATH))?;
+    let cluster_copy = read(&chart_dir().join("files/quota.karmada.io_karmadaclusterquotas.yaml"))?;
+    ensure!(
+        cluster == cluster_copy,
+        "charts/karmada-quota/files/quota.karmada.io_karmadaclusterquotas.yaml differs from {}: run `make crds`",
+        karmada_quota_crds::CLUSTER_CRD_PATH
+    );
     // And the apiserver part installs it as is, kept on uninstall.
     let objects = render("karmada-apiserver-auto-values.yaml").await?;
     let crd = find(
@@ -348,6 +355,19 @@ async fn chart_crd_is_the_generated_crd() -> Result<()> {
         crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep",
         "{}",
         crd["metadata"]
+    );
+    let cluster_crd = find(
+        &objects,
+        "CustomResourceDefinition",
+        "karmadaclusterquotas.quota.karmada.io",
+    )?;
+    let want = karmada_quota_e2e::yaml_documents(&cluster)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("empty CRD"))?;
+    ensure!(
+        cluster_crd["spec"] == want["spec"],
+        "the rendered KarmadaClusterQuota CRD's spec differs"
     );
     Ok(())
 }

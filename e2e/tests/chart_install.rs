@@ -49,6 +49,7 @@ use kube::{Client, Config, ResourceExt};
 use serde_json::{Value, json};
 
 const CRD_NAME: &str = "karmadaquotas.quota.karmada.io";
+const CLUSTER_CRD_NAME: &str = "karmadaclusterquotas.quota.karmada.io";
 /// Label of the test namespace the installed webhook configuration selects.
 const NS_LABEL: &str = "e2e.karmada-quota/chart";
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -404,18 +405,20 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     step("[Create] helm install the apiserver part into apiserver 0, caBundle = the host's CA");
     // Karmada-cluster holds the members' Secrets (the controller's Role lives there).
     ensure_namespace(&karmada, "karmada-cluster").await?;
-    // The control plane came up with the CRD applied by hand: let the release adopt it.
-    Api::<CustomResourceDefinition>::all(karmada.clone())
-        .patch(
-            CRD_NAME,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {
-                "labels": {"app.kubernetes.io/managed-by": "Helm"},
-                "annotations": {"meta.helm.sh/release-name": api_release,
-                                "meta.helm.sh/release-namespace": system_ns}}})),
-        )
-        .await
-        .context("marking the CRD for adoption by the release")?;
+    // The control plane came up with the CRDs applied by hand: let the release adopt them.
+    for crd in [CRD_NAME, CLUSTER_CRD_NAME] {
+        Api::<CustomResourceDefinition>::all(karmada.clone())
+            .patch(
+                crd,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {
+                    "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                    "annotations": {"meta.helm.sh/release-name": api_release,
+                                    "meta.helm.sh/release-namespace": system_ns}}})),
+            )
+            .await
+            .with_context(|| format!("marking the CRD {crd} for adoption by the release"))?;
+    }
     let out = helm0
         .run(&[
             "install".into(),
@@ -460,7 +463,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(karmada.clone());
     let vwc = vwcs.get(&fullname).await?;
     let hooks = vwc.webhooks.unwrap_or_default();
-    ensure!(hooks.len() == 4, "{} webhooks", hooks.len());
+    ensure!(hooks.len() == 5, "{} webhooks", hooks.len());
     for h in &hooks {
         let cc = &h.client_config;
         ensure!(
@@ -522,6 +525,12 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
         Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
         Access::new(false, "delete", q, "karmadaquotas", None, Some(t)),
+        Access::new(true, "get", q, "karmadaclusterquotas", None, None),
+        Access::new(true, "watch", q, "karmadaclusterquotas", None, None),
+        Access::new(true, "update", q, "karmadaclusterquotas", Some("status"), None),
+        Access::new(false, "update", q, "karmadaclusterquotas", None, None),
+        Access::new(true, "list", "", "namespaces", None, None),
+        Access::new(true, "watch", "", "namespaces", None, None),
         Access::new(true, "list", "work.karmada.io", "resourcebindings", None, None),
         Access::new(true, "list", "cluster.karmada.io", "clusters", None, None),
         Access::new(true, "list", "apps", "deployments", None, None),
@@ -539,6 +548,9 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(true, "list", q, "karmadaquotas", None, None),
         Access::new(true, "watch", q, "karmadaquotas", None, None),
         Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t)),
+        Access::new(true, "list", q, "karmadaclusterquotas", None, None),
+        Access::new(true, "update", q, "karmadaclusterquotas", Some("status"), None),
+        Access::new(false, "delete", q, "karmadaclusterquotas", None, None),
         Access::new(true, "list", "work.karmada.io", "resourcebindings", None, None),
         Access::new(true, "watch", "work.karmada.io", "resourcebindings", None, None),
         Access::new(true, "list", "cluster.karmada.io", "clusters", None, None),

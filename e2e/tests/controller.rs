@@ -1200,6 +1200,9 @@ async fn demo_runs_to_completion() -> Result<()> {
         "team-a-compute   count/deployments.apps: 2/50, pods: 13/500, requests.cpu: 5100m/100",
         "team-a-batch     pods: 4/20, requests.cpu: 8/12",
         "refused (403 QuotaExceeded)",
+        // One business quota over the demo namespace and its -batch sibling.
+        "pods: 19/100, requests.cpu: 14100m/40, requests.memory: 15104Mi/64Gi",
+        "-batch pods=2, requests.cpu=1, requests.memory=512Mi",
         "Drift=True member2 runs requests.cpu=3300m, pods=8 but Karmada placed requests.cpu=2300m, pods=6",
         "/api/v1/quotas",
         "namespace ",

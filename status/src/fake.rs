@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use karmada_quota_crds::{KarmadaQuota, QuotaObject};
 
 use crate::store::{StatusStore, StoreError};
 
 /// A change another writer makes to the stored object right before a write is checked.
-pub type Intrusion = Box<dyn FnOnce(&mut KarmadaQuota) + Send>;
+pub type Intrusion<K = KarmadaQuota> = Box<dyn FnOnce(&mut K) + Send>;
 
 /// The error message of an injected API failure.
 pub const INJECTED_FAILURE: &str = "etcdserver: request timed out";
@@ -23,18 +23,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn key_of(q: &KarmadaQuota) -> Key {
+fn key_of<K: QuotaObject>(q: &K) -> Key {
     (
-        q.metadata.namespace.clone().unwrap_or_default(),
-        q.metadata.name.clone().unwrap_or_default(),
+        q.meta().namespace.clone().unwrap_or_default(),
+        q.meta().name.clone().unwrap_or_default(),
     )
 }
 
-/// In-memory quotas keyed by (namespace, name). Every successful status write bumps the
-/// resourceVersion; a write whose resourceVersion is not the stored one conflicts.
-#[derive(Default)]
-pub struct FakeStore {
-    objects: Mutex<BTreeMap<Key, KarmadaQuota>>,
+/// In-memory quota objects of kind `K` keyed by (namespace, name) (namespace empty for a
+/// cluster-scoped kind). Every successful status write bumps the resourceVersion; a write
+/// whose resourceVersion is not the stored one conflicts.
+pub struct FakeStore<K: QuotaObject = KarmadaQuota> {
+    objects: Mutex<BTreeMap<Key, K>>,
     rv: AtomicUsize,
     /// Successful status writes.
     pub writes: AtomicUsize,
@@ -43,11 +43,11 @@ pub struct FakeStore {
     /// Writes refused with 409.
     pub conflicts: AtomicUsize,
     /// Every status written, in order.
-    written: Mutex<Vec<(Key, KarmadaQuotaStatus)>>,
+    written: Mutex<Vec<(Key, K::Status)>>,
     /// Applied (one per write call, in order; a targeted one only to a write of its
     /// quota) to the stored object right before the write is checked: another writer got
     /// there first, so that write conflicts.
-    intrusions: Mutex<VecDeque<(Option<Key>, Intrusion)>>,
+    intrusions: Mutex<VecDeque<(Option<Key>, Intrusion<K>)>>,
     /// Every write fails with an API error.
     pub fail: AtomicBool,
     /// Writes of quotas with this name fail with an API error.
@@ -63,10 +63,31 @@ pub struct FakeStore {
     write_latency: Mutex<Duration>,
 }
 
-impl FakeStore {
-    /// A store holding `quotas` as they are (each with its namespace and name set; a
-    /// resourceVersion below 100 if any, so later versions are newer).
-    pub fn with(quotas: &[KarmadaQuota]) -> Arc<Self> {
+impl<K: QuotaObject> Default for FakeStore<K> {
+    fn default() -> Self {
+        Self {
+            objects: Mutex::default(),
+            rv: AtomicUsize::default(),
+            writes: AtomicUsize::default(),
+            gets: AtomicUsize::default(),
+            conflicts: AtomicUsize::default(),
+            written: Mutex::default(),
+            intrusions: Mutex::default(),
+            fail: AtomicBool::default(),
+            fail_quota: Mutex::default(),
+            conflict_every: AtomicUsize::default(),
+            calls: AtomicUsize::default(),
+            hang: AtomicBool::default(),
+            hang_quota: Mutex::default(),
+            write_latency: Mutex::default(),
+        }
+    }
+}
+
+impl<K: QuotaObject> FakeStore<K> {
+    /// A store holding `quotas` as they are (each with its namespace (if namespaced) and
+    /// name set; a resourceVersion below 100 if any, so later versions are newer).
+    pub fn with(quotas: &[K]) -> Arc<Self> {
         let s = Self::default();
         s.rv.store(100, Ordering::SeqCst);
         for q in quotas {
@@ -76,8 +97,8 @@ impl FakeStore {
     }
 
     /// Store `q` as is (a create or an out-of-band replace), with a new resourceVersion.
-    pub fn put(&self, mut q: KarmadaQuota) {
-        q.metadata.resource_version = Some(self.next_rv());
+    pub fn put(&self, mut q: K) {
+        q.meta_mut().resource_version = Some(self.next_rv());
         lock(&self.objects).insert(key_of(&q), q);
     }
 
@@ -87,7 +108,7 @@ impl FakeStore {
     }
 
     /// The stored object. Panics when it is absent (a test bug).
-    pub fn object(&self, namespace: &str, name: &str) -> KarmadaQuota {
+    pub fn object(&self, namespace: &str, name: &str) -> K {
         lock(&self.objects)
             .get(&(namespace.to_owned(), name.to_owned()))
             .cloned()
@@ -95,7 +116,7 @@ impl FakeStore {
     }
 
     /// Every status written so far for `namespace/name`, in order.
-    pub fn written(&self, namespace: &str, name: &str) -> Vec<KarmadaQuotaStatus> {
+    pub fn written(&self, namespace: &str, name: &str) -> Vec<K::Status> {
         lock(&self.written)
             .iter()
             .filter(|(k, _)| k.0 == namespace && k.1 == name)
@@ -104,17 +125,12 @@ impl FakeStore {
     }
 
     /// Queue a concurrent write before the next write call (see the `intrusions` field).
-    pub fn intrude(&self, f: impl FnOnce(&mut KarmadaQuota) + Send + 'static) {
+    pub fn intrude(&self, f: impl FnOnce(&mut K) + Send + 'static) {
         lock(&self.intrusions).push_back((None, Box::new(f)));
     }
 
     /// Queue a concurrent write before the next write of `namespace/name`.
-    pub fn intrude_on(
-        &self,
-        namespace: &str,
-        name: &str,
-        f: impl FnOnce(&mut KarmadaQuota) + Send + 'static,
-    ) {
+    pub fn intrude_on(&self, namespace: &str, name: &str, f: impl FnOnce(&mut K) + Send + 'static) {
         let key = (namespace.to_owned(), name.to_owned());
         lock(&self.intrusions).push_back((Some(key), Box::new(f)));
     }
@@ -139,12 +155,12 @@ impl FakeStore {
     }
 }
 
-impl StatusStore for FakeStore {
+impl<K: QuotaObject> StatusStore<K> for FakeStore<K> {
     fn get<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
+    ) -> BoxFuture<'a, Result<K, StoreError>> {
         Box::pin(async move {
             self.gets.fetch_add(1, Ordering::SeqCst);
             lock(&self.objects)
@@ -154,10 +170,7 @@ impl StatusStore for FakeStore {
         })
     }
 
-    fn replace_status<'a>(
-        &'a self,
-        quota: &'a KarmadaQuota,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
+    fn replace_status<'a>(&'a self, quota: &'a K) -> BoxFuture<'a, Result<K, StoreError>> {
         Box::pin(async move {
             let latency = *lock(&self.write_latency);
             if !latency.is_zero() {
@@ -165,12 +178,12 @@ impl StatusStore for FakeStore {
             }
             let hanging = lock(&self.hang_quota).clone();
             if self.hang.load(Ordering::SeqCst)
-                || (hanging.is_some() && hanging == quota.metadata.name)
+                || (hanging.is_some() && hanging == quota.meta().name)
             {
                 std::future::pending::<()>().await;
             }
             let failing = lock(&self.fail_quota).clone();
-            if self.fail.load(Ordering::SeqCst) || failing == quota.metadata.name {
+            if self.fail.load(Ordering::SeqCst) || failing == quota.meta().name {
                 return Err(StoreError::Api(INJECTED_FAILURE.to_owned()));
             }
             let key = key_of(quota);
@@ -186,22 +199,22 @@ impl StatusStore for FakeStore {
             }
             .or_else(|| {
                 (every > 0 && call.is_multiple_of(every))
-                    .then(|| Box::new(|_: &mut KarmadaQuota| {}) as Intrusion)
+                    .then(|| Box::new(|_: &mut K| {}) as Intrusion<K>)
             });
             let mut objects = lock(&self.objects);
             let stored = objects.get_mut(&key).ok_or(StoreError::NotFound)?;
             if let Some(f) = intrusion {
                 f(stored);
-                stored.metadata.resource_version = Some(self.next_rv());
+                stored.meta_mut().resource_version = Some(self.next_rv());
             }
-            if stored.metadata.resource_version != quota.metadata.resource_version {
+            if stored.meta().resource_version != quota.meta().resource_version {
                 self.conflicts.fetch_add(1, Ordering::SeqCst);
                 return Err(StoreError::Conflict);
             }
             self.writes.fetch_add(1, Ordering::SeqCst);
-            stored.status = quota.status.clone();
-            stored.metadata.resource_version = Some(self.next_rv());
-            lock(&self.written).push((key, quota.status.clone().unwrap_or_default()));
+            *stored.status_mut() = quota.status().cloned();
+            stored.meta_mut().resource_version = Some(self.next_rv());
+            lock(&self.written).push((key, quota.status().cloned().unwrap_or_default()));
             Ok(stored.clone())
         })
     }

@@ -1,5 +1,6 @@
-//! The one way to read and write a KarmadaQuota's status, shared by the webhook and the
-//! controller (see docs/architecture.md for where it sits).
+//! The one way to read and write a quota object's status — a KarmadaQuota's or a
+//! KarmadaClusterQuota's, generic over `karmada_quota_crds::QuotaObject` — shared by the
+//! webhook and the controller (see docs/architecture.md for where it sits).
 //!
 //! ```text
 //!  caller (webhook batch / controller reconcile)

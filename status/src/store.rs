@@ -1,8 +1,9 @@
-//! The two KarmadaQuota API calls a status writer makes, behind a trait so that tests run
-//! against an in-memory store (the crate's `fake` module).
+//! The two API calls a status writer makes on a quota object (a KarmadaQuota or a
+//! KarmadaClusterQuota), behind a trait so that tests run against an in-memory store (the
+//! crate's `fake` module).
 
 use futures::future::BoxFuture;
-use karmada_quota_crds::KarmadaQuota;
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, QuotaObject};
 use kube::api::PostParams;
 
 /// Why a quota API call failed.
@@ -40,21 +41,16 @@ impl From<kube::Error> for StoreError {
     }
 }
 
-/// Read a quota, replace its status.
-pub trait StatusStore: Send + Sync + 'static {
-    /// The current object (a quorum read: the newest version).
-    fn get<'a>(
-        &'a self,
-        namespace: &'a str,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>>;
+/// Read a quota object of kind `K`, replace its status.
+pub trait StatusStore<K: QuotaObject = KarmadaQuota>: Send + Sync + 'static {
+    /// The current object (a quorum read: the newest version). `namespace` is empty for a
+    /// cluster-scoped kind.
+    fn get<'a>(&'a self, namespace: &'a str, name: &'a str)
+    -> BoxFuture<'a, Result<K, StoreError>>;
 
     /// Replace the status subresource of `quota` (its namespace, name and
     /// `metadata.resourceVersion` set: a compare-and-swap); returns the stored object.
-    fn replace_status<'a>(
-        &'a self,
-        quota: &'a KarmadaQuota,
-    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>>;
+    fn replace_status<'a>(&'a self, quota: &'a K) -> BoxFuture<'a, Result<K, StoreError>>;
 }
 
 /// [`StatusStore`] over the Kubernetes API.
@@ -67,6 +63,32 @@ impl KubeStore {
     /// A store that talks to the apiserver through `client`.
     pub fn new(client: kube::Client) -> Self {
         Self { client }
+    }
+}
+
+impl StatusStore<KarmadaClusterQuota> for KubeStore {
+    fn get<'a>(
+        &'a self,
+        _namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<KarmadaClusterQuota, StoreError>> {
+        Box::pin(async move {
+            let api = kube::Api::<KarmadaClusterQuota>::all(self.client.clone());
+            Ok(api.get(name).await?)
+        })
+    }
+
+    fn replace_status<'a>(
+        &'a self,
+        quota: &'a KarmadaClusterQuota,
+    ) -> BoxFuture<'a, Result<KarmadaClusterQuota, StoreError>> {
+        Box::pin(async move {
+            let name = quota.metadata.name.as_deref().unwrap_or_default();
+            let api = kube::Api::<KarmadaClusterQuota>::all(self.client.clone());
+            Ok(api
+                .replace_status(name, &PostParams::default(), quota)
+                .await?)
+        })
     }
 }
 

@@ -5,17 +5,17 @@
 //! in the status): the webhook adds reservation entries, the controller recomputes `used`,
 //! `clusters`, conditions and prunes entries.
 
-use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use karmada_quota_crds::{KarmadaQuota, QuotaObject};
 
 use crate::store::{StatusStore, StoreError};
 
 /// What [`update`] did.
 #[derive(Clone, Debug)]
-pub enum Outcome {
+pub enum Outcome<K = KarmadaQuota> {
     /// The plan wanted no change; nothing written.
     Unchanged,
     /// Written; the object the API server returned.
-    Written(Box<KarmadaQuota>),
+    Written(Box<K>),
     /// The quota was deleted meanwhile.
     Gone,
     /// `may_write` said no before a write; nothing (more) written.
@@ -25,13 +25,13 @@ pub enum Outcome {
 /// The result of [`update`]: the outcome, the last plan computed, and the object it was
 /// computed from.
 #[derive(Debug)]
-pub struct Updated<P> {
+pub struct Updated<P, K = KarmadaQuota> {
     /// What happened.
-    pub outcome: Outcome,
+    pub outcome: Outcome<K>,
     /// What the last `plan` call returned besides the status.
     pub plan: P,
     /// The object the last plan was computed from (the status that was replaced).
-    pub base: KarmadaQuota,
+    pub base: K,
     /// How many 409s were met.
     pub conflicts: u32,
 }
@@ -40,17 +40,17 @@ pub struct Updated<P> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum UpdateError {
     /// Every attempt met a 409.
-    #[error("status of KarmadaQuota {quota}: {attempts} conflicting writes in a row")]
+    #[error("status of {quota}: {attempts} conflicting writes in a row")]
     Conflicts {
-        /// `namespace/name`.
+        /// `<Kind> namespace/name` (`<Kind> name` for a cluster-scoped one).
         quota: String,
         /// Writes tried.
         attempts: u32,
     },
     /// A read or write failed otherwise.
-    #[error("status of KarmadaQuota {quota}: {source}")]
+    #[error("status of {quota}: {source}")]
     Store {
-        /// `namespace/name`.
+        /// `<Kind> namespace/name` (`<Kind> name` for a cluster-scoped one).
         quota: String,
         /// The API error.
         source: StoreError,
@@ -84,19 +84,21 @@ impl UpdateError {
 ///
 /// `plan` returns the status to write (`None`: nothing to change) and anything the caller
 /// wants back from the last round.
-pub async fn update<S, P>(
+pub async fn update<K, S, P>(
     store: &S,
-    base: KarmadaQuota,
-    mut plan: impl FnMut(&KarmadaQuota) -> (Option<KarmadaQuotaStatus>, P),
+    base: K,
+    mut plan: impl FnMut(&K) -> (Option<K::Status>, P),
     may_write: impl Fn() -> bool,
     max_attempts: u32,
-) -> Result<Updated<P>, UpdateError>
+) -> Result<Updated<P, K>, UpdateError>
 where
-    S: StatusStore + ?Sized,
+    K: QuotaObject,
+    S: StatusStore<K> + ?Sized,
 {
-    let ns = base.metadata.namespace.clone().unwrap_or_default();
-    let name = base.metadata.name.clone().unwrap_or_default();
-    let quota = || format!("{ns}/{name}");
+    let ns = base.meta().namespace.clone().unwrap_or_default();
+    let name = base.meta().name.clone().unwrap_or_default();
+    let key = base.key();
+    let quota = || format!("{} {key}", K::KIND);
     let mut base = base;
     let mut conflicts = 0;
     loop {
@@ -117,10 +119,10 @@ where
             return done(Outcome::Stopped, p, base, conflicts);
         }
         let mut body = base.clone();
-        body.status = Some(status);
+        *body.status_mut() = Some(status);
         // Not needed for a status replace (nil keeps the stored ones), and often the
         // larger part of the object.
-        body.metadata.managed_fields = None;
+        body.meta_mut().managed_fields = None;
         match store.replace_status(&body).await {
             Ok(written) => return done(Outcome::Written(Box::new(written)), p, base, conflicts),
             Err(StoreError::NotFound) => return done(Outcome::Gone, p, base, conflicts),
@@ -162,7 +164,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use karmada_quota_crds::KarmadaQuotaSpec;
+    use karmada_quota_crds::{KarmadaQuotaSpec, KarmadaQuotaStatus};
 
     use super::*;
     use crate::fake::FakeStore;
@@ -224,7 +226,7 @@ mod tests {
         assert_eq!(
             err,
             UpdateError::Conflicts {
-                quota: "team-a/compute".into(),
+                quota: "KarmadaQuota team-a/compute".into(),
                 attempts: 3
             }
         );
@@ -269,6 +271,60 @@ mod tests {
         .unwrap();
         assert!(matches!(u.outcome, Outcome::Stopped));
         assert_eq!((asked.get(), u.conflicts), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn a_cluster_quota_is_written_the_same_way_keeping_its_namespaces() {
+        use karmada_quota_crds::cluster_quota::NamespaceUsage;
+        use karmada_quota_crds::{KarmadaClusterQuota, KarmadaClusterQuotaSpec};
+        let mut q = KarmadaClusterQuota::new("business-a", KarmadaClusterQuotaSpec::default());
+        q.status = Some(karmada_quota_crds::KarmadaClusterQuotaStatus {
+            namespaces: vec![NamespaceUsage {
+                name: "team-a-dev".into(),
+                used: Default::default(),
+            }],
+            ..Default::default()
+        });
+        let store = FakeStore::with(&[q]);
+        let base = store.object("", "business-a");
+        store.intrude(|q: &mut KarmadaClusterQuota| {
+            q.status.as_mut().unwrap().quota.summary = Some("theirs".into());
+        });
+        let u = update(
+            &*store,
+            base,
+            |q: &KarmadaClusterQuota| {
+                let mut st = q.status.clone().unwrap_or_default();
+                let seen = st.quota.summary.clone();
+                st.quota.used.insert("cpu".into(), Quantity("1".into()));
+                (Some(st), seen)
+            },
+            || true,
+            3,
+        )
+        .await
+        .unwrap();
+        assert_eq!(u.conflicts, 1);
+        assert_eq!(u.plan.as_deref(), Some("theirs"));
+        let stored = store.object("", "business-a").status.unwrap();
+        assert_eq!(stored.quota.used["cpu"].0, "1");
+        assert_eq!(stored.namespaces[0].name, "team-a-dev");
+
+        store.conflict_every.store(1, Ordering::SeqCst);
+        let base = store.object("", "business-a");
+        let err = update(
+            &*store,
+            base,
+            |q: &KarmadaClusterQuota| (q.status.clone(), ()),
+            || true,
+            2,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "status of KarmadaClusterQuota business-a: 2 conflicting writes in a row"
+        );
     }
 
     #[tokio::test]

@@ -6,6 +6,9 @@
 //!   `--decision-timeout`; an error or a timeout is a refusal, never an allow.
 //! - `POST /validate/karmadaquota`: `crds::convert::validate_spec`; field errors → 422
 //!   Invalid; a second quota in the namespace → allowed with a warning.
+//! - `POST /validate/karmadaclusterquota`: `crds::convert::validate_cluster_spec` (the
+//!   namespace selector required and not empty, then as a KarmadaQuota); field errors →
+//!   422 Invalid; a selector that matches no namespace now → allowed with a warning.
 //! - Anything else: 404. A body over `--max-body-bytes`: 413.
 //!
 //! Bad input gets HTTP 200 with `allowed: false`, code 400 and a message naming the object
@@ -22,8 +25,8 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::post;
 use karmada_quota_core::decision::Decision;
 use karmada_quota_core::usage::BindingCharge;
-use karmada_quota_crds::convert::validate_spec;
-use karmada_quota_crds::{KarmadaQuota, ResourceBinding};
+use karmada_quota_crds::convert::{validate_cluster_spec, validate_spec};
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, ResourceBinding};
 use karmada_quota_runtime::plurals::PluralResolver;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::{DynamicObject, GroupVersionKind, Resource, Status};
@@ -46,6 +49,8 @@ use crate::Error;
 pub const RESOURCEBINDING_PATH: &str = "/validate/resourcebinding";
 /// Path of the KarmadaQuota check.
 pub const KARMADAQUOTA_PATH: &str = "/validate/karmadaquota";
+/// Path of the KarmadaClusterQuota check.
+pub const KARMADACLUSTERQUOTA_PATH: &str = "/validate/karmadaclusterquota";
 
 /// `status.reason` of a malformed review or object.
 pub const REASON_BAD_REQUEST: &str = "BadRequest";
@@ -61,6 +66,8 @@ const CODE_INVALID: u16 = 422;
 const KIND_BINDING: &str = "resourcebinding";
 /// Metric label of a KarmadaQuota review.
 const KIND_QUOTA: &str = "karmadaquota";
+/// Metric label of a KarmadaClusterQuota review.
+const KIND_CLUSTER_QUOTA: &str = "karmadaclusterquota";
 /// Metric label of a (Cluster)PropagationPolicy review.
 const KIND_POLICY: &str = "propagationpolicy";
 
@@ -119,6 +126,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route(RESOURCEBINDING_PATH, post(validate_binding))
         .route(KARMADAQUOTA_PATH, post(validate_quota))
+        .route(KARMADACLUSTERQUOTA_PATH, post(validate_cluster_quota))
         .route(PROPAGATIONPOLICY_PATH, post(validate_policy))
         .route(CLUSTERPROPAGATIONPOLICY_PATH, post(validate_policy))
         .layer(DefaultBodyLimit::max(limit))
@@ -207,6 +215,11 @@ const BINDING: Target = Target {
 const QUOTA: Target = Target {
     group: karmada_quota_crds::quota::GROUP,
     kind: "KarmadaQuota",
+};
+
+const CLUSTER_QUOTA: Target = Target {
+    group: karmada_quota_crds::quota::GROUP,
+    kind: "KarmadaClusterQuota",
 };
 
 impl Target {
@@ -413,8 +426,9 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         return error(Error::NotSynced);
     }
     let quotas = st.cache.in_namespace(&namespace);
-    if quotas.is_empty() {
-        // Design §4 step 2: no quota in the namespace → allowed; nothing to compute.
+    let clusters = st.cache.cluster_quotas_covering(&namespace);
+    if quotas.is_empty() && clusters.is_empty() {
+        // Design §4 step 2: no quota covers the namespace → allowed; nothing to compute.
         return allowed(&req, "NoQuota");
     }
 
@@ -429,6 +443,7 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
     };
     if count.is_none()
         && let Some(quota) = counts_group(&quotas, &template.api_version)
+            .or_else(|| counts_group(&clusters, &template.api_version))
     {
         return error(Error::UnknownPlural {
             api_version: template.api_version.clone(),
@@ -498,6 +513,7 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
                 binding: &name,
                 template,
                 quotas: &quotas,
+                cluster_quotas: &clusters,
                 denial: &d,
                 dry_run: req.dry_run,
             });
@@ -516,7 +532,7 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
 
 /// A quota (name) that counts objects of `api_version`'s group (`count/<plural>.<group>`,
 /// or `count/<plural>` for the core group): one the template's count could matter to.
-fn counts_group(quotas: &[Arc<crate::CachedQuota>], api_version: &str) -> Option<String> {
+fn counts_group<K>(quotas: &[Arc<crate::cache::Cached<K>>], api_version: &str) -> Option<String> {
     let group = api_version.split_once('/').map_or("", |(g, _)| g);
     quotas.iter().find_map(|q| {
         let parsed = q.parsed.as_ref().ok()?;
@@ -602,6 +618,77 @@ fn review_quota(st: &AppState, body: &[u8]) -> Answer {
             "namespace {namespace} already has KarmadaQuota {}: a ResourceBinding must fit \
              every quota of its namespace",
             others.join(", ")
+        )]);
+        answer.reason = "AllowedWithWarning";
+    }
+    answer
+}
+
+async fn validate_cluster_quota(
+    State(st): State<AppState>,
+    body: Bytes,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let started = Instant::now();
+    let answer = review_cluster_quota(&st, &body);
+    finish(&st, KIND_CLUSTER_QUOTA, started, answer)
+}
+
+fn review_cluster_quota(st: &AppState, body: &[u8]) -> Answer {
+    let req = match decode::<KarmadaClusterQuota>(body, KARMADACLUSTERQUOTA_PATH, &CLUSTER_QUOTA) {
+        Decoded::Request(r) => r,
+        Decoded::Answer(a) => return *a,
+    };
+    if !matches!(req.operation, Operation::Create | Operation::Update)
+        || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
+    {
+        return allowed(&req, "NotChecked");
+    }
+    let Some(new) = req.object.as_ref() else {
+        return bad_request(
+            &req,
+            &format!("KarmadaClusterQuota {}: the review has no object", req.name),
+        );
+    };
+    let name = new
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(&req.name);
+    if let Some(old) = req.old_object.as_ref()
+        && old.spec == new.spec
+    {
+        // Metadata-only edits of an existing quota are not re-judged.
+        return allowed(&req, "Unchanged");
+    }
+    let selector = match validate_cluster_spec(new) {
+        Ok((selector, _)) => selector,
+        Err(errors) => {
+            let joined = errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return refused(
+                &req,
+                CODE_INVALID,
+                REASON_INVALID,
+                &format!("KarmadaClusterQuota \"{name}\" is invalid: {joined}"),
+                DENIED,
+                REASON_INVALID,
+            );
+        }
+    };
+    let selects_some = st
+        .cache
+        .namespace_labels()
+        .values()
+        .any(|labels| selector.matches(labels));
+    let mut answer = allowed(&req, "Allowed");
+    if !selects_some && st.cache.is_synced() {
+        answer.response.warnings = Some(vec![format!(
+            "KarmadaClusterQuota {name}: spec.namespaceSelector matches no namespace yet; it \
+             applies to namespaces once their labels match"
         )]);
         answer.reason = "AllowedWithWarning";
     }

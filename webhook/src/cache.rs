@@ -1,54 +1,90 @@
-//! The KarmadaQuota cache: a kube-runtime reflector over all namespaces.
+//! The quota cache: kube-runtime reflectors over KarmadaQuotas (all namespaces),
+//! KarmadaClusterQuotas and the Namespaces' labels (which cluster quotas select them).
 //!
 //! ```text
-//!  watch KarmadaQuota (all namespaces) ─► CachedQuota::deserialize ─► reflector Store
+//!  watch KarmadaQuota (all namespaces) ─► Cached<KarmadaQuota>::deserialize ─► Store
+//!  watch KarmadaClusterQuota ───────────► Cached<KarmadaClusterQuota>        ─► Store
 //!                                          (parse + validate once per event;
 //!                                           never fails on spec/status content)
+//!  watch Namespace (metadata only) ─────► Store (labels)
 //! ```
 //!
-//! The stored type is [`CachedQuota`], not `KarmadaQuota`: it deserializes every object
-//! whose metadata is readable and keeps either the parsed quota with the engine's
+//! The stored type is [`Cached`], not the API type: it deserializes every object whose
+//! metadata is readable and keeps either the parsed quota with the engine's
 //! [`QuotaState`] or the errors that make it unusable. So one malformed quota can never
-//! stall the watch, is never silently skipped (requests in its namespace are refused with
-//! its errors), and the per-request work is a lookup, not a parse.
+//! stall the watch, is never silently skipped (requests in the namespaces it covers are
+//! refused with its errors), and the per-request work is a lookup, not a parse. Which
+//! cluster quotas cover a namespace is [`crate::selection`]'s.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_core::quota::QuotaState;
-use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_crds::convert::quota_state;
-use kube::core::{NamespaceResourceScope, ObjectMeta, Resource};
+use karmada_quota_core::selection::{Covers, Labels, QuotaKey};
+use karmada_quota_crds::convert::selector_from_api;
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, QuotaObject};
+use kube::core::{ObjectMeta, PartialObjectMeta, Resource};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::Deserialize;
 
-/// A KarmadaQuota as the webhook caches it.
+/// A quota object as the webhook caches it.
 #[derive(Clone, Debug)]
-pub struct CachedQuota {
+pub struct Cached<K> {
     /// The object's metadata (always readable).
     pub metadata: ObjectMeta,
     /// The quota and its engine view, or why it cannot be enforced (field errors joined
     /// with `; `).
-    pub parsed: Result<Parsed, String>,
+    pub parsed: Result<Parsed<K>, String>,
+    /// The namespaces it covers, known even when it does not parse (a cluster quota whose
+    /// selector reads is still known to cover them, and refuses their bindings); `None`
+    /// when not even that is known (it then covers nothing).
+    pub covers: Option<Covers>,
 }
+
+/// A KarmadaQuota as the webhook caches it.
+pub type CachedQuota = Cached<KarmadaQuota>;
+/// A KarmadaClusterQuota as the webhook caches it.
+pub type CachedClusterQuota = Cached<KarmadaClusterQuota>;
 
 /// A quota that parsed and validated.
 #[derive(Clone, Debug)]
-pub struct Parsed {
+pub struct Parsed<K> {
     /// The API object (for status writes).
-    pub object: Arc<KarmadaQuota>,
+    pub object: Arc<K>,
     /// The engine's view (for decisions).
     pub state: QuotaState,
 }
 
-impl CachedQuota {
+/// What a kind tells about the namespaces it covers before (and without) parsing.
+pub trait Coverage {
+    /// The namespaces it covers, from metadata and the raw selector.
+    fn raw_covers(&self) -> Option<Covers>;
+}
+
+impl Coverage for KarmadaQuota {
+    fn raw_covers(&self) -> Option<Covers> {
+        self.metadata.namespace.clone().map(Covers::Namespace)
+    }
+}
+
+impl Coverage for KarmadaClusterQuota {
+    fn raw_covers(&self) -> Option<Covers> {
+        let selector = selector_from_api(self.spec.namespace_selector.as_ref()?);
+        let empty = selector.match_labels.is_empty() && selector.match_expressions.is_empty();
+        (!empty).then_some(Covers::Selected(selector))
+    }
+}
+
+impl<K: QuotaObject + Coverage> Cached<K> {
     /// Parse and validate a quota.
-    pub fn from_object(object: KarmadaQuota) -> Self {
-        let metadata = object.metadata.clone();
-        let parsed = match quota_state(&object) {
+    pub fn from_object(object: K) -> Self {
+        let metadata = object.meta().clone();
+        let covers = object.raw_covers();
+        let parsed = match object.state() {
             Ok(state) => Ok(Parsed {
                 object: Arc::new(object),
                 state,
@@ -59,7 +95,11 @@ impl CachedQuota {
                 .collect::<Vec<_>>()
                 .join("; ")),
         };
-        Self { metadata, parsed }
+        Self {
+            metadata,
+            parsed,
+            covers,
+        }
     }
 
     /// From JSON; fails only when even `metadata` is unreadable.
@@ -68,15 +108,31 @@ impl CachedQuota {
             Some(m) => ObjectMeta::deserialize(m)?,
             None => ObjectMeta::default(),
         };
-        Ok(match serde_json::from_value::<KarmadaQuota>(value) {
+        Ok(match serde_json::from_value::<K>(value) {
             Ok(object) => Self::from_object(object),
             Err(e) => Self {
+                covers: metadata.namespace.clone().map(Covers::Namespace),
                 metadata,
                 parsed: Err(format!("cannot decode the object: {e}")),
             },
         })
     }
 
+    /// Its identity across kinds.
+    pub fn key(&self) -> QuotaKey {
+        match self.metadata.namespace.as_deref() {
+            Some(ns) if !ns.is_empty() => QuotaKey::Namespaced {
+                namespace: ns.to_owned(),
+                name: self.name().to_owned(),
+            },
+            _ => QuotaKey::Cluster {
+                name: self.name().to_owned(),
+            },
+        }
+    }
+}
+
+impl<K> Cached<K> {
     /// `metadata.name` (empty when absent).
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or_default()
@@ -93,31 +149,31 @@ impl CachedQuota {
     }
 }
 
-impl<'de> Deserialize<'de> for CachedQuota {
+impl<'de, K: QuotaObject + Coverage> Deserialize<'de> for Cached<K> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(d)?;
         Self::from_value(value).map_err(serde::de::Error::custom)
     }
 }
 
-impl Resource for CachedQuota {
+impl<K: QuotaObject> Resource for Cached<K> {
     type DynamicType = ();
-    type Scope = NamespaceResourceScope;
+    type Scope = K::Scope;
 
     fn kind(dt: &()) -> Cow<'_, str> {
-        KarmadaQuota::kind(dt)
+        K::kind(dt)
     }
     fn group(dt: &()) -> Cow<'_, str> {
-        KarmadaQuota::group(dt)
+        K::group(dt)
     }
     fn version(dt: &()) -> Cow<'_, str> {
-        KarmadaQuota::version(dt)
+        K::version(dt)
     }
     fn api_version(dt: &()) -> Cow<'_, str> {
-        KarmadaQuota::api_version(dt)
+        K::api_version(dt)
     }
     fn plural(dt: &()) -> Cow<'_, str> {
-        KarmadaQuota::plural(dt)
+        K::plural(dt)
     }
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
@@ -131,7 +187,20 @@ impl Resource for CachedQuota {
 #[derive(Clone)]
 pub struct QuotaCache {
     store: Store<CachedQuota>,
+    clusters: Store<CachedClusterQuota>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
     synced: Arc<AtomicBool>,
+}
+
+/// The writers of the three stores (the watch tasks in production; tests apply watcher
+/// events themselves).
+pub struct Writers {
+    /// KarmadaQuotas.
+    pub quotas: Writer<CachedQuota>,
+    /// KarmadaClusterQuotas.
+    pub clusters: Writer<CachedClusterQuota>,
+    /// Namespaces (metadata).
+    pub namespaces: Writer<PartialObjectMeta<Namespace>>,
 }
 
 impl std::fmt::Debug for QuotaCache {
@@ -146,42 +215,87 @@ impl std::fmt::Debug for QuotaCache {
 impl QuotaCache {
     /// An empty cache and its writer (the watch task in production; tests apply watcher
     /// events themselves — `Event::InitDone` marks it synced).
+    ///
+    /// The cluster quota and namespace stores are listed (empty) at once: tests of
+    /// KarmadaQuotas alone need not feed them. [`Self::with_writers`] gives all three.
     pub fn with_writer() -> (Self, Writer<CachedQuota>) {
-        let (store, writer) = reflector::store();
+        let (cache, mut w) = Self::with_writers();
+        for ev in [watcher::Event::Init, watcher::Event::InitDone] {
+            w.clusters.apply_watcher_event(&ev);
+        }
+        for ev in [watcher::Event::Init, watcher::Event::InitDone] {
+            w.namespaces.apply_watcher_event(&ev);
+        }
+        (cache, w.quotas)
+    }
+
+    /// An empty cache and the writers of its three stores; it is synced once each has
+    /// seen `Event::InitDone`.
+    pub fn with_writers() -> (Self, Writers) {
+        let (store, quotas) = reflector::store();
+        let (clusters_store, clusters) = reflector::store();
+        let (namespaces_store, namespaces) = reflector::store();
         (
             Self {
                 store,
+                clusters: clusters_store,
+                namespaces: namespaces_store,
                 synced: Arc::default(),
             },
-            writer,
+            Writers {
+                quotas,
+                clusters,
+                namespaces,
+            },
         )
     }
 
-    /// The cache and the future that keeps it fed by a watch over all namespaces. The
-    /// future runs forever (watch errors are logged and retried with backoff); spawn it.
+    /// The cache and the future that keeps it fed by its three watches. The future runs
+    /// forever (watch errors are logged and retried with backoff); spawn it.
     pub fn watch(client: kube::Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        let (cache, writer) = Self::with_writer();
-        let api = kube::Api::<CachedQuota>::all(client);
-        let feed = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .reflect(writer)
-            .for_each(|event| async move {
-                match event {
-                    Ok(watcher::Event::Apply(q) | watcher::Event::InitApply(q)) => {
-                        if let Err(errors) = &q.parsed {
-                            tracing::warn!(
-                                namespace = q.namespace(),
-                                name = q.name(),
-                                %errors,
-                                "KarmadaQuota cannot be enforced; ResourceBindings in its namespace are refused"
-                            );
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "KarmadaQuota watch failed; retrying"),
-                }
-            });
+        let (cache, writers) = Self::with_writers();
+        let quotas = watch_quotas(client.clone(), writers.quotas);
+        let clusters = watch_quotas(client.clone(), writers.clusters);
+        let namespaces = watcher(
+            kube::Api::<PartialObjectMeta<Namespace>>::all(client),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .reflect(writers.namespaces)
+        .for_each(|event| async move {
+            if let Err(e) = event {
+                tracing::warn!(error = %e, "Namespace watch failed; retrying");
+            }
+        });
+        let feed = async move {
+            tokio::join!(quotas, clusters, namespaces);
+        };
         (cache, feed)
+    }
+    /// The KarmadaClusterQuotas, in no particular order. A snapshot: never a LIST.
+    pub fn cluster_quotas(&self) -> Vec<Arc<CachedClusterQuota>> {
+        self.clusters.state()
+    }
+
+    /// The labels of every namespace, by name.
+    pub fn namespace_labels(&self) -> std::collections::HashMap<String, Labels> {
+        self.namespaces
+            .state()
+            .iter()
+            .map(|n| {
+                (
+                    n.metadata.name.clone().unwrap_or_default(),
+                    n.metadata.labels.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// The labels of `namespace`; `None` when the cache does not know it.
+    pub fn labels_of(&self, namespace: &str) -> Option<Labels> {
+        self.namespaces
+            .get(&reflector::ObjectRef::new(namespace))
+            .map(|n| n.metadata.labels.clone().unwrap_or_default())
     }
 
     /// The quotas of `namespace`, sorted by name. A snapshot: never a LIST.
@@ -198,7 +312,15 @@ impl QuotaCache {
         if self.synced.load(Ordering::Acquire) {
             return true;
         }
-        let ready = matches!(self.store.wait_until_ready().now_or_never(), Some(Ok(())));
+        let ready = matches!(self.store.wait_until_ready().now_or_never(), Some(Ok(())))
+            && matches!(
+                self.clusters.wait_until_ready().now_or_never(),
+                Some(Ok(()))
+            )
+            && matches!(
+                self.namespaces.wait_until_ready().now_or_never(),
+                Some(Ok(()))
+            );
         if ready {
             self.synced.store(true, Ordering::Release);
         }
@@ -213,15 +335,57 @@ impl QuotaCache {
     /// webhook restarted under traffic stayed unready for good.
     pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
         loop {
-            match self.store.wait_until_ready().now_or_never() {
-                Some(Ok(())) => break,
-                Some(Err(e)) => return Err(e),
-                None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+            let mut ready = 0;
+            for r in [
+                self.store.wait_until_ready().now_or_never(),
+                self.clusters.wait_until_ready().now_or_never(),
+                self.namespaces.wait_until_ready().now_or_never(),
+            ] {
+                match r {
+                    Some(Ok(())) => ready += 1,
+                    Some(Err(e)) => return Err(e),
+                    None => {}
+                }
             }
+            if ready == 3 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         self.synced.store(true, Ordering::Release);
         Ok(())
     }
+}
+
+/// One quota kind's watch over all namespaces, feeding `writer`; a quota that cannot be
+/// enforced is logged at each event.
+async fn watch_quotas<K>(client: kube::Client, writer: Writer<Cached<K>>)
+where
+    K: QuotaObject + Coverage,
+    K::Scope: Send,
+{
+    let api = kube::Api::<Cached<K>>::all(client);
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|event| async move {
+            match event {
+                Ok(watcher::Event::Apply(q) | watcher::Event::InitApply(q)) => {
+                    if let Err(errors) = &q.parsed {
+                        tracing::warn!(
+                            kind = K::KIND,
+                            namespace = q.namespace(),
+                            name = q.name(),
+                            %errors,
+                            "quota cannot be enforced; ResourceBindings in the namespaces it covers are refused"
+                        );
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(kind = K::KIND, error = %e, "quota watch failed; retrying"),
+            }
+        })
+        .await;
 }
 
 #[cfg(test)]

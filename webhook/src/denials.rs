@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use karmada_quota_core::binding::ObjectReference;
 use karmada_quota_core::decision::{Denial, DenyReason};
-use karmada_quota_crds::KarmadaQuota;
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
 use kube::Resource;
 use tokio::time::Instant;
 
-use crate::cache::CachedQuota;
+use crate::cache::{CachedClusterQuota, CachedQuota};
 use crate::event_series::ObjectRef;
 use crate::events::{DenialEvent, EventQueue};
 use crate::metrics::Metrics;
@@ -65,6 +65,8 @@ pub struct Denied<'a> {
     pub template: &'a ObjectReference,
     /// The quotas the decision was made against (to find the denying one).
     pub quotas: &'a [Arc<CachedQuota>],
+    /// The cluster quotas covering the namespace (to find the denying one).
+    pub cluster_quotas: &'a [Arc<CachedClusterQuota>],
     /// The decision.
     pub denial: &'a Denial,
     /// A dry run: logged, but no events (the webhook declares NoneOnDryRun).
@@ -92,7 +94,26 @@ impl Denials {
 
     /// Log `d` (rate-limited) and queue its events. Never waits.
     pub fn report(&self, d: &Denied<'_>) {
-        let quota = denying_quota(d.denial, d.quotas);
+        let quota_ref = if d.denial.cluster {
+            d.cluster_quotas
+                .iter()
+                .find(|q| q.name() == d.denial.quota)
+                .map(|q| ObjectRef {
+                    api_version: KarmadaClusterQuota::api_version(&()).into_owned(),
+                    kind: KarmadaClusterQuota::kind(&()).into_owned(),
+                    namespace: String::new(),
+                    name: q.name().to_owned(),
+                    uid: q.metadata.uid.clone().unwrap_or_default(),
+                })
+        } else {
+            denying_quota(d.denial, d.quotas).map(|q| ObjectRef {
+                api_version: KarmadaQuota::api_version(&()).into_owned(),
+                kind: KarmadaQuota::kind(&()).into_owned(),
+                namespace: q.namespace().to_owned(),
+                name: q.name().to_owned(),
+                uid: q.metadata.uid.clone().unwrap_or_default(),
+            })
+        };
         let reason = d.denial.reason.as_str();
         let verdict = {
             let mut gate = self.log.lock().unwrap_or_else(|e| e.into_inner());
@@ -105,7 +126,7 @@ impl Denials {
             Verdict::Log { suppressed } => tracing::info!(
                 namespace = %d.namespace,
                 binding = %d.binding,
-                quota = %quota.map_or("", |q| q.name()),
+                quota = %quota_ref.as_ref().map_or("", |q| q.name.as_str()),
                 reason = %reason,
                 code = d.denial.code,
                 dry_run = d.dry_run,
@@ -138,18 +159,11 @@ impl Denials {
             name: t.name.clone(),
             uid: t.uid.clone(),
         });
-        let quota = quota.map(|q| ObjectRef {
-            api_version: KarmadaQuota::api_version(&()).into_owned(),
-            kind: KarmadaQuota::kind(&()).into_owned(),
-            namespace: q.namespace().to_owned(),
-            name: q.name().to_owned(),
-            uid: q.metadata.uid.clone().unwrap_or_default(),
-        });
         events.try_emit(DenialEvent {
             reason,
             note: format!("{} {key} denied: {}", d.binding_kind, d.denial.message),
             template,
-            quota,
+            quota: quota_ref,
         });
     }
 }
@@ -449,6 +463,7 @@ mod tests {
             binding: "web-deployment",
             template: &t,
             quotas: &quotas,
+            cluster_quotas: &[],
             denial: &denial,
             dry_run: false,
         };
@@ -481,6 +496,7 @@ mod tests {
         let unknown = Denial {
             reason: DenyReason::StatusUnknown,
             quota: "q".into(),
+            cluster: false,
             code: 429,
             message: "status unknown for quota: q, resources: requests.cpu".into(),
         };

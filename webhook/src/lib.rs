@@ -36,6 +36,7 @@ pub mod events;
 pub mod metrics;
 pub mod policy;
 pub mod reserve;
+pub mod selection;
 pub mod server;
 
 #[cfg(test)]
@@ -56,8 +57,8 @@ pub enum Error {
     #[error("no quota decision within the decision timeout")]
     Timeout,
 
-    /// A KarmadaQuota API call failed.
-    #[error("KarmadaQuota {namespace}/{name}: {source}")]
+    /// A quota object's API call failed.
+    #[error("{}: {source}", quota_ref(namespace, name))]
     Store {
         /// Namespace of the quota.
         namespace: String,
@@ -70,8 +71,8 @@ pub enum Error {
 
     /// Every attempt to write a quota's status met a concurrent write.
     #[error(
-        "KarmadaQuota {namespace}/{name}: the status changed under {attempts} consecutive \
-         writes; retry"
+        "{}: the status changed under {attempts} consecutive writes; retry",
+        quota_ref(namespace, name)
     )]
     TooManyConflicts {
         /// Namespace of the quota.
@@ -84,9 +85,9 @@ pub enum Error {
 
     /// A quota in the namespace cannot be parsed or validated, so it cannot be enforced;
     /// requests in its namespace are refused until it is fixed (never silently skipped).
-    #[error("KarmadaQuota {namespace}/{name} cannot be enforced: {errors}")]
+    #[error("{} cannot be enforced: {errors}", quota_ref(namespace, name))]
     InvalidQuota {
-        /// Namespace of the quota.
+        /// Namespace of the quota (empty for a KarmadaClusterQuota).
         namespace: String,
         /// Name of the quota.
         name: String,
@@ -141,6 +142,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// `KarmadaQuota ns/name`, or `KarmadaClusterQuota name` when `namespace` is empty: how
+/// errors name a quota object.
+pub fn quota_ref(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("KarmadaClusterQuota {name}")
+    } else {
+        format!("KarmadaQuota {namespace}/{name}")
+    }
 }
 
 /// Result with the crate's [`Error`].

@@ -30,13 +30,16 @@ async fn main() -> anyhow::Result<()> {
         let (cache, ready) = (cache.clone(), ready.clone());
         async move {
             if cache.wait_until_ready().await.is_ok() {
-                tracing::info!("KarmadaQuota cache synced; ready");
+                tracing::info!(
+                    "quota cache (KarmadaQuotas, KarmadaClusterQuotas, Namespaces) synced; ready"
+                );
                 ready.set_ready();
             }
         }
     });
 
-    let batcher = Batcher::new(
+    let batcher = Batcher::with_stores(
+        Arc::new(KubeStore::new(client.clone())),
         Arc::new(KubeStore::new(client.clone())),
         cache.clone(),
         metrics.clone(),
@@ -45,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
             max_reservations: args.max_reservations,
             ..BatcherConfig::default()
         },
+        Batcher::wall_clock(),
     );
     let events = args.events.then(|| {
         let (queue, rx) = EventQueue::channel(events::QUEUE_CAPACITY, metrics.clone());

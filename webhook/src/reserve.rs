@@ -1,16 +1,20 @@
-//! The per-namespace reservation batcher (docs/design.md §5).
+//! The reservation batcher (docs/design.md §5): one queue per batch group — a namespace,
+//! or every namespace sharing cluster quotas ([`crate::selection`]).
 //!
 //! ```text
-//!  handler ── submit(BindingRequest, deadline) ──► Namespace queue ──► worker (one per
-//!     ▲                                                namespace, spawned on demand,
+//!  handler ── submit(BindingRequest, deadline) ──► Group queue ──► worker (one per
+//!     ▲                                                group, spawned on demand,
 //!     │                                                exits when the queue is empty)
 //!     │   per batch:
-//!     │     1. newest copy of each quota: the cache's, or the object our own last
-//!     │        write/read returned when its resourceVersion is newer
-//!     │     2. core::decision::decide_batch over the batch (a Deny is final at once:
-//!     │        a request denied by one quota stays denied)
-//!     │     3. per quota with new entries, in name order: status::update (compare-and-
-//!     │        swap; on 409 re-read and re-decide this quota's requests against the
+//!     │     1. newest copy of each quota object the batch's namespaces answer to (their
+//!     │        KarmadaQuotas, the KarmadaClusterQuotas selecting them): the cache's, or
+//!     │        the object our own last write/read returned when its resourceVersion is
+//!     │        newer
+//!     │     2. core::decision::decide_batch_selected over the batch, each request against
+//!     │        the quotas covering its namespace (a Deny is final at once: a request
+//!     │        denied by one quota stays denied)
+//!     │     3. per quota object with new entries, in key order: status::update (compare-
+//!     │        and-swap; on 409 re-read and re-decide this quota's requests against the
 //!     │        fresh object); a request may be refused there, or its write fail
 //!     │     4. answer: allowed once every quota it needs holds its entry
 //!     │     5. roll back the entries of requests that ended refused, failed or timed out
@@ -26,22 +30,28 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use karmada_quota_core::decision::{AdmissionRequest, Decision, decide, decide_batch};
-use karmada_quota_core::quota::{QuotaState, Reservation};
+use futures::future::BoxFuture;
+use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch_selected};
+use karmada_quota_core::quota::Reservation;
+use karmada_quota_core::selection::{Labels, QuotaKey};
 use karmada_quota_core::usage::BindingCharge;
-use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_status::StatusStore;
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
+use karmada_quota_status::{StatusStore, StoreError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::cache::{CachedQuota, QuotaCache};
+use crate::cache::QuotaCache;
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
+/// A batch's copy of one quota object, of either kind.
+mod copy;
 /// Step 3: one quota's compare-and-swap update with re-decision.
 mod record;
 /// Step 5: removing what a request that did not end admitted had written.
 mod rollback;
+
+use copy::{Kind, QuotaCopy};
 
 /// Tuning of the batcher.
 #[derive(Clone, Debug)]
@@ -126,22 +136,53 @@ impl std::fmt::Debug for Batcher {
 
 struct Inner {
     store: Arc<dyn StatusStore>,
+    cluster_store: Arc<dyn StatusStore<KarmadaClusterQuota>>,
     cache: QuotaCache,
     metrics: Arc<Metrics>,
     config: BatcherConfig,
     clock: fn() -> i64,
-    namespaces: Mutex<HashMap<String, Namespace>>,
+    groups: Mutex<HashMap<String, Group>>,
 }
 
+/// One batch group's queue (see [`crate::selection`]).
 #[derive(Default)]
-struct Namespace {
+struct Group {
     /// Requests waiting for the worker.
     pending: Vec<Job>,
-    /// A worker task is running for this namespace.
+    /// A worker task is running for this group.
     running: bool,
-    /// Quota objects our own writes (or re-reads after a conflict) returned, by name:
+    /// Quota objects our own writes (or re-reads after a conflict) returned, by key:
     /// newer than the cache until the watch catches up.
-    newest: HashMap<String, Arc<CachedQuota>>,
+    newest: HashMap<QuotaKey, QuotaCopy>,
+}
+
+/// The cluster quota store of a batcher built without one: every call fails (no cluster
+/// quota can then be written; the cache of such a batcher has none either).
+struct NoClusterStore;
+
+impl StatusStore<KarmadaClusterQuota> for NoClusterStore {
+    fn get<'a>(
+        &'a self,
+        _: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, std::result::Result<KarmadaClusterQuota, StoreError>> {
+        Box::pin(async move {
+            Err(StoreError::Api(format!(
+                "no store for KarmadaClusterQuota {name}"
+            )))
+        })
+    }
+    fn replace_status<'a>(
+        &'a self,
+        q: &'a KarmadaClusterQuota,
+    ) -> BoxFuture<'a, std::result::Result<KarmadaClusterQuota, StoreError>> {
+        let name = q.metadata.name.clone().unwrap_or_default();
+        Box::pin(async move {
+            Err(StoreError::Api(format!(
+                "no store for KarmadaClusterQuota {name}"
+            )))
+        })
+    }
 }
 
 struct Job {
@@ -157,11 +198,11 @@ struct Slot {
     /// `None` once answered (or abandoned by its caller).
     reply: Option<oneshot::Sender<Result<Decision>>>,
     /// Quotas that still have to record this request's entry.
-    needed: BTreeSet<String>,
+    needed: BTreeSet<QuotaKey>,
     /// Entries written so far, with their quota: answered with an Allow, or rolled back.
-    written: Vec<(String, Reservation)>,
+    written: Vec<(QuotaKey, Reservation)>,
     /// Entries that may have been written (the write's outcome is unknown: it timed out).
-    maybe_written: Vec<(String, Reservation)>,
+    maybe_written: Vec<(QuotaKey, Reservation)>,
     /// The request ends refused or failed: its answer, sent after the writes of the batch.
     failed: Option<Result<Decision>>,
 }
@@ -209,9 +250,30 @@ impl Batcher {
         Self::with_clock(store, cache, metrics, config, wall_clock)
     }
 
-    /// Like [`Self::new`] with a custom clock (Unix seconds), for tests.
+    /// Like [`Self::new`] with a custom clock (Unix seconds), for tests. Without a
+    /// cluster quota store: see [`Self::with_stores`].
     pub fn with_clock(
         store: Arc<dyn StatusStore>,
+        cache: QuotaCache,
+        metrics: Arc<Metrics>,
+        config: BatcherConfig,
+        clock: fn() -> i64,
+    ) -> Self {
+        Self::with_stores(
+            store,
+            Arc::new(NoClusterStore),
+            cache,
+            metrics,
+            config,
+            clock,
+        )
+    }
+
+    /// A batcher writing KarmadaQuotas through `store` and KarmadaClusterQuotas through
+    /// `cluster_store`, with the clock `clock` (Unix seconds).
+    pub fn with_stores(
+        store: Arc<dyn StatusStore>,
+        cluster_store: Arc<dyn StatusStore<KarmadaClusterQuota>>,
         cache: QuotaCache,
         metrics: Arc<Metrics>,
         config: BatcherConfig,
@@ -220,50 +282,64 @@ impl Batcher {
         Self {
             inner: Arc::new(Inner {
                 store,
+                cluster_store,
                 cache,
                 metrics,
                 config,
                 clock,
-                namespaces: Mutex::default(),
+                groups: Mutex::default(),
             }),
         }
     }
 
-    /// Decide `request` with the namespace's batch and, when admitted, record its
+    /// The real clock.
+    pub fn wall_clock() -> fn() -> i64 {
+        wall_clock
+    }
+
+    /// Decide `request` with its group's batch and, when admitted, record its
     /// reservations. Resolves to core's decision, or an error (never to be read as an
     /// allow). The caller bounds the wait with `deadline` (the worker gives up on the
     /// request at the same instant).
     pub async fn submit(&self, request: BindingRequest, deadline: Instant) -> Result<Decision> {
         let (reply, answer) = oneshot::channel();
         let namespace = request.namespace.clone();
+        let group = self.inner.cache.batch_group(&namespace);
         let spawn = {
-            let mut namespaces = lock(&self.inner.namespaces);
-            let ns = namespaces.entry(namespace.clone()).or_default();
-            ns.pending.push(Job {
+            let mut groups = lock(&self.inner.groups);
+            let g = groups.entry(group.clone()).or_default();
+            g.pending.push(Job {
                 request,
                 deadline,
                 reply,
             });
-            !std::mem::replace(&mut ns.running, true)
+            !std::mem::replace(&mut g.running, true)
         };
         if spawn {
-            tokio::spawn(worker(self.inner.clone(), namespace.clone()));
+            tokio::spawn(worker(self.inner.clone(), group));
         }
         answer.await.unwrap_or(Err(Error::WorkerGone(namespace)))
     }
 
     /// Decide `request` against the newest copies without recording anything (dry-run).
     pub fn decide_now(&self, request: &BindingRequest) -> Result<Decision> {
-        let copies = self
-            .inner
-            .newest_copies(&request.namespace, &HashSet::new());
-        let states = states(&request.namespace, &copies)?;
+        let ns = &request.namespace;
+        let group = self.inner.cache.batch_group(ns);
+        let copies =
+            self.inner
+                .newest_copies(&group, &BTreeSet::from([ns.clone()]), &HashSet::new());
+        let labels = self.inner.labels(std::iter::once(ns));
+        if let Some(bad) = invalid_covering(&copies, ns, &labels) {
+            return Err(bad);
+        }
+        let mut states: Vec<_> = copies
+            .values()
+            .filter_map(|c| c.state().ok().cloned())
+            .collect();
         let c = &self.inner.config;
         let now = (self.inner.clock)();
-        Ok(decide(
-            &states,
-            &request.as_core(now, ttl_secs(c.reservation_ttl), c.max_reservations),
-        ))
+        let req = request.as_core(now, ttl_secs(c.reservation_ttl), c.max_reservations);
+        Ok(decide_batch_selected(&mut states, &[req], |n| labels.get(n)).remove(0))
     }
 }
 
@@ -272,127 +348,166 @@ fn ttl_secs(ttl: Duration) -> i64 {
     i64::try_from(secs).unwrap_or(i64::MAX)
 }
 
-/// The engine states of `copies`, or the error of the first quota that cannot be enforced.
-fn states(namespace: &str, copies: &[Arc<CachedQuota>]) -> Result<Vec<QuotaState>> {
-    copies
-        .iter()
-        .map(|c| match &c.parsed {
-            Ok(p) => Ok(p.state.clone()),
-            Err(_) => Err(invalid_quota(namespace, c)),
-        })
-        .collect()
+/// The error refusing a request of `namespace`: the first quota covering it that cannot
+/// be enforced.
+fn invalid_covering(
+    copies: &BTreeMap<QuotaKey, QuotaCopy>,
+    namespace: &str,
+    labels: &HashMap<String, Labels>,
+) -> Option<Error> {
+    copies.values().find_map(|c| match c.state() {
+        Err(errors) if c.covers(namespace, labels.get(namespace)) => {
+            Some(invalid_quota(&c.key(), errors))
+        }
+        _ => None,
+    })
 }
 
-fn invalid_quota(namespace: &str, c: &CachedQuota) -> Error {
+fn invalid_quota(key: &QuotaKey, errors: &str) -> Error {
     Error::InvalidQuota {
-        namespace: namespace.to_owned(),
-        name: c.name().to_owned(),
-        errors: c.parsed.as_ref().err().cloned().unwrap_or_default(),
+        namespace: key.namespace().unwrap_or_default().to_owned(),
+        name: key.name().to_owned(),
+        errors: errors.to_owned(),
     }
 }
 
-/// Whether our own copy is newer than the cache's: by resourceVersion when both are
-/// numbers; otherwise ours (it came from the apiserver after the cache's, or the cache
-/// would not differ; a wrong guess costs one conflict and a re-read).
-fn is_newer(own: &CachedQuota, cached: &CachedQuota) -> bool {
-    match (own.resource_version(), cached.resource_version()) {
-        (Some(a), Some(b)) => a > b,
-        _ => own.metadata.resource_version != cached.metadata.resource_version,
-    }
-}
-
-/// Resets the namespace when its worker unwinds (a bug), so later requests get a new
+/// Resets the group when its worker unwinds (a bug), so later requests get a new
 /// worker and the waiting ones an error instead of a hang.
 struct WorkerGuard {
     inner: Arc<Inner>,
-    namespace: String,
+    group: String,
 }
 
 impl Drop for WorkerGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            tracing::error!(namespace = %self.namespace, "reservation worker panicked");
-            lock(&self.inner.namespaces).remove(&self.namespace);
+            tracing::error!(group = %self.group, "reservation worker panicked");
+            lock(&self.inner.groups).remove(&self.group);
         }
     }
 }
 
-async fn worker(inner: Arc<Inner>, namespace: String) {
+async fn worker(inner: Arc<Inner>, group: String) {
     let _guard = WorkerGuard {
         inner: inner.clone(),
-        namespace: namespace.clone(),
+        group: group.clone(),
     };
     loop {
-        // Read before taking the namespaces lock, as newest_copies does.
-        let cached = inner.cache.in_namespace(&namespace);
         let jobs: Vec<Job> = {
-            let mut namespaces = lock(&inner.namespaces);
-            let Some(ns) = namespaces.get_mut(&namespace) else {
+            // Our copies, to compare with the cache outside the groups lock.
+            let newest: Vec<QuotaCopy> = {
+                let groups = lock(&inner.groups);
+                let Some(g) = groups.get(&group) else {
+                    return;
+                };
+                if g.pending.is_empty() {
+                    g.newest.values().cloned().collect()
+                } else {
+                    Vec::new()
+                }
+            };
+            // Keep only our copies the cache has not caught up with yet, so a quiet group
+            // or a deleted quota does not hold its objects for the process's life.
+            let stale: HashSet<QuotaKey> = newest
+                .iter()
+                .filter(|own| !inner.cached(&own.key()).is_some_and(|c| own.is_newer(&c)))
+                .map(QuotaCopy::key)
+                .collect();
+            let mut groups = lock(&inner.groups);
+            let Some(g) = groups.get_mut(&group) else {
                 return;
             };
-            if ns.pending.is_empty() {
-                ns.running = false;
-                // Keep only our copies the cache has not caught up with yet, so a quiet or
-                // deleted namespace does not hold its quota objects for the process's life.
-                ns.newest.retain(|name, own| {
-                    cached.iter().any(|c| c.name() == name && is_newer(own, c))
-                });
-                if ns.newest.is_empty() {
-                    namespaces.remove(&namespace);
+            if g.pending.is_empty() {
+                g.running = false;
+                g.newest.retain(|key, _| !stale.contains(key));
+                if g.newest.is_empty() {
+                    groups.remove(&group);
                 }
                 return;
             }
-            let n = ns.pending.len().min(inner.config.max_batch.max(1));
-            ns.pending.drain(..n).collect()
+            let n = g.pending.len().min(inner.config.max_batch.max(1));
+            g.pending.drain(..n).collect()
         };
-        inner.process(&namespace, jobs).await;
+        inner.process(&group, jobs).await;
     }
 }
 
 impl Inner {
-    /// The namespace's quotas (cache order = name order), each replaced by our own copy
-    /// when that is newer; `gone` = quotas found deleted during this batch.
-    fn newest_copies(&self, namespace: &str, gone: &HashSet<String>) -> Vec<Arc<CachedQuota>> {
-        let cached = self.cache.in_namespace(namespace);
-        let mut namespaces = lock(&self.namespaces);
-        let Some(ns) = namespaces.get_mut(namespace) else {
-            return cached
+    /// The cache's copy of one quota object.
+    fn cached(&self, key: &QuotaKey) -> Option<QuotaCopy> {
+        match key {
+            QuotaKey::Namespaced { namespace, name } => self
+                .cache
+                .in_namespace(namespace)
                 .into_iter()
-                .filter(|c| !gone.contains(c.name()))
-                .collect();
-        };
-        ns.newest
-            .retain(|name, _| cached.iter().any(|c| c.name() == name));
-        cached
-            .into_iter()
-            .filter(|c| !gone.contains(c.name()))
-            .map(|c| match ns.newest.get(c.name()) {
-                Some(own) if is_newer(own, &c) => own.clone(),
-                Some(_) => {
-                    ns.newest.remove(c.name());
-                    c
-                }
-                None => c,
-            })
+                .find(|c| c.name() == name)
+                .map(QuotaCopy::Quota),
+            QuotaKey::Cluster { name } => self
+                .cache
+                .cluster_quotas()
+                .into_iter()
+                .find(|c| c.name() == name)
+                .map(QuotaCopy::Cluster),
+        }
+    }
+
+    /// The labels of `namespaces` the cache knows.
+    fn labels<'a>(&self, namespaces: impl Iterator<Item = &'a String>) -> HashMap<String, Labels> {
+        namespaces
+            .filter_map(|ns| self.cache.labels_of(ns).map(|l| (ns.clone(), l)))
             .collect()
     }
 
-    /// Keep `object` (returned by a write or a re-read) as the newest copy.
-    fn remember(&self, namespace: &str, object: KarmadaQuota) {
-        let copy = Arc::new(CachedQuota::from_object(object));
-        if let Some(ns) = lock(&self.namespaces).get_mut(namespace) {
-            ns.newest.insert(copy.name().to_owned(), copy);
+    /// The quota objects `namespaces` answer to (their KarmadaQuotas and the cluster
+    /// quotas selecting them), by key, each replaced by the group's own copy when that is
+    /// newer; `gone` = quotas found deleted during this batch.
+    fn newest_copies(
+        &self,
+        group: &str,
+        namespaces: &BTreeSet<String>,
+        gone: &HashSet<QuotaKey>,
+    ) -> BTreeMap<QuotaKey, QuotaCopy> {
+        let mut cached: BTreeMap<QuotaKey, QuotaCopy> = BTreeMap::new();
+        for ns in namespaces {
+            for c in self.cache.in_namespace(ns) {
+                cached.insert(c.key(), QuotaCopy::Quota(c));
+            }
+            for c in self.cache.cluster_quotas_covering(ns) {
+                cached.insert(c.key(), QuotaCopy::Cluster(c));
+            }
+        }
+        cached.retain(|key, _| !gone.contains(key));
+        let mut groups = lock(&self.groups);
+        let Some(g) = groups.get_mut(group) else {
+            return cached;
+        };
+        for (key, c) in &mut cached {
+            match g.newest.get(key) {
+                Some(own) if own.is_newer(c) => *c = own.clone(),
+                Some(_) => {
+                    g.newest.remove(key);
+                }
+                None => {}
+            }
+        }
+        cached
+    }
+
+    /// Keep `copy` (of an object returned by a write or a re-read) as the newest copy.
+    fn remember(&self, group: &str, copy: QuotaCopy) {
+        if let Some(g) = lock(&self.groups).get_mut(group) {
+            g.newest.insert(copy.key(), copy);
         }
     }
 
     /// Drop our copy of a quota whose state is unknown now (failed or timed-out write).
-    fn forget(&self, namespace: &str, name: &str) {
-        if let Some(ns) = lock(&self.namespaces).get_mut(namespace) {
-            ns.newest.remove(name);
+    fn forget(&self, group: &str, key: &QuotaKey) {
+        if let Some(g) = lock(&self.groups).get_mut(group) {
+            g.newest.remove(key);
         }
     }
 
-    async fn process(&self, namespace: &str, jobs: Vec<Job>) {
+    async fn process(&self, group: &str, jobs: Vec<Job>) {
         #[allow(clippy::cast_precision_loss)]
         self.metrics.batch_size.observe(jobs.len() as f64);
         let mut slots: Vec<Slot> = jobs
@@ -414,22 +529,24 @@ impl Inner {
             }
         }
 
-        // 1–2: decide the batch against the newest copies.
-        let copies = self.newest_copies(namespace, &HashSet::new());
-        let mut states = match states(namespace, &copies) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(%namespace, error = %e, "refusing ResourceBindings");
-                let bad = copies.iter().find(|c| c.parsed.is_err());
-                for s in &mut slots {
-                    s.answer(Err(bad
-                        .map_or(Error::WorkerGone(namespace.to_owned()), |c| {
-                            invalid_quota(namespace, c)
-                        })));
-                }
-                return;
+        // 1–2: decide the batch against the newest copies; a request whose namespace a
+        // quota that cannot be enforced covers is refused with its errors.
+        let namespaces: BTreeSet<String> =
+            slots.iter().map(|s| s.request.namespace.clone()).collect();
+        let copies = self.newest_copies(group, &namespaces, &HashSet::new());
+        let labels = self.labels(namespaces.iter());
+        for s in &mut slots {
+            if s.open()
+                && let Some(e) = invalid_covering(&copies, &s.request.namespace, &labels)
+            {
+                tracing::warn!(namespace = %s.request.namespace, error = %e, "refusing ResourceBindings");
+                s.answer(Err(e));
             }
-        };
+        }
+        let mut states: Vec<_> = copies
+            .values()
+            .filter_map(|c| c.state().ok().cloned())
+            .collect();
         let now = (self.clock)();
         let (ttl, max) = (
             ttl_secs(self.config.reservation_ttl),
@@ -441,9 +558,9 @@ impl Inner {
                 .iter()
                 .map(|&i| slots[i].request.as_core(now, ttl, max))
                 .collect();
-            decide_batch(&mut states, &reqs)
+            decide_batch_selected(&mut states, &reqs, |ns| labels.get(ns))
         };
-        let mut quotas: BTreeSet<String> = BTreeSet::new();
+        let mut quotas: BTreeSet<QuotaKey> = BTreeSet::new();
         for (&i, decision) in open.iter().zip(decisions) {
             let slot = &mut slots[i];
             match decision {
@@ -455,27 +572,26 @@ impl Inner {
             }
         }
 
-        // 3: per quota, in name order, record the entries of the requests still open.
+        // 3: per quota object, in key order, record the entries of the requests still open.
         for quota in quotas {
-            let Some(copy) = copies.iter().find(|c| c.name() == quota) else {
+            let Some(copy) = copies.get(&quota) else {
                 continue; // unreachable: decisions only name quotas of `copies`
             };
-            let Ok(parsed) = copy.parsed.as_ref() else {
-                continue; // unreachable: `states` refused the batch
-            };
-            self.record(
-                namespace,
-                &quota,
-                (*parsed.object).clone(),
-                &parsed.state,
-                &mut slots,
-            )
-            .await;
+            match copy {
+                QuotaCopy::Quota(_) => {
+                    self.record_in::<KarmadaQuota>(group, &quota, copy, &mut slots)
+                        .await;
+                }
+                QuotaCopy::Cluster(_) => {
+                    self.record_in::<KarmadaClusterQuota>(group, &quota, copy, &mut slots)
+                        .await;
+                }
+            }
         }
 
         // 4: answer. Admitted = every quota it needed holds its entry, and its caller is
         // still waiting for the answer.
-        let mut undo: BTreeMap<String, Vec<Reservation>> = BTreeMap::new();
+        let mut undo: BTreeMap<QuotaKey, Vec<Reservation>> = BTreeMap::new();
         for s in &mut slots {
             let Some(tx) = s.reply.take() else {
                 // Denied in the batch decision, or abandoned by a caller that timed out
@@ -492,7 +608,7 @@ impl Inner {
                 }
                 None => {
                     // Every quota it needed was tried, so none can be left. Defensive.
-                    let _ = tx.send(Err(Error::WorkerGone(namespace.to_owned())));
+                    let _ = tx.send(Err(Error::WorkerGone(s.request.namespace.clone())));
                     false
                 }
             };
@@ -505,7 +621,28 @@ impl Inner {
             }
         }
         for (quota, entries) in undo {
-            self.roll_back(namespace, &quota, &entries).await;
+            if quota.is_cluster() {
+                self.roll_back::<KarmadaClusterQuota>(group, &quota, &entries)
+                    .await;
+            } else {
+                self.roll_back::<KarmadaQuota>(group, &quota, &entries)
+                    .await;
+            }
         }
+    }
+
+    /// Step 3 for one quota object of kind `K` (its copy parsed: `states` held it).
+    async fn record_in<K: Kind>(
+        &self,
+        group: &str,
+        quota: &QuotaKey,
+        copy: &QuotaCopy,
+        slots: &mut [Slot],
+    ) {
+        let Some(parsed) = K::object(copy).and_then(|c| c.parsed.as_ref().ok()) else {
+            return; // unreachable: only parsed copies have states
+        };
+        self.record::<K>(group, quota, (*parsed.object).clone(), &parsed.state, slots)
+            .await;
     }
 }

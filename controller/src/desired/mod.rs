@@ -87,6 +87,31 @@ pub fn compute(
         Err(errors) => return Computed::Invalid(errors),
     };
     let ns = quota.namespace().unwrap_or_default();
+    compute_over(
+        quota,
+        spec,
+        std::slice::from_ref(&ns),
+        index,
+        observed_pods,
+        now,
+    )
+}
+
+/// Compute a quota object whose spec validated as `spec`, charged with the bindings of
+/// `namespaces` (a KarmadaQuota: its own; a KarmadaClusterQuota: those it selects, its
+/// status in `quota`'s KarmadaQuota shape). `observed_pods` are those of the same
+/// namespaces. A reservation entry is looked up in the namespace it names, else in the
+/// first of `namespaces` (a KarmadaQuota's entries name none).
+pub fn compute_over(
+    quota: &KarmadaQuota,
+    spec: karmada_quota_core::quota::QuotaSpec,
+    namespaces: &[String],
+    index: &Index,
+    observed_pods: &ObservedPods,
+    now: i64,
+) -> Computed {
+    let ns = quota.namespace().unwrap_or_default();
+    let own = namespaces.first().map_or("", String::as_str);
     // One parse for both binaries; `used` is recomputed here (the last written one is read
     // only for names whose usage is incomplete), so only the entries matter.
     let stored = parse_status(quota.status.as_ref());
@@ -101,16 +126,27 @@ pub fn compute(
     let reservations = stored.reservations;
     let state = QuotaState {
         name: quota.name_any(),
+        covers: Default::default(),
         spec,
         used: None,
         reservations,
     };
-    let incomplete = complete::incomplete_names(&state.spec, index.gaps_in(&ns));
+    let incomplete = complete::incomplete_names(
+        &state.spec,
+        namespaces.iter().flat_map(|n| index.gaps_in(n)),
+    );
     let mut view = core_status::compute(
         &ns,
         &state,
-        index.charges_in(&ns),
-        |by| index.observation(&ns, by),
+        namespaces.iter().flat_map(|n| index.charges_in(n)),
+        |by| {
+            let in_ns = if by.namespace.is_empty() {
+                own
+            } else {
+                by.namespace.as_str()
+            };
+            index.observation(in_ns, by)
+        },
         observed_pods,
         now,
     );

@@ -1,4 +1,12 @@
-//! Prints the KarmadaQuota CRD as YAML (`cargo run -p karmada-quota-crds --bin crdgen`).
+//! Prints the KarmadaQuota CRD as YAML (`cargo run -p karmada-quota-crds --bin crdgen`), or
+//! the KarmadaClusterQuota CRD with the argument `cluster`.
 fn main() {
-    print!("{}", karmada_quota_crds::crd_yaml());
+    match std::env::args().nth(1).as_deref() {
+        Some("cluster") => print!("{}", karmada_quota_crds::cluster_crd_yaml()),
+        None => print!("{}", karmada_quota_crds::crd_yaml()),
+        Some(other) => {
+            eprintln!("crdgen: unknown argument {other:?}; usage: crdgen [cluster]");
+            std::process::exit(2);
+        }
+    }
 }

@@ -9,8 +9,9 @@
 //!  webhook               started, registered for the demo namespace
 //!  Cluster member1/2     + Secret {token, caBundle} in karmada-cluster, as Karmada stores them
 //!  controller            all namespaces (own control plane), leader election on
-//!  examples/             quotas → (status synced) → member pods → bindings via the webhook
-//!                        → one over-limit binding refused
+//!  examples/             quotas → (status synced) → business quota over <ns> and <ns>-batch
+//!                        → member pods → bindings via the webhook → one over-limit
+//!                        binding refused
 //!  print                 kubectl get kquota -o wide, per-cluster table, endpoints
 //!  Ctrl-C / SIGTERM      children killed, Clusters and registration removed, control plane down
 //! ```
@@ -21,14 +22,19 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
 use k8s_openapi::api::core::v1::Namespace;
+use karmada_quota_crds::KarmadaClusterQuota;
 use karmada_quota_e2e::controller::{
     ClusterRegistration, Controller, LEASE_NAMESPACE, MemberCluster, ensure_namespace, get_quota,
     member_apis, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::webhook::{Rb, Registration, Webhook, create, wait_until_status_seen};
-use karmada_quota_e2e::{Env, EnvSource, apply_yaml, yaml_documents};
-use kube::api::{Api, DeleteParams};
-use serde_json::Value;
+use karmada_quota_e2e::{Env, EnvSource, apply_yaml, wait_for, yaml_documents};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+/// The label of the demo's cluster quota (its namespace), which a shared control plane's
+/// extra controller selects on.
+const DEMO_LABEL: &str = "kq-demo/namespace";
 
 /// How long the controller may take to count every sample binding.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -67,9 +73,17 @@ struct Started {
     webhook: Option<Webhook>,
     registration: Option<Registration>,
     controller: Option<Controller>,
+    /// On a shared control plane: the controller of the demo's cluster quota.
+    business_controller: Option<Controller>,
     clusters: Option<ClusterRegistration>,
     namespace: Option<String>,
+    /// The business namespace and cluster quota.
+    business: Option<(String, String)>,
 }
+
+/// The label naming a namespace's team (business): the business quota selects on it and
+/// the dashboard groups by it.
+const TEAM_LABEL: &str = "karmada-quota.io/team";
 
 fn say(s: &str) {
     println!("{s}");
@@ -177,14 +191,31 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     ));
     fresh_namespace(&client, ns).await?;
     started.namespace = Some(ns.to_owned());
+    let batch_ns = format!("{ns}-batch");
+    let business = format!("business-{ns}");
+    fresh_namespace(&client, &batch_ns).await?;
+    started.business = Some((batch_ns.clone(), business.clone()));
     for m in &members {
         ensure_namespace(m, ns).await?;
+        ensure_namespace(m, &batch_ns).await?;
     }
+    for n in [ns, batch_ns.as_str()] {
+        Api::<Namespace>::all(client.clone())
+            .patch(
+                n,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {TEAM_LABEL: ns}}})),
+            )
+            .await
+            .with_context(|| format!("labelling namespace {n}"))?;
+    }
+    say(&format!("{ns} and {batch_ns} labelled {TEAM_LABEL}={ns}"));
 
     heading("Webhook");
     let webhook = Webhook::start(env).await?;
     let url = webhook.url();
-    let registration = Registration::register(&client, &url, &[ns], &[&webhook]).await;
+    let registration =
+        Registration::register(&client, &url, &[ns, batch_ns.as_str()], &[&webhook]).await;
     started.webhook = Some(webhook);
     started.registration = Some(registration?);
     say(&format!(
@@ -233,6 +264,21 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     let controller = started.controller.as_ref().context("controller")?;
     let leader = wait_leader(controller).await?;
     say(&format!("leader: {leader}"));
+    if shared {
+        // The namespace-restricted controller reconciles no cluster quota: one more for
+        // the demo's own (selected by its label), and nothing else.
+        let c = Controller::builder()
+            .lease_name(&format!("kq-demo-business-{ns}"))
+            .arg(format!("--cluster-quota-selector={DEMO_LABEL}={ns}"))
+            .arg("--namespaced-quotas=false")
+            .start(env)
+            .await?;
+        say(&format!(
+            "karmada-quota-controller {} for KarmadaClusterQuota {business} only",
+            c.admin_url()
+        ));
+        started.business_controller = Some(c);
+    }
 
     heading("examples/quotas.yaml");
     let quotas = apply_yaml(&client, ns, &read("quotas.yaml")?).await?;
@@ -255,6 +301,51 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     )
     .await?;
 
+    heading(&format!(
+        "examples/business-quota.yaml: one KarmadaClusterQuota over {ns} and {batch_ns}"
+    ));
+    let mut business_quota = yaml_documents(&read("business-quota.yaml")?.replace("team-a", ns))?
+        .into_iter()
+        .next()
+        .context("business-quota.yaml is empty")?;
+    business_quota["metadata"]["name"] = Value::from(business.as_str());
+    business_quota["metadata"]["labels"] = json!({
+        DEMO_LABEL: ns,
+        karmada_quota_e2e::webhook::NS_LABEL: started.registration.as_ref().map(Registration::name).unwrap_or_default(),
+    });
+    let _ = Api::<KarmadaClusterQuota>::all(client.clone())
+        .delete(&business, &DeleteParams::default())
+        .await;
+    karmada_quota_e2e::accepts(&client, &business_quota)
+        .await
+        .with_context(|| format!("creating KarmadaClusterQuota {business}"))?;
+    wait_for(
+        &format!("KarmadaClusterQuota {business} synced by the controller"),
+        SETTLE_TIMEOUT,
+        || async {
+            let q = Api::<KarmadaClusterQuota>::all(client.clone())
+                .get(&business)
+                .await
+                .ok()?;
+            let st = q.status?;
+            (st.quota.used.len() == q.spec.quota.hard.len() && st.namespaces.len() == 2)
+                .then_some(())
+        },
+    )
+    .await?;
+    say(&format!(
+        "KarmadaClusterQuota {business}: status synced over {ns}, {batch_ns}"
+    ));
+    for n in [ns, batch_ns.as_str()] {
+        wait_until_status_seen(
+            &client,
+            &Rb::deployment("kq-demo-probe", 1)
+                .request("cpu", "1m")
+                .json(n),
+        )
+        .await?;
+    }
+
     heading("examples/member1-pods.yaml, examples/member2-pods.yaml (straight into the members)");
     for (i, m) in members.iter().enumerate().take(2) {
         let file = format!("member{}-pods.yaml", i + 1);
@@ -273,6 +364,17 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
             .await
             .with_context(|| format!("ResourceBinding {name} was not admitted"))?;
         say(&format!("ResourceBinding {name}: admitted"));
+    }
+
+    heading(&format!(
+        "examples/business-binding.yaml in {batch_ns} (through the webhook, charged to {business})"
+    ));
+    for doc in yaml_documents(&read("business-binding.yaml")?)? {
+        let name = doc["metadata"]["name"].as_str().unwrap_or("?").to_owned();
+        karmada_quota_e2e::apply_json(&client, &batch_ns, doc)
+            .await
+            .with_context(|| format!("ResourceBinding {name} was not admitted"))?;
+        say(&format!("ResourceBinding {batch_ns}/{name}: admitted"));
     }
 
     heading("examples/over-limit-binding.yaml (must be refused)");
@@ -342,6 +444,36 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     print!("{table}");
 
     heading(&format!(
+        "The business: KarmadaClusterQuota {business} over {ns} and {batch_ns}"
+    ));
+    wait_for(
+        &format!("{business}: every reservation pruned"),
+        SETTLE_TIMEOUT,
+        || async {
+            let q = Api::<KarmadaClusterQuota>::all(client.clone())
+                .get(&business)
+                .await
+                .ok()?;
+            q.status
+                .filter(|s| s.quota.reservations.is_empty() && s.quota.summary.is_some())
+                .map(|s| s.quota.summary)
+        },
+    )
+    .await?;
+    print!(
+        "{}",
+        env.kubectl(&["get", "kcquota", &business, "-o", "wide"])
+            .await?
+    );
+    let q = Api::<KarmadaClusterQuota>::all(client.clone())
+        .get(&business)
+        .await?;
+    for n in q.status.map(|s| s.namespaces).unwrap_or_default() {
+        let used: Vec<String> = n.used.iter().map(|(k, v)| format!("{k}={}", v.0)).collect();
+        say(&format!("  namespace {:<24} {}", n.name, used.join(", ")));
+    }
+
+    heading(&format!(
         "Per member cluster, placed / observed ({}/api/v1/quotas/{ns})",
         controller.admin_url()
     ));
@@ -355,7 +487,8 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     let controller = started.controller.as_mut().context("controller")?;
     let controller_log = controller.binary().log_path().to_path_buf();
     say(&format!(
-        "webhook     {url}/validate/resourcebinding, {url}/validate/karmadaquota"
+        "webhook     {url}/validate/resourcebinding, {url}/validate/karmadaquota, \
+         {url}/validate/karmadaclusterquota"
     ));
     say(&format!(
         "            metrics http://{webhook_admin}/metrics, readiness http://{webhook_admin}/readyz"
@@ -377,6 +510,10 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     }
     say(&format!(
         "try         kubectl --kubeconfig {} get kquota -A -o wide",
+        env.kubeconfig().display()
+    ));
+    say(&format!(
+        "            kubectl --kubeconfig {} get kcquota -o wide",
         env.kubeconfig().display()
     ));
     say(&format!(
@@ -486,6 +623,10 @@ async fn cleanup(env: &'static Env, mut started: Started) {
         let _ = c.kill().await;
         say("controller stopped");
     }
+    if let Some(c) = started.business_controller.take() {
+        let _ = c.kill().await;
+        say("business quota controller stopped");
+    }
     if let Some(r) = started.registration.take() {
         match r.cleanup().await {
             Ok(()) => say("webhook registration deleted"),
@@ -508,6 +649,19 @@ async fn cleanup(env: &'static Env, mut started: Started) {
             control_plane_down(dir).await;
         }
         return;
+    }
+    if let Some((batch_ns, business)) = started.business.take()
+        && let Ok(client) = env.client()
+    {
+        let _ = Api::<KarmadaClusterQuota>::all(client.clone())
+            .delete(&business, &DeleteParams::default())
+            .await;
+        let _ = Api::<Namespace>::all(client)
+            .delete(&batch_ns, &DeleteParams::background())
+            .await;
+        say(&format!(
+            "KarmadaClusterQuota {business} and namespace {batch_ns} deleted"
+        ));
     }
     if let Some(ns) = started.namespace.take()
         && let Ok(client) = env.client()

@@ -5,27 +5,30 @@ use std::sync::Mutex;
 
 use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch};
 use karmada_quota_core::quota::{QuotaState, Reservation};
-use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_status::{self as status, Outcome, UpdateError, entries, quota_state};
+use karmada_quota_core::selection::QuotaKey;
+use karmada_quota_status::{self as status, Outcome, UpdateError, entries};
 use tokio::time::timeout_at;
 
+use super::copy::Kind;
 use super::{Inner, Slot, Verdict, lock, ttl_secs};
 use crate::Error;
 
 impl Inner {
-    /// Record the entries of `slots` still open for `quota`: one compare-and-swap update
-    /// whose plan re-decides those requests against the object it is given (the copy the
-    /// batch was decided on first, a fresh read after a 409).
-    pub(super) async fn record(
+    /// Record the entries of `slots` still open for `quota` (of kind `K`): one
+    /// compare-and-swap update whose plan re-decides those requests against the object it
+    /// is given (the copy the batch was decided on first, a fresh read after a 409).
+    pub(super) async fn record<K: Kind>(
         &self,
-        namespace: &str,
-        quota: &str,
-        base: KarmadaQuota,
+        group: &str,
+        quota: &QuotaKey,
+        base: K,
         base_state: &QuotaState,
         slots: &mut [Slot],
     ) {
+        let namespace = quota.namespace().unwrap_or_default();
+        let name = quota.name();
         // The cache parsed `base` already; only a fresh read after a 409 is parsed here.
-        let base_version = base.metadata.resource_version.clone();
+        let base_version = base.meta().resource_version.clone();
         let live: Vec<usize> = (0..slots.len())
             .filter(|&i| slots[i].open() && slots[i].needed.contains(quota))
             .collect();
@@ -38,12 +41,12 @@ impl Inner {
         );
         // The entries of the last plan, readable even when the write times out.
         let planned: Mutex<Vec<(usize, Reservation)>> = Mutex::default();
-        let plan = |object: &KarmadaQuota| {
+        let plan = |object: &K| {
             lock(&planned).clear();
-            let state = if object.metadata.resource_version == base_version {
+            let state = if object.meta().resource_version == base_version {
                 base_state.clone()
             } else {
-                match quota_state(object) {
+                match object.state() {
                     Ok(s) => s,
                     Err(errors) => return (None, Err(errors)),
                 }
@@ -72,19 +75,22 @@ impl Inner {
             if lock(&planned).is_empty() {
                 return (None, Ok(verdicts));
             }
-            let mut status = object.status.clone().unwrap_or_default();
-            entries::add(&mut status, lock(&planned).iter().map(|(_, e)| e));
+            let mut status = object.status().cloned().unwrap_or_default();
+            entries::add(
+                K::quota_part_mut(&mut status),
+                lock(&planned).iter().map(|(_, e)| e),
+            );
             (Some(status), Ok(verdicts))
         };
         let attempts = self.config.max_attempts;
         let result = timeout_at(
             deadline,
-            status::update(&*self.store, base, plan, || true, attempts),
+            status::update(K::store(self), base, plan, || true, attempts),
         )
         .await;
         let store_error = |source| Error::Store {
             namespace: namespace.to_owned(),
-            name: quota.to_owned(),
+            name: name.to_owned(),
             source,
         };
         match result {
@@ -99,14 +105,14 @@ impl Inner {
                     Err(errors) => {
                         let e = Error::InvalidQuota {
                             namespace: namespace.to_owned(),
-                            name: quota.to_owned(),
+                            name: name.to_owned(),
                             errors: errors
                                 .iter()
                                 .map(ToString::to_string)
                                 .collect::<Vec<_>>()
                                 .join("; "),
                         };
-                        tracing::warn!(%namespace, %quota, error = %e, "refusing ResourceBindings");
+                        tracing::warn!(%quota, error = %e, "refusing ResourceBindings");
                         for &i in &live {
                             slots[i].fail(Err(clone_error(&e)));
                         }
@@ -116,12 +122,12 @@ impl Inner {
                 match updated.outcome {
                     Outcome::Written(object) => {
                         self.metrics.write("ok");
-                        self.remember(namespace, *object);
+                        self.remember(group, K::copy(*object));
                     }
                     Outcome::Gone => {
                         // Deleted since the cache saw it: it no longer applies.
                         self.metrics.write("not_found");
-                        self.forget(namespace, quota);
+                        self.forget(group, quota);
                         for &i in &live {
                             slots[i].needed.remove(quota);
                         }
@@ -135,7 +141,7 @@ impl Inner {
                         Verdict::Admit(entry) => {
                             slot.needed.remove(quota);
                             if let Some(e) = entry {
-                                slot.written.push((quota.to_owned(), e));
+                                slot.written.push((quota.clone(), e));
                             }
                         }
                         Verdict::Deny(d) => slot.fail(Ok(d)),
@@ -143,7 +149,7 @@ impl Inner {
                 }
             }
             Ok(Err(e)) => {
-                self.forget(namespace, quota);
+                self.forget(group, quota);
                 for _ in 0..e.conflicts() {
                     self.metrics.write("conflict");
                     self.metrics.conflicts.inc();
@@ -151,12 +157,12 @@ impl Inner {
                 let error = match e {
                     UpdateError::Conflicts { attempts, .. } => Error::TooManyConflicts {
                         namespace: namespace.to_owned(),
-                        name: quota.to_owned(),
+                        name: name.to_owned(),
                         attempts,
                     },
                     UpdateError::Store { source, .. } => {
                         self.metrics.write("error");
-                        tracing::warn!(%namespace, %quota, error = %source, "status write failed");
+                        tracing::warn!(%quota, error = %source, "status write failed");
                         store_error(source)
                     }
                 };
@@ -166,9 +172,9 @@ impl Inner {
             }
             Err(_elapsed) => {
                 self.metrics.write("timeout");
-                self.forget(namespace, quota);
+                self.forget(group, quota);
                 for (i, e) in std::mem::take(&mut *lock(&planned)) {
-                    slots[i].maybe_written.push((quota.to_owned(), e));
+                    slots[i].maybe_written.push((quota.clone(), e));
                 }
                 for &i in &live {
                     slots[i].fail(Err(Error::Timeout));

@@ -109,6 +109,7 @@ async fn a_conflict_keeps_the_other_writers_changes() {
             reserved_by: karmada_quota_crds::quota::ReservedBy {
                 api_version: "work.karmada.io/v1alpha2".into(),
                 kind: "ResourceBinding".into(),
+                namespace: String::new(),
                 name: "other".into(),
                 uid: "uid-other".into(),
             },
@@ -358,6 +359,7 @@ async fn a_write_keeps_expired_entries_only_the_controller_removes_them() {
         reserved_by: ReservedBy {
             api_version: "work.karmada.io/v1alpha2".into(),
             kind: "ResourceBinding".into(),
+            namespace: String::new(),
             name: uid.into(),
             uid: uid.into(),
         },

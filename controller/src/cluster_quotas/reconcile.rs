@@ -1,0 +1,190 @@
+//! The KarmadaClusterQuota reconciler: the KarmadaQuota reconciler's steps (not synced →
+//! requeue; leader → compare-and-swap write, throttled; follower → view only), with the
+//! cluster quota's own store, computation and events.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use karmada_quota_crds::KarmadaClusterQuota;
+use karmada_quota_status::{self as status, Outcome, StatusStore};
+use kube::runtime::controller::Action;
+use kube::runtime::events::Event as KubeEvent;
+use kube::{Resource, ResourceExt};
+
+use super::NamespaceLabels;
+use super::compute::{self, ClusterComputed};
+use crate::Error;
+use crate::api::QuotaReport;
+use crate::desired::{self, Computed};
+use crate::reconcile::{Ctx, MAX_WRITE_ATTEMPTS};
+
+/// Wait before reconciling again while the bindings or namespaces are not listed yet.
+const NOT_SYNCED_RETRY: Duration = Duration::from_secs(1);
+/// Longest error backoff of one cluster quota.
+const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Everything a cluster quota reconcile needs: the KarmadaQuota context (index, members,
+/// views, metrics, leadership, recorder, throttle) and what is the cluster quotas' own.
+pub struct ClusterCtx {
+    /// The shared context; views, throttle and failures key a cluster quota by
+    /// (`""`, name).
+    pub base: Arc<Ctx>,
+    /// Reads and writes cluster quota status.
+    pub store: Arc<dyn StatusStore<KarmadaClusterQuota>>,
+    /// The namespaces' labels.
+    pub labels: NamespaceLabels,
+}
+
+impl ClusterCtx {
+    /// Compute `cq` now; `None` while the namespaces are not listed yet.
+    fn plan(
+        &self,
+        cq: &KarmadaClusterQuota,
+    ) -> (
+        Option<karmada_quota_crds::KarmadaClusterQuotaStatus>,
+        Option<(ClusterComputed, jiff::Timestamp)>,
+    ) {
+        let Some(labels) = self.labels.snapshot() else {
+            return (None, None);
+        };
+        let now = jiff::Timestamp::now();
+        let reach = self.base.members.reach();
+        let c = {
+            let index = self.base.index.read().unwrap_or_else(|e| e.into_inner());
+            compute::compute(cq, &labels, &index, &self.base.members, now.as_second())
+        };
+        let status = compute::desired_status(cq, &c, &reach, now);
+        (status, Some((c, now)))
+    }
+}
+
+/// Reconcile one cluster quota (idempotent).
+pub async fn reconcile(
+    cq: Arc<KarmadaClusterQuota>,
+    ctx: Arc<ClusterCtx>,
+) -> Result<Action, Error> {
+    let started = Instant::now();
+    let base = &ctx.base;
+    let name = cq.name_any();
+    if !super::synced(&base.index) || ctx.labels.snapshot().is_none() {
+        return Ok(Action::requeue(NOT_SYNCED_RETRY));
+    }
+    let key = (String::new(), name.clone());
+    let leader = *base.leader.borrow();
+    if leader && let Some(wait) = base.throttled(&key) {
+        return Ok(Action::requeue(wait));
+    }
+    let (computed, stored, object) = if leader {
+        let w = status::update(
+            &*ctx.store,
+            (*cq).clone(),
+            |q| ctx.plan(q),
+            || *base.leader.borrow(),
+            MAX_WRITE_ATTEMPTS,
+        )
+        .await;
+        let w = match w {
+            Ok(w) => w,
+            Err(e) => {
+                for _ in 0..e.conflicts() {
+                    base.metrics.status_conflict();
+                }
+                return Err(e.into());
+            }
+        };
+        for _ in 0..w.conflicts {
+            base.metrics.status_conflict();
+        }
+        let Some(computed) = w.plan else {
+            return Ok(Action::requeue(NOT_SYNCED_RETRY));
+        };
+        match w.outcome {
+            Outcome::Gone => {
+                crate::reconcile::forget(base, "", &name);
+                return Ok(Action::await_change());
+            }
+            Outcome::Unchanged | Outcome::Stopped => {
+                let stored = w.base.status.clone().unwrap_or_default();
+                (computed, stored, w.base)
+            }
+            Outcome::Written(written) => {
+                base.metrics.status_written();
+                base.last_write
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key.clone(), Instant::now());
+                let new = written.status.clone().unwrap_or_default();
+                let notices =
+                    desired::notices(w.base.status.as_ref().map(|s| &s.quota), &new.quota);
+                publish(base, &written, &notices).await;
+                tracing::debug!(cluster_quota = %name, "status written");
+                (computed, new, *written)
+            }
+        }
+    } else {
+        let (_, computed) = ctx.plan(&cq);
+        let Some(computed) = computed else {
+            return Ok(Action::requeue(NOT_SYNCED_RETRY));
+        };
+        (
+            computed,
+            cq.status.clone().unwrap_or_default(),
+            (*cq).clone(),
+        )
+    };
+    let (c, now) = computed;
+    if let Computed::Valid { view, .. } = &c.computed {
+        base.metrics.observe_quota(view);
+    }
+    let mut report = QuotaReport::new(&compute::shadow(&object), &c.computed, &stored.quota, now);
+    report.namespaces = c.namespaces.iter().map(|(n, _)| n.clone()).collect();
+    base.views
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key.clone(), report);
+    base.failures
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&key);
+    base.metrics.reconciled(started.elapsed());
+    Ok(Action::requeue(desired::next_requeue(
+        &c.computed,
+        now.as_second(),
+        base.resync,
+    )))
+}
+
+/// After a failed reconcile: count it and retry with exponential backoff (1 s … 5 min).
+pub fn error_policy(cq: Arc<KarmadaClusterQuota>, error: &Error, ctx: Arc<ClusterCtx>) -> Action {
+    let base = &ctx.base;
+    base.metrics.reconcile_failed(error.metric_label());
+    let key = (String::new(), cq.name_any());
+    let n = {
+        let mut failures = base.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    let delay = Duration::from_secs(1_u64 << n.min(9).saturating_sub(1)).min(MAX_ERROR_BACKOFF);
+    tracing::warn!(cluster_quota = %key.1, %error, attempt = n, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn publish(ctx: &Ctx, cq: &KarmadaClusterQuota, notices: &[desired::Notice]) {
+    let Some(recorder) = &ctx.recorder else {
+        return;
+    };
+    let reference = cq.object_ref(&());
+    for n in notices {
+        let ev = KubeEvent {
+            type_: n.type_,
+            reason: n.reason.to_owned(),
+            note: Some(n.note.chars().take(1000).collect()),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&ev, &reference).await {
+            tracing::warn!(error = %e, reason = n.reason, "could not publish event");
+        }
+    }
+}

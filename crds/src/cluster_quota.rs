@@ -1,0 +1,118 @@
+//! quota.karmada.io/v1alpha1 KarmadaClusterQuota: one quota for a whole business — every
+//! namespace its `spec.namespaceSelector` matches — across every member cluster.
+//!
+//! The spec and status are a KarmadaQuota's ([`KarmadaQuotaSpec`], [`KarmadaQuotaStatus`],
+//! flattened: the same fields at the same paths) plus the namespace selector and the usage
+//! per selected namespace, so the engine, the status writer and the controller treat both
+//! kinds alike (`crate::object::QuotaObject`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::quota::{KarmadaQuotaSpec, KarmadaQuotaStatus};
+
+/// Global hard limits for the namespaces a label selector matches, enforced on every
+/// ResourceBinding in them across all member clusters.
+// kube's repeated `printcolumn(...)` attributes are distinct columns, not duplicates.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "quota.karmada.io",
+    version = "v1alpha1",
+    kind = "KarmadaClusterQuota",
+    plural = "karmadaclusterquotas",
+    shortname = "kcquota",
+    category = "karmada-io",
+    status = "KarmadaClusterQuotaStatus",
+    doc = "One global quota for several namespaces of a Karmada control plane (those its \
+           namespaceSelector matches): hard limits on the sum of requests of all their \
+           ResourceBindings, across every member cluster.",
+    printcolumn(
+        name = "Usage",
+        type_ = "string",
+        json_path = ".status.summary",
+        description = "used/hard per resource, summed over namespaces and member clusters"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Drift",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Drift\")].status",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = selector_required)]
+pub struct KarmadaClusterQuotaSpec {
+    /// The namespaces the quota covers: those whose labels match. Required, and not empty
+    /// (an empty selector would select every namespace). A namespace relabelled into or
+    /// out of it moves its usage at the controller's next reconcile; what was admitted
+    /// stays admitted.
+    // Optional in Rust so that an object without it still decodes and the webhook can
+    // name the field; required in the schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+
+    /// `hard` and `scopeSelector`, exactly as in a KarmadaQuota.
+    #[serde(flatten)]
+    pub quota: KarmadaQuotaSpec,
+}
+
+/// Observed state: a KarmadaQuota's status (used, reservations, clusters, conditions,
+/// summary), summed over the selected namespaces, plus the usage of each.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KarmadaClusterQuotaStatus {
+    /// The fields of a KarmadaQuota's status, at the same paths.
+    #[serde(flatten)]
+    pub quota: KarmadaQuotaStatus,
+
+    /// Usage per selected namespace (every hard name, 0 when nothing uses it), sorted by
+    /// namespace; written by the controller.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<NamespaceUsage>,
+}
+
+/// One selected namespace's usage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceUsage {
+    /// The namespace.
+    pub name: String,
+    /// Usage of its ResourceBindings, summed over member clusters.
+    #[schemars(schema_with = "crate::quota::resource_map")]
+    #[serde(default)]
+    pub used: BTreeMap<String, Quantity>,
+}
+
+/// The schema requires `namespaceSelector` and does not take `null` for it.
+fn selector_required(schema: &mut schemars::Schema) {
+    if let Some(selector) = schema
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("namespaceSelector"))
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        selector.remove("nullable");
+    }
+    let required = schema
+        .ensure_object()
+        .entry("required")
+        .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+    if let Some(list) = required.as_array_mut() {
+        list.insert(0, "namespaceSelector".into());
+    }
+}
