@@ -27,6 +27,7 @@ pub fn router() -> Router<Dashboard> {
         .route("/api/v1/overview", get(overview))
         .route("/api/v1/overview.csv", get(overview_csv))
         .route("/api/v1/quotas/{namespace}/{name}", get(quota))
+        .route("/api/v1/cluster-quotas/{name}", get(cluster_quota))
         .route("/api/v1/clusters", get(clusters))
 }
 
@@ -76,10 +77,15 @@ async fn quota(v: Visible, Path((namespace, name)): Path<(String, String)>) -> R
         .into_response(),
         None => (
             StatusCode::NOT_FOUND,
-            Json(serde_json::json!({"error": format!("no KarmadaQuota {namespace}/{name} computed")})),
+            Json(serde_json::json!({"error": format!("no {} computed", crate::view::quota_kind_title(&namespace, &name))})),
         )
             .into_response(),
     }
+}
+
+/// A KarmadaClusterQuota: the same detail, under its name alone.
+async fn cluster_quota(v: Visible, Path(name): Path<String>) -> Response {
+    quota(v, Path((String::new(), name))).await
 }
 
 async fn clusters(State(d): State<Dashboard>, v: Visible) -> Json<Vec<MemberView>> {

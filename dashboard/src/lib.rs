@@ -131,6 +131,7 @@ pub fn router(dashboard: Dashboard) -> Router {
     Router::new()
         .route("/", get(pages::overview))
         .route("/quotas/{namespace}/{name}", get(pages::quota))
+        .route("/cluster-quotas/{name}", get(pages::cluster_quota))
         .route("/clusters", get(pages::clusters))
         .route("/events", get(live::events))
         .merge(api::router())

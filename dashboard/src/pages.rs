@@ -182,6 +182,16 @@ pub async fn overview(State(d): State<Dashboard>, v: Visible) -> OverviewPage {
     page
 }
 
+/// `GET /cluster-quotas/{name}`: a KarmadaClusterQuota's page (the quota page, with no
+/// namespace).
+pub async fn cluster_quota(
+    State(d): State<Dashboard>,
+    v: Visible,
+    Path(name): Path<String>,
+) -> Response {
+    quota(State(d), v, Path((String::new(), name))).await
+}
+
 /// `GET /quotas/{namespace}/{name}`: 404 too for a quota the viewer may not see.
 pub async fn quota(
     State(d): State<Dashboard>,
@@ -196,7 +206,10 @@ pub async fn quota(
         None => not_found_page(
             &v,
             &d.settings,
-            format!("No KarmadaQuota {namespace}/{name} computed."),
+            format!(
+                "No {} computed.",
+                crate::view::quota_kind_title(&namespace, &name)
+            ),
         ),
     }
 }

@@ -252,6 +252,33 @@ async fn unknown_quota_and_page_are_404() {
 }
 
 #[tokio::test]
+async fn a_cluster_quota_has_its_own_page_and_api_path() {
+    let mut s = snapshot();
+    let mut business = s.quotas[0].clone();
+    business.namespace = String::new();
+    business.name = "business-a".into();
+    s.quotas.push(business);
+    let (_tx, d) = dashboard(s);
+    let (code, _, html) = get(&d, "/").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains(r#"href="/cluster-quotas/business-a">business-a (cluster quota)</a>"#),
+        "{html}"
+    );
+    assert!(!html.contains("/quotas//"), "{html}");
+    let (code, _, html) = get(&d, "/cluster-quotas/business-a").await;
+    assert_eq!(code, StatusCode::OK, "{html}");
+    assert!(html.contains("<h1>business-a (cluster quota)</h1>"), "{html}");
+    let (code, _, body) = get(&d, "/api/v1/cluster-quotas/business-a").await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["quota"]["name"], "business-a");
+    let (code, _, html) = get(&d, "/cluster-quotas/nope").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert!(html.contains("No KarmadaClusterQuota nope computed."), "{html}");
+}
+
+#[tokio::test]
 async fn clusters_page_shows_each_members_share_and_staleness() {
     let (_tx, d) = dashboard(snapshot());
     let (code, _, html) = get(&d, "/clusters").await;

@@ -37,7 +37,46 @@ pub struct QuotaCard {
     pub error: Option<String>,
 }
 
+/// Where a quota's page is: `/quotas/{namespace}/{name}`, or `/cluster-quotas/{name}` for
+/// a KarmadaClusterQuota (no namespace).
+pub fn quota_href(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("/cluster-quotas/{name}")
+    } else {
+        format!("/quotas/{namespace}/{name}")
+    }
+}
+
+/// How a quota is named on a page: `namespace/name`, or `name (cluster quota)`.
+pub fn quota_title(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("{name} (cluster quota)")
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// The object's kind and name, for messages: `KarmadaQuota ns/name` or
+/// `KarmadaClusterQuota name`.
+pub fn quota_kind_title(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("KarmadaClusterQuota {name}")
+    } else {
+        format!("KarmadaQuota {namespace}/{name}")
+    }
+}
+
 impl QuotaCard {
+    /// Its page ([`quota_href`]).
+    pub fn href(&self) -> String {
+        quota_href(&self.namespace, &self.name)
+    }
+
+    /// Its name on a page ([`quota_title`]).
+    pub fn title(&self) -> String {
+        quota_title(&self.namespace, &self.name)
+    }
+
     /// The card of `q`.
     pub fn of(q: &Quota, team: Option<&str>) -> Self {
         Self {
@@ -326,6 +365,18 @@ pub struct MemberQuota {
     pub name: String,
     /// Per hard resource.
     pub cells: Vec<CellView>,
+}
+
+impl MemberQuota {
+    /// Its page ([`quota_href`]).
+    pub fn href(&self) -> String {
+        quota_href(&self.namespace, &self.name)
+    }
+
+    /// Its name on a page ([`quota_title`]).
+    pub fn title(&self) -> String {
+        quota_title(&self.namespace, &self.name)
+    }
 }
 
 /// Every member cluster (registered, or named by a quota), by name.
