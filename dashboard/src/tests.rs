@@ -268,14 +268,20 @@ async fn a_cluster_quota_has_its_own_page_and_api_path() {
     assert!(!html.contains("/quotas//"), "{html}");
     let (code, _, html) = get(&d, "/cluster-quotas/business-a").await;
     assert_eq!(code, StatusCode::OK, "{html}");
-    assert!(html.contains("<h1>business-a (cluster quota)</h1>"), "{html}");
+    assert!(
+        html.contains("<h1>business-a (cluster quota)</h1>"),
+        "{html}"
+    );
     let (code, _, body) = get(&d, "/api/v1/cluster-quotas/business-a").await;
     assert_eq!(code, StatusCode::OK, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["quota"]["name"], "business-a");
     let (code, _, html) = get(&d, "/cluster-quotas/nope").await;
     assert_eq!(code, StatusCode::NOT_FOUND);
-    assert!(html.contains("No KarmadaClusterQuota nope computed."), "{html}");
+    assert!(
+        html.contains("No KarmadaClusterQuota nope computed."),
+        "{html}"
+    );
 }
 
 #[tokio::test]

@@ -661,6 +661,47 @@ async fn the_dashboard_needs_a_kubernetes_token_by_default() -> Result<()> {
 
 #[tokio::test]
 #[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn the_cluster_quota_webhook_takes_its_own_object_selector() -> Result<()> {
+    let kube = chart_min_kube_version()?;
+    let objects = Helm::new()?
+        .template(
+            "kq",
+            "karmada-system",
+            &[&ci_file("standalone-auto-values.yaml")],
+            &[
+                ("webhook.objectSelector.matchLabels.a", "all"),
+                (
+                    "webhook.clusterQuotaObjectSelector.matchLabels.business",
+                    "yes",
+                ),
+            ],
+            &["--kube-version", &kube],
+        )
+        .await?;
+    let vwc = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .ok_or_else(|| anyhow!("no ValidatingWebhookConfiguration rendered"))?;
+    let hooks = vwc["webhooks"].as_array().cloned().unwrap_or_default();
+    ensure!(hooks.len() >= 3, "webhooks: {hooks:?}");
+    for hook in &hooks {
+        let want = if hook["name"] == "karmadaclusterquotas.quota.karmada.io" {
+            serde_json::json!({"matchLabels": {"business": "yes"}})
+        } else {
+            serde_json::json!({"matchLabels": {"a": "all"}})
+        };
+        ensure!(
+            hook["objectSelector"] == want,
+            "{}: {}",
+            hook["name"],
+            hook["objectSelector"]
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn rendered_pods_are_hardened() -> Result<()> {
     let objects = render("standalone-auto-values.yaml").await?;
     for d in objects.iter().filter(|o| o["kind"] == "Deployment") {

@@ -356,6 +356,9 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
             "url": format!("https://127.0.0.1:{webhook_port}"),
             "reservationTTL": "10m",
             "namespaceSelector": {"matchLabels": {NS_LABEL: fullname}},
+            // Cluster-scoped KarmadaClusterQuotas skip the namespaceSelector: without this,
+            // every other test's cluster quota would be sent to this install's webhook.
+            "clusterQuotaObjectSelector": {"matchLabels": {NS_LABEL: fullname}},
             "kubeconfigSecret": {"name": format!("{fullname}-webhook-kubeconfig"), "key": "kubeconfig"},
         },
         "controller": {
