@@ -12,6 +12,7 @@
 //! the API status and keeps conditions' `lastTransitionTime` stable.
 
 mod conditions;
+pub mod fold;
 mod notices;
 
 use std::collections::BTreeMap;
