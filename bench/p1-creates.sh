@@ -93,7 +93,7 @@ run() {
         ;;
     c | c+ | cs)
         unregister_webhook
-        "$KQ_LOAD" wait-webhook --kubeconfig "$KUBECONFIG" --namespace "$base" \
+        "$KQ_LOAD" wait-webhook --kubeconfig "$KUBECONFIG" --namespace "${nss[0]}" \
             --admin "127.0.0.1:$WEBHOOK_ADMIN" --not-called
         ;;
     esac
@@ -124,7 +124,7 @@ run() {
     fi
     if [[ $mode == c* ]]; then
         register_webhook "$WEBHOOK_PORT"
-        "$KQ_LOAD" wait-webhook --kubeconfig "$KUBECONFIG" --namespace "$base" \
+        "$KQ_LOAD" wait-webhook --kubeconfig "$KUBECONFIG" --namespace "${nss[0]}" \
             --admin "127.0.0.1:$WEBHOOK_ADMIN"
     fi
 }

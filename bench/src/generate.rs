@@ -62,7 +62,8 @@ pub fn binding_with(i: usize, namespaces: usize, generation: i64, distinct: bool
         };
         left -= share;
         if share > 0 {
-            clusters.push(json!({"name": CLUSTERS[(first + k) % CLUSTERS.len()], "replicas": share}));
+            clusters
+                .push(json!({"name": CLUSTERS[(first + k) % CLUSTERS.len()], "replicas": share}));
         }
     }
     let template_uid = uid(i ^ 0x00ff_ffff);
@@ -124,7 +125,10 @@ mod tests {
 
     #[test]
     fn bindings_are_deterministic_and_decode_with_their_placement() {
-        assert_eq!(binding_with(7, 100, 1, false), binding_with(7, 100, 1, false));
+        assert_eq!(
+            binding_with(7, 100, 1, false),
+            binding_with(7, 100, 1, false)
+        );
         assert_ne!(uid(1), uid(2));
         let rb: ResourceBinding = serde_json::from_value(binding_with(42, 100, 2, false)).unwrap();
         assert_eq!(rb.metadata.namespace.as_deref(), Some("ns-042"));
@@ -132,11 +136,21 @@ mod tests {
         let placed: i32 = rb.spec.clusters.iter().map(|c| c.replicas).sum();
         assert_eq!(placed, rb.spec.replicas);
         for i in 0..1000 {
-            let rb: ResourceBinding = serde_json::from_value(binding_with(i, 100, 1, i % 2 == 0)).unwrap();
-            assert!((1..=5).contains(&rb.spec.replicas), "{i}: {}", rb.spec.replicas);
+            let rb: ResourceBinding =
+                serde_json::from_value(binding_with(i, 100, 1, i % 2 == 0)).unwrap();
+            assert!(
+                (1..=5).contains(&rb.spec.replicas),
+                "{i}: {}",
+                rb.spec.replicas
+            );
             let placed: i32 = rb.spec.clusters.iter().map(|c| c.replicas).sum();
             assert_eq!(placed, rb.spec.replicas);
         }
-        assert!(rb.spec.clusters.iter().all(|c| CLUSTERS.contains(&c.name.as_str())));
+        assert!(
+            rb.spec
+                .clusters
+                .iter()
+                .all(|c| CLUSTERS.contains(&c.name.as_str()))
+        );
     }
 }

@@ -25,7 +25,10 @@ use clap::{Parser, Subcommand};
 use serde_json::{Map, Value};
 
 #[derive(Parser, Debug)]
-#[command(name = "kq-bench", about = "In-process benchmarks of karmada-quota (issue 15)")]
+#[command(
+    name = "kq-bench",
+    about = "In-process benchmarks of karmada-quota (issue 15)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -150,11 +153,17 @@ async fn main() -> Result<()> {
             let mut out = Map::new();
             for c in &counter {
                 let (key, metric, filters) = spec(c)?;
-                out.insert(key.to_owned(), promdelta::counter(&b, &a, metric, &filters).into());
+                out.insert(
+                    key.to_owned(),
+                    promdelta::counter(&b, &a, metric, &filters).into(),
+                );
             }
             for h in &histogram {
                 let (key, metric, filters) = spec(h)?;
-                out.insert(key.to_owned(), promdelta::histogram(&b, &a, metric, &filters));
+                out.insert(
+                    key.to_owned(),
+                    promdelta::histogram(&b, &a, metric, &filters),
+                );
             }
             Value::Object(out)
         }
