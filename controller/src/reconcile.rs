@@ -153,7 +153,14 @@ impl Ctx {
     /// The least time between two writes of `key` now: `--min-write-interval`, doubled for
     /// every consecutive turn whose write met the webhook's (409), up to
     /// `--max-write-backoff`.
-    fn write_interval(&self, key: &(String, String)) -> Duration {
+    ///
+    /// No backoff while the quota holds [`FOLD_BATCH`] entries or more (`pending`): every
+    /// write then carries them all, so pruning them soon is what keeps both writers cheap,
+    /// and `--max-reservations` must not be reached because the controller held back.
+    fn write_interval(&self, key: &(String, String), pending: usize) -> Duration {
+        if pending >= FOLD_BATCH {
+            return self.min_write_interval;
+        }
         let streak = self
             .contended
             .lock()
@@ -207,8 +214,8 @@ impl Ctx {
     /// While the quota's writes keep meeting the webhook's, the interval doubles (see
     /// [`Ctx::write_interval`]): the webhook's writes are the admissions waiting, the
     /// controller's only move `used` and prune, which can wait a little longer.
-    fn throttled(&self, key: &(String, String)) -> Option<Duration> {
-        let interval = self.write_interval(key);
+    fn throttled(&self, key: &(String, String), pending: usize) -> Option<Duration> {
+        let interval = self.write_interval(key, pending);
         let last = self.last_write.lock().unwrap_or_else(|e| e.into_inner());
         let elapsed = last.get(key)?.elapsed();
         interval.checked_sub(elapsed).filter(|d| !d.is_zero())
@@ -253,7 +260,8 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
     let leader = *ctx.leader.borrow();
     let key = (ns.clone(), name.clone());
     let mut fold_after: Option<Duration> = None;
-    if leader && let Some(wait) = ctx.throttled(&key) {
+    let pending = quota.status.as_ref().map_or(0, |s| s.reservations.len());
+    if leader && let Some(wait) = ctx.throttled(&key, pending) {
         return Ok(Action::requeue(wait));
     }
     let (report, computed, now) = if leader {
@@ -290,7 +298,7 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
                     // Contended: leave the quota to the webhook for a while; the next
                     // turn plans from the newest copy the watch brings.
                     ctx.paced(&key, true, true);
-                    let wait = ctx.write_interval(&key);
+                    let wait = ctx.write_interval(&key, pending);
                     tracing::debug!(quota = %format!("{ns}/{name}"), ?wait, "status write contended; retrying later");
                     return Ok(Action::requeue(wait));
                 }
@@ -665,6 +673,11 @@ mod tests {
             let action = reconcile(Arc::new(q.clone()), c.clone()).await.unwrap();
             assert_eq!(action, Action::requeue(Duration::from_millis(want)));
         }
+        // Not while many entries are pending: pruning them is what keeps writes cheap.
+        assert_eq!(
+            c.write_interval(&key, FOLD_BATCH),
+            Duration::from_millis(250)
+        );
         // A clean write (from the newest copy, as the watch brings it) resets it to the
         // min interval.
         store
@@ -675,7 +688,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.written(NS, "q").len(), 1);
-        assert_eq!(c.write_interval(&key), Duration::from_millis(250));
+        assert_eq!(c.write_interval(&key, 0), Duration::from_millis(250));
     }
 
     #[tokio::test]
