@@ -114,10 +114,12 @@ run() {
     m=$(metrics_json "$WORK/metrics/before" "$WORK/metrics/after")
     jq -c --argjson cpu "$cpu" --argjson m "$m" '. + {cpu: $cpu, m: $m}' <<<"$line" >>"$RESULTS"
     if [[ $mode == a* ]]; then
-        local n=0 o=0
+        local n=0 o=0 e x
         for ns in "${nss[@]}"; do
-            n=$((n + $(entries "$ns")))
-            o=$((o + $(orphans "$ns")))
+            e=$(entries "$ns") || e=
+            x=$(orphans "$ns") || x=
+            n=$((n + ${e:-0}))
+            o=$((o + ${x:-0}))
         done
         echo "$mode round $round: $n reservation entries in ${#nss[@]} quota(s) right after the run," \
             "$o of them for no stored binding" >>"$ENTRIES"
