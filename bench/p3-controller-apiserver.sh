@@ -53,7 +53,9 @@ line=$("$KQ_LOAD" creates --kubeconfig "$KUBECONFIG" --namespace "$(IFS=,; echo 
 # Folded: every quota shows its bindings.
 all_used() {
     kubectl --kubeconfig "$KUBECONFIG" get kquota -A -o json |
-        jq --argjson want "$PER_NS" '[.items[] | select((.status.used.pods // "0") != ($want | tostring))] | length'
+        jq --argjson want "$PER_NS" 'def n: if endswith("k") then (.[:-1] | tonumber) * 1000
+            elif endswith("M") then (.[:-1] | tonumber) * 1000000 else tonumber end;
+            [.items[] | select(((.status.used.pods // "0") | n) != $want)] | length'
 }
 t=$SECONDS
 until [[ $(all_used) == 0 ]]; do
