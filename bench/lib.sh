@@ -12,6 +12,7 @@ CP=$WORK/cp
 TLS=$WORK/tls
 LOGS=$WORK/logs
 KQ_LOAD=$BIN/kq-load
+KQ_BENCH=$BIN/kq-bench
 PIDS=()
 
 log() { echo "==> $*" >&2; }
@@ -22,7 +23,7 @@ die() {
 
 require_binaries() {
     local b
-    for b in karmada-quota-webhook kq-load; do
+    for b in karmada-quota-webhook kq-load kq-bench; do
         [[ -x $BIN/$b ]] || die "$BIN/$b missing: cargo build --release --bins"
     done
     command -v jq >/dev/null || die "jq missing (controlplane.sh install brings it)"
@@ -187,4 +188,44 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) pri
 stat_median() { jq -r --arg p "$2#" "select(.label | startswith(\$p)) | .$3" "$1" | median; }
 stat_sum() { jq -r --arg p "$2#" "select(.label | startswith(\$p)) | .$3" "$1" | awk '{s+=$1} END {print s+0}'; }
 stat_list() { jq -r --arg p "$2#" "select(.label | startswith(\$p)) | .$3 | floor" "$1" | paste -sd' '; }
+# scrape_all DIR: the /metrics of the apiserver, the webhook and the controller (those
+# running) into DIR/{apiserver,webhook,controller}.prom.
+scrape_all() {
+    mkdir -p "$1"
+    local token port
+    token=$(sed -n 's/^TOKEN=//p' "$CP/env")
+    port=$(sed -n 's/^APISERVER_0_PORT=//p' "$CP/env")
+    curl -sk -H "Authorization: Bearer $token" "https://127.0.0.1:$port/metrics" >"$1/apiserver.prom" || :
+    : >"$1/webhook.prom"
+    : >"$1/controller.prom"
+    if [[ -n ${WEBHOOK_ADMIN:-} ]]; then curl -s "http://127.0.0.1:$WEBHOOK_ADMIN/metrics" >"$1/webhook.prom" || :; fi
+    if [[ -n ${CONTROLLER_ADMIN:-} ]] && [[ -n ${CONTROLLER_PID:-} ]] && kill -0 "$CONTROLLER_PID" 2>/dev/null; then
+        curl -s "http://127.0.0.1:$CONTROLLER_ADMIN/metrics" >"$1/controller.prom" || :
+    fi
+}
+
+# metrics_json BEFORE-DIR AFTER-DIR: what a run did, as JSON — the webhook's batch sizes,
+# status writes and conflicts, its decision time; the apiserver's view of the admission
+# (webhook call duration), of the quota status PUTs; the controller's writes and conflicts.
+metrics_json() {
+    local b=$1 a=$2 wh api ctl
+    wh=$("$KQ_BENCH" metrics-delta --before "$b/webhook.prom" --after "$a/webhook.prom" \
+        --histogram batch=kq_webhook_batch_size \
+        --histogram decision_s=kq_webhook_decision_duration_seconds \
+        --counter writes_ok='kq_webhook_status_writes_total|result="ok"' \
+        --counter conflicts=kq_webhook_status_write_conflicts_total)
+    api=$("$KQ_BENCH" metrics-delta --before "$b/apiserver.prom" --after "$a/apiserver.prom" \
+        --histogram admission_s='apiserver_admission_webhook_admission_duration_seconds|name="resourcebindings.quota.karmada.io"|operation="CREATE"' \
+        --histogram status_put_s='apiserver_request_duration_seconds|verb="PUT"|resource="karmadaquotas"|subresource="status"' \
+        --counter status_put_200='apiserver_request_total|verb="PUT"|resource="karmadaquotas"|subresource="status"|code="200"' \
+        --counter status_put_409='apiserver_request_total|verb="PUT"|resource="karmadaquotas"|subresource="status"|code="409"' \
+        --counter quota_get='apiserver_request_total|verb="GET"|resource="karmadaquotas"|code="200"')
+    ctl=$("$KQ_BENCH" metrics-delta --before "$b/controller.prom" --after "$a/controller.prom" \
+        --counter writes=kq_controller_status_writes_total \
+        --counter conflicts=kq_controller_status_conflicts_total \
+        --counter reconciles=kq_controller_reconciles_total)
+    jq -cn --argjson wh "$wh" --argjson api "$api" --argjson ctl "$ctl" \
+        '{webhook: $wh, apiserver: $api, controller: $ctl}'
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b == 0) print "n/a"; else printf "%.2f", a / b}'; }

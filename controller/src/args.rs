@@ -75,6 +75,24 @@ pub struct Args {
     #[arg(long, env = "KQ_MIN_WRITE_INTERVAL", default_value = "250ms", value_parser = duration::parse)]
     pub min_write_interval: Duration,
 
+    /// Longest wait between two status writes of one quota while its writes keep meeting
+    /// the webhook's (409 Conflict): each write that conflicted doubles the wait after
+    /// `--min-write-interval`, up to this; a clean write resets it. A contended write is
+    /// tried twice (one re-read), then left to the next turn instead of fighting on.
+    /// `0s` (the default: measured in bench/RESULTS.md, it cut conflicts but not the
+    /// apiserver's cost per admission): no backoff (up to 5 immediate re-reads, then the
+    /// error backoff).
+    #[arg(long, env = "KQ_MAX_WRITE_BACKOFF", default_value = "0s", value_parser = duration::parse)]
+    pub max_write_backoff: Duration,
+
+    /// Longest the controller puts off a write that only folds observed entries into
+    /// `used` (effective usage unchanged: nothing admission reads moves), while the quota
+    /// holds fewer than 64 entries; any other change is written at once. `0s` (the
+    /// default: measured in bench/RESULTS.md, the longer lists it leaves made every
+    /// webhook write dearer): fold at every write turn.
+    #[arg(long, env = "KQ_FOLD_INTERVAL", default_value = "0s", value_parser = duration::parse)]
+    pub fold_interval: Duration,
+
     /// How many quotas are reconciled at the same time (one quota is never reconciled twice
     /// at once).
     #[arg(long, env = "KQ_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]

@@ -19,9 +19,15 @@
 //! `deleted_memory` so reservations for it can be pruned as deleted. A binding whose kind
 //! could not be resolved to a count name is kept *unpriced* (charged for everything but
 //! its object count, with its spec kept) until [`Index::price`] succeeds.
+//!
+//! Kept compact for a million bindings (docs/design.md §6): an entry holds its name (one
+//! allocation shared with the name map), its generation and a pointer to its charge;
+//! equal charges are stored once ([`charges`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+
+use charges::Charges;
 
 use karmada_quota_core::binding::ResourceBindingSpec;
 use karmada_quota_core::complete::CountGap;
@@ -33,6 +39,9 @@ use karmada_quota_runtime::relist::{Relist, Step};
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
+/// Interned charges.
+pub mod charges;
+
 /// A binding's object-count name as resolved: `Ok(None)` when its kind has none,
 /// `Err(reason)` when it could not be resolved (API discovery failed).
 pub type CountResolution<'a> = Result<Option<&'a str>, &'a str>;
@@ -40,12 +49,12 @@ pub type CountResolution<'a> = Result<Option<&'a str>, &'a str>;
 /// One observed ResourceBinding.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BindingEntry {
-    /// metadata.name.
-    pub name: String,
+    /// metadata.name (shared with the name map).
+    pub name: Arc<str>,
     /// metadata.generation (0 when absent).
     pub generation: i64,
-    /// What it costs, computed by core when the event arrived.
-    pub charge: BindingCharge,
+    /// What it costs, computed by core when the event arrived (shared by equal charges).
+    pub charge: Arc<BindingCharge>,
     /// Set while the object count could not be priced.
     pub unpriced: Option<Box<Unpriced>>,
     /// metadata.deletionTimestamp is set (finalizers pending): the name will be free soon.
@@ -62,8 +71,9 @@ pub struct Unpriced {
 }
 
 impl BindingEntry {
-    /// The entry of a binding, its charge computed with the resolved `count_name`.
-    pub fn of(rb: &ResourceBinding, count: CountResolution<'_>) -> Self {
+    /// The entry of a binding, its charge computed with the resolved `count_name` and
+    /// interned in `charges`.
+    pub fn of(rb: &ResourceBinding, count: CountResolution<'_>, charges: &mut Charges) -> Self {
         let unpriced = count.err().map(|reason| {
             Box::new(Unpriced {
                 gap: CountGap {
@@ -75,9 +85,9 @@ impl BindingEntry {
             })
         });
         Self {
-            name: rb.name_any(),
+            name: rb.name_any().into(),
             generation: rb.metadata.generation.unwrap_or(0),
-            charge: BindingCharge::compute(&rb.spec, count.ok().flatten()),
+            charge: charges.intern(BindingCharge::compute(&rb.spec, count.ok().flatten())),
             unpriced,
             deleting: rb.metadata.deletion_timestamp.is_some(),
         }
@@ -85,7 +95,7 @@ impl BindingEntry {
 }
 
 /// namespace → uid → entry.
-type Bindings = HashMap<String, HashMap<String, BindingEntry>>;
+type Bindings = HashMap<String, HashMap<Arc<str>, BindingEntry>>;
 
 /// Namespaces whose bindings changed.
 pub type Touched = BTreeSet<String>;
@@ -97,8 +107,10 @@ pub type UnpricedRef = (String, String, String, String);
 #[derive(Debug)]
 pub struct Index {
     bindings: Bindings,
-    /// namespace → binding name → uid, of `bindings`.
-    names: HashMap<String, HashMap<String, String>>,
+    /// namespace → binding name → uid, of `bindings` (the entries' own allocations).
+    names: HashMap<String, HashMap<Arc<str>, Arc<str>>>,
+    /// The charges of `bindings` (and of a re-list in progress), each stored once.
+    charges: Charges,
     bindings_relist: Relist<Bindings>,
     bindings_synced: bool,
     /// (namespace, uid) of the entries with `unpriced` set.
@@ -123,6 +135,7 @@ impl Index {
         Self {
             bindings: Bindings::new(),
             names: HashMap::new(),
+            charges: Charges::default(),
             bindings_relist: Relist::default(),
             bindings_synced: false,
             unpriced: BTreeSet::new(),
@@ -158,14 +171,15 @@ impl Index {
         now: i64,
     ) -> Touched {
         self.gc_deleted(now);
+        let charges = &mut self.charges;
         let step = self.bindings_relist.step(ev, |buf, rb| {
             if let Some((ns, uid)) = key(rb) {
                 buf.entry(ns)
                     .or_default()
-                    .insert(uid, BindingEntry::of(rb, count));
+                    .insert(uid.into(), BindingEntry::of(rb, count, charges));
             }
         });
-        match step {
+        let touched = match step {
             Step::Apply(rb) => self.apply_binding(rb, count),
             Step::Delete(rb) => self.delete_binding(rb, now),
             Step::Buffered => Touched::new(),
@@ -173,7 +187,9 @@ impl Index {
                 self.bindings_synced = true;
                 self.reset_bindings(all, now)
             }
-        }
+        };
+        self.charges.maybe_sweep();
+        touched
     }
 
     /// Add or update one binding.
@@ -181,18 +197,23 @@ impl Index {
         let Some((ns, uid)) = key(rb) else {
             return Touched::new();
         };
-        let entry = BindingEntry::of(rb, count);
+        let entry = BindingEntry::of(rb, count, &mut self.charges);
         self.deleted.remove(&uid);
         if entry.unpriced.is_some() {
             self.unpriced.insert((ns.clone(), uid.clone()));
         } else {
             self.unpriced.remove(&(ns.clone(), uid.clone()));
         }
+        let by_uid = self.bindings.entry(ns.clone()).or_default();
+        // One allocation of the uid, shared by both maps.
+        let uid: Arc<str> = match by_uid.get_key_value(uid.as_str()) {
+            Some((k, _)) => k.clone(),
+            None => uid.into(),
+        };
         self.names
             .entry(ns.clone())
             .or_default()
             .insert(entry.name.clone(), uid.clone());
-        let by_uid = self.bindings.entry(ns.clone()).or_default();
         if by_uid.get(&uid) == Some(&entry) {
             return Touched::new();
         }
@@ -209,10 +230,10 @@ impl Index {
         self.unpriced.remove(&(ns.clone(), uid.clone()));
         let mut touched = Touched::new();
         if let Some(by_uid) = self.bindings.get_mut(&ns) {
-            if let Some(gone) = by_uid.remove(&uid) {
+            if let Some(gone) = by_uid.remove(uid.as_str()) {
                 touched.insert(ns.clone());
                 if let Some(names) = self.names.get_mut(&ns)
-                    && names.get(&gone.name) == Some(&uid)
+                    && names.get(&gone.name).is_some_and(|u| **u == *uid)
                 {
                     names.remove(&gone.name);
                 }
@@ -232,7 +253,7 @@ impl Index {
             let fresh = new.get(ns);
             for uid in old.keys() {
                 if fresh.is_none_or(|f| !f.contains_key(uid)) {
-                    self.deleted.insert(uid.clone(), now);
+                    self.deleted.insert(uid.to_string(), now);
                 }
             }
             if fresh != Some(old) {
@@ -245,9 +266,9 @@ impl Index {
                 touched.insert(ns.clone());
             }
             for (uid, entry) in fresh {
-                self.deleted.remove(uid);
+                self.deleted.remove(&**uid);
                 if entry.unpriced.is_some() {
-                    self.unpriced.insert((ns.clone(), uid.clone()));
+                    self.unpriced.insert((ns.clone(), uid.to_string()));
                 }
             }
         }
@@ -270,7 +291,12 @@ impl Index {
         self.unpriced
             .iter()
             .filter_map(|(ns, uid)| {
-                let u = self.bindings.get(ns)?.get(uid)?.unpriced.as_ref()?;
+                let u = self
+                    .bindings
+                    .get(ns)?
+                    .get(uid.as_str())?
+                    .unpriced
+                    .as_ref()?;
                 Some((
                     ns.clone(),
                     uid.clone(),
@@ -301,7 +327,9 @@ impl Index {
                 Touched::new()
             }
             Ok(name) => {
-                entry.charge = BindingCharge::compute(&unpriced.spec, name);
+                entry.charge = self
+                    .charges
+                    .intern(BindingCharge::compute(&unpriced.spec, name));
                 entry.unpriced = None;
                 self.unpriced
                     .remove(&(namespace.to_owned(), uid.to_owned()));
@@ -325,12 +353,12 @@ impl Index {
         self.bindings
             .get(namespace)
             .into_iter()
-            .flat_map(|m| m.iter().map(|(uid, e)| (uid.as_str(), e)))
+            .flat_map(|m| m.iter().map(|(uid, e)| (&**uid, e)))
     }
 
     /// The charges of the observed bindings of `namespace`.
     pub fn charges_in(&self, namespace: &str) -> impl Iterator<Item = &BindingCharge> + '_ {
-        self.bindings_in(namespace).map(|(_, e)| &e.charge)
+        self.bindings_in(namespace).map(|(_, e)| &*e.charge)
     }
 
     /// The unpriced bindings of `namespace`: their charge and why their count is unknown.
@@ -339,7 +367,7 @@ impl Index {
         namespace: &str,
     ) -> impl Iterator<Item = (&BindingCharge, &CountGap)> + '_ {
         self.bindings_in(namespace)
-            .filter_map(|(_, e)| e.unpriced.as_ref().map(|u| (&e.charge, &u.gap)))
+            .filter_map(|(_, e)| e.unpriced.as_ref().map(|u| (&*e.charge, &u.gap)))
     }
 
     /// What the controller knows of the binding `by` names in `namespace` (for pruning):
@@ -347,14 +375,14 @@ impl Index {
     /// not being deleted (the CREATE it was admitted for then failed with `already exists`).
     pub fn observation(&self, namespace: &str, by: &ReservedBy) -> Observation {
         let in_ns = self.bindings.get(namespace);
-        if let Some(e) = in_ns.and_then(|m| m.get(&by.uid)) {
+        if let Some(e) = in_ns.and_then(|m| m.get(by.uid.as_str())) {
             Observation::Seen(e.generation)
         } else if self.deleted.contains_key(&by.uid) {
             Observation::Deleted
         } else if self
             .names
             .get(namespace)
-            .and_then(|names| names.get(&by.name))
+            .and_then(|names| names.get(by.name.as_str()))
             .and_then(|uid| in_ns.and_then(|m| m.get(uid)))
             .is_some_and(|other| !other.deleting)
         {
@@ -367,6 +395,11 @@ impl Index {
     /// Number of observed bindings.
     pub fn binding_count(&self) -> usize {
         self.bindings.values().map(HashMap::len).sum()
+    }
+
+    /// Number of distinct charges stored for them.
+    pub fn distinct_charges(&self) -> usize {
+        self.charges.len()
     }
 
     // ---- clusters ---------------------------------------------------------------------
@@ -457,7 +490,7 @@ mod tests {
         assert_eq!(entries[0].0, "uid-1");
         assert_eq!(entries[0].1.generation, 1);
         assert_eq!(
-            entries[0].1.charge,
+            *entries[0].1.charge,
             BindingCharge::compute(&rb.spec, Some("count/deployments.apps"))
         );
         assert_eq!(i.bindings_in("team-b").count(), 0);
@@ -629,7 +662,7 @@ mod tests {
         assert_eq!(i.gaps_in("team-a").count(), 0);
         let entry = i.bindings_in("team-a").next().unwrap().1;
         assert_eq!(
-            entry.charge,
+            *entry.charge,
             BindingCharge::compute(&rb.spec, Some("count/widgets.example.com"))
         );
         // A later failure on a re-list makes it unpriced again; a delete forgets it.

@@ -32,8 +32,13 @@ use crate::members::{MemberRegistry, Reach};
 use crate::metrics::Metrics;
 
 /// How many times a status write is recomputed after a 409 before the reconcile fails
-/// (and is retried with backoff).
+/// (and is retried with backoff), without a write backoff (`--max-write-backoff=0s`).
 pub const MAX_WRITE_ATTEMPTS: u32 = 5;
+/// Writes of one turn with a write backoff: the first, and one after re-reading; a quota
+/// still contended is left to its next turn, after the backoff.
+pub const CONTENDED_WRITE_ATTEMPTS: u32 = 2;
+/// Entries a quota may hold before a fold-only write is no longer put off.
+pub const FOLD_BATCH: usize = 64;
 /// Wait before reconciling again while the binding watch has not listed everything.
 const NOT_SYNCED_RETRY: Duration = Duration::from_secs(1);
 /// Longest error backoff of one quota.
@@ -61,8 +66,15 @@ pub struct Ctx {
     pub failures: Mutex<HashMap<(String, String), u32>>,
     /// Least time between two status writes of one quota (see [`Ctx::throttled`]).
     pub min_write_interval: Duration,
-    /// When this replica last wrote each quota's status.
+    /// When this replica last wrote each quota's status (or gave a contended write up).
     pub last_write: Mutex<HashMap<(String, String), Instant>>,
+    /// Longest wait between writes of a contended quota (see [`Ctx::throttled`]); zero:
+    /// no backoff.
+    pub max_write_backoff: Duration,
+    /// Consecutive turns whose write met a conflict, per quota.
+    pub contended: Mutex<HashMap<(String, String), u32>>,
+    /// Longest a fold-only write is put off (see [`Ctx::fold_wait`]); zero: never.
+    pub fold_interval: Duration,
 }
 
 impl Ctx {
@@ -90,6 +102,96 @@ impl Ctx {
             failures: Mutex::new(HashMap::new()),
             min_write_interval: Duration::ZERO,
             last_write: Mutex::new(HashMap::new()),
+            max_write_backoff: Duration::ZERO,
+            contended: Mutex::new(HashMap::new()),
+            fold_interval: Duration::ZERO,
+        }
+    }
+
+    /// Set the longest a fold-only write is put off (zero: never).
+    #[must_use]
+    pub fn with_fold_interval(mut self, interval: Duration) -> Self {
+        self.fold_interval = interval;
+        self
+    }
+
+    /// How long to put off writing `next` over `quota`'s status, if at all: only a write
+    /// that folds observed entries into `used` and nothing else (`desired::fold::fold_only`),
+    /// while the quota holds fewer than [`FOLD_BATCH`] entries and its last write is less
+    /// than `--fold-interval` ago. Effective usage is the same either way; writing less
+    /// often leaves the quota to the webhook's admissions.
+    fn fold_wait(
+        &self,
+        key: &(String, String),
+        quota: &KarmadaQuota,
+        next: &KarmadaQuotaStatus,
+    ) -> Option<Duration> {
+        if self.fold_interval.is_zero() || next.reservations.len() >= FOLD_BATCH {
+            return None;
+        }
+        let elapsed = self
+            .last_write
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)?
+            .elapsed();
+        let wait = self
+            .fold_interval
+            .checked_sub(elapsed)
+            .filter(|d| !d.is_zero())?;
+        let current = quota.status.clone().unwrap_or_default();
+        desired::fold::fold_only(&current, next).then_some(wait)
+    }
+
+    /// Set the longest wait between writes of a contended quota (zero: no backoff).
+    #[must_use]
+    pub fn with_max_write_backoff(mut self, max: Duration) -> Self {
+        self.max_write_backoff = max;
+        self
+    }
+
+    /// The least time between two writes of `key` now: `--min-write-interval`, doubled for
+    /// every consecutive turn whose write met the webhook's (409), up to
+    /// `--max-write-backoff`.
+    ///
+    /// No backoff while the quota holds [`FOLD_BATCH`] entries or more (`pending`): every
+    /// write then carries them all, so pruning them soon is what keeps both writers cheap,
+    /// and `--max-reservations` must not be reached because the controller held back.
+    fn write_interval(&self, key: &(String, String), pending: usize) -> Duration {
+        if pending >= FOLD_BATCH {
+            return self.min_write_interval;
+        }
+        let streak = self
+            .contended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .copied()
+            .unwrap_or(0);
+        if streak == 0 || self.max_write_backoff.is_zero() {
+            return self.min_write_interval;
+        }
+        self.min_write_interval
+            .saturating_mul(1 << streak.min(16))
+            .min(self.max_write_backoff)
+            .max(self.min_write_interval)
+    }
+
+    /// Record how a turn's write went: `conflicted` when it met a 409 (written after a
+    /// re-read, or given up); also starts the interval when it was given up.
+    fn paced(&self, key: &(String, String), conflicted: bool, gave_up: bool) {
+        let mut contended = self.contended.lock().unwrap_or_else(|e| e.into_inner());
+        if conflicted {
+            *contended.entry(key.clone()).or_insert(0) += 1;
+        } else {
+            contended.remove(key);
+        }
+        drop(contended);
+        if gave_up {
+            self.last_write
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone(), Instant::now());
         }
     }
 
@@ -108,12 +210,15 @@ impl Ctx {
     /// So the first write goes out at once and later ones at most once per interval
     /// (leading edge: unlike a trailing debounce, a steady stream of events can never
     /// postpone the controller's write, and so its pruning, for good).
-    pub(crate) fn throttled(&self, key: &(String, String)) -> Option<Duration> {
+    ///
+    /// While the quota's writes keep meeting the webhook's, the interval doubles (see
+    /// [`Ctx::write_interval`]): the webhook's writes are the admissions waiting, the
+    /// controller's only move `used` and prune, which can wait a little longer.
+    pub(crate) fn throttled(&self, key: &(String, String), pending: usize) -> Option<Duration> {
+        let interval = self.write_interval(key, pending);
         let last = self.last_write.lock().unwrap_or_else(|e| e.into_inner());
         let elapsed = last.get(key)?.elapsed();
-        self.min_write_interval
-            .checked_sub(elapsed)
-            .filter(|d| !d.is_zero())
+        interval.checked_sub(elapsed).filter(|d| !d.is_zero())
     }
 
     /// Plan one quota: compute from the index and members, then the desired status.
@@ -154,29 +259,57 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
     }
     let leader = *ctx.leader.borrow();
     let key = (ns.clone(), name.clone());
-    if leader && let Some(wait) = ctx.throttled(&key) {
+    let mut fold_after: Option<Duration> = None;
+    let pending = quota.status.as_ref().map_or(0, |s| s.reservations.len());
+    if leader && let Some(wait) = ctx.throttled(&key, pending) {
         return Ok(Action::requeue(wait));
     }
     let (report, computed, now) = if leader {
+        let backoff = !ctx.max_write_backoff.is_zero();
+        let attempts = if backoff {
+            CONTENDED_WRITE_ATTEMPTS
+        } else {
+            MAX_WRITE_ATTEMPTS
+        };
+        // A fold-only change is put off (see Ctx::fold_wait): then nothing is written and
+        // the quota is looked at again when the wait is over.
+        let deferred: Mutex<Option<Duration>> = Mutex::new(None);
         let w = status::update(
             &*ctx.store,
             (*quota).clone(),
-            |q| ctx.plan(q),
+            |q| {
+                let (next, rest) = ctx.plan(q);
+                let wait = next.as_ref().and_then(|n| ctx.fold_wait(&key, q, n));
+                *deferred.lock().unwrap_or_else(|e| e.into_inner()) = wait;
+                (next.filter(|_| wait.is_none()), rest)
+            },
             || *ctx.leader.borrow(),
-            MAX_WRITE_ATTEMPTS,
+            attempts,
         )
         .await;
+        let deferred = deferred.into_inner().unwrap_or_else(|e| e.into_inner());
         let w = match w {
             Ok(w) => w,
             Err(e) => {
                 for _ in 0..e.conflicts() {
                     ctx.metrics.status_conflict();
                 }
+                if backoff && matches!(e, status::UpdateError::Conflicts { .. }) {
+                    // Contended: leave the quota to the webhook for a while; the next
+                    // turn plans from the newest copy the watch brings.
+                    ctx.paced(&key, true, true);
+                    let wait = ctx.write_interval(&key, pending);
+                    tracing::debug!(quota = %format!("{ns}/{name}"), ?wait, "status write contended; retrying later");
+                    return Ok(Action::requeue(wait));
+                }
                 return Err(e.into());
             }
         };
         for _ in 0..w.conflicts {
             ctx.metrics.status_conflict();
+        }
+        if backoff && matches!(w.outcome, Outcome::Written(_)) {
+            ctx.paced(&key, w.conflicts > 0, false);
         }
         let (computed, _reach, now) = w.plan;
         let status = match &w.outcome {
@@ -199,6 +332,10 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
                 new
             }
         };
+        if let Some(wait) = deferred {
+            tracing::debug!(quota = %format!("{ns}/{name}"), ?wait, "fold-only change put off");
+            fold_after = Some(wait);
+        }
         (
             QuotaReport::new(&w.base, &computed, &status, now),
             computed,
@@ -225,11 +362,8 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
         .unwrap_or_else(|e| e.into_inner())
         .remove(&(ns, name));
     ctx.metrics.reconciled(started.elapsed());
-    Ok(Action::requeue(desired::next_requeue(
-        &computed,
-        now.as_second(),
-        ctx.resync,
-    )))
+    let next = desired::next_requeue(&computed, now.as_second(), ctx.resync);
+    Ok(Action::requeue(fold_after.map_or(next, |f| f.min(next))))
 }
 
 /// After a failed reconcile: count it and retry with exponential backoff (1 s … 5 min).
@@ -254,6 +388,10 @@ pub fn forget(ctx: &Ctx, ns: &str, name: &str) {
         .unwrap_or_else(|e| e.into_inner())
         .remove(&(ns.to_owned(), name.to_owned()));
     ctx.last_write
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&(ns.to_owned(), name.to_owned()));
+    ctx.contended
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&(ns.to_owned(), name.to_owned()));
@@ -495,6 +633,114 @@ mod tests {
         assert!(store.written(NS, "q").is_empty());
         assert!(c.last_write.lock().unwrap().is_empty());
         assert_eq!(c.views.read().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_contended_write_is_left_for_later_and_the_interval_doubles_until_a_clean_write() {
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let i = synced_index(&[mk_binding("team-a", "web", "u1", 1, 3, "1", &[])]);
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        store
+            .conflict_every
+            .store(1, std::sync::atomic::Ordering::SeqCst);
+        let (c, _tx) = ctx(&store, i, true);
+        let c = Arc::new(
+            Arc::into_inner(c)
+                .unwrap()
+                .with_min_write_interval(Duration::from_millis(250))
+                .with_max_write_backoff(Duration::from_secs(2)),
+        );
+        let key = ("team-a".to_owned(), "q".to_owned());
+        // Every write conflicts: two attempts (one re-read), then no error but a requeue
+        // after the doubled interval.
+        let action = reconcile(Arc::new(q.clone()), c.clone()).await.unwrap();
+        assert_eq!(action, Action::requeue(Duration::from_millis(500)));
+        let q = store.object(NS, "q");
+        assert_eq!(
+            store.conflicts.load(std::sync::atomic::Ordering::SeqCst),
+            CONTENDED_WRITE_ATTEMPTS as usize
+        );
+        assert!(store.written(NS, "q").is_empty());
+        // Right after, the quota is still throttled: nothing is tried.
+        reconcile(Arc::new(q.clone()), c.clone()).await.unwrap();
+        assert_eq!(
+            store.conflicts.load(std::sync::atomic::Ordering::SeqCst),
+            CONTENDED_WRITE_ATTEMPTS as usize
+        );
+        // Further contended turns double the interval up to the maximum.
+        for want in [1000, 2000, 2000] {
+            c.last_write.lock().unwrap().remove(&key);
+            let action = reconcile(Arc::new(q.clone()), c.clone()).await.unwrap();
+            assert_eq!(action, Action::requeue(Duration::from_millis(want)));
+        }
+        // Not while many entries are pending: pruning them is what keeps writes cheap.
+        assert_eq!(
+            c.write_interval(&key, FOLD_BATCH),
+            Duration::from_millis(250)
+        );
+        // A clean write (from the newest copy, as the watch brings it) resets it to the
+        // min interval.
+        store
+            .conflict_every
+            .store(0, std::sync::atomic::Ordering::SeqCst);
+        c.last_write.lock().unwrap().remove(&key);
+        reconcile(Arc::new(store.object(NS, "q")), c.clone())
+            .await
+            .unwrap();
+        assert_eq!(store.written(NS, "q").len(), 1);
+        assert_eq!(c.write_interval(&key, 0), Duration::from_millis(250));
+    }
+
+    #[tokio::test]
+    async fn a_fold_only_change_is_put_off_and_any_other_is_written_at_once() {
+        // Written once: used = 3 (web), no entries.
+        let q = mk_quota("team-a", "q", &[("pods", "10")]);
+        let i = synced_index(&[mk_binding("team-a", "web", "u1", 1, 3, "1", &[])]);
+        let store = FakeStore::with(std::slice::from_ref(&q));
+        let (c, _tx) = ctx(&store, i, true);
+        let c = Arc::new(
+            Arc::into_inner(c)
+                .unwrap()
+                .with_fold_interval(Duration::from_secs(60)),
+        );
+        reconcile(Arc::new(q), c.clone()).await.unwrap();
+        assert_eq!(store.written(NS, "q").len(), 1);
+        // The webhook admits "api" (2 pods); then the binding is observed: folding its
+        // entry into used changes nothing admission reads, so it is put off.
+        let mut stored = store.object(NS, "q");
+        stored
+            .status
+            .as_mut()
+            .unwrap()
+            .reservations
+            .push(mk_reservation("api", "u2", 1, &[("pods", "2")], FAR));
+        store.put(stored);
+        c.index.write().unwrap().apply_binding_event(
+            &Event::Apply(mk_binding("team-a", "api", "u2", 1, 2, "1", &[])),
+            None,
+            0,
+        );
+        let action = reconcile(Arc::new(store.object(NS, "q")), c.clone())
+            .await
+            .unwrap();
+        assert_eq!(store.written(NS, "q").len(), 1, "fold put off");
+        assert!(
+            action != Action::requeue(Duration::from_secs(300)),
+            "{action:?}"
+        );
+        // "web" is deleted: effective usage falls, written at once (with the fold).
+        c.index.write().unwrap().apply_binding_event(
+            &Event::Delete(mk_binding("team-a", "web", "u1", 1, 3, "1", &[])),
+            None,
+            0,
+        );
+        reconcile(Arc::new(store.object(NS, "q")), c.clone())
+            .await
+            .unwrap();
+        assert_eq!(store.written(NS, "q").len(), 2);
+        let st = store.object(NS, "q").status.unwrap();
+        assert_eq!(st.used["pods"].0, "2");
+        assert!(st.reservations.is_empty());
     }
 
     #[tokio::test]

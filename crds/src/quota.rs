@@ -156,12 +156,22 @@ pub struct Reservation {
 }
 
 /// Reference to the object holding a reservation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Compact on the wire: `apiVersion` and `kind` are left out when they are a
+/// ResourceBinding's (every entry the webhook writes), and read back as such when absent.
+/// Every status write carries every entry, so each byte of an entry is paid on every
+/// write (docs/design.md §5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReservedBy {
-    /// `work.karmada.io/v1alpha2`.
+    /// `work.karmada.io/v1alpha2` (the default when absent).
+    #[serde(
+        default = "binding_api_version",
+        skip_serializing_if = "is_binding_api_version"
+    )]
     pub api_version: String,
-    /// `ResourceBinding`.
+    /// `ResourceBinding` (the default when absent).
+    #[serde(default = "binding_kind", skip_serializing_if = "is_binding_kind")]
     pub kind: String,
     /// Namespace of the binding: set in a KarmadaClusterQuota's entries (they come from
     /// several namespaces), absent in a KarmadaQuota's (its own namespace).
@@ -171,6 +181,37 @@ pub struct ReservedBy {
     pub name: String,
     /// UID of the binding.
     pub uid: String,
+}
+
+impl Default for ReservedBy {
+    /// A ResourceBinding's reference with no name or uid yet.
+    fn default() -> Self {
+        Self {
+            api_version: binding_api_version(),
+            kind: binding_kind(),
+            namespace: String::new(),
+            name: String::new(),
+            uid: String::new(),
+        }
+    }
+}
+
+/// `work.karmada.io/v1alpha2`: the `apiVersion` of an entry that names none.
+fn binding_api_version() -> String {
+    crate::resourcebinding::API_VERSION.to_owned()
+}
+
+/// `ResourceBinding`: the `kind` of an entry that names none.
+fn binding_kind() -> String {
+    crate::resourcebinding::KIND.to_owned()
+}
+
+fn is_binding_api_version(v: &str) -> bool {
+    v == crate::resourcebinding::API_VERSION
+}
+
+fn is_binding_kind(v: &str) -> bool {
+    v == crate::resourcebinding::KIND
 }
 
 /// Usage in one member cluster.

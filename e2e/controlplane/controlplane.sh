@@ -18,7 +18,9 @@
 #
 # Environment: XDG_CACHE_HOME (cache root), KARMADA_CRDS_DIR (a directory whose *.yaml are
 # the Karmada CRDs to install: default the project's stand-ins in crds/karmada; point it at
-# Karmada's own CRDs to test against those), UP_TIMEOUT (readiness wait, 60 s).
+# Karmada's own CRDs to test against those), UP_TIMEOUT (readiness wait, 60 s),
+# APISERVER_EXTRA_ARGS (extra kube-apiserver flags, space-separated, appended last so they
+# win: e.g. --profiling=true for bench/profile-apiserver.sh).
 set -euo pipefail
 
 readonly KUBE_VERSION=1.20.2
@@ -498,7 +500,8 @@ cmd_up() {
         echo "ETCD_PORT=$etcd_port"
     } >"$DIR/env"
 
-    local i port
+    local i port extra_args=()
+    read -r -a extra_args <<<"${APISERVER_EXTRA_ARGS:-}"
     for ((i = 0; i < n; i++)); do
         port=${ports[$((i + 2))]}
         step "start kube-apiserver $i on 127.0.0.1:$port (etcd prefix /cluster$i)"
@@ -519,7 +522,8 @@ cmd_up() {
             --service-cluster-ip-range 10.96.0.0/16 \
             --disable-admission-plugins ServiceAccount \
             --endpoint-reconciler-type none \
-            --profiling=false
+            --profiling=false \
+            "${extra_args[@]}"
         echo "APISERVER_${i}_PORT=$port" >>"$DIR/env"
     done
     for ((i = 0; i < n; i++)); do

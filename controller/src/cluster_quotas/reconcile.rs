@@ -71,7 +71,8 @@ pub async fn reconcile(
     }
     let key = (String::new(), name.clone());
     let leader = *base.leader.borrow();
-    if leader && let Some(wait) = base.throttled(&key) {
+    let pending = cq.status.as_ref().map_or(0, |s| s.quota.reservations.len());
+    if leader && let Some(wait) = base.throttled(&key, pending) {
         return Ok(Action::requeue(wait));
     }
     let (computed, stored, object) = if leader {

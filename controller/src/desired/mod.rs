@@ -13,6 +13,7 @@
 //! the API status and keeps conditions' `lastTransitionTime` stable.
 
 mod conditions;
+pub mod fold;
 mod notices;
 
 use std::collections::BTreeMap;
@@ -153,9 +154,7 @@ pub fn compute_over(
     view.top_bindings = top::top_bindings(
         &state.spec.hard,
         &state.spec.scope,
-        index
-            .bindings_in(&ns)
-            .map(|(_, e)| (e.name.as_str(), &e.charge)),
+        index.bindings_in(&ns).map(|(_, e)| (&*e.name, &*e.charge)),
         top::TOP_BINDINGS,
     );
     if !incomplete.is_empty() {

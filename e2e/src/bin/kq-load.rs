@@ -1,7 +1,8 @@
 //! `kq-load`: the load tool behind `bench/`.
 //!
 //! ```text
-//!  creates       N ResourceBinding creates through the apiserver, C at a time   (P1)
+//!  creates       N ResourceBinding creates through the apiserver, C at a time,
+//!                round-robin over one or more namespaces                          (P1)
 //!  reviews       N AdmissionReviews POSTed straight to an HTTPS endpoint, C at a time (P2)
 //!  bare-server   an HTTPS endpoint on the webhook's stack (axum + axum-server, rustls
 //!                with ring) that answers every review "allowed" without work      (P2)
@@ -47,9 +48,10 @@ enum Command {
         /// Kubeconfig of the apiserver.
         #[arg(long)]
         kubeconfig: PathBuf,
-        /// Namespace to create into (must exist).
-        #[arg(long)]
-        namespace: String,
+        /// Namespace(s) to create into (must exist); comma-separated or repeated, creates
+        /// are spread over them round-robin.
+        #[arg(long, value_delimiter = ',', required = true)]
+        namespace: Vec<String>,
         /// Creates in the run.
         #[arg(long, default_value_t = 2000)]
         count: usize,
@@ -183,7 +185,7 @@ async fn main() -> Result<()> {
                 .map(|i| {
                     Rb::deployment(&format!("{prefix}-{i:05}"), 1)
                         .request("cpu", &cpu)
-                        .json(&namespace)
+                        .json(&namespace[i % namespace.len()])
                 })
                 .collect();
             let started = Instant::now();

@@ -1,0 +1,173 @@
+//! `kq-bench`: the in-process benchmarks of issue 15 and the metrics helper of
+//! bench/*.sh.
+//!
+//! ```text
+//!  controller-scale  the controller's index and status computation with N bindings (P3)
+//!  webhook-cache     the webhook's quota cache with Q quotas: memory, decision latency
+//!  list-bindings     LIST all ResourceBindings from an apiserver: transfer vs deserialize
+//!  metrics-delta     two Prometheus scrapes → counters and histograms of the run, as JSON
+//! ```
+//!
+//! Each prints one JSON line on stdout.
+
+mod controller_scale;
+mod generate;
+mod list_bindings;
+mod promdelta;
+mod rss;
+mod webhook_cache;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use serde_json::{Map, Value};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kq-bench",
+    about = "In-process benchmarks of karmada-quota (issue 15)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Feed the controller's index N generated bindings: deserialize vs apply vs full
+    /// recompute time, RSS per binding, steady event rate with coalesced status writes.
+    ControllerScale {
+        /// Bindings.
+        #[arg(long, default_value_t = 1_000_000)]
+        bindings: usize,
+        /// Namespaces (one quota each).
+        #[arg(long, default_value_t = 100)]
+        namespaces: usize,
+        /// Bindings per deserialize chunk.
+        #[arg(long, default_value_t = 10_000)]
+        chunk: usize,
+        /// Binding updates in the event-rate phase.
+        #[arg(long, default_value_t = 200_000)]
+        updates: usize,
+        /// Coalescing interval of status writes (ms), as the controller's --min-write-interval.
+        #[arg(long, default_value_t = 250)]
+        interval_ms: u64,
+        /// Give every binding its own cpu request (no two charges equal: the worst case).
+        #[arg(long)]
+        distinct_charges: bool,
+    },
+    /// The webhook's quota cache with many quotas: RSS per quota, decision p50/p99.
+    WebhookCache {
+        /// Quotas.
+        #[arg(long, default_value_t = 10_000)]
+        quotas: usize,
+        /// Namespaces.
+        #[arg(long, default_value_t = 5_000)]
+        namespaces: usize,
+        /// Reviews.
+        #[arg(long, default_value_t = 20_000)]
+        reviews: usize,
+    },
+    /// LIST all ResourceBindings of an apiserver in pages: transfer vs deserialize time.
+    ListBindings {
+        /// Kubeconfig of the apiserver.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+        /// Page size.
+        #[arg(long, default_value_t = 500)]
+        page: usize,
+    },
+    /// Counters and histograms between two scrapes of a /metrics endpoint.
+    MetricsDelta {
+        /// The scrape before the run.
+        #[arg(long)]
+        before: PathBuf,
+        /// The scrape after the run.
+        #[arg(long)]
+        after: PathBuf,
+        /// KEY=METRIC[|LABEL="VALUE"…]: the counter's increase, under KEY.
+        #[arg(long)]
+        counter: Vec<String>,
+        /// KEY=METRIC[|LABEL="VALUE"…]: the histogram's count, mean, p50/p90/p99, buckets.
+        #[arg(long)]
+        histogram: Vec<String>,
+    },
+}
+
+/// `KEY=METRIC|filter|filter` → (key, metric, filters).
+fn spec(s: &str) -> Result<(&str, &str, Vec<&str>)> {
+    let Some((key, rest)) = s.split_once('=') else {
+        bail!("{s:?}: expected KEY=METRIC[|LABEL=\"VALUE\"…]");
+    };
+    let mut parts = rest.split('|');
+    let metric = parts.next().unwrap_or_default();
+    Ok((key, metric, parts.collect()))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let report = match Cli::parse().command {
+        Command::ControllerScale {
+            bindings,
+            namespaces,
+            chunk,
+            updates,
+            interval_ms,
+            distinct_charges,
+        } => controller_scale::run(&controller_scale::Config {
+            bindings,
+            namespaces,
+            chunk: chunk.max(1),
+            updates,
+            interval: Duration::from_millis(interval_ms),
+            distinct: distinct_charges,
+        })?,
+        Command::WebhookCache {
+            quotas,
+            namespaces,
+            reviews,
+        } => {
+            webhook_cache::run(&webhook_cache::Config {
+                quotas,
+                namespaces: namespaces.max(1),
+                reviews,
+            })
+            .await?
+        }
+        Command::ListBindings { kubeconfig, page } => list_bindings::run(&kubeconfig, page).await?,
+        Command::MetricsDelta {
+            before,
+            after,
+            counter,
+            histogram,
+        } => {
+            let read = |p: &PathBuf| {
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("reading {}", p.display()))
+                    .map(|t| promdelta::Scrape::parse(&t))
+            };
+            let (b, a) = (read(&before)?, read(&after)?);
+            let mut out = Map::new();
+            for c in &counter {
+                let (key, metric, filters) = spec(c)?;
+                out.insert(
+                    key.to_owned(),
+                    promdelta::counter(&b, &a, metric, &filters).into(),
+                );
+            }
+            for h in &histogram {
+                let (key, metric, filters) = spec(h)?;
+                out.insert(
+                    key.to_owned(),
+                    promdelta::histogram(&b, &a, metric, &filters),
+                );
+            }
+            Value::Object(out)
+        }
+    };
+    println!("{report}");
+    Ok(())
+}

@@ -1,0 +1,233 @@
+//! P3 (issue 15): the webhook's quota cache with many quotas — its memory, and the
+//! decision latency of a ResourceBinding review through the real router (dry-run: decode,
+//! charge, cache lookup, core decision, encode; nothing written).
+//!
+//! ```text
+//!  Q quotas over N namespaces ─► CachedQuota::from_value ─► reflector writer (as the watch)
+//!  VmRSS before / after
+//!  R reviews, one at a time, random namespaces ─► app().oneshot() ─► latency p50/p99/max
+//!  the cache lookup alone (QuotaCache::in_namespace) ─► p50/p99
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use axum::body::Body;
+use axum::http::Request;
+use futures::future::BoxFuture;
+use http_body_util::BodyExt;
+use karmada_quota_crds::KarmadaQuota;
+use karmada_quota_runtime::plurals::PluralResolver;
+use karmada_quota_webhook::{
+    AppState, Batcher, BatcherConfig, CachedQuota, Denials, Metrics, QuotaCache, Settings,
+    StatusStore, StoreError, app,
+};
+use kube::runtime::watcher::Event;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::generate::mix;
+use crate::rss::{CpuTimer, vm_rss};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Quotas in the cache.
+    pub quotas: usize,
+    /// Namespaces they are spread over.
+    pub namespaces: usize,
+    /// Reviews decided.
+    pub reviews: usize,
+}
+
+/// A store that is never called (dry-run reviews write nothing).
+struct NoStore;
+
+impl StatusStore for NoStore {
+    fn get<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
+        Box::pin(async { Err(StoreError::Api("the cache bench writes nothing".into())) })
+    }
+    fn replace_status<'a>(
+        &'a self,
+        _: &'a KarmadaQuota,
+    ) -> BoxFuture<'a, Result<KarmadaQuota, StoreError>> {
+        Box::pin(async { Err(StoreError::Api("the cache bench writes nothing".into())) })
+    }
+}
+
+fn namespace(n: usize) -> String {
+    format!("team-{n:05}")
+}
+
+/// Quota `k`: namespace k mod N, cpu/memory/pods/count limits, a synced `status.used` and
+/// a few reservation entries, as the controller and the webhook leave it.
+fn quota(k: usize, namespaces: usize) -> Value {
+    let ns = namespace(k % namespaces);
+    let entries: Vec<Value> = (0..3)
+        .map(|e| {
+            json!({
+                "reservedBy": {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                               "name": format!("web-{k}-{e}"), "uid": crate::generate::uid(k * 8 + e)},
+                "generation": 1,
+                "reserved": {"requests.cpu": "100m", "pods": "1"},
+                "expirationTime": "2099-01-01T00:00:00Z",
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "quota.karmada.io/v1alpha1",
+        "kind": "KarmadaQuota",
+        "metadata": {"name": format!("q{}", k / namespaces), "namespace": ns,
+                     "uid": crate::generate::uid(k), "resourceVersion": (10 + k).to_string(), "generation": 1},
+        "spec": {"hard": {"requests.cpu": "1k", "requests.memory": "4Ti", "pods": "10k",
+                          "count/deployments.apps": "1k"}},
+        "status": {
+            "hard": {"requests.cpu": "1k", "requests.memory": "4Ti", "pods": "10k",
+                     "count/deployments.apps": "1k"},
+            "used": {"requests.cpu": "12", "requests.memory": "48Gi", "pods": "40",
+                     "count/deployments.apps": "10"},
+            "reservations": entries,
+            "summary": "requests.cpu: 12/1k, requests.memory: 48Gi/4Ti, pods: 40/10k",
+            "observedGeneration": 1,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Synced",
+                            "message": "usage computed", "lastTransitionTime": "2026-11-20T08:00:00Z"}],
+        }
+    })
+}
+
+fn review(i: usize, ns: &str) -> Value {
+    let uid = crate::generate::uid(i + 1_000_000_000);
+    let object = json!({
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": format!("web-{i}-deployment"), "namespace": ns, "uid": uid, "generation": 1},
+        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": ns, "name": format!("web-{i}")},
+                 "replicas": 2, "replicaRequirements": {"resourceRequest": {"cpu": "250m", "memory": "256Mi"}}},
+    });
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "work.karmada.io", "version": "v1alpha2", "kind": "ResourceBinding"},
+            "resource": {"group": "work.karmada.io", "version": "v1alpha2", "resource": "resourcebindings"},
+            "name": object["metadata"]["name"], "namespace": ns, "operation": "CREATE",
+            "userInfo": {"username": "kq-bench"}, "object": object, "oldObject": null,
+            "dryRun": true,
+        }
+    })
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+/// Run the bench; the JSON report.
+pub async fn run(cfg: &Config) -> Result<Value> {
+    let rss_before = vm_rss();
+    let (cache, mut writer) = QuotaCache::with_writer();
+    writer.apply_watcher_event(&Event::Init);
+    let t = CpuTimer::start();
+    for k in 0..cfg.quotas {
+        let q = CachedQuota::from_value(quota(k, cfg.namespaces)).context("quota JSON")?;
+        ensure!(
+            q.parsed.is_ok(),
+            "quota {k} did not parse: {:?}",
+            q.parsed.err()
+        );
+        writer.apply_watcher_event(&Event::InitApply(q));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+    let fill = t.elapsed();
+    let rss_after = vm_rss();
+    ensure!(cache.is_synced(), "cache not synced");
+
+    let metrics = Arc::new(Metrics::default());
+    let batcher = Batcher::new(
+        Arc::new(NoStore),
+        cache.clone(),
+        metrics.clone(),
+        BatcherConfig::default(),
+    );
+    let state = AppState {
+        cache: cache.clone(),
+        batcher,
+        plurals: PluralResolver::builtin_only(),
+        metrics: metrics.clone(),
+        settings: Settings::default(),
+        denials: Denials::new(Duration::from_secs(10), None, metrics),
+        policies: None,
+    };
+    let router = app(state);
+    let bodies: Vec<(String, Vec<u8>)> = (0..cfg.reviews)
+        .map(|i| {
+            let ns = namespace(mix(i as u64) as usize % cfg.namespaces);
+            let body = serde_json::to_vec(&review(i, &ns)).unwrap_or_default();
+            (ns, body)
+        })
+        .collect();
+    let mut latencies = Vec::with_capacity(cfg.reviews);
+    let mut allowed = 0;
+    let cpu = CpuTimer::start();
+    for (_, body) in &bodies {
+        let t = Instant::now();
+        let resp = router
+            .clone()
+            .oneshot(
+                Request::post("/validate/resourcebinding")
+                    .header("content-type", "application/json")
+                    .body(Body::from(body.clone()))?,
+            )
+            .await?;
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        latencies.push(t.elapsed());
+        let v: Value = serde_json::from_slice(&bytes)?;
+        if v["response"]["allowed"] == true {
+            allowed += 1;
+        }
+    }
+    let cpu = cpu.elapsed();
+    ensure!(
+        allowed == cfg.reviews,
+        "{} of {} reviews allowed",
+        allowed,
+        cfg.reviews
+    );
+    latencies.sort();
+    let mut lookups = Vec::with_capacity(cfg.reviews);
+    let mut found = 0;
+    let lookup_cpu = CpuTimer::start();
+    for (ns, _) in &bodies {
+        let t = Instant::now();
+        found += cache.in_namespace(ns).len();
+        lookups.push(t.elapsed());
+    }
+    let lookup_cpu = lookup_cpu.elapsed();
+    lookups.sort();
+    Ok(json!({
+        "timing": "latencies: wall clock per review (includes time the shared machine ran other work); cpu: on-CPU time of the bench thread / reviews",
+        "bench": "webhook-cache",
+        "quotas": cfg.quotas,
+        "namespaces": cfg.namespaces,
+        "fill_s": fill.as_secs_f64(),
+        "rss_before_mib": rss_before as f64 / 1048576.0,
+        "rss_after_mib": rss_after as f64 / 1048576.0,
+        "rss_bytes_per_quota": rss_after.saturating_sub(rss_before) as f64 / cfg.quotas as f64,
+        "reviews": cfg.reviews,
+        "decision_p50_ms": percentile(&latencies, 0.5),
+        "decision_p99_ms": percentile(&latencies, 0.99),
+        "decision_max_ms": percentile(&latencies, 1.0),
+        "decision_cpu_mean_ms": cpu.as_secs_f64() * 1e3 / cfg.reviews.max(1) as f64,
+        "lookup_cpu_mean_ms": lookup_cpu.as_secs_f64() * 1e3 / cfg.reviews.max(1) as f64,
+        "lookup_p50_ms": percentile(&lookups, 0.5),
+        "lookup_p99_ms": percentile(&lookups, 0.99),
+        "quotas_per_lookup": found as f64 / cfg.reviews.max(1) as f64,
+    }))
+}

@@ -1,0 +1,117 @@
+//! Whether a new status only folds observed entries into `used` — the one kind of change
+//! the controller may put off (docs/design.md §6, "folding without fighting").
+//!
+//! When the controller observes a binding it moves the binding's reservation entry into
+//! `used`: `used` grows by what the entry held and the entry goes, so effective usage
+//! (`used` + Σ entries, what admission reads) stays the same. Such a write changes nothing
+//! admission sees; it only keeps the entry list short. Every other change — a binding
+//! gone or scaled down, an expired entry dropped, a new hard name, a condition's status or
+//! reason — moves effective usage or what users read, and is written at once.
+
+use karmada_quota_core::ledger::effective_usage;
+use karmada_quota_crds::KarmadaQuotaStatus;
+use karmada_quota_crds::convert::parse_status;
+
+/// `next` differs from `current` only by folding: the same hard limits, observed
+/// generation, effective usage and conditions (type, status, reason); every entry parses
+/// in both.
+pub fn fold_only(current: &KarmadaQuotaStatus, next: &KarmadaQuotaStatus) -> bool {
+    if current.hard != next.hard || current.observed_generation != next.observed_generation {
+        return false;
+    }
+    fn key(s: &KarmadaQuotaStatus) -> Vec<(&str, &str, &str)> {
+        let mut k: Vec<(&str, &str, &str)> = s
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect();
+        k.sort_unstable();
+        k
+    }
+    if key(current) != key(next) {
+        return false;
+    }
+    let (a, b) = (parse_status(Some(current)), parse_status(Some(next)));
+    if !a.errors.is_empty() || !b.errors.is_empty() {
+        return false;
+    }
+    let (Some(used_a), Some(used_b)) = (&a.used, &b.used) else {
+        return false;
+    };
+    effective_usage(used_a, &a.reservations, None) == effective_usage(used_b, &b.reservations, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use karmada_quota_crds::convert::unix_to_time;
+    use karmada_quota_crds::quota::{Reservation, ReservedBy};
+    use std::collections::BTreeMap;
+
+    fn list(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+            .collect()
+    }
+
+    fn entry(uid: &str, pods: &str) -> Reservation {
+        Reservation {
+            reserved_by: ReservedBy {
+                name: format!("rb-{uid}"),
+                uid: uid.into(),
+                ..ReservedBy::default()
+            },
+            generation: 1,
+            reserved: list(&[("pods", pods)]),
+            expiration_time: unix_to_time(4_000_000_000),
+        }
+    }
+
+    fn status(used: &str, entries: &[Reservation], ready_message: &str) -> KarmadaQuotaStatus {
+        KarmadaQuotaStatus {
+            hard: list(&[("pods", "10")]),
+            used: list(&[("pods", used)]),
+            reservations: entries.to_vec(),
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: "Synced".into(),
+                message: ready_message.into(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    jiff::Timestamp::UNIX_EPOCH,
+                ),
+                observed_generation: Some(1),
+            }],
+            observed_generation: Some(1),
+            ..KarmadaQuotaStatus::default()
+        }
+    }
+
+    #[test]
+    fn folding_an_observed_entry_into_used_is_fold_only() {
+        let current = status("2", &[entry("a", "1"), entry("b", "3")], "from 2 bindings");
+        let folded = status("5", &[entry("a", "1")], "from 3 bindings");
+        assert!(fold_only(&current, &folded));
+    }
+
+    #[test]
+    fn a_change_of_effective_usage_conditions_or_limits_is_not() {
+        let current = status("2", &[entry("a", "1")], "m");
+        // The binding went (or an expired entry was dropped): effective usage falls.
+        assert!(!fold_only(&current, &status("2", &[], "m")));
+        assert!(!fold_only(&current, &status("1", &[entry("a", "1")], "m")));
+        let mut not_ready = status("2", &[entry("a", "1")], "m");
+        not_ready.conditions[0].status = "False".into();
+        assert!(!fold_only(&current, &not_ready));
+        let mut more = status("2", &[entry("a", "1")], "m");
+        more.hard = list(&[("pods", "20")]);
+        assert!(!fold_only(&current, &more));
+        // Not synced yet: the first used is always written.
+        let mut unsynced = current.clone();
+        unsynced.used.clear();
+        assert!(!fold_only(&unsynced, &current));
+    }
+}
