@@ -45,6 +45,9 @@ use karmada_quota_runtime::duration;
 
 use crate::Error;
 
+mod quota_objects;
+use quota_objects::{validate_cluster_quota, validate_quota};
+
 /// Path of the ResourceBinding check.
 pub const RESOURCEBINDING_PATH: &str = "/validate/resourcebinding";
 /// Path of the KarmadaQuota check.
@@ -548,151 +551,6 @@ fn counts_group<K>(quotas: &[Arc<crate::cache::Cached<K>>], api_version: &str) -
             })
             .then(|| q.name().to_owned())
     })
-}
-
-async fn validate_quota(
-    State(st): State<AppState>,
-    body: Bytes,
-) -> Json<AdmissionReview<DynamicObject>> {
-    let started = Instant::now();
-    let answer = review_quota(&st, &body);
-    finish(&st, KIND_QUOTA, started, answer)
-}
-
-fn review_quota(st: &AppState, body: &[u8]) -> Answer {
-    let req = match decode::<KarmadaQuota>(body, KARMADAQUOTA_PATH, &QUOTA) {
-        Decoded::Request(r) => r,
-        Decoded::Answer(a) => return *a,
-    };
-    if !matches!(req.operation, Operation::Create | Operation::Update)
-        || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
-    {
-        return allowed(&req, "NotChecked");
-    }
-    let Some(new) = req.object.as_ref() else {
-        let key = object_key(&req, None);
-        return bad_request(
-            &req,
-            &format!("KarmadaQuota {key}: the review has no object"),
-        );
-    };
-    let key = object_key(&req, Some(&new.metadata));
-    if let Some(old) = req.old_object.as_ref()
-        && old.spec == new.spec
-    {
-        // Metadata-only edits (labels, finalizers) of an existing quota are not re-judged.
-        return allowed(&req, "Unchanged");
-    }
-    if let Err(errors) = validate_spec(&new.spec) {
-        let joined = errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        return refused(
-            &req,
-            CODE_INVALID,
-            REASON_INVALID,
-            &format!("KarmadaQuota \"{key}\" is invalid: {joined}"),
-            DENIED,
-            REASON_INVALID,
-        );
-    }
-    let namespace = new
-        .metadata
-        .namespace
-        .as_deref()
-        .or(req.namespace.as_deref())
-        .unwrap_or_default();
-    let name = new.metadata.name.as_deref().unwrap_or(&req.name);
-    let others: Vec<String> = st
-        .cache
-        .in_namespace(namespace)
-        .iter()
-        .filter(|q| q.name() != name)
-        .map(|q| format!("\"{}\"", q.name()))
-        .collect();
-    let mut answer = allowed(&req, "Allowed");
-    if !others.is_empty() {
-        answer.response.warnings = Some(vec![format!(
-            "namespace {namespace} already has KarmadaQuota {}: a ResourceBinding must fit \
-             every quota of its namespace",
-            others.join(", ")
-        )]);
-        answer.reason = "AllowedWithWarning";
-    }
-    answer
-}
-
-async fn validate_cluster_quota(
-    State(st): State<AppState>,
-    body: Bytes,
-) -> Json<AdmissionReview<DynamicObject>> {
-    let started = Instant::now();
-    let answer = review_cluster_quota(&st, &body);
-    finish(&st, KIND_CLUSTER_QUOTA, started, answer)
-}
-
-fn review_cluster_quota(st: &AppState, body: &[u8]) -> Answer {
-    let req = match decode::<KarmadaClusterQuota>(body, KARMADACLUSTERQUOTA_PATH, &CLUSTER_QUOTA) {
-        Decoded::Request(r) => r,
-        Decoded::Answer(a) => return *a,
-    };
-    if !matches!(req.operation, Operation::Create | Operation::Update)
-        || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
-    {
-        return allowed(&req, "NotChecked");
-    }
-    let Some(new) = req.object.as_ref() else {
-        return bad_request(
-            &req,
-            &format!("KarmadaClusterQuota {}: the review has no object", req.name),
-        );
-    };
-    let name = new
-        .metadata
-        .name
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .unwrap_or(&req.name);
-    if let Some(old) = req.old_object.as_ref()
-        && old.spec == new.spec
-    {
-        // Metadata-only edits of an existing quota are not re-judged.
-        return allowed(&req, "Unchanged");
-    }
-    let selector = match validate_cluster_spec(new) {
-        Ok((selector, _)) => selector,
-        Err(errors) => {
-            let joined = errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
-            return refused(
-                &req,
-                CODE_INVALID,
-                REASON_INVALID,
-                &format!("KarmadaClusterQuota \"{name}\" is invalid: {joined}"),
-                DENIED,
-                REASON_INVALID,
-            );
-        }
-    };
-    let selects_some = st
-        .cache
-        .namespace_labels()
-        .values()
-        .any(|labels| selector.matches(labels));
-    let mut answer = allowed(&req, "Allowed");
-    if !selects_some && st.cache.is_synced() {
-        answer.response.warnings = Some(vec![format!(
-            "KarmadaClusterQuota {name}: spec.namespaceSelector matches no namespace yet; it \
-             applies to namespaces once their labels match"
-        )]);
-        answer.reason = "AllowedWithWarning";
-    }
-    answer
 }
 
 async fn validate_policy(
