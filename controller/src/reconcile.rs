@@ -327,7 +327,7 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
                     .insert(key.clone(), Instant::now());
                 let new = written.status.clone().unwrap_or_default();
                 let notices = desired::notices(w.base.status.as_ref(), &new);
-                publish(&ctx, written, &notices).await;
+                publish(&ctx, &written.object_ref(&()), &notices).await;
                 tracing::debug!(quota = %format!("{ns}/{name}"), "status written");
                 new
             }
@@ -398,11 +398,15 @@ pub fn forget(ctx: &Ctx, ns: &str, name: &str) {
     ctx.metrics.forget_quota(ns, name);
 }
 
-async fn publish(ctx: &Ctx, quota: &KarmadaQuota, notices: &[Notice]) {
+/// Publishes `notices` as Events of the quota object `reference` (either kind).
+pub(crate) async fn publish(
+    ctx: &Ctx,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    notices: &[Notice],
+) {
     let Some(recorder) = &ctx.recorder else {
         return;
     };
-    let reference = quota.object_ref(&());
     for n in notices {
         let ev = KubeEvent {
             type_: n.type_,
@@ -411,7 +415,7 @@ async fn publish(ctx: &Ctx, quota: &KarmadaQuota, notices: &[Notice]) {
             action: "Reconcile".to_owned(),
             secondary: None,
         };
-        if let Err(e) = recorder.publish(&ev, &reference).await {
+        if let Err(e) = recorder.publish(&ev, reference).await {
             tracing::warn!(error = %e, reason = n.reason, "could not publish event");
         }
     }

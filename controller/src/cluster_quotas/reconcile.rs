@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use karmada_quota_crds::KarmadaClusterQuota;
 use karmada_quota_status::{self as status, Outcome, StatusStore};
 use kube::runtime::controller::Action;
-use kube::runtime::events::Event as KubeEvent;
 use kube::{Resource, ResourceExt};
 
 use super::NamespaceLabels;
@@ -117,7 +116,7 @@ pub async fn reconcile(
                 let new = written.status.clone().unwrap_or_default();
                 let notices =
                     desired::notices(w.base.status.as_ref().map(|s| &s.quota), &new.quota);
-                publish(base, &written, &notices).await;
+                crate::reconcile::publish(base, &written.object_ref(&()), &notices).await;
                 tracing::debug!(cluster_quota = %name, "status written");
                 (computed, new, *written)
             }
@@ -169,23 +168,4 @@ pub fn error_policy(cq: Arc<KarmadaClusterQuota>, error: &Error, ctx: Arc<Cluste
     let delay = Duration::from_secs(1_u64 << n.min(9).saturating_sub(1)).min(MAX_ERROR_BACKOFF);
     tracing::warn!(cluster_quota = %key.1, %error, attempt = n, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
-}
-
-async fn publish(ctx: &Ctx, cq: &KarmadaClusterQuota, notices: &[desired::Notice]) {
-    let Some(recorder) = &ctx.recorder else {
-        return;
-    };
-    let reference = cq.object_ref(&());
-    for n in notices {
-        let ev = KubeEvent {
-            type_: n.type_,
-            reason: n.reason.to_owned(),
-            note: Some(n.note.chars().take(1000).collect()),
-            action: "Reconcile".to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = recorder.publish(&ev, &reference).await {
-            tracing::warn!(error = %e, reason = n.reason, "could not publish event");
-        }
-    }
 }
