@@ -370,6 +370,14 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
 pub fn error_policy(quota: Arc<KarmadaQuota>, error: &Error, ctx: Arc<Ctx>) -> Action {
     ctx.metrics.reconcile_failed(error.metric_label());
     let key = (quota.namespace().unwrap_or_default(), quota.name_any());
+    let (n, delay) = count_failure(&ctx, &key);
+    tracing::warn!(quota = %format!("{}/{}", key.0, key.1), %error, attempt = n, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Counts one more failed reconcile of `key` (either quota kind): the attempt number and
+/// the exponential backoff before the next (1 s … `MAX_ERROR_BACKOFF`).
+pub(crate) fn count_failure(ctx: &Ctx, key: &(String, String)) -> (u32, Duration) {
     let n = {
         let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
         let n = failures.entry(key.clone()).or_insert(0);
@@ -377,8 +385,7 @@ pub fn error_policy(quota: Arc<KarmadaQuota>, error: &Error, ctx: Arc<Ctx>) -> A
         *n
     };
     let delay = Duration::from_secs(1_u64 << n.min(9).saturating_sub(1)).min(MAX_ERROR_BACKOFF);
-    tracing::warn!(quota = %format!("{}/{}", key.0, key.1), %error, attempt = n, retry_in = ?delay, "reconcile failed");
-    Action::requeue(delay)
+    (n, delay)
 }
 
 /// Drop what is kept about a deleted quota.

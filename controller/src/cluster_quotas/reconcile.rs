@@ -19,9 +19,6 @@ use crate::reconcile::{Ctx, MAX_WRITE_ATTEMPTS};
 
 /// Wait before reconciling again while the bindings or namespaces are not listed yet.
 const NOT_SYNCED_RETRY: Duration = Duration::from_secs(1);
-/// Longest error backoff of one cluster quota.
-const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(300);
-
 /// Everything a cluster quota reconcile needs: the KarmadaQuota context (index, members,
 /// views, metrics, leadership, recorder, throttle) and what is the cluster quotas' own.
 pub struct ClusterCtx {
@@ -159,13 +156,7 @@ pub fn error_policy(cq: Arc<KarmadaClusterQuota>, error: &Error, ctx: Arc<Cluste
     let base = &ctx.base;
     base.metrics.reconcile_failed(error.metric_label());
     let key = (String::new(), cq.name_any());
-    let n = {
-        let mut failures = base.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = failures.entry(key.clone()).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    };
-    let delay = Duration::from_secs(1_u64 << n.min(9).saturating_sub(1)).min(MAX_ERROR_BACKOFF);
+    let (n, delay) = crate::reconcile::count_failure(base, &key);
     tracing::warn!(cluster_quota = %key.1, %error, attempt = n, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
