@@ -341,9 +341,21 @@ async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> 
         },
     )
     .await?;
-    let metrics = s.webhook.metrics().await?;
-    let rolled_back = metric_sum(&metrics, "kq_webhook_rollbacks_total", &["result=\"ok\""]);
-    ensure!(rolled_back >= 1, "no rollback counted:\n{metrics}");
+    // The webhook counts the rollback when its write returns, which may be just after
+    // the apiserver has shown the emptied status to us.
+    let counted = wait_for(
+        "the rollback is counted",
+        Duration::from_secs(10),
+        || async {
+            let metrics = s.webhook.metrics().await.ok()?;
+            (metric_sum(&metrics, "kq_webhook_rollbacks_total", &["result=\"ok\""]) >= 1)
+                .then_some(())
+        },
+    )
+    .await;
+    if counted.is_err() {
+        bail!("no rollback counted:\n{}", s.webhook.metrics().await?);
+    }
 
     step("[Delete] the refuser; 2 × 1 cpu fit a-cpu again (nothing pinned)");
     refuser.stop().await?;
