@@ -119,21 +119,38 @@ fn get_header(clusters: &[String]) -> Vec<String> {
     h
 }
 
+/// The header and rows of `get`; like kubectl, without the NAMESPACE column when every
+/// quota is cluster-scoped (KarmadaClusterQuotas).
+fn get_table(
+    quotas: &[QuotaSummary],
+    clusters: &[String],
+    style: Style,
+) -> (Vec<String>, Vec<Vec<String>>) {
+    let (mut header, mut rows) = (get_header(clusters), get_rows(quotas, clusters, style));
+    if !quotas.is_empty() && quotas.iter().all(|q| q.namespace.is_empty()) {
+        for row in std::iter::once(&mut header).chain(rows.iter_mut()) {
+            row.remove(0);
+        }
+    }
+    (header, rows)
+}
+
 /// `get` in the chosen output.
 pub fn get(quotas: &[QuotaSummary], output: Output, style: Style) -> anyhow::Result<String> {
     Ok(match output {
-        Output::Table => table(get_header(&[]), get_rows(quotas, &[], style)),
+        Output::Table => {
+            let (header, rows) = get_table(quotas, &[], style);
+            table(header, rows)
+        }
         Output::Wide => {
-            let clusters = all_clusters(quotas);
-            table(get_header(&clusters), get_rows(quotas, &clusters, style))
+            let (header, rows) = get_table(quotas, &all_clusters(quotas), style);
+            table(header, rows)
         }
         Output::Csv => {
             let clusters = all_clusters(quotas);
-            let plain = Style { color: false };
+            let (header, rows) = get_table(quotas, &clusters, Style { color: false });
             let mut out = String::new();
-            for row in
-                std::iter::once(get_header(&clusters)).chain(get_rows(quotas, &clusters, plain))
-            {
+            for row in std::iter::once(header).chain(rows) {
                 let cells: Vec<String> = row.iter().map(|c| csv_cell(c)).collect();
                 out.push_str(&cells.join(","));
                 out.push('\n');

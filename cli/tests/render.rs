@@ -111,8 +111,10 @@ fn describe_and_get_a_cluster_quota_with_its_selector_and_namespaces() {
         described.contains("Kind:        KarmadaClusterQuota"),
         "{described}"
     );
-    golden(
-        "get-cluster.txt",
-        &render::get(&[s], Output::Table, PLAIN).unwrap(),
+    let listed = render::get(&[s], Output::Table, PLAIN).unwrap();
+    golden("get-cluster.txt", &listed);
+    assert!(
+        listed.starts_with("NAME "),
+        "cluster-scoped: no NAMESPACE column\n{listed}"
     );
 }
