@@ -68,7 +68,7 @@ pub async fn reconcile(
     let key = (String::new(), name.clone());
     let leader = *base.leader.borrow();
     let pending = cq.status.as_ref().map_or(0, |s| s.quota.reservations.len());
-    if leader && let Some(wait) = base.throttled(&key, pending) {
+    if leader && let Some(wait) = base.pacing.throttled(&key, pending) {
         return Ok(Action::requeue(wait));
     }
     let (computed, stored, object) = if leader {
@@ -106,10 +106,7 @@ pub async fn reconcile(
             }
             Outcome::Written(written) => {
                 base.metrics.status_written();
-                base.last_write
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key.clone(), Instant::now());
+                base.pacing.wrote(&key);
                 let new = written.status.clone().unwrap_or_default();
                 let notices =
                     desired::notices(w.base.status.as_ref().map(|s| &s.quota), &new.quota);
