@@ -16,7 +16,9 @@
 #                 entry, append one                                                 p(N)
 #
 # and charges each cell the apiserver's and etcd's CPU time (/proc/<pid>/stat) per
-# operation, less their idle rate measured at the start of the round. Entries are the
+# operation, less their idle rate measured in the second before the cell. A create cell
+# comes before every N's group of writes and after the last: each N's c is the mean of the
+# two around it. Entries are the
 # webhook's (core's decision, the compact form). Quotas are watched twice (webhook,
 # controller), bindings once (controller), as in P1.
 #
@@ -58,13 +60,38 @@ jq -r --arg k "$BATCH" '
      | ($all.cells | map(select(.round == $r.round))) as $cells
      | def cell($name): ($cells[] | select(.cell == $name));
        "",
-       "round \($r.round): c = \($r.c_ms | f) ms (create p50 \(cell("create").p50_ms | f) ms; etcd \(cell("create").etcd_net_ms | f) ms)",
-       "| N | body KB | w put | u put-free | p jsonpatch | w/c | u/c | p/c | schema share of w | bound k=1 | bound k=\($k) | w p50 ms | etcd ms (w) |",
-       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+       "round \($r.round): creates c = \($r.creates_ms | map(f) | join(" ")) ms (median \($r.c_ms | f); p50 \(cell("create#0").p50_ms | f) ms; etcd \(cell("create#0").etcd_net_ms | f) ms)",
+       "| N | body KB | c (around) | w put | u put-free | p jsonpatch | w/c | u/c | p/c | schema share of w | bound k=1 | bound k=\($k) | w p50 ms | etcd ms (w) |",
+       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
        ($r.by_n[] as $n
         | cell("put:\($n.n)") as $w
-        | "| \($n.n) | \($w.body_bytes / 1024 | f) | \($n.w_ms | f) | \($n.u_ms | f) | \($n.p_ms | f) | \($n.w_over_c | r) | \($n.u_over_c | r) | \($n.p_over_c | r) | \($n.schema_share_of_w | r) | \($n.bound_k1 | r) | \($n.bound_k | r) | \($w.p50_ms | f) | \($w.etcd_net_ms | f) |")),
+        | "| \($n.n) | \($w.body_bytes / 1024 | f) | \($n.c_ms | f) | \($n.w_ms | f) | \($n.u_ms | f) | \($n.p_ms | f) | \($n.w_over_c | r) | \($n.u_over_c | r) | \($n.p_over_c | r) | \($n.schema_share_of_w | r) | \($n.bound_k1 | r) | \($n.bound_k | r) | \($w.p50_ms | f) | \($w.etcd_net_ms | f) |")),
     "",
-    "errors: \([.cells[].errors] | add)   idle apiserver ms/s per round: \([.idle[].apiserver_ms_per_s | round] | map(tostring) | join(" "))"
+    "errors: \([.cells[].errors] | add)   idle apiserver ms/s before the cells: median \([.cells[].idle_apiserver_ms_per_s] | sort | .[length / 2 | floor] | round), max \([.cells[].idle_apiserver_ms_per_s] | max | round)"
+' "$OUT"
+
+# The model per round: w(N) ≈ w0 + e·N (least squares over the N measured; u, p alike),
+# and the bounds it implies. One namespace: a batch of k writes at least its own k entries,
+# so its best case is N = k (nothing else pending); k → ∞ leaves 1 / (1 + e/c).
+jq -r --argjson k "$BATCH" '
+  def f: (. * 100 | round / 100 | tostring);
+  def fit($pts): ($pts | length) as $m | ($pts | map(.[0]) | add / $m) as $mx
+    | ($pts | map(.[1]) | add / $m) as $my
+    | ([$pts[] | (.[0] - $mx) * (.[0] - $mx)] | add) as $sxx
+    | (if $sxx > 0 then ([$pts[] | (.[0] - $mx) * (.[1] - $my)] | add) / $sxx else 0 end) as $e
+    | {w0: ($my - $e * $mx), e: $e};
+  def b($c; $w; $k): 1 / (1 + $w / ($k * $c));
+  . as $all
+  | "",
+    "model per round: w(N) ≈ w0 + e·N (ms); bounds of the P1 ratio (apiserver CPU only)",
+    "| round | c | w0 | e (schema) | u0 | e (no schema) | p0 | e (patch) | 16 ns k=1: N=1, N=10, no-schema N=0 | 1 ns k=\($k): N=k, N=100 | k→∞ schema / no schema |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+    (.rounds[] | . as $r
+     | [.by_n[] | [.n, .w_ms]] as $wp | [.by_n[] | [.n, .u_ms]] as $up
+     | [.by_n[] | select(.p_ms != null) | [.n, .p_ms]] as $pp
+     | fit($wp) as $w | fit($up) as $u
+     | (if ($pp | length) > 1 then fit($pp) else {w0: null, e: null} end) as $p
+     | (.by_n | map({key: (.n | tostring), value: .}) | from_entries) as $n
+     | "| \(.round) | \(.c_ms | f) | \($w.w0 | f) | \($w.e | f) | \($u.w0 | f) | \($u.e | f) | \($p.w0 // 0 | f) | \($p.e // 0 | f) | \(if $n["1"] then b($n["1"].c_ms; $n["1"].w_ms; 1) | f else "–" end), \(if $n["10"] then b($n["10"].c_ms; $n["10"].w_ms; 1) | f else "–" end), \(if $n["0"] then b($n["0"].c_ms; $n["0"].u_ms; 1) | f else "–" end) | \(b(.c_ms; $w.w0 + $w.e * $k; $k) | f), \(if $n["100"] then b($n["100"].c_ms; $n["100"].w_ms; $k) | f else "–" end) | \(1 / (1 + $w.e / .c_ms) | f) / \(1 / (1 + $u.e / .c_ms) | f) |")
 ' "$OUT"
 echo "raw: $OUT"

@@ -104,7 +104,12 @@ enum Command {
         #[arg(long, env = "KQ_ROUNDS", default_value_t = 3)]
         rounds: usize,
         /// Entry counts N of the status writes, comma-separated.
-        #[arg(long, env = "KQ_ENTRIES", value_delimiter = ',', default_value = "0,1,10,100,500")]
+        #[arg(
+            long,
+            env = "KQ_ENTRIES",
+            value_delimiter = ',',
+            default_value = "0,1,10,100,500"
+        )]
         entries: Vec<usize>,
         /// Leave out the JSON patch cells.
         #[arg(long, env = "KQ_NO_PATCH")]
@@ -115,8 +120,8 @@ enum Command {
         /// Watches on ResourceBindings while measuring (the controller's).
         #[arg(long, env = "KQ_BINDING_WATCHERS", default_value_t = 1)]
         binding_watchers: usize,
-        /// Idle seconds measured at the start of each round (subtracted from every cell).
-        #[arg(long, env = "KQ_IDLE_SECONDS", default_value_t = 3)]
+        /// Idle seconds measured before every cell (its rate is subtracted from the cell).
+        #[arg(long, env = "KQ_IDLE_SECONDS", default_value_t = 1)]
         idle_seconds: u64,
         /// k of the one-namespace bound: the mean batch size (P1 a+ measured 13.2–14.8).
         #[arg(long, env = "KQ_BATCH", default_value_t = 14.0)]
