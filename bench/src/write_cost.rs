@@ -814,12 +814,11 @@ async fn refresh_rv(client: &Client, w: &mut Worker, cell: Cell) {
     } else {
         &mut w.quotas
     };
-    if let Some(t) = list.get_mut(cell.slot) {
-        if let Ok(text) = send(client, "GET", &t.url, "application/json", Vec::new()).await {
-            if let Ok(rv) = rv_of(&text) {
-                t.rv = rv;
-            }
-        }
+    if let Some(t) = list.get_mut(cell.slot)
+        && let Ok(text) = send(client, "GET", &t.url, "application/json", Vec::new()).await
+        && let Ok(rv) = rv_of(&text)
+    {
+        t.rv = rv;
     }
 }
 
