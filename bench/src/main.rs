@@ -123,9 +123,6 @@ enum Command {
         /// Idle seconds measured before every cell (its rate is subtracted from the cell).
         #[arg(long, env = "KQ_IDLE_SECONDS", default_value_t = 1)]
         idle_seconds: u64,
-        /// k of the one-namespace bound: the mean batch size (P1 a+ measured 13.2–14.8).
-        #[arg(long, env = "KQ_BATCH", default_value_t = 14.0)]
-        batch: f64,
     },
     /// Counters and histograms between two scrapes of a /metrics endpoint.
     MetricsDelta {
@@ -198,7 +195,6 @@ async fn main() -> Result<()> {
             quota_watchers,
             binding_watchers,
             idle_seconds,
-            batch,
         } => {
             write_cost::run(&write_cost::Config {
                 kubeconfig,
@@ -212,7 +208,6 @@ async fn main() -> Result<()> {
                 quota_watchers,
                 binding_watchers,
                 idle: Duration::from_secs(idle_seconds.max(1)),
-                batch: if batch > 0.0 { batch } else { 1.0 },
             })
             .await?
         }

@@ -78,8 +78,6 @@ pub struct Config {
     pub binding_watchers: usize,
     /// Idle measured before every cell (its rate is subtracted from the cell).
     pub idle: Duration,
-    /// The k of the one-namespace bound (mean batch size measured in P1 a+).
-    pub batch: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -562,8 +560,8 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1000.0
 }
 
-/// Run every round; the JSON report (every cell of every round, and the per-round ratios
-/// and bounds).
+/// Run every round; the JSON report: every cell of every round (raw CPU per op, the idle
+/// rate before it, wall time, latency); bench/p1-write-cost.sh turns it into ratios.
 pub async fn run(cfg: &Config) -> Result<Value> {
     if cfg.apiserver_pid == 0 || cpu_ticks(cfg.apiserver_pid) == 0 {
         bail!(
@@ -703,16 +701,13 @@ async fn rounds(cfg: &Config, client: &Client, workers: &mut [Worker]) -> Result
             results.push(r);
         }
     }
-    let summary = summarize(cfg, &results);
     Ok(json!({
         "bench": "write-cost",
         "ops": cfg.ops,
         "concurrency": workers.len(),
         "quota_watchers": cfg.quota_watchers,
         "binding_watchers": cfg.binding_watchers,
-        "batch_k": cfg.batch,
         "cells": results,
-        "rounds": summary,
     }))
 }
 
@@ -822,66 +817,6 @@ async fn refresh_rv(client: &Client, w: &mut Worker, cell: Cell) {
     }
 }
 
-/// Per round and N: c (the mean of the two create cells around N's group), w(N), u(N),
-/// p(N) (apiserver net ms/op; and with etcd's), the ratios to c, and the bounds
-/// `1 / (1 + w / (k·c))` for k = 1 (16 namespaces) and k = `batch` (one namespace).
-fn summarize(cfg: &Config, results: &[Value]) -> Value {
-    let get = |round: usize, cell: &str, field: &str| {
-        results
-            .iter()
-            .find(|r| r["round"] == round && r["cell"] == cell)
-            .and_then(|r| r[field].as_f64())
-    };
-    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-    let bound = |c: f64, w: f64, k: f64| {
-        if c > 0.0 {
-            1.0 / (1.0 + w / (k * c))
-        } else {
-            0.0
-        }
-    };
-    let mut out = Vec::new();
-    for round in 1..=cfg.rounds {
-        let creates: Vec<f64> = (0..=cfg.entries.len())
-            .filter_map(|g| get(round, &format!("create#{g}"), "apiserver_net_ms"))
-            .collect();
-        let mut sorted = creates.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
-        let mut per_n = Vec::new();
-        for (g, &n) in cfg.entries.iter().enumerate() {
-            let around = |field: &str| {
-                let a = get(round, &format!("create#{g}"), field).unwrap_or(0.0);
-                let b = get(round, &format!("create#{}", g + 1), field).unwrap_or(a);
-                (a + b) / 2.0
-            };
-            let c = around("apiserver_net_ms");
-            let ce = c + around("etcd_net_ms");
-            let w = get(round, &format!("put:{n}"), "apiserver_net_ms").unwrap_or(0.0);
-            let we = w + get(round, &format!("put:{n}"), "etcd_net_ms").unwrap_or(0.0);
-            let u = get(round, &format!("put-free:{n}"), "apiserver_net_ms").unwrap_or(0.0);
-            let p = get(round, &format!("jsonpatch:{n}"), "apiserver_net_ms");
-            per_n.push(json!({
-                "n": n,
-                "c_ms": c,
-                "w_ms": w,
-                "u_ms": u,
-                "p_ms": p,
-                "w_over_c": ratio(w, c),
-                "u_over_c": ratio(u, c),
-                "p_over_c": p.map(|p| ratio(p, c)),
-                "schema_share_of_w": if w > 0.0 { Some((w - u) / w) } else { None },
-                "bound_k1": bound(c, w, 1.0),
-                "bound_k": bound(c, w, cfg.batch),
-                "bound_k1_with_etcd": bound(ce, we, 1.0),
-                "bound_k_with_etcd": bound(ce, we, cfg.batch),
-            }));
-        }
-        out.push(json!({"round": round, "c_ms": median, "creates_ms": creates, "by_n": per_n}));
-    }
-    Value::Array(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -914,7 +849,6 @@ mod tests {
             quota_watchers: 0,
             binding_watchers: 0,
             idle: Duration::from_secs(1),
-            batch: 14.0,
         };
         let names: Vec<String> = round_cells(&cfg).into_iter().map(Cell::name).collect();
         assert_eq!(
