@@ -6,6 +6,7 @@
 //!  webhook-cache     the webhook's quota cache with Q quotas: memory, decision latency
 //!  list-bindings     LIST all ResourceBindings from an apiserver: transfer vs deserialize
 //!  metrics-delta     two Prometheus scrapes → counters and histograms of the run, as JSON
+//!  write-cost        apiserver CPU per ResourceBinding create vs per quota status write
 //! ```
 //!
 //! Each prints one JSON line on stdout.
@@ -16,6 +17,7 @@ mod list_bindings;
 mod promdelta;
 mod rss;
 mod webhook_cache;
+mod write_cost;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -79,6 +81,49 @@ enum Command {
         #[arg(long, default_value_t = 500)]
         page: usize,
     },
+    /// Apiserver (and etcd) CPU per ResourceBinding create and per KarmadaQuota status
+    /// write with N entries, with and without the status schema, and per JSON patch
+    /// (run by bench/p1-write-cost.sh; no webhook may be registered).
+    WriteCost {
+        /// Kubeconfig of the apiserver.
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: PathBuf,
+        /// The apiserver's pid (its /proc/<pid>/stat CPU time is measured).
+        #[arg(long, env = "KQ_APISERVER_PID")]
+        apiserver_pid: u32,
+        /// etcd's pid (0: not measured).
+        #[arg(long, env = "KQ_ETCD_PID", default_value_t = 0)]
+        etcd_pid: u32,
+        /// Operations per cell.
+        #[arg(long, env = "KQ_OPS", default_value_t = 300)]
+        ops: usize,
+        /// Workers, each with its own namespace and objects (no write conflicts).
+        #[arg(long, env = "KQ_CONCURRENCY", default_value_t = 4)]
+        concurrency: usize,
+        /// Rounds (every cell once per round; even rounds in reverse order).
+        #[arg(long, env = "KQ_ROUNDS", default_value_t = 3)]
+        rounds: usize,
+        /// Entry counts N of the status writes, comma-separated.
+        #[arg(
+            long,
+            env = "KQ_ENTRIES",
+            value_delimiter = ',',
+            default_value = "0,1,10,100,500"
+        )]
+        entries: Vec<usize>,
+        /// Leave out the JSON patch cells.
+        #[arg(long, env = "KQ_NO_PATCH")]
+        no_patch: bool,
+        /// Watches on each quota kind while measuring (the webhook's and the controller's).
+        #[arg(long, env = "KQ_QUOTA_WATCHERS", default_value_t = 2)]
+        quota_watchers: usize,
+        /// Watches on ResourceBindings while measuring (the controller's).
+        #[arg(long, env = "KQ_BINDING_WATCHERS", default_value_t = 1)]
+        binding_watchers: usize,
+        /// Idle seconds measured before every cell (its rate is subtracted from the cell).
+        #[arg(long, env = "KQ_IDLE_SECONDS", default_value_t = 1)]
+        idle_seconds: u64,
+    },
     /// Counters and histograms between two scrapes of a /metrics endpoint.
     MetricsDelta {
         /// The scrape before the run.
@@ -138,6 +183,34 @@ async fn main() -> Result<()> {
             .await?
         }
         Command::ListBindings { kubeconfig, page } => list_bindings::run(&kubeconfig, page).await?,
+        Command::WriteCost {
+            kubeconfig,
+            apiserver_pid,
+            etcd_pid,
+            ops,
+            concurrency,
+            rounds,
+            entries,
+            no_patch,
+            quota_watchers,
+            binding_watchers,
+            idle_seconds,
+        } => {
+            write_cost::run(&write_cost::Config {
+                kubeconfig,
+                apiserver_pid,
+                etcd_pid,
+                ops: ops.max(1),
+                concurrency: concurrency.max(1),
+                rounds: rounds.max(1),
+                entries,
+                patch: !no_patch,
+                quota_watchers,
+                binding_watchers,
+                idle: Duration::from_secs(idle_seconds.max(1)),
+            })
+            .await?
+        }
         Command::MetricsDelta {
             before,
             after,
