@@ -355,7 +355,9 @@ impl QuotaCache {
     pub fn quota(&self, namespace: &str, name: &str) -> Option<Arc<CachedQuota>> {
         let index = index::read(&self.by_namespace);
         let quotas = index.get(namespace)?;
-        index::position(quotas, name).ok().map(|i| quotas[i].clone())
+        index::position(quotas, name)
+            .ok()
+            .map(|i| quotas[i].clone())
     }
 
     /// KarmadaClusterQuota `name`, when cached.
