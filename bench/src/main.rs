@@ -71,6 +71,14 @@ enum Command {
         /// Reviews.
         #[arg(long, default_value_t = 20_000)]
         reviews: usize,
+        /// KarmadaClusterQuotas, each selecting the namespaces of one label value (half
+        /// the namespaces are covered).
+        #[arg(long, default_value_t = 0)]
+        cluster_quotas: usize,
+        /// Give each quota the managedFields and last-applied annotation an API server
+        /// returns for an applied, controller- and webhook-written quota.
+        #[arg(long)]
+        managed_fields: bool,
     },
     /// LIST all ResourceBindings of an apiserver in pages: transfer vs deserialize time.
     ListBindings {
@@ -174,11 +182,15 @@ async fn main() -> Result<()> {
             quotas,
             namespaces,
             reviews,
+            cluster_quotas,
+            managed_fields,
         } => {
             webhook_cache::run(&webhook_cache::Config {
                 quotas,
                 namespaces: namespaces.max(1),
                 reviews,
+                cluster_quotas,
+                managed_fields,
             })
             .await?
         }

@@ -4,10 +4,17 @@
 //!
 //! ```text
 //!  Q quotas over N namespaces ─► CachedQuota::from_value ─► reflector writer (as the watch)
+//!  (--cluster-quotas C: C cluster quotas, each selecting the namespaces labelled
+//!   group=g<j>; namespace n is labelled g<n mod 2C>, so half the namespaces are covered)
 //!  VmRSS before / after
 //!  R reviews, one at a time, random namespaces ─► app().oneshot() ─► latency p50/p99/max
 //!  the cache lookup alone (QuotaCache::in_namespace) ─► p50/p99
+//!  the cluster quota lookups alone (cluster_quotas_covering + batch_group) ─► mean
+//!  where a quota's bytes go: Q more API objects, engine states, metadata copies ─► VmRSS
 //! ```
+//!
+//! `--managed-fields` gives each quota the `metadata.managedFields` (three managers) and
+//! the `last-applied-configuration` annotation an API server returns for an applied quota.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,12 +24,16 @@ use axum::body::Body;
 use axum::http::Request;
 use futures::future::BoxFuture;
 use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_crds::KarmadaQuota;
+use karmada_quota_crds::QuotaObject;
 use karmada_quota_runtime::plurals::PluralResolver;
+use karmada_quota_webhook::cache::CachedClusterQuota;
 use karmada_quota_webhook::{
     AppState, Batcher, BatcherConfig, CachedQuota, Denials, Metrics, QuotaCache, Settings,
     StatusStore, StoreError, app,
 };
+use kube::core::{ObjectMeta, PartialObjectMetaExt};
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -39,6 +50,10 @@ pub struct Config {
     pub namespaces: usize,
     /// Reviews decided.
     pub reviews: usize,
+    /// KarmadaClusterQuotas (each selects the namespaces of one label value).
+    pub cluster_quotas: usize,
+    /// Give each quota the managedFields and annotation of an applied object.
+    pub managed_fields: bool,
 }
 
 /// A store that is never called (dry-run reviews write nothing).
@@ -66,7 +81,7 @@ fn namespace(n: usize) -> String {
 
 /// Quota `k`: namespace k mod N, cpu/memory/pods/count limits, a synced `status.used` and
 /// a few reservation entries, as the controller and the webhook leave it.
-fn quota(k: usize, namespaces: usize) -> Value {
+fn quota(k: usize, namespaces: usize, managed_fields: bool) -> Value {
     let ns = namespace(k % namespaces);
     let entries: Vec<Value> = (0..3)
         .map(|e| {
@@ -79,7 +94,7 @@ fn quota(k: usize, namespaces: usize) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut q = json!({
         "apiVersion": "quota.karmada.io/v1alpha1",
         "kind": "KarmadaQuota",
         "metadata": {"name": format!("q{}", k / namespaces), "namespace": ns,
@@ -97,6 +112,63 @@ fn quota(k: usize, namespaces: usize) -> Value {
             "conditions": [{"type": "Ready", "status": "True", "reason": "Synced",
                             "message": "usage computed", "lastTransitionTime": "2026-11-20T08:00:00Z"}],
         }
+    });
+    if managed_fields {
+        add_managed_fields(&mut q);
+    }
+    q
+}
+
+/// What the API server adds to a quota applied with kubectl and written by the controller
+/// and the webhook: the last-applied annotation and one managedFields entry per manager.
+fn add_managed_fields(q: &mut Value) {
+    let applied = json!({"apiVersion": q["apiVersion"], "kind": q["kind"],
+        "metadata": {"name": q["metadata"]["name"], "namespace": q["metadata"]["namespace"]},
+        "spec": q["spec"]});
+    let hard: serde_json::Map<String, Value> = q["spec"]["hard"]
+        .as_object()
+        .map(|h| h.keys().map(|k| (format!("f:{k}"), json!({}))).collect())
+        .unwrap_or_default();
+    let entry = |manager: &str, fields: Value| {
+        json!({"manager": manager, "operation": "Update", "apiVersion": "quota.karmada.io/v1alpha1",
+               "time": "2026-11-20T08:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields})
+    };
+    q["metadata"]["annotations"] = json!({
+        "kubectl.kubernetes.io/last-applied-configuration": format!("{applied}\n"),
+    });
+    q["metadata"]["managedFields"] = json!([
+        entry(
+            "kubectl-client-side-apply",
+            json!({
+            "f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}},
+            "f:spec": {".": {}, "f:hard": Value::Object(hard.clone())}})
+        ),
+        entry(
+            "karmada-quota-controller",
+            json!({
+            "f:status": {".": {}, "f:conditions": {}, "f:hard": Value::Object(hard.clone()),
+                         "f:observedGeneration": {}, "f:summary": {},
+                         "f:used": Value::Object(hard)}})
+        ),
+        entry(
+            "karmada-quota-webhook",
+            json!({"f:status": {"f:reservations": {}}})
+        ),
+    ]);
+}
+
+/// Cluster quota `j`: selects the namespaces labelled `group=g<j>`, limits far above use.
+fn cluster_quota(j: usize) -> Value {
+    json!({
+        "apiVersion": "quota.karmada.io/v1alpha1",
+        "kind": "KarmadaClusterQuota",
+        "metadata": {"name": format!("cq{j:03}"), "uid": crate::generate::uid(900_000_000 + j),
+                     "resourceVersion": (5 + j).to_string(), "generation": 1},
+        "spec": {"namespaceSelector": {"matchLabels": {"group": format!("g{j}")}},
+                 "hard": {"requests.cpu": "100k", "pods": "1M"}},
+        "status": {"hard": {"requests.cpu": "100k", "pods": "1M"},
+                   "used": {"requests.cpu": "12", "pods": "40"},
+                   "observedGeneration": 1, "namespaces": []},
     })
 }
 
@@ -132,11 +204,38 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 /// Run the bench; the JSON report.
 pub async fn run(cfg: &Config) -> Result<Value> {
     let rss_before = vm_rss();
-    let (cache, mut writer) = QuotaCache::with_writer();
-    writer.apply_watcher_event(&Event::Init);
+    let (cache, mut w) = QuotaCache::with_writers();
     let t = CpuTimer::start();
+    w.clusters.apply_watcher_event(&Event::Init);
+    for j in 0..cfg.cluster_quotas {
+        let q = CachedClusterQuota::from_value(cluster_quota(j)).context("cluster quota JSON")?;
+        ensure!(q.parsed.is_ok(), "cluster quota {j} did not parse");
+        w.clusters.apply_watcher_event(&Event::InitApply(q));
+    }
+    w.clusters.apply_watcher_event(&Event::InitDone);
+    w.namespaces.apply_watcher_event(&Event::Init);
+    for n in 0..cfg.namespaces {
+        let labels = (cfg.cluster_quotas > 0).then(|| {
+            [(
+                "group".to_owned(),
+                format!("g{}", n % (2 * cfg.cluster_quotas)),
+            )]
+            .into()
+        });
+        let meta = ObjectMeta {
+            name: Some(namespace(n)),
+            labels,
+            ..Default::default()
+        };
+        w.namespaces
+            .apply_watcher_event(&Event::InitApply(meta.into_request_partial::<Namespace>()));
+    }
+    w.namespaces.apply_watcher_event(&Event::InitDone);
+    let writer = &mut w.quotas;
+    writer.apply_watcher_event(&Event::Init);
     for k in 0..cfg.quotas {
-        let q = CachedQuota::from_value(quota(k, cfg.namespaces)).context("quota JSON")?;
+        let q = CachedQuota::from_value(quota(k, cfg.namespaces, cfg.managed_fields))
+            .context("quota JSON")?;
         ensure!(
             q.parsed.is_ok(),
             "quota {k} did not parse: {:?}",
@@ -211,6 +310,17 @@ pub async fn run(cfg: &Config) -> Result<Value> {
     }
     let lookup_cpu = lookup_cpu.elapsed();
     lookups.sort();
+    let (mut covered, mut covering_found) = (0, 0);
+    let cluster_cpu = CpuTimer::start();
+    for (ns, _) in &bodies {
+        let covering = cache.cluster_quotas_covering(ns);
+        if cache.batch_group(ns).starts_with("cluster/") {
+            covered += 1;
+        }
+        covering_found += covering.len();
+    }
+    let cluster_cpu = cluster_cpu.elapsed();
+    let memory = memory_breakdown(cfg);
     Ok(json!({
         "timing": "latencies: wall clock per review (includes time the shared machine ran other work); cpu: on-CPU time of the bench thread / reviews",
         "bench": "webhook-cache",
@@ -229,5 +339,36 @@ pub async fn run(cfg: &Config) -> Result<Value> {
         "lookup_p50_ms": percentile(&lookups, 0.5),
         "lookup_p99_ms": percentile(&lookups, 0.99),
         "quotas_per_lookup": found as f64 / cfg.reviews.max(1) as f64,
+        "cluster_quotas": cfg.cluster_quotas,
+        "managed_fields": cfg.managed_fields,
+        "reviews_in_covered_namespaces": covered,
+        "cluster_quotas_per_lookup": covering_found as f64 / cfg.reviews.max(1) as f64,
+        "cluster_lookup_cpu_mean_ms": cluster_cpu.as_secs_f64() * 1e3 / cfg.reviews.max(1) as f64,
+        "bytes_per_quota_of": memory,
     }))
+}
+
+/// VmRSS growth per quota of Q more API objects, then their engine states, then copies of
+/// their metadata (what a cached quota holds), all alive together.
+fn memory_breakdown(cfg: &Config) -> Value {
+    let per = |before: u64| vm_rss().saturating_sub(before) as f64 / cfg.quotas.max(1) as f64;
+    let rss = vm_rss();
+    let objects: Vec<KarmadaQuota> = (0..cfg.quotas)
+        .filter_map(|k| serde_json::from_value(quota(k, cfg.namespaces, cfg.managed_fields)).ok())
+        .collect();
+    let api_object = per(rss);
+    let rss = vm_rss();
+    let states: Vec<_> = objects.iter().filter_map(|o| o.state().ok()).collect();
+    let state = per(rss);
+    let rss = vm_rss();
+    let metas: Vec<ObjectMeta> = objects.iter().map(|o| o.metadata.clone()).collect();
+    let metadata = per(rss);
+    let kept = objects.len() + states.len() + metas.len();
+    json!({
+        "timing": "VmRSS growth / quotas; allocator slack included",
+        "api_object": api_object,
+        "engine_state": state,
+        "metadata_copy": metadata,
+        "kept": kept,
+    })
 }

@@ -498,7 +498,7 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
     };
 
     let result = if req.dry_run {
-        st.batcher.decide_now(&request)
+        st.batcher.decide_now_with(&request, &quotas, &clusters)
     } else {
         timeout_at(deadline, st.batcher.submit(request, deadline))
             .await

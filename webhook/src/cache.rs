@@ -15,21 +15,34 @@
 //! stall the watch, is never silently skipped (requests in the namespaces it covers are
 //! refused with its errors), and the per-request work is a lookup, not a parse. Which
 //! cluster quotas cover a namespace is [`crate::selection`]'s.
+//!
+//! Beside the stores, fed by the same events under one lock: the KarmadaQuotas by
+//! namespace ([`index`]) and the cluster quotas covering each namespace with their batch
+//! groups ([`coverage`]), so a request's lookups cost what its namespace holds, not what
+//! the cluster holds.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_core::quota::QuotaState;
 use karmada_quota_core::selection::{Covers, Labels, QuotaKey};
 use karmada_quota_crds::convert::selector_from_api;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, QuotaObject};
 use kube::core::{ObjectMeta, PartialObjectMeta, Resource};
-use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::Deserialize;
+
+/// The cluster quotas covering each namespace, and their batch groups.
+mod coverage;
+/// The KarmadaQuotas by namespace.
+mod index;
+
+pub use coverage::{ClusterQuotaWriter, NamespaceWriter};
+pub use index::QuotaWriter;
 
 /// A quota object as the webhook caches it.
 #[derive(Clone, Debug)]
@@ -80,8 +93,11 @@ impl Coverage for KarmadaClusterQuota {
 }
 
 impl<K: QuotaObject + Coverage> Cached<K> {
-    /// Parse and validate a quota.
-    pub fn from_object(object: K) -> Self {
+    /// Parse and validate a quota. Its `metadata.managedFields` are dropped: nothing in
+    /// the webhook reads them, its status writes send none (nil keeps the stored ones,
+    /// `karmada_quota_status::update`), and they are often the larger part of the object.
+    pub fn from_object(mut object: K) -> Self {
+        object.meta_mut().managed_fields = None;
         let metadata = object.meta().clone();
         let covers = object.raw_covers();
         let parsed = match object.state() {
@@ -104,10 +120,11 @@ impl<K: QuotaObject + Coverage> Cached<K> {
 
     /// From JSON; fails only when even `metadata` is unreadable.
     pub fn from_value(value: serde_json::Value) -> Result<Self, serde_json::Error> {
-        let metadata: ObjectMeta = match value.get("metadata") {
+        let mut metadata: ObjectMeta = match value.get("metadata") {
             Some(m) => ObjectMeta::deserialize(m)?,
             None => ObjectMeta::default(),
         };
+        metadata.managed_fields = None;
         Ok(match serde_json::from_value::<K>(value) {
             Ok(object) => Self::from_object(object),
             Err(e) => Self {
@@ -187,20 +204,41 @@ impl<K: QuotaObject> Resource for Cached<K> {
 #[derive(Clone)]
 pub struct QuotaCache {
     store: Store<CachedQuota>,
+    by_namespace: index::SharedIndex,
     clusters: Store<CachedClusterQuota>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
+    coverage: coverage::SharedCoverage,
     synced: Arc<AtomicBool>,
 }
 
-/// The writers of the three stores (the watch tasks in production; tests apply watcher
-/// events themselves).
+/// The writers of the three stores and their indexes (the watch tasks in production;
+/// tests apply watcher events themselves).
+#[derive(Debug)]
 pub struct Writers {
     /// KarmadaQuotas.
-    pub quotas: Writer<CachedQuota>,
+    pub quotas: QuotaWriter,
     /// KarmadaClusterQuotas.
-    pub clusters: Writer<CachedClusterQuota>,
+    pub clusters: ClusterQuotaWriter,
     /// Namespaces (metadata).
-    pub namespaces: Writer<PartialObjectMeta<Namespace>>,
+    pub namespaces: NamespaceWriter,
+}
+
+/// A writer that applies watcher events to a store (and the indexes beside it).
+pub trait ApplyEvent<K> {
+    /// Apply one event, as kube's reflector does.
+    fn apply_event(&mut self, event: &watcher::Event<K>);
+}
+
+impl ApplyEvent<CachedQuota> for QuotaWriter {
+    fn apply_event(&mut self, event: &watcher::Event<CachedQuota>) {
+        self.apply_watcher_event(event);
+    }
+}
+
+impl ApplyEvent<CachedClusterQuota> for ClusterQuotaWriter {
+    fn apply_event(&mut self, event: &watcher::Event<CachedClusterQuota>) {
+        self.apply_watcher_event(event);
+    }
 }
 
 impl std::fmt::Debug for QuotaCache {
@@ -218,7 +256,7 @@ impl QuotaCache {
     ///
     /// The cluster quota and namespace stores are listed (empty) at once: tests of
     /// KarmadaQuotas alone need not feed them. [`Self::with_writers`] gives all three.
-    pub fn with_writer() -> (Self, Writer<CachedQuota>) {
+    pub fn with_writer() -> (Self, QuotaWriter) {
         let (cache, mut w) = Self::with_writers();
         for ev in [watcher::Event::Init, watcher::Event::InitDone] {
             w.clusters.apply_watcher_event(&ev);
@@ -235,15 +273,20 @@ impl QuotaCache {
         let (store, quotas) = reflector::store();
         let (clusters_store, clusters) = reflector::store();
         let (namespaces_store, namespaces) = reflector::store();
+        let by_namespace = index::SharedIndex::default();
+        let coverage = coverage::SharedCoverage::default();
+        let (clusters, namespaces) = coverage::writers(clusters, namespaces, &coverage);
         (
             Self {
                 store,
+                by_namespace: by_namespace.clone(),
                 clusters: clusters_store,
                 namespaces: namespaces_store,
+                coverage,
                 synced: Arc::default(),
             },
             Writers {
-                quotas,
+                quotas: QuotaWriter::new(quotas, by_namespace),
                 clusters,
                 namespaces,
             },
@@ -256,12 +299,13 @@ impl QuotaCache {
         let (cache, writers) = Self::with_writers();
         let quotas = watch_quotas(client.clone(), writers.quotas);
         let clusters = watch_quotas(client.clone(), writers.clusters);
+        let mut ns_writer = writers.namespaces;
         let namespaces = watcher(
             kube::Api::<PartialObjectMeta<Namespace>>::all(client),
             watcher::Config::default(),
         )
         .default_backoff()
-        .reflect(writers.namespaces)
+        .inspect_ok(move |event| ns_writer.apply_watcher_event(event))
         .for_each(|event| async move {
             if let Err(e) = event {
                 tracing::warn!(error = %e, "Namespace watch failed; retrying");
@@ -298,13 +342,27 @@ impl QuotaCache {
             .map(|n| n.metadata.labels.clone().unwrap_or_default())
     }
 
-    /// The quotas of `namespace`, sorted by name. A snapshot: never a LIST.
+    /// The quotas of `namespace`, sorted by name. A snapshot: never a LIST; O(quotas
+    /// in the namespace).
     pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<CachedQuota>> {
-        let mut quotas = self
-            .store
-            .state_filter(|q| q.metadata.namespace.as_deref() == Some(namespace));
-        quotas.sort_by(|a, b| a.name().cmp(b.name()));
-        quotas
+        index::read(&self.by_namespace)
+            .get(namespace)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// KarmadaQuota `namespace/name`, when cached.
+    pub fn quota(&self, namespace: &str, name: &str) -> Option<Arc<CachedQuota>> {
+        let index = index::read(&self.by_namespace);
+        let quotas = index.get(namespace)?;
+        index::position(quotas, name)
+            .ok()
+            .map(|i| quotas[i].clone())
+    }
+
+    /// KarmadaClusterQuota `name`, when cached.
+    pub fn cluster_quota(&self, name: &str) -> Option<Arc<CachedClusterQuota>> {
+        self.clusters.get(&reflector::ObjectRef::new(name))
     }
 
     /// Whether the initial list has completed (the cache can be trusted).
@@ -359,15 +417,16 @@ impl QuotaCache {
 
 /// One quota kind's watch over all namespaces, feeding `writer`; a quota that cannot be
 /// enforced is logged at each event.
-async fn watch_quotas<K>(client: kube::Client, writer: Writer<Cached<K>>)
+async fn watch_quotas<K, W>(client: kube::Client, mut writer: W)
 where
     K: QuotaObject + Coverage,
     K::Scope: Send,
+    W: ApplyEvent<Cached<K>> + Send + 'static,
 {
     let api = kube::Api::<Cached<K>>::all(client);
     watcher(api, watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
+        .inspect_ok(move |event| writer.apply_event(event))
         .for_each(|event| async move {
             match event {
                 Ok(watcher::Event::Apply(q) | watcher::Event::InitApply(q)) => {
@@ -387,6 +446,9 @@ where
         })
         .await;
 }
+
+#[cfg(test)]
+mod index_tests;
 
 #[cfg(test)]
 mod tests {
@@ -440,6 +502,26 @@ mod tests {
             "{:?}",
             value.parsed
         );
+    }
+
+    #[test]
+    fn managed_fields_are_not_kept_the_rest_of_the_metadata_is() {
+        let mut v = quota("a", "q", json!({"pods": "1"}));
+        v["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Update",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:hard": {"f:pods": {}}}}}]);
+        v["metadata"]["labels"] = json!({"team": "a"});
+        let q = CachedQuota::from_value(v.clone()).unwrap();
+        let object = &q.parsed.as_ref().unwrap().object;
+        assert_eq!(object.metadata.managed_fields, None);
+        assert_eq!(q.metadata.managed_fields, None);
+        assert_eq!(q.metadata.labels, object.metadata.labels);
+        assert_eq!(q.resource_version(), Some(7));
+        // Also when the object does not decode.
+        v["spec"]["hard"] = json!("not a map");
+        let bad = CachedQuota::from_value(v).unwrap();
+        assert!(bad.parsed.is_err());
+        assert_eq!(bad.metadata.managed_fields, None);
+        assert_eq!(bad.name(), "q");
     }
 
     #[test]

@@ -40,7 +40,7 @@ use karmada_quota_status::{StatusStore, StoreError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::cache::QuotaCache;
+use crate::cache::{CachedClusterQuota, CachedQuota, QuotaCache};
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
@@ -324,10 +324,25 @@ impl Batcher {
     /// Decide `request` against the newest copies without recording anything (dry-run).
     pub fn decide_now(&self, request: &BindingRequest) -> Result<Decision> {
         let ns = &request.namespace;
+        let quotas = self.inner.cache.in_namespace(ns);
+        let clusters = self.inner.cache.cluster_quotas_covering(ns);
+        self.decide_now_with(request, &quotas, &clusters)
+    }
+
+    /// [`Self::decide_now`] with the quota objects of the request's namespace the caller
+    /// has just read from the cache (`QuotaCache::in_namespace`,
+    /// `QuotaCache::cluster_quotas_covering`), so a review looks them up once.
+    pub fn decide_now_with(
+        &self,
+        request: &BindingRequest,
+        quotas: &[Arc<CachedQuota>],
+        clusters: &[Arc<CachedClusterQuota>],
+    ) -> Result<Decision> {
+        let ns = &request.namespace;
         let group = self.inner.cache.batch_group(ns);
-        let copies =
-            self.inner
-                .newest_copies(&group, &BTreeSet::from([ns.clone()]), &HashSet::new());
+        let mut cached = BTreeMap::new();
+        add_copies(&mut cached, quotas, clusters);
+        let copies = self.inner.overlay(&group, cached);
         let labels = self.inner.labels(std::iter::once(ns));
         if let Some(bad) = invalid_covering(&copies, ns, &labels) {
             return Err(bad);
@@ -340,6 +355,20 @@ impl Batcher {
         let now = (self.inner.clock)();
         let req = request.as_core(now, ttl_secs(c.reservation_ttl), c.max_reservations);
         Ok(decide_batch_selected(&mut states, &[req], |n| labels.get(n)).remove(0))
+    }
+}
+
+/// The cache's copies of `quotas` and `clusters`, by key.
+fn add_copies(
+    copies: &mut BTreeMap<QuotaKey, QuotaCopy>,
+    quotas: &[Arc<CachedQuota>],
+    clusters: &[Arc<CachedClusterQuota>],
+) {
+    for c in quotas {
+        copies.insert(c.key(), QuotaCopy::Quota(c.clone()));
+    }
+    for c in clusters {
+        copies.insert(c.key(), QuotaCopy::Cluster(c.clone()));
     }
 }
 
@@ -436,18 +465,10 @@ impl Inner {
     /// The cache's copy of one quota object.
     fn cached(&self, key: &QuotaKey) -> Option<QuotaCopy> {
         match key {
-            QuotaKey::Namespaced { namespace, name } => self
-                .cache
-                .in_namespace(namespace)
-                .into_iter()
-                .find(|c| c.name() == name)
-                .map(QuotaCopy::Quota),
-            QuotaKey::Cluster { name } => self
-                .cache
-                .cluster_quotas()
-                .into_iter()
-                .find(|c| c.name() == name)
-                .map(QuotaCopy::Cluster),
+            QuotaKey::Namespaced { namespace, name } => {
+                self.cache.quota(namespace, name).map(QuotaCopy::Quota)
+            }
+            QuotaKey::Cluster { name } => self.cache.cluster_quota(name).map(QuotaCopy::Cluster),
         }
     }
 
@@ -469,14 +490,20 @@ impl Inner {
     ) -> BTreeMap<QuotaKey, QuotaCopy> {
         let mut cached: BTreeMap<QuotaKey, QuotaCopy> = BTreeMap::new();
         for ns in namespaces {
-            for c in self.cache.in_namespace(ns) {
-                cached.insert(c.key(), QuotaCopy::Quota(c));
-            }
-            for c in self.cache.cluster_quotas_covering(ns) {
-                cached.insert(c.key(), QuotaCopy::Cluster(c));
-            }
+            let quotas = self.cache.in_namespace(ns);
+            let clusters = self.cache.cluster_quotas_covering(ns);
+            add_copies(&mut cached, &quotas, &clusters);
         }
         cached.retain(|key, _| !gone.contains(key));
+        self.overlay(group, cached)
+    }
+
+    /// `cached`, each replaced by the group's own copy when that is newer.
+    fn overlay(
+        &self,
+        group: &str,
+        mut cached: BTreeMap<QuotaKey, QuotaCopy>,
+    ) -> BTreeMap<QuotaKey, QuotaCopy> {
         let mut groups = lock(&self.groups);
         let Some(g) = groups.get_mut(group) else {
             return cached;

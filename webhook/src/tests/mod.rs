@@ -20,12 +20,11 @@ use karmada_quota_crds::convert::quota_state;
 use karmada_quota_crds::quota::{ScopeSelector, ScopedResourceSelectorRequirement};
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus};
 use karmada_quota_runtime::plurals::PluralResolver;
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::cache::{CachedQuota, QuotaCache};
+use crate::cache::{CachedQuota, QuotaCache, QuotaWriter};
 use karmada_quota_status::fake::FakeStore;
 
 use crate::reserve::{Batcher, BatcherConfig};
@@ -106,7 +105,7 @@ impl Stored for FakeStore {
 pub struct Harness {
     pub state: AppState,
     pub store: Arc<FakeStore>,
-    pub writer: Arc<Mutex<Writer<CachedQuota>>>,
+    pub writer: Arc<Mutex<QuotaWriter>>,
 }
 
 impl Harness {
