@@ -21,13 +21,17 @@
 //! its object count, with its spec kept) until [`Index::price`] succeeds.
 //!
 //! Kept compact for a million bindings (docs/design.md §6): an entry holds its name (one
-//! allocation shared with the name map), its generation and a pointer to its charge;
-//! equal charges are stored once ([`charges`]).
+//! allocation shared with the name map, [`names`]), its generation and a pointer to its
+//! charge; equal charges are stored once ([`charges`]). Each namespace also counts its
+//! bindings per distinct charge ([`tally`]), kept in step on every change, so a quota's
+//! fold sums each distinct charge once instead of every binding.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use charges::Charges;
+use names::Names;
+use tally::Tally;
 
 use karmada_quota_core::binding::ResourceBindingSpec;
 use karmada_quota_core::complete::CountGap;
@@ -41,6 +45,10 @@ use kube::runtime::watcher::Event;
 
 /// Interned charges.
 pub mod charges;
+/// Binding name → uid, per namespace.
+pub mod names;
+/// Bindings per distinct charge, per namespace.
+pub mod tally;
 
 /// A binding's object-count name as resolved: `Ok(None)` when its kind has none,
 /// `Err(reason)` when it could not be resolved (API discovery failed).
@@ -108,9 +116,11 @@ pub type UnpricedRef = (String, String, String, String);
 pub struct Index {
     bindings: Bindings,
     /// namespace → binding name → uid, of `bindings` (the entries' own allocations).
-    names: HashMap<String, HashMap<Arc<str>, Arc<str>>>,
+    names: Names,
     /// The charges of `bindings` (and of a re-list in progress), each stored once.
     charges: Charges,
+    /// namespace → how many of its bindings cost each distinct charge (of `bindings`).
+    tallies: HashMap<String, Tally>,
     bindings_relist: Relist<Bindings>,
     bindings_synced: bool,
     /// (namespace, uid) of the entries with `unpriced` set.
@@ -134,8 +144,9 @@ impl Index {
     pub fn new(deleted_memory_secs: i64) -> Self {
         Self {
             bindings: Bindings::new(),
-            names: HashMap::new(),
+            names: Names::default(),
             charges: Charges::default(),
+            tallies: HashMap::new(),
             bindings_relist: Relist::default(),
             bindings_synced: false,
             unpriced: BTreeSet::new(),
@@ -210,14 +221,16 @@ impl Index {
             Some((k, _)) => k.clone(),
             None => uid.into(),
         };
-        self.names
-            .entry(ns.clone())
-            .or_default()
-            .insert(entry.name.clone(), uid.clone());
+        self.names.insert(&ns, entry.name.clone(), uid.clone());
         if by_uid.get(&uid) == Some(&entry) {
             return Touched::new();
         }
-        by_uid.insert(uid, entry);
+        let charge = entry.charge.clone();
+        let tally = self.tallies.entry(ns.clone()).or_default();
+        if let Some(old) = by_uid.insert(uid, entry) {
+            tally.remove(&old.charge);
+        }
+        tally.add(&charge);
         Touched::from([ns])
     }
 
@@ -232,15 +245,15 @@ impl Index {
         if let Some(by_uid) = self.bindings.get_mut(&ns) {
             if let Some(gone) = by_uid.remove(uid.as_str()) {
                 touched.insert(ns.clone());
-                if let Some(names) = self.names.get_mut(&ns)
-                    && names.get(&gone.name).is_some_and(|u| **u == *uid)
-                {
-                    names.remove(&gone.name);
+                if let Some(tally) = self.tallies.get_mut(&ns) {
+                    tally.remove(&gone.charge);
                 }
+                self.names.remove(&ns, &gone.name, &uid);
             }
             if by_uid.is_empty() {
                 self.bindings.remove(&ns);
-                self.names.remove(&ns);
+                self.names.forget(&ns);
+                self.tallies.remove(&ns);
             }
         }
         touched
@@ -272,14 +285,19 @@ impl Index {
                 }
             }
         }
-        self.names = new
+        self.names = Names::rebuilt(new.iter().flat_map(|(ns, by_uid)| {
+            by_uid
+                .iter()
+                .map(move |(uid, e)| (ns.as_str(), e.name.clone(), uid.clone()))
+        }));
+        self.tallies = new
             .iter()
             .map(|(ns, by_uid)| {
-                let names = by_uid
-                    .iter()
-                    .map(|(uid, e)| (e.name.clone(), uid.clone()))
-                    .collect();
-                (ns.clone(), names)
+                let mut tally = Tally::default();
+                for entry in by_uid.values() {
+                    tally.add(&entry.charge);
+                }
+                (ns.clone(), tally)
             })
             .collect();
         self.bindings = new;
@@ -327,9 +345,13 @@ impl Index {
                 Touched::new()
             }
             Ok(name) => {
-                entry.charge = self
+                let charge = self
                     .charges
                     .intern(BindingCharge::compute(&unpriced.spec, name));
+                let tally = self.tallies.entry(namespace.to_owned()).or_default();
+                tally.remove(&entry.charge);
+                tally.add(&charge);
+                entry.charge = charge;
                 entry.unpriced = None;
                 self.unpriced
                     .remove(&(namespace.to_owned(), uid.to_owned()));
@@ -361,13 +383,29 @@ impl Index {
         self.bindings_in(namespace).map(|(_, e)| &*e.charge)
     }
 
-    /// The unpriced bindings of `namespace`: their charge and why their count is unknown.
-    pub fn gaps_in(
-        &self,
-        namespace: &str,
-    ) -> impl Iterator<Item = (&BindingCharge, &CountGap)> + '_ {
-        self.bindings_in(namespace)
-            .filter_map(|(_, e)| e.unpriced.as_ref().map(|u| (&*e.charge, &u.gap)))
+    /// The distinct charges of the observed bindings of `namespace`, each with the number
+    /// of bindings that cost it (what a fold sums: O(distinct charges), not O(bindings)).
+    pub fn tally_in(&self, namespace: &str) -> impl Iterator<Item = (&BindingCharge, usize)> + '_ {
+        self.tallies
+            .get(namespace)
+            .into_iter()
+            .flat_map(Tally::iter)
+    }
+
+    /// The unpriced bindings of `namespace`: their charge and why their count is unknown
+    /// (looked up through the unpriced set, not by walking the namespace).
+    pub fn gaps_in<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = (&'a BindingCharge, &'a CountGap)> + 'a {
+        let in_ns = self.bindings.get(namespace);
+        self.unpriced
+            .range((namespace.to_owned(), String::new())..)
+            .take_while(move |(ns, _)| ns == namespace)
+            .filter_map(move |(_, uid)| {
+                let e = in_ns?.get(uid.as_str())?;
+                e.unpriced.as_ref().map(|u| (&*e.charge, &u.gap))
+            })
     }
 
     /// What the controller knows of the binding `by` names in `namespace` (for pruning):
@@ -381,8 +419,7 @@ impl Index {
             Observation::Deleted
         } else if self
             .names
-            .get(namespace)
-            .and_then(|names| names.get(by.name.as_str()))
+            .uid(namespace, &by.name)
             .and_then(|uid| in_ns.and_then(|m| m.get(uid)))
             .is_some_and(|other| !other.deleting)
         {

@@ -11,6 +11,8 @@
 //!  highest share first (ties: name), the first N; bindings that use none of hard left out
 //! ```
 
+use std::collections::HashMap;
+
 use crate::resources::ResourceList;
 use crate::scope::ScopeSelector;
 use crate::usage::BindingCharge;
@@ -57,20 +59,16 @@ pub fn top_bindings<'a>(
     if n == 0 {
         return Vec::new();
     }
+    // Bindings that share one (interned) charge share its usage: computed once per charge.
+    let mut usages: HashMap<*const BindingCharge, Option<(f64, ResourceList)>> = HashMap::new();
     let mut ranked: Vec<Ranked<'a>> = Vec::new();
     for (name, charge) in bindings {
-        let Some(view) = charge.view(scope) else {
-            continue;
-        };
-        let usage: ResourceList = hard
-            .names()
-            .filter_map(|res| view.get(res).map(|q| (res.to_owned(), q)))
-            .filter(|(_, q)| !q.is_zero())
-            .collect();
-        if usage.is_empty() {
-            continue;
+        let usage = usages.entry(std::ptr::from_ref(charge)).or_insert_with(|| {
+            usage_of(hard, scope, charge).map(|usage| (share(&usage, hard), usage))
+        });
+        if let Some((share, _)) = usage {
+            ranked.push((*share, name, charge));
         }
-        ranked.push((share(&usage, hard), name, charge, usage));
     }
     if ranked.len() > n {
         ranked.select_nth_unstable_by(n - 1, by_share);
@@ -79,16 +77,96 @@ pub fn top_bindings<'a>(
     ranked.sort_by(by_share);
     ranked
         .into_iter()
-        .map(|(_, name, charge, usage)| BindingUsage {
+        .map(|(_, name, charge)| BindingUsage {
             name: name.to_owned(),
-            usage,
+            usage: usages
+                .get(&std::ptr::from_ref(charge))
+                .and_then(Option::as_ref)
+                .map(|(_, usage)| usage.clone())
+                .unwrap_or_default(),
             clusters: placed_on(charge, scope),
         })
         .collect()
 }
 
-/// A candidate: its share, name, charge and usage of the hard names.
-type Ranked<'a> = (f64, &'a str, &'a BindingCharge, ResourceList);
+/// What a binding with `charge` uses of the hard names under `scope` (zeros left out);
+/// `None` when the scope does not match it or it uses none of them (it is not listed).
+fn usage_of(
+    hard: &ResourceList,
+    scope: &ScopeSelector,
+    charge: &BindingCharge,
+) -> Option<ResourceList> {
+    let view = charge.view(scope)?;
+    let usage: ResourceList = hard
+        .names()
+        .filter_map(|res| view.get(res).map(|q| (res.to_owned(), q)))
+        .filter(|(_, q)| !q.is_zero())
+        .collect();
+    (!usage.is_empty()).then_some(usage)
+}
+
+/// `share(usage_of(..))` without building the usage list: `None` when not listed.
+fn share_of_charge(
+    hard: &ResourceList,
+    scope: &ScopeSelector,
+    charge: &BindingCharge,
+) -> Option<f64> {
+    let view = charge.view(scope)?;
+    let mut listed = false;
+    let mut largest = 0.0f64;
+    for (name, limit) in hard.iter() {
+        let Some(q) = view.get(name).filter(|q| !q.is_zero()) else {
+            continue;
+        };
+        listed = true;
+        if let Some(p) = q.percent_of(*limit) {
+            largest = largest.max(p);
+        }
+    }
+    listed.then_some(largest)
+}
+
+/// Of distinct charges, each with the number of bindings that cost it, those a binding
+/// among the `n` that [`top_bindings`] lists may have: every charge whose share is at
+/// least the `n`-th largest share counted over all bindings (ties kept, since the names
+/// decide among them). [`top_bindings`] over the bindings of these charges only gives
+/// the same list as over all of them, so a caller that counts its charges can rank a few
+/// bindings instead of every one.
+pub fn candidates<'a>(
+    hard: &ResourceList,
+    scope: &ScopeSelector,
+    counted: impl IntoIterator<Item = (&'a BindingCharge, usize)>,
+    n: usize,
+) -> Vec<&'a BindingCharge> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut ranked: Vec<(f64, &'a BindingCharge, usize)> = counted
+        .into_iter()
+        .filter(|(_, count)| *count > 0)
+        .filter_map(|(charge, count)| {
+            share_of_charge(hard, scope, charge).map(|s| (s, charge, count))
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut seen = 0usize;
+    let mut threshold = None;
+    for (share, _, count) in &ranked {
+        seen = seen.saturating_add(*count);
+        if seen >= n {
+            threshold = Some(*share);
+            break;
+        }
+    }
+    ranked
+        .into_iter()
+        .filter(|(share, _, _)| threshold.is_none_or(|t| share.total_cmp(&t).is_ge()))
+        .map(|(_, charge, _)| charge)
+        .collect()
+}
+
+/// A candidate: its share, name and charge.
+type Ranked<'a> = (f64, &'a str, &'a BindingCharge);
 
 /// Highest share first, then by name.
 fn by_share(a: &Ranked<'_>, b: &Ranked<'_>) -> std::cmp::Ordering {
@@ -193,5 +271,50 @@ mod tests {
             mk_list(&[("requests.cpu", "1"), ("pods", "1")])
         );
         assert_eq!(top[0].share_of(&hard), 10.0);
+    }
+
+    #[test]
+    fn ranking_only_the_candidates_gives_the_same_list() {
+        let hard = mk_list(&[("requests.cpu", "100"), ("pods", "50")]);
+        let scope = mk_scope("NotIn", &["batch"]);
+        let distinct = [
+            charge(1, "1", "", &[]),
+            charge(2, "3", "", &[("member1", 2)]),
+            charge(1, "3", "", &[("member2", 1)]),
+            charge(4, "2", "batch", &[]),
+            charge(1, "5", "", &[]),
+        ];
+        // Bindings named so that ties are decided by name across charges.
+        let mut bindings: Vec<(String, &BindingCharge)> = Vec::new();
+        for (i, c) in distinct.iter().enumerate() {
+            for k in 0..(i + 2) {
+                bindings.push((format!("b{}-{i}", (k * 7 + i) % 10), c));
+            }
+        }
+        let counted = || distinct.iter().enumerate().map(|(i, c)| (c, i + 2));
+        for n in [0, 1, 2, 3, 5, 8, 40] {
+            let all = top_bindings(
+                &hard,
+                &scope,
+                bindings.iter().map(|(name, c)| (name.as_str(), *c)),
+                n,
+            );
+            let keep = candidates(&hard, &scope, counted(), n);
+            assert!(keep.len() <= distinct.len());
+            let few = top_bindings(
+                &hard,
+                &scope,
+                bindings
+                    .iter()
+                    .filter(|(_, c)| keep.iter().any(|k| std::ptr::eq(*k, *c)))
+                    .map(|(name, c)| (name.as_str(), *c)),
+                n,
+            );
+            assert_eq!(few, all, "n = {n}");
+        }
+        // The out-of-scope charge is never a candidate; with n = 1 only the largest share.
+        let one = candidates(&hard, &scope, counted(), 1);
+        assert_eq!(one.len(), 1);
+        assert!(std::ptr::eq(one[0], &distinct[1]));
     }
 }

@@ -206,6 +206,18 @@ impl BindingCharge {
     /// Add the usage `scope` matches to `acc` (the allocation-free way to sum many
     /// bindings); returns whether anything matched.
     pub fn add_scoped_to(&self, scope: &ScopeSelector, acc: &mut ScopedUsage) -> bool {
+        self.add_scoped_times_to(scope, acc, 1)
+    }
+
+    /// Add the usage `scope` matches, `times` over, to `acc`: what `times` bindings with
+    /// this charge add (the controller counts the bindings of each distinct charge and
+    /// sums each charge once). Returns whether anything matched.
+    pub fn add_scoped_times_to(
+        &self,
+        scope: &ScopeSelector,
+        acc: &mut ScopedUsage,
+        times: i64,
+    ) -> bool {
         let mut matched = false;
         if self.workload {
             for part in self
@@ -214,9 +226,15 @@ impl BindingCharge {
                 .filter(|p| scope.matches(&p.priority_class))
             {
                 matched = true;
-                acc.total.add_scaled(&part.per_replica, part.replicas);
+                acc.total
+                    .add_scaled(&part.per_replica, part.replicas.saturating_mul(times));
                 for (cluster, replicas) in &part.placement {
-                    add_cluster(&mut acc.clusters, cluster, &part.per_replica, *replicas);
+                    add_cluster(
+                        &mut acc.clusters,
+                        cluster,
+                        &part.per_replica,
+                        replicas.saturating_mul(times),
+                    );
                 }
                 for name in &part.missing_requests {
                     if !acc.missing_requests.contains(name) {
@@ -229,7 +247,11 @@ impl BindingCharge {
             matched = scope.matches("");
         }
         if matched {
-            acc.total.add_assign(&self.objects);
+            if times == 1 {
+                acc.total.add_assign(&self.objects);
+            } else {
+                acc.total.add_scaled(&self.objects, times);
+            }
         }
         matched
     }

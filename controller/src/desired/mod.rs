@@ -16,13 +16,14 @@ mod conditions;
 pub mod fold;
 mod notices;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use karmada_quota_core::complete::{self, CONDITION_USAGE_COMPLETE, Incomplete};
 use karmada_quota_core::quota::{FieldError, QuotaState};
 use karmada_quota_core::status::{self as core_status, ObservedPods, QuotaView};
 use karmada_quota_core::top;
+use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::convert::{
     list_from_api, list_to_api, parse_status, reservation_to_api, summary, validate_spec,
 };
@@ -136,10 +137,12 @@ pub fn compute_over(
         &state.spec,
         namespaces.iter().flat_map(|n| index.gaps_in(n)),
     );
-    let mut view = core_status::compute(
+    // Each distinct charge once, with the number of bindings that cost it: a fold costs
+    // O(distinct charges), not O(bindings) (the same view, see core's `compute_counted`).
+    let mut view = core_status::compute_counted(
         &ns,
         &state,
-        namespaces.iter().flat_map(|n| index.charges_in(n)),
+        namespaces.iter().flat_map(|n| index.tally_in(n)),
         |by| {
             let in_ns = if by.namespace.is_empty() {
                 own
@@ -151,12 +154,7 @@ pub fn compute_over(
         observed_pods,
         now,
     );
-    view.top_bindings = top::top_bindings(
-        &state.spec.hard,
-        &state.spec.scope,
-        index.bindings_in(&ns).map(|(_, e)| (&*e.name, &*e.charge)),
-        top::TOP_BINDINGS,
-    );
+    view.top_bindings = top_bindings(&state.spec, &ns, index);
     if !incomplete.is_empty() {
         let last_known = quota
             .status
@@ -169,6 +167,37 @@ pub fn compute_over(
         unparsed,
         incomplete,
     }
+}
+
+/// The bindings of `ns` that use the most of `spec` (core's `top::top_bindings`), ranked
+/// among those whose charge core names a candidate only: the same list as ranking every
+/// binding, without computing a share per binding.
+fn top_bindings(
+    spec: &karmada_quota_core::quota::QuotaSpec,
+    ns: &str,
+    index: &Index,
+) -> Vec<top::BindingUsage> {
+    let candidates: HashSet<*const BindingCharge> = top::candidates(
+        &spec.hard,
+        &spec.scope,
+        index.tally_in(ns),
+        top::TOP_BINDINGS,
+    )
+    .into_iter()
+    .map(std::ptr::from_ref)
+    .collect();
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    top::top_bindings(
+        &spec.hard,
+        &spec.scope,
+        index
+            .bindings_in(ns)
+            .map(|(_, e)| (&*e.name, &*e.charge))
+            .filter(|(_, c)| candidates.contains(&std::ptr::from_ref(*c))),
+        top::TOP_BINDINGS,
+    )
 }
 
 /// The status the quota should have, or `None` when its current status already says it.
@@ -304,5 +333,7 @@ pub fn next_requeue(computed: &Computed, now: i64, resync: Duration) -> Duration
     }
 }
 
+#[cfg(test)]
+mod fold_tests;
 #[cfg(test)]
 mod tests;
