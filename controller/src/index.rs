@@ -225,12 +225,12 @@ impl Index {
         if by_uid.get(&uid) == Some(&entry) {
             return Touched::new();
         }
-        let charge = entry.charge.clone();
+        let (charge, name) = (entry.charge.clone(), entry.name.clone());
         let tally = self.tallies.entry(ns.clone()).or_default();
         if let Some(old) = by_uid.insert(uid, entry) {
-            tally.remove(&old.charge);
+            tally.remove(&old.charge, &old.name);
         }
-        tally.add(&charge);
+        tally.add(&charge, &name);
         Touched::from([ns])
     }
 
@@ -246,7 +246,7 @@ impl Index {
             if let Some(gone) = by_uid.remove(uid.as_str()) {
                 touched.insert(ns.clone());
                 if let Some(tally) = self.tallies.get_mut(&ns) {
-                    tally.remove(&gone.charge);
+                    tally.remove(&gone.charge, &gone.name);
                 }
                 self.names.remove(&ns, &gone.name, &uid);
             }
@@ -295,7 +295,7 @@ impl Index {
             .map(|(ns, by_uid)| {
                 let mut tally = Tally::default();
                 for entry in by_uid.values() {
-                    tally.add(&entry.charge);
+                    tally.add(&entry.charge, &entry.name);
                 }
                 (ns.clone(), tally)
             })
@@ -349,8 +349,8 @@ impl Index {
                     .charges
                     .intern(BindingCharge::compute(&unpriced.spec, name));
                 let tally = self.tallies.entry(namespace.to_owned()).or_default();
-                tally.remove(&entry.charge);
-                tally.add(&charge);
+                tally.remove(&entry.charge, &entry.name);
+                tally.add(&charge, &entry.name);
                 entry.charge = charge;
                 entry.unpriced = None;
                 self.unpriced
@@ -381,6 +381,11 @@ impl Index {
     /// The charges of the observed bindings of `namespace`.
     pub fn charges_in(&self, namespace: &str) -> impl Iterator<Item = &BindingCharge> + '_ {
         self.bindings_in(namespace).map(|(_, e)| &*e.charge)
+    }
+
+    /// The tally of `namespace`'s bindings, if it has any.
+    pub fn tally_of(&self, namespace: &str) -> Option<&Tally> {
+        self.tallies.get(namespace)
     }
 
     /// The distinct charges of the observed bindings of `namespace`, each with the number

@@ -325,3 +325,56 @@ fn a_quota_computed_from_the_tallies_is_the_full_recompute() {
     assert!(view.bindings > 0 && view.bindings < 300);
     assert_eq!(view.top_bindings.len(), top::TOP_BINDINGS);
 }
+
+#[test]
+fn the_top_list_takes_the_first_names_of_a_charge_many_bindings_share() {
+    // 30 bindings of one charge outrank 3 smaller ones: the top list is the first 10 of
+    // the 30 by name, as ranking every binding gives it.
+    let mut index = Index::new(600);
+    for k in (0..30).rev() {
+        let rb = mk_binding(
+            "team-a",
+            &format!("web-{k:02}"),
+            &format!("uid-w{k}"),
+            1,
+            2,
+            "1",
+            &[("member1", 2)],
+        );
+        index.apply_binding_event(&Event::Apply(rb), Some(COUNT), NOW);
+    }
+    for k in 0..3 {
+        let rb = mk_binding(
+            "team-a",
+            &format!("a-small-{k}"),
+            &format!("uid-s{k}"),
+            1,
+            1,
+            "1",
+            &[("member1", 1)],
+        );
+        index.apply_binding_event(&Event::Apply(rb), Some(COUNT), NOW);
+    }
+    assert_eq!(index.tally_in("team-a").count(), 2);
+    let q = mk_quota(
+        "team-a",
+        "compute",
+        &[("requests.cpu", "100"), ("pods", "200")],
+    );
+    let Computed::Valid { view, .. } = compute(&q, &index, &ObservedPods::default(), NOW) else {
+        panic!("the spec validates");
+    };
+    let names: Vec<&str> = view.top_bindings.iter().map(|b| b.name.as_str()).collect();
+    let want: Vec<String> = (0..10).map(|k| format!("web-{k:02}")).collect();
+    assert_eq!(names, want);
+    let spec = validate_spec(&q.spec).unwrap();
+    let every = top::top_bindings(
+        &spec.hard,
+        &spec.scope,
+        index
+            .bindings_in("team-a")
+            .map(|(_, e)| (&*e.name, &*e.charge)),
+        top::TOP_BINDINGS,
+    );
+    assert_eq!(view.top_bindings, every);
+}

@@ -16,14 +16,13 @@ mod conditions;
 pub mod fold;
 mod notices;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use karmada_quota_core::complete::{self, CONDITION_USAGE_COMPLETE, Incomplete};
 use karmada_quota_core::quota::{FieldError, QuotaState};
 use karmada_quota_core::status::{self as core_status, ObservedPods, QuotaView};
 use karmada_quota_core::top;
-use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::convert::{
     list_from_api, list_to_api, parse_status, reservation_to_api, summary, validate_spec,
 };
@@ -170,32 +169,27 @@ pub fn compute_over(
 }
 
 /// The bindings of `ns` that use the most of `spec` (core's `top::top_bindings`), ranked
-/// among those whose charge core names a candidate only: the same list as ranking every
-/// binding, without computing a share per binding.
+/// among the first names of the charges core names candidates only: bindings that share a
+/// charge share a share, so names decide among them and no more than the first
+/// `TOP_BINDINGS` of each can be listed. The same list as ranking every binding, in
+/// O(candidate charges × `TOP_BINDINGS`).
 fn top_bindings(
     spec: &karmada_quota_core::quota::QuotaSpec,
     ns: &str,
     index: &Index,
 ) -> Vec<top::BindingUsage> {
-    let candidates: HashSet<*const BindingCharge> = top::candidates(
-        &spec.hard,
-        &spec.scope,
-        index.tally_in(ns),
-        top::TOP_BINDINGS,
-    )
-    .into_iter()
-    .map(std::ptr::from_ref)
-    .collect();
-    if candidates.is_empty() {
+    let Some(tally) = index.tally_of(ns) else {
         return Vec::new();
-    }
+    };
+    let candidates = top::candidates(&spec.hard, &spec.scope, tally.iter(), top::TOP_BINDINGS);
     top::top_bindings(
         &spec.hard,
         &spec.scope,
-        index
-            .bindings_in(ns)
-            .map(|(_, e)| (&*e.name, &*e.charge))
-            .filter(|(_, c)| candidates.contains(&std::ptr::from_ref(*c))),
+        candidates.into_iter().flat_map(|charge| {
+            tally
+                .first_names(charge, top::TOP_BINDINGS)
+                .map(move |name| (name, charge))
+        }),
         top::TOP_BINDINGS,
     )
 }
