@@ -275,24 +275,31 @@ fn check_qualified_name(key: &str) -> Result<(), String> {
     check_name_segment(name, 63)
 }
 
-/// A cluster quota's usage per covered namespace: for each `(namespace, bindings)` the
-/// scoped usage of its bindings, restricted to `hard`'s names (every hard name present,
-/// zero when nothing uses it). The namespaces come out in the order given; the sum over
-/// them is what [`crate::status::compute`] gives for the union of the bindings.
+/// A cluster quota's usage per covered namespace: for each `(namespace, charges)` the
+/// scoped usage of its bindings, given as distinct charges each with the number of
+/// bindings that cost it, restricted to `hard`'s names (every hard name present, zero when
+/// nothing uses it). The namespaces come out in the order given; the sum over them is what
+/// [`crate::status::compute`] gives for the union of the bindings.
 pub fn namespace_usage<'a, B>(
     hard: &ResourceList,
     scope: &ScopeSelector,
     namespaces: impl IntoIterator<Item = (&'a str, B)>,
 ) -> Vec<(String, ResourceList)>
 where
-    B: IntoIterator<Item = &'a BindingCharge>,
+    B: IntoIterator<Item = (&'a BindingCharge, usize)>,
 {
     namespaces
         .into_iter()
-        .map(|(ns, bindings)| {
+        .map(|(ns, charges)| {
             let mut acc = ScopedUsage::default();
-            for charge in bindings {
-                charge.add_scoped_to(scope, &mut acc);
+            for (charge, n) in charges {
+                if n > 0 {
+                    charge.add_scoped_times_to(
+                        scope,
+                        &mut acc,
+                        i64::try_from(n).unwrap_or(i64::MAX),
+                    );
+                }
             }
             let used = hard
                 .names()
@@ -612,9 +619,9 @@ mod tests {
             &hard,
             &ScopeSelector::default(),
             [
-                ("a-dev", dev.iter()),
-                ("a-prod", prod.iter()),
-                ("a-batch", [].iter()),
+                ("a-dev", vec![(&dev[0], 1), (&dev[1], 1)]),
+                ("a-prod", vec![(&prod[0], 1)]),
+                ("a-batch", Vec::new()),
             ],
         );
         let shown: Vec<(String, String)> = rows
@@ -650,7 +657,18 @@ mod tests {
         }
         assert_eq!(view.used, sum);
         // A scope applies per namespace too.
-        let high = namespace_usage(&hard, &mk_scope("In", &["high"]), [("a-dev", dev.iter())]);
+        let high = namespace_usage(
+            &hard,
+            &mk_scope("In", &["high"]),
+            [("a-dev", dev.iter().map(|c| (c, 1)))],
+        );
         assert_eq!(high[0].1.to_string(), "pods=0,requests.cpu=0");
+        // A charge counted n times is n of it.
+        let twice = namespace_usage(
+            &hard,
+            &ScopeSelector::default(),
+            [("a-prod", [(&prod[0], 2), (&dev[0], 0)])],
+        );
+        assert_eq!(twice[0].1.to_string(), "pods=6,requests.cpu=12");
     }
 }

@@ -88,9 +88,7 @@ pub fn compute(
     let rows = namespace_usage(
         &spec.hard,
         &spec.scope,
-        selected
-            .iter()
-            .map(|ns| (ns.as_str(), index.charges_in(ns))),
+        selected.iter().map(|ns| (ns.as_str(), index.tally_in(ns))),
     );
     let observed = observed_in(members, &selected);
     // The entries of a cluster quota name their namespace; none falls back to "".
