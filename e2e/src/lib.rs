@@ -38,6 +38,7 @@
 mod apply;
 pub mod base64;
 mod binary;
+pub mod browser;
 pub mod chart;
 pub mod controller;
 mod env;

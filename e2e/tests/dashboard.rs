@@ -20,16 +20,15 @@
 //! chromium and chromedriver come from `hack/tools.sh install` (Debian packages).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
-use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use anyhow::{Context, Result, bail, ensure};
+use fantoccini::{Client as Browser, Locator};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace};
 use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_e2e::chart::tool;
+use karmada_quota_e2e::browser::{self, Driver};
 use karmada_quota_e2e::controller::{
     Controller, LEASE_NAMESPACE, ensure_namespace, used_is, wait_quota, wait_synced,
 };
@@ -37,7 +36,7 @@ use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{
     Rb, Registration, Webhook, create, expect_admitted, quota, wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, TestNs, accepts, free_port, http_get, http_get_with, wait_for};
+use karmada_quota_e2e::{Env, TestNs, accepts, http_get, http_get_with, wait_for};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -47,67 +46,6 @@ const FOLLOW: Duration = Duration::from_secs(20);
 
 fn step(s: &str) {
     eprintln!("{s}");
-}
-
-/// chromedriver on a free loopback port, killed when dropped.
-struct Driver {
-    child: tokio::process::Child,
-    port: u16,
-}
-
-impl Driver {
-    async fn start() -> Result<Driver> {
-        let bin = tool("chromedriver")?;
-        let port = free_port()?;
-        let child = tokio::process::Command::new(&bin)
-            .arg(format!("--port={port}"))
-            .arg("--allowed-ips=127.0.0.1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        // chromedriver refuses HTTP/1.0 (the fixtures' http_get): wait for its port.
-        wait_for(
-            "chromedriver listens",
-            Duration::from_secs(20),
-            || async move { tokio::net::TcpStream::connect(addr).await.ok().map(|_| ()) },
-        )
-        .await?;
-        Ok(Driver { child, port })
-    }
-
-    /// A headless chromium session with a fresh profile and no background connections.
-    async fn browser(&self, profile: &Path) -> Result<Browser> {
-        let chromium = tool("chromium")?;
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium.canonicalize().unwrap_or(chromium),
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
-                    "--disable-dev-shm-usage", "--window-size=1360,1000",
-                    "--hide-scrollbars",
-                    format!("--user-data-dir={}", profile.display()),
-                ],
-            }),
-        );
-        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{}", self.port))
-            .await
-            .context("opening a WebDriver session")
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
 }
 
 /// The text of the first element matching `css`, if any.
@@ -148,16 +86,8 @@ fn screenshots_dir() -> PathBuf {
 }
 
 async fn screenshot(b: &Browser, name: &str) -> Result<()> {
-    let png = b.screenshot().await.context("screenshot")?;
-    let dir = screenshots_dir();
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join(name), &png)?;
-    if std::env::var_os("KQ_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1") {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/img");
-        std::fs::create_dir_all(&docs)?;
-        std::fs::write(docs.join(name), &png)?;
-    }
-    step(&format!("    screenshot {}", dir.join(name).display()));
+    let path = browser::screenshot(b, &screenshots_dir(), name).await?;
+    step(&format!("    screenshot {}", path.display()));
     Ok(())
 }
 
@@ -401,10 +331,9 @@ async fn the_dashboard_shows_the_quota_status_and_follows_changes_live_in_a_brow
 }
 
 fn tempdir(tag: &str) -> Result<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chromium-profile-{tag}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| anyhow!("{}: {e}", dir.display()))?;
-    Ok(dir)
+    browser::fresh_dir(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chromium-profile-{tag}")),
+    )
 }
 
 /// A Lease held by another (pretend) replica for an hour: a controller using it stays a

@@ -4,11 +4,14 @@
 //! over that window must give the core-hours, average and peak that ran, within the scrape
 //! resolution; the dashboard's Report page (`--dashboard-prometheus`) gives the same CSV.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, ensure};
+use fantoccini::Locator;
 use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_core::billing::query_value as encode;
+use karmada_quota_e2e::browser::{self, Driver};
 use karmada_quota_e2e::controller::{
     Controller, ensure_namespace, member_apis, used_is, wait_quota,
 };
@@ -304,6 +307,35 @@ async fn the_report_matches_the_usage_prometheus_scraped_from_the_controller() -
         page.contains(&team) && page.contains("core-hours"),
         "the Report page lacks the team or its core-hours:\n{page}"
     );
+
+    step("[Browser] the Report page in headless chromium shows the team's core-hours");
+    let driver = Driver::start().await?;
+    let profile = browser::fresh_dir(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chromium-profile-{}", ns.name())),
+    )?;
+    let b = driver.browser(&profile).await?;
+    let shown = async {
+        b.goto(&format!("{}/report?{query}", ctl.dashboard_url()))
+            .await?;
+        let text = b.find(Locator::Css("body")).await?.text().await?;
+        ensure!(
+            text.contains(&team) && text.contains("core-hours"),
+            "the browser shows no row of {team} in core-hours:\n{text}"
+        );
+        let path = browser::screenshot(
+            &b,
+            &PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots"),
+            "report.png",
+        )
+        .await?;
+        step(&format!("    screenshot {}", path.display()));
+        Ok(())
+    }
+    .await;
+    let _ = b.close().await;
+    drop(driver);
+    let _ = std::fs::remove_dir_all(&profile);
+    shown?;
 
     drop(prom);
     ns.delete(&client).await
