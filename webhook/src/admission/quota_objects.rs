@@ -25,6 +25,37 @@ fn invalid<T: Resource, E: ToString>(
     )
 }
 
+/// The object of a CREATE or UPDATE of the main resource whose spec changed, or the answer
+/// that ends its review here: `NotChecked` (other operations, subresources), 400 (no
+/// object; `key` names it), `Unchanged` (metadata-only edits — labels, finalizers — of an
+/// existing quota are not re-judged).
+fn to_judge<'a, T: Resource, S: PartialEq>(
+    req: &'a AdmissionRequest<T>,
+    kind: &str,
+    key: impl FnOnce() -> String,
+    spec: impl Fn(&T) -> &S,
+) -> Result<&'a T, Box<Answer>> {
+    if !matches!(req.operation, Operation::Create | Operation::Update)
+        || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
+    {
+        return Err(Box::new(allowed(req, "NotChecked")));
+    }
+    let Some(new) = req.object.as_ref() else {
+        return Err(Box::new(bad_request(
+            req,
+            &format!("{kind} {}: the review has no object", key()),
+        )));
+    };
+    if req
+        .old_object
+        .as_ref()
+        .is_some_and(|old| spec(old) == spec(new))
+    {
+        return Err(Box::new(allowed(req, "Unchanged")));
+    }
+    Ok(new)
+}
+
 pub(super) async fn validate_quota(
     State(st): State<AppState>,
     body: Bytes,
@@ -39,25 +70,11 @@ fn review_quota(st: &AppState, body: &[u8]) -> Answer {
         Decoded::Request(r) => r,
         Decoded::Answer(a) => return *a,
     };
-    if !matches!(req.operation, Operation::Create | Operation::Update)
-        || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
-    {
-        return allowed(&req, "NotChecked");
-    }
-    let Some(new) = req.object.as_ref() else {
-        let key = object_key(&req, None);
-        return bad_request(
-            &req,
-            &format!("KarmadaQuota {key}: the review has no object"),
-        );
+    let new = match to_judge(&req, "KarmadaQuota", || object_key(&req, None), |q| &q.spec) {
+        Ok(new) => new,
+        Err(answer) => return *answer,
     };
     let key = object_key(&req, Some(&new.metadata));
-    if let Some(old) = req.old_object.as_ref()
-        && old.spec == new.spec
-    {
-        // Metadata-only edits (labels, finalizers) of an existing quota are not re-judged.
-        return allowed(&req, "Unchanged");
-    }
     if let Err(errors) = validate_spec(&new.spec) {
         return invalid(&req, &format!("KarmadaQuota \"{key}\""), &errors);
     }
@@ -101,16 +118,14 @@ fn review_cluster_quota(st: &AppState, body: &[u8]) -> Answer {
         Decoded::Request(r) => r,
         Decoded::Answer(a) => return *a,
     };
-    if !matches!(req.operation, Operation::Create | Operation::Update)
-        || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
-    {
-        return allowed(&req, "NotChecked");
-    }
-    let Some(new) = req.object.as_ref() else {
-        return bad_request(
-            &req,
-            &format!("KarmadaClusterQuota {}: the review has no object", req.name),
-        );
+    let new = match to_judge(
+        &req,
+        "KarmadaClusterQuota",
+        || req.name.clone(),
+        |q| &q.spec,
+    ) {
+        Ok(new) => new,
+        Err(answer) => return *answer,
     };
     let name = new
         .metadata
@@ -118,12 +133,6 @@ fn review_cluster_quota(st: &AppState, body: &[u8]) -> Answer {
         .as_deref()
         .filter(|n| !n.is_empty())
         .unwrap_or(&req.name);
-    if let Some(old) = req.old_object.as_ref()
-        && old.spec == new.spec
-    {
-        // Metadata-only edits of an existing quota are not re-judged.
-        return allowed(&req, "Unchanged");
-    }
     let selector = match validate_cluster_spec(new) {
         Ok((selector, _)) => selector,
         Err(errors) => {
