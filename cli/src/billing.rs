@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use karmada_quota_core::billing::csv::number;
+use karmada_quota_core::billing::csv::table_cells;
 use karmada_quota_core::billing::window::{parse_duration, parse_time};
 use karmada_quota_core::billing::{self, Key, Report, Request, Source, Window};
 use karmada_quota_runtime::prometheus::Prometheus;
@@ -111,21 +111,10 @@ pub fn render_table(report: &Report) -> String {
             .map(|k| k.as_str().to_uppercase())
             .collect();
         header.extend(["RESOURCE", "AVERAGE", "PEAK", "RESOURCE-HOURS"].map(str::to_owned));
-        let num = |x: f64| number(x, TABLE_DECIMALS);
         let rows = report
             .rows
             .iter()
-            .map(|r| {
-                let mut cells: Vec<String> =
-                    report.by.iter().map(|k| r.key(*k).to_owned()).collect();
-                cells.extend([
-                    r.resource.clone(),
-                    format!("{} {}", num(r.average), r.unit),
-                    format!("{} {}", num(r.peak), r.unit),
-                    format!("{} {}", num(r.hours), r.hours_unit),
-                ]);
-                cells
-            })
+            .map(|r| table_cells(&report.by, r, TABLE_DECIMALS))
             .collect();
         out.push_str(&table(header, rows));
     }

@@ -249,20 +249,10 @@ impl Table {
                 .iter()
                 .map(|s| (*s).to_owned()),
         );
-        let num = |x: f64| billing::csv::number(x, PAGE_DECIMALS);
         let rows = r
             .rows
             .iter()
-            .map(|row| {
-                let mut cells: Vec<String> = r.by.iter().map(|k| row.key(*k).to_owned()).collect();
-                cells.extend([
-                    row.resource.clone(),
-                    format!("{} {}", num(row.average), row.unit),
-                    format!("{} {}", num(row.peak), row.unit),
-                    format!("{} {}", num(row.hours), row.hours_unit),
-                ]);
-                cells
-            })
+            .map(|row| billing::csv::table_cells(&r.by, row, PAGE_DECIMALS))
             .collect();
         Self {
             columns,

@@ -1,7 +1,8 @@
-//! A report as CSV (the plugin's `-o csv` and the dashboard's download are this one
-//! function): the group keys, then `resource,unit,average,peak,hours,hours_unit`.
+//! A report as text: CSV (the plugin's `-o csv` and the dashboard's download are this one
+//! function: the group keys, then `resource,unit,average,peak,hours,hours_unit`), and the
+//! cells of a table row (the plugin's table and the dashboard's page).
 
-use super::compute::Report;
+use super::compute::{Key, Report, Row};
 
 /// Numbers in CSV and tables: at most `decimals` decimals, trailing zeros dropped.
 pub fn number(x: f64, decimals: usize) -> String {
@@ -37,6 +38,19 @@ pub fn render(report: &Report) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The cells of `row` in a table: its keys in `by`'s order, the resource, then average,
+/// peak and resource-hours each with its unit, numbers to `decimals` decimals.
+pub fn table_cells(by: &[Key], row: &Row, decimals: usize) -> Vec<String> {
+    let mut cells: Vec<String> = by.iter().map(|k| row.key(*k).to_owned()).collect();
+    cells.extend([
+        row.resource.clone(),
+        format!("{} {}", number(row.average, decimals), row.unit),
+        format!("{} {}", number(row.peak, decimals), row.unit),
+        format!("{} {}", number(row.hours, decimals), row.hours_unit),
+    ]);
+    cells
 }
 
 /// A CSV field, quoted when it holds a comma, quote or line break.
