@@ -2,6 +2,9 @@
 //!
 //! - [`AdminArgs`] / [`LogArgs`] / [`ClientArgs`]: flags (with env twins) common to both
 //!   binaries, flattened into each binary's clap struct;
+//! - [`listener`]: the hardened listener every port is served by (connection cap,
+//!   header/body timeouts, in-flight and body-byte budgets, optional TLS and client
+//!   certificates, graceful shutdown), with its flags [`listener::ListenerArgs`];
 //! - [`admin_router`]: the plain-HTTP admin port: `/metrics` (Prometheus text),
 //!   `/livez`, `/readyz` (ready only once [`Readiness::set_ready`] was called, i.e. after
 //!   the caches synced);
@@ -11,6 +14,7 @@
 //! - [`prometheus`]: range queries to a Prometheus, for usage reports.
 
 pub mod duration;
+pub mod listener;
 pub mod plurals;
 pub mod prometheus;
 pub mod relist;
@@ -30,8 +34,10 @@ use prometheus_client::registry::Registry;
 /// Admin endpoint flags.
 #[derive(Clone, Debug, clap::Args)]
 pub struct AdminArgs {
-    /// Plain-HTTP admin address serving /metrics, /livez and /readyz.
-    #[arg(long, env = "KQ_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    /// Plain-HTTP admin address serving /metrics, /livez and /readyz. Loopback by
+    /// default: give a routable address (e.g. `0.0.0.0:8080`) for a scraper in another
+    /// pod, and restrict who reaches it (NetworkPolicy).
+    #[arg(long, env = "KQ_ADMIN_LISTEN", default_value = "127.0.0.1:8080")]
     pub admin_listen: SocketAddr,
 }
 
@@ -153,19 +159,16 @@ async fn readyz(State(st): State<AdminState>) -> impl IntoResponse {
     }
 }
 
-/// Serve the admin router on `addr` until `shutdown` resolves.
+/// Serve the admin router on `addr` (plain HTTP) within `limits` until `shutdown`
+/// resolves.
 pub async fn serve_admin(
     addr: SocketAddr,
+    limits: listener::Limits,
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on admin address {addr}: {e}"))?;
-    tracing::info!(%addr, "admin server listening (/metrics, /livez, /readyz)");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let tcp = listener::bind(addr, "admin").await?;
+    listener::serve("admin", tcp, router, limits, None, shutdown).await?;
     Ok(())
 }
 

@@ -1,0 +1,312 @@
+//! Hardened listeners: every HTTP(S) port of both binaries (the webhook's HTTPS port, the
+//! admin ports, the dashboard) is served here, so each has the same bounds.
+//!
+//! ```text
+//!  TcpListener::accept ─► connection cap (--max-connections): no permit → closed at once
+//!        │
+//!        ▼  one task per connection, holding its permit
+//!  [TLS] rustls handshake (ServerTls: certificate reloaded on change; with a client CA the
+//!        │ handshake fails without a certificate it signed / a name --client-allowed-names
+//!        │ lists), bounded by --header-read-timeout
+//!        ▼
+//!  hyper HTTP/1.1: the request head must arrive within --header-read-timeout (also the
+//!        │ idle time allowed between two requests of a kept-alive connection)
+//!        ▼
+//!  guard::handle: in-flight cap (--max-requests-in-flight → 503), the body wrapped so that
+//!        │ it must end within --body-read-timeout (→ 408, connection closed) and every byte
+//!        │ buffered is charged to the listener's body budget (--max-body-bytes-in-flight →
+//!        │ 503, connection closed) until the response is produced
+//!        ▼
+//!  the component's axum Router (its own per-route body limits apply on top)
+//! ```
+//!
+//! Only HTTP/1.1 is served (ALPN offers `http/1.1`): one request in flight per connection,
+//! so the connection cap bounds the requests, and hyper's header timeout applies.
+//! Shutdown stops accepting, asks every connection to finish its request and close, and
+//! waits for them at most [`GRACEFUL_SHUTDOWN`].
+
+mod client_names;
+mod guard;
+pub mod tls;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+pub use tls::{ClientAuthFiles, ServerTls, TlsError, TlsFiles};
+
+/// How long open requests may finish after shutdown was requested.
+pub const GRACEFUL_SHUTDOWN: Duration = Duration::from_secs(10);
+
+/// Largest read buffer of one connection (hyper's default is ~400 KiB): request heads of
+/// these APIs are a few KiB, and 512 connections × 64 KiB stays small.
+const MAX_READ_BUFFER: usize = 64 * 1024;
+
+/// Refused handshakes and connections over the cap are logged at most once per this
+/// interval per listener (an attacker must not be able to flood the log).
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Listener limit flags, flattened into each binary's flags; every listener of the binary
+/// gets its own set of these bounds.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ListenerArgs {
+    /// Most TCP connections one listener holds open at once (webhook HTTPS, admin,
+    /// dashboard each have their own); a connection over it is closed at once.
+    #[arg(long, env = "KQ_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// A connection must complete its TLS handshake, and then send each request's
+    /// headers, within this long (also the idle time allowed between two requests on a
+    /// kept-alive connection); else it is closed.
+    #[arg(long, env = "KQ_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = crate::duration::parse)]
+    pub header_read_timeout: Duration,
+
+    /// A request's whole body must arrive within this long after its headers; else the
+    /// request is answered 408 and its connection closed.
+    #[arg(long, env = "KQ_BODY_READ_TIMEOUT", default_value = "10s", value_parser = crate::duration::parse)]
+    pub body_read_timeout: Duration,
+
+    /// Most requests one listener handles at once; one more is answered 503 at once.
+    #[arg(long, env = "KQ_MAX_REQUESTS_IN_FLIGHT", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests_in_flight: u32,
+
+    /// Most request-body bytes one listener holds at once, over all its requests (a body
+    /// is charged as it arrives, until its response is produced); a request that would
+    /// exceed it is answered 503 and its connection closed. Bounds the memory a flood of
+    /// large, slow bodies can take, whatever each route's own body limit.
+    #[arg(long, env = "KQ_MAX_BODY_BYTES_IN_FLIGHT", default_value_t = 32 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_body_bytes_in_flight: u32,
+}
+
+impl ListenerArgs {
+    /// The limits these flags give.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_connections: self.max_connections,
+            header_read_timeout: self.header_read_timeout,
+            body_read_timeout: self.body_read_timeout,
+            max_requests_in_flight: self.max_requests_in_flight,
+            max_body_bytes_in_flight: self.max_body_bytes_in_flight,
+        }
+    }
+}
+
+/// The bounds of one listener (see [`ListenerArgs`] for each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Open connections at once.
+    pub max_connections: u32,
+    /// TLS handshake, and each request head (and keep-alive idle time).
+    pub header_read_timeout: Duration,
+    /// A request's whole body, from its head on.
+    pub body_read_timeout: Duration,
+    /// Requests handled at once.
+    pub max_requests_in_flight: u32,
+    /// Request-body bytes held at once.
+    pub max_body_bytes_in_flight: u32,
+}
+
+impl Default for Limits {
+    /// The flags' defaults.
+    fn default() -> Self {
+        Self {
+            max_connections: 512,
+            header_read_timeout: Duration::from_secs(5),
+            body_read_timeout: Duration::from_secs(10),
+            max_requests_in_flight: 256,
+            max_body_bytes_in_flight: 32 * 1024 * 1024,
+        }
+    }
+}
+
+/// Bind `addr` for the listener called `what` (named in the error).
+pub async fn bind(addr: SocketAddr, what: &str) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        std::io::Error::new(e.kind(), format!("cannot listen on {what} address {addr}: {e}"))
+    })
+}
+
+/// Serve `router` on `listener` within `limits`, over TLS when `tls` is given, until
+/// `shutdown` resolves; then stop accepting and give open requests [`GRACEFUL_SHUTDOWN`].
+/// `what` names the listener in logs. Errors of single connections are logged at debug
+/// and never end the server.
+pub async fn serve(
+    what: &'static str,
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    tls: Option<ServerTls>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let addr = listener.local_addr()?;
+    tracing::info!(
+        %addr,
+        listener = what,
+        tls = tls.is_some(),
+        client_auth = tls.as_ref().is_some_and(ServerTls::client_auth_required),
+        max_connections = limits.max_connections,
+        header_read_timeout = ?limits.header_read_timeout,
+        body_read_timeout = ?limits.body_read_timeout,
+        "listening"
+    );
+    let connections = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let guards = Arc::new(guard::Guards::new(&limits));
+    let over_cap = RateLog::new(what, "connection closed: --max-connections reached");
+    let refused = Arc::new(RateLog::new(what, "TLS handshake failed"));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // EMFILE and the like: wait a little instead of spinning.
+                    tracing::warn!(listener = what, error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            over_cap.log(&peer, "");
+            drop(stream);
+            continue;
+        };
+        tokio::spawn(connection(Connection {
+            stream,
+            peer,
+            permit,
+            router: router.clone(),
+            guards: guards.clone(),
+            tls: tls.clone(),
+            header_read_timeout: limits.header_read_timeout,
+            refused: refused.clone(),
+            stop: stop_rx.clone(),
+        }));
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    tracing::info!(%addr, listener = what, "stopped accepting; finishing open requests");
+    let all = connections.acquire_many(limits.max_connections);
+    if tokio::time::timeout(GRACEFUL_SHUTDOWN, all).await.is_err() {
+        tracing::warn!(%addr, listener = what, "open connections cut after the shutdown grace");
+    }
+    Ok(())
+}
+
+/// One accepted connection and what serving it needs.
+struct Connection {
+    stream: TcpStream,
+    peer: SocketAddr,
+    /// Released (a slot under the cap freed) when the connection ends.
+    permit: OwnedSemaphorePermit,
+    router: Router,
+    guards: Arc<guard::Guards>,
+    tls: Option<ServerTls>,
+    header_read_timeout: Duration,
+    refused: Arc<RateLog>,
+    stop: watch::Receiver<bool>,
+}
+
+async fn connection(c: Connection) {
+    let _permit = c.permit;
+    let _ = c.stream.set_nodelay(true);
+    let Some(tls) = c.tls else {
+        return http(c.stream, c.router, c.guards, c.header_read_timeout, c.stop).await;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+    match tokio::time::timeout(c.header_read_timeout, acceptor.accept(c.stream)).await {
+        Ok(Ok(stream)) => http(stream, c.router, c.guards, c.header_read_timeout, c.stop).await,
+        Ok(Err(e)) => c.refused.log(&c.peer, &e.to_string()),
+        Err(_) => c.refused.log(&c.peer, "not complete within --header-read-timeout"),
+    }
+}
+
+async fn http<I>(
+    io: I,
+    router: Router,
+    guards: Arc<guard::Guards>,
+    header_read_timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        guard::handle(router.clone(), guards.clone(), req)
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .max_buf_size(MAX_READ_BUFFER);
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        res = conn.as_mut() => {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        () = async { let _ = stop.wait_for(|s| *s).await; } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// A log line that an attacker cannot multiply: at most one per [`LOG_EVERY`], with the
+/// number of occurrences since the last line.
+struct RateLog {
+    what: &'static str,
+    message: &'static str,
+    started: Instant,
+    /// Milliseconds after `started` of the last line (0: none yet).
+    last_ms: AtomicU64,
+    skipped: AtomicU64,
+}
+
+impl RateLog {
+    fn new(what: &'static str, message: &'static str) -> Self {
+        Self {
+            what,
+            message,
+            started: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        }
+    }
+
+    fn log(&self, peer: &SocketAddr, detail: &str) {
+        let now = self.started.elapsed().as_millis() as u64 + 1;
+        let last = self.last_ms.load(Ordering::Relaxed);
+        if last != 0 && now - last < LOG_EVERY.as_millis() as u64 {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if self
+            .last_ms
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let skipped = self.skipped.swap(0, Ordering::Relaxed);
+        // rustls' messages are short and fixed; still, never log more than a line.
+        let detail: String = detail.chars().take(200).collect();
+        tracing::warn!(listener = self.what, %peer, detail, skipped_since_last = skipped, "{}", self.message);
+    }
+}
