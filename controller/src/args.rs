@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
+use karmada_quota_runtime::listener::{ListenerArgs, TlsFiles};
 use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs, duration};
 
 /// Flags of the controller binary.
@@ -33,6 +34,9 @@ pub struct Args {
     /// How to reach the Karmada control plane.
     #[command(flatten)]
     pub client: ClientArgs,
+    /// Bounds of each listener (admin and dashboard alike).
+    #[command(flatten)]
+    pub listener: ListenerArgs,
 
     /// Run a controller for one namespace; default all. Restricts the KarmadaQuota and
     /// ResourceBinding watches and the member clusters' pod watches to NAMESPACE (Cluster
@@ -178,13 +182,34 @@ pub struct Args {
 
     /// Serve the read-only browser dashboard (overview, one quota, member clusters, live
     /// updates, JSON under /api/v1 and CSV) on this address. Every replica serves it.
+    /// Loopback by default: give a routable address (e.g. `0.0.0.0:8081`) to serve other
+    /// pods, with --dashboard-auth=kubernetes and TLS (here or at a proxy).
     #[arg(
         long,
         env = "KQ_DASHBOARD_LISTEN",
-        default_value = "0.0.0.0:8081",
+        default_value = "127.0.0.1:8081",
         value_name = "ADDR"
     )]
     pub dashboard_listen: SocketAddr,
+
+    /// PEM certificate (chain) the dashboard serves HTTPS with (itself, without a proxy);
+    /// reloaded when the file changes. Unset: plain HTTP.
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_TLS_CERT_FILE",
+        value_name = "PEM",
+        requires = "dashboard_tls_private_key_file"
+    )]
+    pub dashboard_tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --dashboard-tls-cert-file; reloaded with it.
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_TLS_PRIVATE_KEY_FILE",
+        value_name = "PEM",
+        requires = "dashboard_tls_cert_file"
+    )]
+    pub dashboard_tls_private_key_file: Option<PathBuf>,
 
     /// The namespace label whose value names a team: the dashboard's overview groups the
     /// quotas of a team's namespaces together. Empty: group by namespace only (and do not
@@ -226,6 +251,15 @@ pub struct Args {
 }
 
 impl Args {
+    /// The dashboard's TLS files (`--dashboard-tls-*`), if it serves HTTPS.
+    pub fn dashboard_tls(&self) -> Option<TlsFiles> {
+        Some(TlsFiles {
+            cert: self.dashboard_tls_cert_file.clone()?,
+            key: self.dashboard_tls_private_key_file.clone()?,
+            client_auth: None,
+        })
+    }
+
     /// Whether this controller reconciles KarmadaClusterQuotas: only when it watches every
     /// namespace.
     pub fn reconciles_cluster_quotas(&self) -> bool {
@@ -332,7 +366,13 @@ mod tests {
         assert_eq!(a.deleted_memory, Duration::from_secs(600));
         assert_eq!(a.concurrency, 4);
         assert_eq!(a.watch_namespace(), None);
-        assert_eq!(a.dashboard_listen.to_string(), "0.0.0.0:8081");
+        assert_eq!(a.dashboard_listen.to_string(), "127.0.0.1:8081");
+        assert_eq!(a.admin.admin_listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(a.dashboard_tls(), None);
+        assert_eq!(
+            a.listener.limits(),
+            karmada_quota_runtime::listener::Limits::default()
+        );
         assert_eq!(a.dashboard_team_label, "karmada-quota.io/team");
         assert_eq!(a.dashboard_stale_after, Duration::from_secs(60));
         assert_eq!(a.dashboard_auth, DashboardAuth::None);
@@ -366,6 +406,25 @@ mod tests {
         assert!(a.dashboard_team_label.is_empty());
         assert_eq!(a.dashboard_stale_after, Duration::from_secs(300));
         assert!(Args::try_parse_from(["c", "--dashboard-listen=nope"]).is_err());
+    }
+
+    #[test]
+    fn dashboard_tls_takes_a_certificate_and_its_key_together() {
+        let a = parse(&[
+            "--dashboard-tls-cert-file=d.pem",
+            "--dashboard-tls-private-key-file=d.key",
+        ]);
+        let tls = a.dashboard_tls().unwrap();
+        assert_eq!(
+            (tls.cert, tls.key),
+            (PathBuf::from("d.pem"), PathBuf::from("d.key"))
+        );
+        for alone in [
+            "--dashboard-tls-cert-file=d.pem",
+            "--dashboard-tls-private-key-file=d.key",
+        ] {
+            assert!(Args::try_parse_from(["c", alone]).is_err(), "{alone} alone");
+        }
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Feeds the browser dashboard (the `karmada-quota-dashboard` crate): maps the computed
 //! views, the member registry, the namespaces' team labels and the quotas' Warning events
-//! into the dashboard's own [`Snapshot`], and serves it on `--dashboard-listen`.
+//! into the dashboard's own [`Snapshot`], and serves it on `--dashboard-listen` through the
+//! runtime's hardened listener (its limits; HTTPS with `--dashboard-tls-*`).
 //!
 //! ```text
 //!  api::Views ─────────┐
 //!  MemberRegistry ─────┤ every FEED_INTERVAL: snapshot() ─► watch::Sender<Arc<Snapshot>>
-//!  Namespace watch ────┤ (teams: label value)                 └─► dashboard::serve (pages,
+//!  Namespace watch ────┤ (teams: label value)                 └─► dashboard::router (pages,
 //!  Event watch ────────┘ (Warning events on KarmadaQuotas:        SSE, JSON, CSV)
 //!                         denials, drift, unreachable members)
 //! ```
@@ -23,6 +24,7 @@ use karmada_quota_dashboard::model::{
     ClusterUsage, Condition, Denial, Member, Quota, Reach as DashReach, Reservation, Snapshot,
 };
 use karmada_quota_dashboard::{Access, Dashboard, Settings};
+use karmada_quota_runtime::listener::{self, Limits, ServerTls, TlsFiles};
 use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
@@ -321,16 +323,30 @@ pub fn record_warning(warnings: &Warnings, ev: &CoreEvent) {
     list.truncate(EVENTS_PER_QUOTA);
 }
 
+/// How often the dashboard's TLS files are checked for changes.
+const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+
 /// The dashboard server over `sources`, fed until `stop`; with `access`, each request
-/// must carry a token it accepts and sees only the namespaces it allows. A bind failure is logged: the
-/// controller keeps running without its dashboard.
+/// must carry a token it accepts and sees only the namespaces it allows. It is served by
+/// the runtime's hardened listener within `limits`, over HTTPS when `tls` names files
+/// (reloaded when they change). A bind or TLS failure is logged: the controller keeps
+/// running without its dashboard.
 pub fn spawn(
     addr: std::net::SocketAddr,
     settings: Settings,
     access: Option<Access>,
     sources: Sources,
+    listen: (Limits, Option<TlsFiles>),
     stop: watch::Receiver<bool>,
 ) {
+    let (limits, tls_files) = listen;
+    let tls = match tls_files.map(ServerTls::load).transpose() {
+        Ok(tls) => tls,
+        Err(e) => {
+            tracing::error!(error = %e, "dashboard not started; the controller continues without it");
+            return;
+        }
+    };
     let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
     tokio::spawn(feed(sources, tx, crate::shutdown_future(&stop)));
     let mut dashboard = Dashboard::new(rx, settings);
@@ -345,10 +361,17 @@ pub fn spawn(
     if let Some(access) = access {
         dashboard = dashboard.with_access(access);
     }
+    if let Some(tls) = &tls {
+        tokio::spawn(tls.clone().reload_on_change(TLS_RELOAD_INTERVAL));
+    }
     tokio::spawn(async move {
-        if let Err(e) =
-            karmada_quota_dashboard::serve(addr, dashboard, crate::shutdown_future(&stop)).await
-        {
+        let served = async {
+            let tcp = listener::bind(addr, "dashboard").await?;
+            let router = karmada_quota_dashboard::router(dashboard);
+            let shutdown = crate::shutdown_future(&stop);
+            listener::serve("dashboard", tcp, router, limits, tls, shutdown).await
+        };
+        if let Err(e) = served.await {
             tracing::error!(error = %e, "dashboard stopped; the controller continues without it");
         }
     });

@@ -341,6 +341,7 @@ fn start_admin(
     }));
     tokio::spawn(serve_admin(
         args.admin.admin_listen,
+        args.listener.limits(),
         router,
         stop.requested(),
     ))
@@ -547,6 +548,7 @@ fn spawn_dashboard(
         },
         access,
         sources,
+        (args.listener.limits(), args.dashboard_tls()),
         stop.rx.clone(),
     );
 }

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use karmada_quota_runtime::listener::ListenerArgs;
 use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs};
 
 /// Validating admission webhook that enforces KarmadaQuota on Karmada ResourceBindings.
@@ -13,8 +14,9 @@ use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs};
 #[derive(Clone, Debug, clap::Parser)]
 #[command(name = "karmada-quota-webhook", version, about, long_about = None, args_override_self = true)]
 pub struct Args {
-    /// HTTPS address for admission reviews.
-    #[arg(long, env = "KQ_LISTEN", default_value = "0.0.0.0:9443")]
+    /// HTTPS address for admission reviews. Loopback by default: give the pod's address
+    /// (e.g. `0.0.0.0:9443`) for an apiserver in another pod, with --client-ca-file.
+    #[arg(long, env = "KQ_LISTEN", default_value = "127.0.0.1:9443")]
     pub listen: SocketAddr,
 
     /// PEM certificate (chain) served on --listen. Reloaded when the file changes, so a
@@ -26,7 +28,28 @@ pub struct Args {
     #[arg(long, env = "KQ_TLS_PRIVATE_KEY_FILE")]
     pub tls_private_key_file: PathBuf,
 
-    /// How often the certificate and key files are checked for changes.
+    /// PEM bundle of the CA(s) that sign the apiserver's webhook client certificate
+    /// (kube-apiserver / karmada-apiserver present it through an AdmissionConfiguration
+    /// whose kubeConfigFile names it). When set, a connection without a client certificate
+    /// signed by it is refused during the TLS handshake; reloaded with --tls-cert-file.
+    /// Without it anyone who reaches --listen can send reviews (and reserve quota): the
+    /// webhook warns at start and exports kq_webhook_client_auth_required 0.
+    #[arg(long, env = "KQ_CLIENT_CA_FILE", value_name = "PEM")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Comma-separated names a client certificate must carry, as its CN or a DNS
+    /// subjectAltName (ASCII case ignored, no wildcards); empty: any certificate signed by
+    /// --client-ca-file. E.g. `karmada-apiserver-webhook-client`.
+    #[arg(
+        long,
+        env = "KQ_CLIENT_ALLOWED_NAMES",
+        value_delimiter = ',',
+        requires = "client_ca_file",
+        value_name = "NAMES"
+    )]
+    pub client_allowed_names: Vec<String>,
+
+    /// How often the certificate, key and client CA files are checked for changes.
     #[arg(long, env = "KQ_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = karmada_quota_runtime::duration::parse)]
     pub tls_reload_interval: Duration,
 
@@ -46,7 +69,9 @@ pub struct Args {
     #[arg(long, env = "KQ_MAX_RESERVATIONS", default_value_t = 1000)]
     pub max_reservations: usize,
 
-    /// Largest accepted AdmissionReview body, in bytes; larger bodies get HTTP 413.
+    /// Largest accepted AdmissionReview body, in bytes; larger bodies get HTTP 413 (a
+    /// declared Content-Length over it before a byte is read; a body that grows past it
+    /// is cut there, never buffered further).
     #[arg(long, env = "KQ_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
@@ -93,6 +118,10 @@ pub struct Args {
     #[allow(missing_docs)]
     pub admin: AdminArgs,
 
+    /// Bounds of each listener (HTTPS and admin alike).
+    #[command(flatten)]
+    pub listener: ListenerArgs,
+
     #[command(flatten)]
     #[allow(missing_docs)]
     pub log: LogArgs,
@@ -117,7 +146,10 @@ mod tests {
             "--decision-timeout=500ms",
         ])
         .unwrap();
-        assert_eq!(a.listen.to_string(), "0.0.0.0:9443");
+        assert_eq!(a.listen.to_string(), "127.0.0.1:9443");
+        assert_eq!(a.admin.admin_listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(a.client_ca_file, None);
+        assert!(a.client_allowed_names.is_empty());
         assert_eq!(a.decision_timeout, Duration::from_millis(500));
         assert_eq!(a.reservation_ttl, Duration::from_secs(60));
         assert_eq!(a.max_reservations, 1000);
@@ -125,6 +157,31 @@ mod tests {
         assert!(a.events);
         assert_eq!(a.event_interval, Duration::from_secs(10));
         assert_eq!(a.denial_log_interval, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn client_names_are_a_list_and_need_a_client_ca() {
+        let a = Args::try_parse_from([
+            "karmada-quota-webhook",
+            "--tls-cert-file=c.pem",
+            "--tls-private-key-file=k.pem",
+            "--client-ca-file=ca.pem",
+            "--client-allowed-names=karmada-apiserver-webhook-client,apiserver.example",
+        ])
+        .unwrap();
+        assert_eq!(a.client_ca_file, Some(PathBuf::from("ca.pem")));
+        assert_eq!(
+            a.client_allowed_names,
+            ["karmada-apiserver-webhook-client", "apiserver.example"]
+        );
+        let err = Args::try_parse_from([
+            "karmada-quota-webhook",
+            "--tls-cert-file=c.pem",
+            "--tls-private-key-file=k.pem",
+            "--client-allowed-names=x",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("--client-ca-file"), "{err}");
     }
 
     #[test]

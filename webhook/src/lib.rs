@@ -121,17 +121,9 @@ pub enum Error {
     #[error("the reservation worker of namespace {0} stopped without answering")]
     WorkerGone(String),
 
-    /// The TLS certificate or key could not be loaded.
-    #[error("cannot load the TLS certificate {cert} / key {key}: {source}")]
-    Tls {
-        /// Certificate path.
-        cert: String,
-        /// Key path.
-        key: String,
-        /// The I/O or parse error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The TLS certificate, key or client CA bundle could not be loaded (names the file).
+    #[error(transparent)]
+    Tls(#[from] karmada_quota_runtime::listener::TlsError),
 
     /// The HTTPS server failed.
     #[error("HTTPS server on {addr}: {source}")]
@@ -168,7 +160,7 @@ impl Error {
             Error::UnknownPlural { .. } => "unknown_plural",
             Error::NotSynced => "not_synced",
             Error::WorkerGone(_) => "worker_gone",
-            Error::Tls { .. } => "tls",
+            Error::Tls(_) => "tls",
             Error::Serve { .. } => "serve",
         }
     }

@@ -70,7 +70,7 @@ async fn main() -> anyhow::Result<()> {
         cache,
         batcher,
         plurals: PluralResolver::new(client.clone()),
-        metrics,
+        metrics: metrics.clone(),
         settings: Settings {
             decision_timeout: args.decision_timeout,
             max_body_bytes: args.max_body_bytes,
@@ -83,34 +83,40 @@ async fn main() -> anyhow::Result<()> {
         denials,
     };
 
-    let tls = server::load_tls(&args.tls_cert_file, &args.tls_private_key_file).await?;
-    tokio::spawn(server::reload_tls_on_change(
-        tls.clone(),
-        args.tls_cert_file.clone(),
-        args.tls_private_key_file.clone(),
-        args.tls_reload_interval,
-    ));
+    let tls = server::load_tls(server::tls_files(&args))?;
+    if tls.client_auth_required() {
+        metrics.client_auth_required.set(1);
+    } else {
+        metrics.client_auth_required.set(0);
+        tracing::warn!(
+            listen = %args.listen,
+            "no --client-ca-file: any client that reaches the admission port can send \
+             reviews (forged reviews reserve quota); give the apiserver a client \
+             certificate (AdmissionConfiguration kubeConfigFile) and set --client-ca-file"
+        );
+    }
+    tokio::spawn(tls.clone().reload_on_change(args.tls_reload_interval));
 
-    let handle = axum_server::Handle::new();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn({
-        let handle = handle.clone();
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
         async move {
-            runtime::shutdown_signal().await;
-            tracing::info!("shutting down");
-            handle.graceful_shutdown(Some(server::GRACEFUL_SHUTDOWN));
-            let _ = stop_tx.send(true);
+            let _ = rx.wait_for(|stop| *stop).await;
         }
+    };
+    tokio::spawn(async move {
+        runtime::shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
     });
+    let limits = args.listener.limits();
     let admin = runtime::serve_admin(
         args.admin.admin_listen,
+        limits,
         runtime::admin_router(Arc::new(Mutex::new(registry)), ready),
-        async move {
-            let mut rx = stop_rx;
-            let _ = rx.wait_for(|stop| *stop).await;
-        },
+        stopped(),
     );
-    let https = server::serve_https(args.listen, app(state), tls, handle);
+    let https = server::serve_https(args.listen, app(state), tls, limits, stopped());
     let (admin, https) = tokio::join!(admin, https);
     admin?;
     https.context("admission server")?;

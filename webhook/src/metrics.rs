@@ -4,6 +4,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -53,6 +54,9 @@ pub struct Metrics {
     pub rollbacks: Family<WriteLabels, Counter>,
     /// Denial events and decision log lines.
     pub events: EventMetrics,
+    /// 1 when the HTTPS listener requires a client certificate (`--client-ca-file`), 0
+    /// when anyone who reaches it may send reviews.
+    pub client_auth_required: Gauge,
 }
 
 impl Metrics {
@@ -95,6 +99,12 @@ impl Metrics {
             "Reservation entries removed again because their request did not end admitted, \
              by result (failed: left for the controller to expire)",
             m.rollbacks.clone(),
+        );
+        reg.register(
+            "client_auth_required",
+            "1 when the admission listener requires a client certificate signed by \
+             --client-ca-file; 0 when anyone who reaches it can send reviews",
+            m.client_auth_required.clone(),
         );
         m.events.register(reg);
         m
@@ -140,6 +150,7 @@ impl Default for Metrics {
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
             rollbacks: Family::default(),
             events: EventMetrics::default(),
+            client_auth_required: Gauge::default(),
         }
     }
 }
@@ -265,6 +276,7 @@ mod tests {
         m.events.written("create");
         m.events.dropped("queue_full", 2);
         m.events.logs_suppressed.inc();
+        m.client_auth_required.set(1);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
         for name in [
@@ -278,6 +290,7 @@ mod tests {
             "kq_webhook_events_dropped_total{cause=\"queue_full\"} 2",
             "kq_webhook_events_aggregated_total 0",
             "kq_webhook_denial_logs_suppressed_total 1",
+            "kq_webhook_client_auth_required 1",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }

@@ -1,17 +1,14 @@
-//! The HTTPS server: rustls (ring), certificate reloaded when its files change.
+//! The admission HTTPS listener: the runtime's hardened listener (connection cap,
+//! header/body read timeouts, budgets) with rustls (ring), the serving certificate and the
+//! client CA reloaded when their files change, and — with `--client-ca-file` — a client
+//! certificate required during the TLS handshake.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 use axum::Router;
-use axum_server::Handle;
-use axum_server::tls_rustls::RustlsConfig;
+use karmada_quota_runtime::listener::{self, ClientAuthFiles, Limits, ServerTls, TlsFiles};
 
-use crate::{Error, Result};
-
-/// How long in-flight reviews may finish after shutdown was requested.
-pub const GRACEFUL_SHUTDOWN: Duration = Duration::from_secs(10);
+use crate::{Args, Error, Result};
 
 /// Install ring as rustls' process-wide crypto provider (once; later calls are no-ops).
 /// kube's client uses the same provider.
@@ -19,70 +16,35 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Load the certificate chain and key (PEM).
-pub async fn load_tls(cert: &Path, key: &Path) -> Result<RustlsConfig> {
-    RustlsConfig::from_pem_file(cert, key)
-        .await
-        .map_err(|source| tls_error(cert, key, source))
-}
-
-fn tls_error(cert: &Path, key: &Path, source: std::io::Error) -> Error {
-    Error::Tls {
-        cert: cert.display().to_string(),
-        key: key.display().to_string(),
-        source,
+/// The TLS files `args` name: serving certificate and key, and the client CA with its
+/// allowed names when `--client-ca-file` is set.
+pub fn tls_files(args: &Args) -> TlsFiles {
+    TlsFiles {
+        cert: args.tls_cert_file.clone(),
+        key: args.tls_private_key_file.clone(),
+        client_auth: args.client_ca_file.as_ref().map(|ca| ClientAuthFiles {
+            ca: ca.clone(),
+            allowed_names: args.client_allowed_names.clone(),
+        }),
     }
 }
 
-async fn mtimes(cert: &Path, key: &Path) -> Option<(SystemTime, SystemTime)> {
-    let c = tokio::fs::metadata(cert).await.ok()?.modified().ok()?;
-    let k = tokio::fs::metadata(key).await.ok()?.modified().ok()?;
-    Some((c, k))
+/// Load the TLS configuration (certificate, key, client CA).
+pub fn load_tls(files: TlsFiles) -> Result<ServerTls> {
+    Ok(ServerTls::load(files)?)
 }
 
-/// Poll the files' modification times every `interval` and reload `config` when either
-/// changed (mounted Secrets change through a symlink swap; metadata follows it). A reload
-/// that fails (e.g. the key is not yet rotated with the certificate) keeps the old
-/// certificate and is tried again on the next tick. Runs forever; spawn it.
-pub async fn reload_tls_on_change(
-    config: RustlsConfig,
-    cert: PathBuf,
-    key: PathBuf,
-    interval: Duration,
-) {
-    let mut seen = mtimes(&cert, &key).await;
-    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(100)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let now = mtimes(&cert, &key).await;
-        if now.is_none() || now == seen {
-            continue;
-        }
-        match config.reload_from_pem_file(&cert, &key).await {
-            Ok(()) => {
-                tracing::info!(cert = %cert.display(), "TLS certificate reloaded");
-                seen = now;
-            }
-            Err(e) => {
-                tracing::warn!(error = %tls_error(&cert, &key, e), "TLS reload failed; keeping the current certificate");
-            }
-        }
-    }
-}
-
-/// Serve `router` over HTTPS on `addr` until `handle` is told to shut down
-/// (`handle.listening()` gives the bound address, e.g. for port 0 in tests).
+/// Serve `router` over HTTPS on `addr` within `limits` until `shutdown` resolves.
 pub async fn serve_https(
     addr: SocketAddr,
     router: Router,
-    tls: RustlsConfig,
-    handle: Handle<SocketAddr>,
+    tls: ServerTls,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<()> {
-    tracing::info!(%addr, "admission webhook listening (HTTPS)");
-    axum_server::bind_rustls(addr, tls)
-        .handle(handle)
-        .serve(router.into_make_service())
-        .await
-        .map_err(|source| Error::Serve { addr, source })
+    let serve = async {
+        let tcp = listener::bind(addr, "admission webhook").await?;
+        listener::serve("admission webhook", tcp, router, limits, Some(tls), shutdown).await
+    };
+    serve.await.map_err(|source| Error::Serve { addr, source })
 }
