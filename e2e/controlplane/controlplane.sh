@@ -9,7 +9,11 @@
 #   controlplane.sh down DIR                # stop exactly what DIR/pids lists
 #
 # Layout of DIR after `up`:
-#   env              shell-sourceable: N, TOKEN, ETCD_PORT, APISERVER_<I>_PORT
+#   env              shell-sourceable: N, TOKEN, ETCD_PORT, APISERVER_<I>_PORT,
+#                    WEBHOOK_CLIENT_CA, WEBHOOK_CLIENT_CERT, WEBHOOK_CLIENT_KEY
+#   webhook-client/  the client certificate apiserver 0 presents to every webhook that
+#                    asks for one (CN=karmada-apiserver-webhook-client, signed by ca.pem),
+#                    and the AdmissionConfiguration + kubeconfig that make it do so
 #   kubeconfig-<I>   admin kubeconfig of apiserver I (0 = Karmada control plane, 1.. = members)
 #   pids             "<pid> <name>" per line, read by `down`
 #   watchdog.pid     with --owner-pid: the watchdog that runs `down` when the owner exits
@@ -312,6 +316,57 @@ wait_http() {
     done
 }
 
+# The webhook client identity of apiserver 0 (the Karmada control plane): a CA, a client
+# certificate it signed, and an AdmissionConfiguration whose kubeConfigFile gives that
+# certificate to every webhook host (user "*"), for ValidatingAdmissionWebhook and
+# MutatingAdmissionWebhook. A webhook that asks for no client certificate never sees it.
+readonly WEBHOOK_CLIENT_CN=karmada-apiserver-webhook-client
+webhook_client_identity() {
+    local d=$DIR/webhook-client
+    local ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    step "webhook client certificate of apiserver 0 (CN=$WEBHOOK_CLIENT_CN)"
+    mkdir -p "$d"
+    openssl req -x509 "${ec[@]}" -days 30 -subj /CN=karmada-quota-e2e-webhook-client-ca \
+        -keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null || die "openssl: webhook client CA"
+    openssl req "${ec[@]}" -subj "/CN=$WEBHOOK_CLIENT_CN" \
+        -keyout "$d/client.key" -out "$d/client.csr" 2>/dev/null || die "openssl: client key"
+    printf '%s\n' basicConstraints=CA:FALSE keyUsage=digitalSignature \
+        extendedKeyUsage=clientAuth >"$d/client.ext"
+    openssl x509 -req -days 30 -set_serial 1 -in "$d/client.csr" -CA "$d/ca.pem" \
+        -CAkey "$d/ca.key" -extfile "$d/client.ext" -out "$d/client.pem" 2>/dev/null ||
+        die "openssl: sign the webhook client certificate"
+    rm -f "$d/client.csr" "$d/client.ext"
+    chmod 600 "$d/ca.key" "$d/client.key"
+    cat >"$d/kubeconfig" <<EOF
+# Credentials apiserver 0 presents to webhooks: "*" matches every webhook host.
+apiVersion: v1
+kind: Config
+users:
+- name: '*'
+  user:
+    client-certificate: $d/client.pem
+    client-key: $d/client.key
+EOF
+    local plugin
+    {
+        echo "apiVersion: apiserver.config.k8s.io/v1"
+        echo "kind: AdmissionConfiguration"
+        echo "plugins:"
+        for plugin in ValidatingAdmissionWebhook MutatingAdmissionWebhook; do
+            echo "- name: $plugin"
+            echo "  configuration:"
+            echo "    apiVersion: apiserver.config.k8s.io/v1"
+            echo "    kind: WebhookAdmissionConfiguration"
+            echo "    kubeConfigFile: $d/kubeconfig"
+        done
+    } >"$d/admission-config.yaml"
+    {
+        echo "WEBHOOK_CLIENT_CA=$d/ca.pem"
+        echo "WEBHOOK_CLIENT_CERT=$d/client.pem"
+        echo "WEBHOOK_CLIENT_KEY=$d/client.key"
+    } >>"$DIR/env"
+}
+
 write_kubeconfig() {
     local i=$1 port=$2 tls
     local file=$DIR/kubeconfig-$i crt=$DIR/apiserver-$i/apiserver.crt
@@ -456,7 +511,7 @@ cmd_up() {
         pid=$(cat "$DIR/watchdog.pid")
         if pid_ours "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi
     fi
-    rm -rf "$DIR/pids" "$DIR/env" "$DIR"/kubeconfig-* "$DIR/etcd" "$DIR"/apiserver-* \
+    rm -rf "$DIR/pids" "$DIR/env" "$DIR"/kubeconfig-* "$DIR/etcd" "$DIR"/apiserver-* "$DIR/webhook-client" \
         "$DIR/logs" "$DIR/kubectl-cache" "$DIR/watchdog.pid" "$DIR/up.done"
     mkdir -p "$DIR/logs"
     : >"$DIR/pids"
@@ -500,10 +555,17 @@ cmd_up() {
         echo "ETCD_PORT=$etcd_port"
     } >"$DIR/env"
 
-    local i port extra_args=()
+    webhook_client_identity
+
+    local i port extra_args=() own_args
     read -r -a extra_args <<<"${APISERVER_EXTRA_ARGS:-}"
     for ((i = 0; i < n; i++)); do
         port=${ports[$((i + 2))]}
+        own_args=()
+        # Only the Karmada control plane calls our webhooks.
+        if [[ $i -eq 0 ]]; then
+            own_args=(--admission-control-config-file "$DIR/webhook-client/admission-config.yaml")
+        fi
         step "start kube-apiserver $i on 127.0.0.1:$port (etcd prefix /cluster$i)"
         mkdir -p "$DIR/apiserver-$i"
         # --endpoint-reconciler-type none: the default reconciler would write 127.0.0.1
@@ -523,6 +585,7 @@ cmd_up() {
             --disable-admission-plugins ServiceAccount \
             --endpoint-reconciler-type none \
             --profiling=false \
+            "${own_args[@]}" \
             "${extra_args[@]}"
         echo "APISERVER_${i}_PORT=$port" >>"$DIR/env"
     done
