@@ -42,6 +42,24 @@ pub struct Env {
     member_kubeconfigs: Vec<PathBuf>,
     member_configs: Vec<Config>,
     log_dir: PathBuf,
+    webhook_client: Option<WebhookClientCert>,
+}
+
+/// The client certificate apiserver 0 presents to every webhook that asks for one
+/// (controlplane.sh's AdmissionConfiguration): `WEBHOOK_CLIENT_*` of DIR/env.
+#[derive(Debug, Clone)]
+pub struct WebhookClientCert {
+    /// The CA that signed it: what the webhook's `--client-ca-file` trusts.
+    pub ca: PathBuf,
+    /// The certificate (CN [`WebhookClientCert::CN`]).
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+}
+
+impl WebhookClientCert {
+    /// The certificate's CN (controlplane.sh's `WEBHOOK_CLIENT_CN`).
+    pub const CN: &str = "karmada-apiserver-webhook-client";
 }
 
 // The outcome of the first resolution, errors included, so that every test of the process
@@ -74,6 +92,7 @@ impl Env {
                 member_kubeconfigs: Vec::new(),
                 member_configs: Vec::new(),
                 log_dir,
+                webhook_client: None,
             });
         }
         if let Some(dir) = non_empty_var(ENV_CONTROLPLANE_DIR) {
@@ -117,9 +136,23 @@ impl Env {
         for path in &kubeconfigs {
             configs.push(load_config(path).await?);
         }
+        let var = |name: &str| {
+            vars.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+                .map(|v| PathBuf::from(v.trim()))
+        };
+        let webhook_client = match (
+            var("WEBHOOK_CLIENT_CA"),
+            var("WEBHOOK_CLIENT_CERT"),
+            var("WEBHOOK_CLIENT_KEY"),
+        ) {
+            (Some(ca), Some(cert), Some(key)) => Some(WebhookClientCert { ca, cert, key }),
+            _ => None,
+        };
         let mut configs = configs.into_iter();
         let mut kubeconfigs = kubeconfigs.into_iter();
         Ok(Env {
+            webhook_client,
             source,
             config: configs.next().expect("n > 0"),
             kubeconfig: kubeconfigs.next().expect("n > 0"),
@@ -177,6 +210,12 @@ impl Env {
     /// The directory `controlplane.sh up` wrote; `None` for `E2E_KUBECONFIG`.
     pub fn cp_dir(&self) -> Option<&Path> {
         self.cp_dir.as_deref()
+    }
+
+    /// The client certificate apiserver 0 presents to webhooks; `None` for
+    /// `E2E_KUBECONFIG` or a control plane brought up before controlplane.sh wrote it.
+    pub fn webhook_client(&self) -> Option<&WebhookClientCert> {
+        self.webhook_client.as_ref()
     }
 
     /// Where logs of this run go (`<cp dir>/logs`, or `<target dir>/e2e-logs`).

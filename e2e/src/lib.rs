@@ -19,6 +19,8 @@
 //!    karmada      real Karmada around a test (make e2e-karmada): fixture, readers
 //!    chart        charts/karmada-quota through helm and the check tools (hack/tools.sh)
 //!    TestNs       a fresh namespace per test (generateName, labelled)
+//!    attack       raw TLS clients (with/without client certificates), drips, floods of
+//!                 held bodies, RSS of a child process
 //!    faults       UnservedApi: an API group whose discovery fails (503)
 //!    apply_yaml / apply_json / accepts / rejects / wait_for
 //!    prometheus   Debian's prometheus on loopback scraping admin ports (usage report)
@@ -36,6 +38,7 @@
 //! `cargo nextest run -p karmada-quota-e2e --run-ignored only`.
 
 mod apply;
+pub mod attack;
 pub mod base64;
 mod binary;
 pub mod browser;
@@ -56,7 +59,7 @@ pub mod webhook;
 
 pub use apply::{accepts, apply_json, apply_yaml, rejects, resolve, yaml_documents};
 pub use binary::{Binary, BinaryBuilder, free_port, http_get, http_get_ok, http_get_with};
-pub use env::{Env, EnvSource};
+pub use env::{Env, EnvSource, WebhookClientCert};
 pub use metrics::metric_sum;
 pub use ns::TestNs;
 pub use quota_status::replace_quota_status;
