@@ -9,16 +9,16 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use karmada_quota_e2e::attack::{
     self, FloodConn, MIB, drip, flood, foreign_client_cert, post, raw_request, tls_connector,
 };
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
 use karmada_quota_e2e::webhook::{
-    Rb, Webhook, WebhookBuilder, WebhookTls, binding_review, bindings, create, expect_admitted,
-    NS_LABEL, quota_usage, vwc_from_manifest, wait_until_status_seen,
+    NS_LABEL, Rb, Webhook, WebhookBuilder, WebhookTls, binding_review, bindings, create,
+    expect_admitted, quota_usage, vwc_from_manifest, wait_until_status_seen,
 };
 use karmada_quota_e2e::{Env, TestNs, WebhookClientCert, try_wait_for};
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use tokio_rustls::TlsConnector;
@@ -71,7 +71,10 @@ fn forged_review(ns: &str) -> Vec<u8> {
         .request("cpu", "4")
         .json(ns);
     let review = binding_review(&obj, "00000000-0000-4000-8000-00000000f0f0", false);
-    post("/validate/resourcebinding", &serde_json::to_vec(&review).unwrap_or_default())
+    post(
+        "/validate/resourcebinding",
+        &serde_json::to_vec(&review).unwrap_or_default(),
+    )
 }
 
 /// A forged review POSTed to the webhook without a client certificate, or with one from
@@ -93,20 +96,40 @@ async fn forged_reviews_are_refused_at_the_handshake_while_the_apiserver_passes(
     let decided_before = s.webhook.decisions(&[]).await?;
     step("[Attack] a forged CREATE review straight to the webhook, no client certificate");
     let refused = raw_request(s.webhook.addr(), Some(&anonymous), &forged_review(ns)).await;
-    step(&format!("[Result] {}", refused.as_ref().map_or_else(|e| format!("refused: {e:#}"), |a| format!("answered: {a}"))));
-    let err = format!("{:#}", refused.err().context("a review without a certificate was answered")?);
+    step(&format!(
+        "[Result] {}",
+        refused
+            .as_ref()
+            .map_or_else(|e| format!("refused: {e:#}"), |a| format!("answered: {a}"))
+    ));
+    let err = format!(
+        "{:#}",
+        refused
+            .err()
+            .context("a review without a certificate was answered")?
+    );
     ensure!(
         err.to_ascii_lowercase().contains("certificate"),
         "refused, but not by the certificate check: {err}"
     );
 
     step("[Attack] the same with a client certificate of another CA (the apiserver's CN)");
-    let dir = env.log_dir().join(format!("foreign-client-{}", std::process::id()));
+    let dir = env
+        .log_dir()
+        .join(format!("foreign-client-{}", std::process::id()));
     let (_, cert, key) = foreign_client_cert(&dir, WebhookClientCert::CN).await?;
     let stranger = tls_connector(&WebhookTls::get(env).await?.ca_cert, Some((&cert, &key)))?;
     let refused = raw_request(s.webhook.addr(), Some(&stranger), &forged_review(ns)).await;
-    step(&format!("[Result] {}", refused.as_ref().map_or_else(|e| format!("refused: {e:#}"), |a| format!("answered: {a}"))));
-    ensure!(refused.is_err(), "a certificate of another CA was answered: {refused:?}");
+    step(&format!(
+        "[Result] {}",
+        refused
+            .as_ref()
+            .map_or_else(|e| format!("refused: {e:#}"), |a| format!("answered: {a}"))
+    ));
+    ensure!(
+        refused.is_err(),
+        "a certificate of another CA was answered: {refused:?}"
+    );
 
     step("[Check] nothing was decided, nothing was reserved");
     let decided = s.webhook.decisions(&[]).await? - decided_before;
@@ -119,9 +142,8 @@ async fn forged_reviews_are_refused_at_the_handshake_while_the_apiserver_passes(
     );
 
     step("[Create] a real 4-cpu binding through apiserver 0: admitted and reserved");
-    let real = expect_admitted(
-        create(c, &Rb::deployment("real", 1).request("cpu", "4").json(ns)).await?,
-    )?;
+    let real =
+        expect_admitted(create(c, &Rb::deployment("real", 1).request("cpu", "4").json(ns)).await?)?;
     let uid = real.uid().unwrap_or_default();
     let usage = quota_usage(c, ns, "q").await?;
     ensure!(
@@ -156,14 +178,18 @@ async fn a_certificate_without_an_allowed_name_is_refused() -> Result<()> {
         .patch(
             ns.name(),
             &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"labels": {NS_LABEL: &name}}})),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"metadata": {"labels": {NS_LABEL: &name}}}),
+            ),
         )
         .await?;
     let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(c.clone());
     vwcs.create(&PostParams::default(), &vwc).await?;
 
     step("[Create] a binding through apiserver 0: its webhook call must fail the name check");
-    let obj = Rb::deployment("real", 1).request("cpu", "4").json(ns.name());
+    let obj = Rb::deployment("real", 1)
+        .request("cpu", "4")
+        .json(ns.name());
     let refusal = try_wait_for(
         "the apiserver's call to fail the client-name check",
         Duration::from_secs(30),
@@ -191,7 +217,10 @@ async fn a_certificate_without_an_allowed_name_is_refused() -> Result<()> {
         refusal.message
     );
     let decided = webhook.decisions(&[]).await?;
-    ensure!(decided == 0, "the webhook decided {decided} reviews past the name check");
+    ensure!(
+        decided == 0,
+        "the webhook decided {decided} reviews past the name check"
+    );
     let usage = quota_usage(&c, ns.name(), "q").await?;
     ensure!(usage.reservations.is_empty(), "{:?}", usage.reservations);
     drop(webhook);
@@ -210,23 +239,34 @@ async fn dripping_headers_and_held_bodies_are_cut_at_their_timeouts() -> Result<
         .start(env)
         .await?;
     let (_, apiserver) = connectors(env).await?;
-    let head = b"POST /validate/resourcebinding HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 10\r\n\r\n";
+    let head =
+        b"POST /validate/resourcebinding HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 10\r\n\r\n";
     let header_bound = Duration::from_secs(1) + SLACK;
 
-    for (port, tls) in [
-        ("HTTPS", Some(&apiserver)),
-        ("admin", None),
-    ] {
+    for (port, tls) in [("HTTPS", Some(&apiserver)), ("admin", None)] {
         let addr = if tls.is_some() {
             webhook.addr()
         } else {
             webhook.admin_addr()
         };
-        step(&format!("[Attack] {port}: request headers dripped one byte per second"));
-        let closed = drip(addr, tls, head, Duration::from_secs(1), Duration::from_secs(20)).await?;
+        step(&format!(
+            "[Attack] {port}: request headers dripped one byte per second"
+        ));
+        let closed = drip(
+            addr,
+            tls,
+            head,
+            Duration::from_secs(1),
+            Duration::from_secs(20),
+        )
+        .await?;
         step(&format!("[Result] closed after {closed:?}"));
-        let closed = closed.with_context(|| format!("{port}: the dripping connection is still open after 20 s"))?;
-        ensure!(closed <= header_bound, "{port}: closed only after {closed:?} (bound {header_bound:?})");
+        let closed = closed
+            .with_context(|| format!("{port}: the dripping connection is still open after 20 s"))?;
+        ensure!(
+            closed <= header_bound,
+            "{port}: closed only after {closed:?} (bound {header_bound:?})"
+        );
     }
 
     step("[Attack] HTTPS: a 10-byte body sent one byte short and held");
@@ -236,10 +276,19 @@ async fn dripping_headers_and_held_bodies_are_cut_at_their_timeouts() -> Result<
     tokio::io::AsyncWriteExt::write_all(&mut io, b"{\"a\":1234").await?;
     let (answer, closed, _) = attack::read_until_closed(&mut io, Duration::from_secs(20)).await;
     let took = started.elapsed();
-    step(&format!("[Result] {:?} after {took:?}", answer.lines().next()));
-    ensure!(closed, "the held body's connection is still open after 20 s");
+    step(&format!(
+        "[Result] {:?} after {took:?}",
+        answer.lines().next()
+    ));
+    ensure!(
+        closed,
+        "the held body's connection is still open after 20 s"
+    );
     ensure!(answer.starts_with("HTTP/1.1 408"), "answered {answer:?}");
-    ensure!(took <= Duration::from_secs(2) + SLACK, "closed only after {took:?}");
+    ensure!(
+        took <= Duration::from_secs(2) + SLACK,
+        "closed only after {took:?}"
+    );
     Ok(())
 }
 
@@ -256,8 +305,18 @@ async fn floods_of_held_bodies_stay_bounded() -> Result<()> {
     let mut s = WebhookSetup::with_webhook("flood", mtls_webhook(id, &[&cap])).await?;
     let (c, ns) = (s.client.clone(), s.ns().to_owned());
     synced_quota(&c, &ns, "q", &[("requests.cpu", "10")]).await?;
-    wait_until_status_seen(&c, &Rb::deployment("probe", 1).request("cpu", "1").json(&ns)).await?;
-    expect_admitted(create(&c, &Rb::deployment("before", 1).request("cpu", "1").json(&ns)).await?)?;
+    wait_until_status_seen(
+        &c,
+        &Rb::deployment("probe", 1).request("cpu", "1").json(&ns),
+    )
+    .await?;
+    expect_admitted(
+        create(
+            &c,
+            &Rb::deployment("before", 1).request("cpu", "1").json(&ns),
+        )
+        .await?,
+    )?;
     let pid = s
         .webhook
         .binary()
@@ -266,7 +325,12 @@ async fn floods_of_held_bodies_stay_bounded() -> Result<()> {
     let (_, apiserver) = connectors(env).await?;
 
     for (port, addr, tls, path) in [
-        ("HTTPS", s.webhook.addr(), Some(&apiserver), "/validate/resourcebinding"),
+        (
+            "HTTPS",
+            s.webhook.addr(),
+            Some(&apiserver),
+            "/validate/resourcebinding",
+        ),
         ("admin", s.webhook.admin_addr(), None, "/metrics"),
     ] {
         step(&format!(
@@ -277,9 +341,21 @@ async fn floods_of_held_bodies_stay_bounded() -> Result<()> {
             "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
              content-length: {FLOOD_BODY}\r\n\r\n"
         );
-        let f = flood(addr, tls, FLOOD_CONNS, &head, FLOOD_BODY, Duration::from_secs(4), pid).await?;
-        let answered: Vec<&FloodConn> =
-            f.conns.iter().filter(|c| matches!(c, FloodConn::Answered(_))).collect();
+        let f = flood(
+            addr,
+            tls,
+            FLOOD_CONNS,
+            &head,
+            FLOOD_BODY,
+            Duration::from_secs(4),
+            pid,
+        )
+        .await?;
+        let answered: Vec<&FloodConn> = f
+            .conns
+            .iter()
+            .filter(|c| matches!(c, FloodConn::Answered(_)))
+            .collect();
         step(&format!(
             "[Result] {port}: RSS {:.1} MiB before, {:.1} MiB peak (+{:.1} MiB); {} closed at \
              once, {} answered ({:?}…), {} held",
@@ -309,17 +385,26 @@ async fn floods_of_held_bodies_stay_bounded() -> Result<()> {
     }
 
     step("[Create] after the floods, a real binding through apiserver 0 is still admitted");
-    let after = try_wait_for("a real create to be admitted after the flood", Duration::from_secs(20), || async {
-        Ok::<_, anyhow::Error>(
-            create(&c, &Rb::deployment("after", 1).request("cpu", "1").json(&ns))
+    let after = try_wait_for(
+        "a real create to be admitted after the flood",
+        Duration::from_secs(20),
+        || async {
+            Ok::<_, anyhow::Error>(
+                create(
+                    &c,
+                    &Rb::deployment("after", 1).request("cpu", "1").json(&ns),
+                )
                 .await?
                 .ok(),
-        )
-    })
+            )
+        },
+    )
     .await?;
     let usage = quota_usage(&c, &ns, "q").await?;
     ensure!(
-        usage.reservation_of(&after.uid().unwrap_or_default()).is_some(),
+        usage
+            .reservation_of(&after.uid().unwrap_or_default())
+            .is_some(),
         "{:?}",
         usage.reservations
     );

@@ -44,7 +44,15 @@ pub async fn serve_https(
 ) -> Result<()> {
     let serve = async {
         let tcp = listener::bind(addr, "admission webhook").await?;
-        listener::serve("admission webhook", tcp, router, limits, Some(tls), shutdown).await
+        listener::serve(
+            "admission webhook",
+            tcp,
+            router,
+            limits,
+            Some(tls),
+            shutdown,
+        )
+        .await
     };
     serve.await.map_err(|source| Error::Serve { addr, source })
 }

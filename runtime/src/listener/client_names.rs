@@ -84,8 +84,7 @@ fn certificate_names_opt(der: &[u8]) -> Option<Vec<String>> {
         }
         for (_, attribute) in elements(rdn) {
             let mut parts = elements(attribute);
-            if let (Some((OID, OID_COMMON_NAME)), Some((_, value))) = (parts.next(), parts.next())
-            {
+            if let (Some((OID, OID_COMMON_NAME)), Some((_, value))) = (parts.next(), parts.next()) {
                 names.push(String::from_utf8_lossy(value).into_owned());
             }
         }
@@ -198,17 +197,13 @@ mod tests {
 
     #[test]
     fn reads_the_common_name_of_a_certificate_without_alt_names() {
-        let names = certificate_names(&der(include_str!(
-            "../../testdata/listener/client.pem"
-        )));
+        let names = certificate_names(&der(include_str!("../../testdata/listener/client.pem")));
         assert_eq!(names, ["karmada-apiserver-webhook-client"]);
     }
 
     #[test]
     fn reads_the_common_name_and_every_dns_alt_name() {
-        let names = certificate_names(&der(include_str!(
-            "../../testdata/listener/client-san.pem"
-        )));
+        let names = certificate_names(&der(include_str!("../../testdata/listener/client-san.pem")));
         assert_eq!(
             names,
             ["someone-else", "apiserver.example", "other.example"]
@@ -217,10 +212,12 @@ mod tests {
 
     #[test]
     fn ip_alt_names_are_not_names() {
-        let names = certificate_names(&der(include_str!(
-            "../../testdata/listener/server.pem"
-        )));
-        assert_eq!(names, ["127.0.0.1"], "the CN only; the IP SAN is no DNS name");
+        let names = certificate_names(&der(include_str!("../../testdata/listener/server.pem")));
+        assert_eq!(
+            names,
+            ["127.0.0.1"],
+            "the CN only; the IP SAN is no DNS name"
+        );
     }
 
     #[test]

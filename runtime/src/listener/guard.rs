@@ -134,7 +134,11 @@ struct GuardedBody {
 }
 
 impl GuardedBody {
-    fn fail(&mut self, outcome: u8, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    fn fail(
+        &mut self,
+        outcome: u8,
+        error: BodyError,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         self.state.outcome.store(outcome, Ordering::Release);
         self.failed = true;
         Poll::Ready(Some(Err(error)))
@@ -148,11 +152,7 @@ impl GuardedBody {
         let Ok(permit) = self.budget.clone().try_acquire_many_owned(n) else {
             return false;
         };
-        let mut charged = self
-            .state
-            .charged
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut charged = self.state.charged.lock().unwrap_or_else(|e| e.into_inner());
         match charged.as_mut() {
             Some(held) => held.merge(permit),
             None => *charged = Some(permit),

@@ -134,7 +134,10 @@ impl Default for Limits {
 /// Bind `addr` for the listener called `what` (named in the error).
 pub async fn bind(addr: SocketAddr, what: &str) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await.map_err(|e| {
-        std::io::Error::new(e.kind(), format!("cannot listen on {what} address {addr}: {e}"))
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot listen on {what} address {addr}: {e}"),
+        )
     })
 }
 
@@ -231,7 +234,9 @@ async fn connection(c: Connection) {
     match tokio::time::timeout(c.header_read_timeout, acceptor.accept(c.stream)).await {
         Ok(Ok(stream)) => http(stream, c.router, c.guards, c.header_read_timeout, c.stop).await,
         Ok(Err(e)) => c.refused.log(&c.peer, &e.to_string()),
-        Err(_) => c.refused.log(&c.peer, "not complete within --header-read-timeout"),
+        Err(_) => c
+            .refused
+            .log(&c.peer, "not complete within --header-read-timeout"),
     }
 }
 
@@ -244,9 +249,8 @@ async fn http<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = hyper::service::service_fn(move |req| {
-        guard::handle(router.clone(), guards.clone(), req)
-    });
+    let service =
+        hyper::service::service_fn(move |req| guard::handle(router.clone(), guards.clone(), req));
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())

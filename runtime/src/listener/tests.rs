@@ -126,7 +126,10 @@ async fn a_connection_over_the_cap_is_closed_at_once_and_a_freed_slot_serves_aga
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut third = TcpStream::connect(server.addr).await.unwrap();
     let (text, closed) = read_to_close(&mut third, Duration::from_secs(1)).await;
-    assert!(closed && text.is_empty(), "the third connection was served: {text:?}");
+    assert!(
+        closed && text.is_empty(),
+        "the third connection was served: {text:?}"
+    );
     drop(held1);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut again = TcpStream::connect(server.addr).await.unwrap();
@@ -178,7 +181,10 @@ async fn a_body_one_byte_short_is_answered_408_and_its_connection_closed() {
     let (text, closed) = read_to_close(&mut s, Duration::from_secs(2)).await;
     assert!(closed, "the connection stayed open: {text:?}");
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    assert!(text.to_ascii_lowercase().contains("connection: close"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
     assert!(started.elapsed() < Duration::from_millis(1300));
 }
 
@@ -193,7 +199,10 @@ async fn a_whole_body_within_the_timeout_is_served_and_the_connection_kept() {
         let mut buf = [0u8; 512];
         let n = s.read(&mut buf).await.unwrap();
         let text = String::from_utf8_lossy(&buf[..n]);
-        assert!(text.starts_with("HTTP/1.1 200") && text.ends_with("\r\n5"), "{text}");
+        assert!(
+            text.starts_with("HTTP/1.1 200") && text.ends_with("\r\n5"),
+            "{text}"
+        );
     }
 }
 
@@ -221,7 +230,10 @@ async fn requests_over_the_in_flight_cap_are_answered_503() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     let mut third = TcpStream::connect(server.addr).await.unwrap();
     let answer = request(&mut third, GET_OK).await;
-    assert!(answer.starts_with("HTTP/1.1 200"), "the slot was not freed: {answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "the slot was not freed: {answer}"
+    );
 }
 
 #[tokio::test]
@@ -253,7 +265,10 @@ async fn bodies_held_open_cannot_take_more_than_the_body_budget() {
     assert!(String::from_utf8_lossy(&buf[..n]).ends_with("\r\n900"));
     let mut third = TcpStream::connect(server.addr).await.unwrap();
     let answer = request(&mut third, &format!("{head}{}", "y".repeat(300))).await;
-    assert!(answer.starts_with("HTTP/1.1 200"), "the charge was not released: {answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "the charge was not released: {answer}"
+    );
 }
 
 #[tokio::test]
@@ -345,9 +360,21 @@ async fn a_client_ca_refuses_clients_without_a_certificate_it_signed() {
     )
     .await;
     assert_eq!(tls_get(server.addr, None).await, "", "no certificate");
-    assert_eq!(tls_get(server.addr, Some("stranger")).await, "", "another CA");
-    assert!(tls_get(server.addr, Some("client")).await.starts_with("HTTP/1.1 200"));
-    assert!(tls_get(server.addr, Some("client-san")).await.starts_with("HTTP/1.1 200"));
+    assert_eq!(
+        tls_get(server.addr, Some("stranger")).await,
+        "",
+        "another CA"
+    );
+    assert!(
+        tls_get(server.addr, Some("client"))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    assert!(
+        tls_get(server.addr, Some("client-san"))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
 }
 
 #[tokio::test]
@@ -360,16 +387,32 @@ async fn allowed_names_admit_a_listed_cn_or_dns_alt_name_only() {
         )),
     )
     .await;
-    assert!(tls_get(by_cn.addr, Some("client")).await.starts_with("HTTP/1.1 200"));
-    assert_eq!(tls_get(by_cn.addr, Some("client-san")).await, "", "unlisted names");
-    assert_eq!(tls_get(by_cn.addr, Some("stranger")).await, "", "listed CN, other CA");
+    assert!(
+        tls_get(by_cn.addr, Some("client"))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    assert_eq!(
+        tls_get(by_cn.addr, Some("client-san")).await,
+        "",
+        "unlisted names"
+    );
+    assert_eq!(
+        tls_get(by_cn.addr, Some("stranger")).await,
+        "",
+        "listed CN, other CA"
+    );
 
     let by_san = Server::start(
         Limits::default(),
         Some(server_tls(Some("client-ca.pem"), &["other.example"])),
     )
     .await;
-    assert!(tls_get(by_san.addr, Some("client-san")).await.starts_with("HTTP/1.1 200"));
+    assert!(
+        tls_get(by_san.addr, Some("client-san"))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
     assert_eq!(tls_get(by_san.addr, Some("client")).await, "");
 }
 
@@ -401,13 +444,25 @@ async fn a_changed_client_ca_bundle_is_picked_up_by_reload() {
     assert_eq!(tls_get(server.addr, Some("stranger")).await, "");
     std::fs::copy(testdata("other-ca.pem"), &bundle).unwrap();
     tls.reload().unwrap();
-    assert!(tls_get(server.addr, Some("stranger")).await.starts_with("HTTP/1.1 200"));
-    assert_eq!(tls_get(server.addr, Some("client")).await, "", "the old CA still trusted");
+    assert!(
+        tls_get(server.addr, Some("stranger"))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    assert_eq!(
+        tls_get(server.addr, Some("client")).await,
+        "",
+        "the old CA still trusted"
+    );
     // A broken bundle keeps the configuration in force.
     std::fs::write(&bundle, "not a certificate").unwrap();
     let err = tls.reload().unwrap_err().to_string();
     assert!(err.contains(&bundle.display().to_string()), "{err}");
-    assert!(tls_get(server.addr, Some("stranger")).await.starts_with("HTTP/1.1 200"));
+    assert!(
+        tls_get(server.addr, Some("stranger"))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -421,7 +476,10 @@ fn files_that_do_not_load_are_named_in_the_error() {
     })
     .unwrap_err()
     .to_string();
-    assert!(err.contains("certificate") && err.contains(&missing.display().to_string()), "{err}");
+    assert!(
+        err.contains("certificate") && err.contains(&missing.display().to_string()),
+        "{err}"
+    );
     let err = ServerTls::load(TlsFiles {
         cert: testdata("server.pem"),
         key: testdata("client.key"),
@@ -429,7 +487,10 @@ fn files_that_do_not_load_are_named_in_the_error() {
     })
     .unwrap_err()
     .to_string();
-    assert!(err.contains("server.pem") && err.contains("client.key"), "{err}");
+    assert!(
+        err.contains("server.pem") && err.contains("client.key"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -442,8 +503,12 @@ fn flags_default_to_the_documented_bounds() {
     }
     let cli = Cli::try_parse_from(["t"]).unwrap();
     assert_eq!(cli.listener.limits(), Limits::default());
-    let cli = Cli::try_parse_from(["t", "--header-read-timeout=1s", "--max-connections=7"]).unwrap();
+    let cli =
+        Cli::try_parse_from(["t", "--header-read-timeout=1s", "--max-connections=7"]).unwrap();
     assert_eq!(cli.listener.limits().max_connections, 7);
-    assert_eq!(cli.listener.limits().header_read_timeout, Duration::from_secs(1));
+    assert_eq!(
+        cli.listener.limits().header_read_timeout,
+        Duration::from_secs(1)
+    );
     assert!(Cli::try_parse_from(["t", "--max-connections=0"]).is_err());
 }
