@@ -311,10 +311,21 @@ mod tests {
         let err = r.count(&huge, "Widget").await.unwrap_err();
         assert!(err.contains("not looked up"), "{err}");
         assert!(err.contains(&format!("{} bytes long", huge.len())), "{err}");
-        assert!(err.len() < 400, "the error repeats the value: {} bytes", err.len());
-        assert_eq!(r.cached(), 0, "a too-long apiVersion must not become a cache key");
+        assert!(
+            err.len() < 400,
+            "the error repeats the value: {} bytes",
+            err.len()
+        );
+        assert_eq!(
+            r.cached(),
+            0,
+            "a too-long apiVersion must not become a cache key"
+        );
         // A too-long kind is unknown, also without a lookup.
-        assert_eq!(r.count("example.com/v1", &"K".repeat(1 << 20)).await, Ok(None));
+        assert_eq!(
+            r.count("example.com/v1", &"K".repeat(1 << 20)).await,
+            Ok(None)
+        );
         assert_eq!(r.cached(), 0);
     }
 
@@ -337,7 +348,11 @@ mod tests {
         // The first failure is retried after 1 s; past it the entry is not kept.
         tokio::time::sleep(Duration::from_millis(1100)).await;
         assert!(r.count("b.example.com/v1", "Widget").await.is_err());
-        assert_eq!(r.cached(), 1, "the spent failure of a.example.com/v1 is still cached");
+        assert_eq!(
+            r.cached(),
+            1,
+            "the spent failure of a.example.com/v1 is still cached"
+        );
     }
 
     #[tokio::test]
