@@ -11,13 +11,17 @@
 //! - [`init_logging`]: `tracing` to stderr, plain or JSON;
 //! - [`client`]: a kube client from `--kubeconfig` or the usual discovery;
 //! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once;
-//! - [`prometheus`]: range queries to a Prometheus, for usage reports.
+//! - [`prometheus`]: range queries to a Prometheus, for usage reports;
+//! - [`untrusted`]: request-borne strings clipped for logs, identifier length limits;
+//!   [`bounded`]: a capped map for caches keyed by them.
 
+pub mod bounded;
 pub mod duration;
 pub mod listener;
 pub mod plurals;
 pub mod prometheus;
 pub mod relist;
+pub mod untrusted;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -19,12 +19,23 @@
 //! Both binaries use it (the webhook to charge a binding, the controller to sum usage), so
 //! they resolve the same kinds to the same names. A resolver is cheap to clone (it shares
 //! one cache).
+//!
+//! The apiVersion comes from the template a binding names, i.e. from whoever wrote the
+//! binding, so the cache is bounded: an apiVersion longer than any group-version
+//! ([`untrusted::MAX_GROUP_VERSION_LEN`]) is an error at once, with no lookup and no
+//! entry; at most [`MAX_GROUP_VERSIONS`] group-versions are kept (the least recently used
+//! evicted); a group-version whose discovery failed or found nothing is dropped once its
+//! retry time has passed; and every logged or returned value is clipped
+//! ([`untrusted::clip`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::bounded::LruMap;
+use crate::untrusted::{self, clip};
 
 /// A group-version is looked up again on a miss only after this long, so a template of an
 /// unknown kind cannot turn every admission into a discovery request, while a CRD installed
@@ -34,6 +45,12 @@ pub const REFRESH_AFTER_MISS: Duration = Duration::from_secs(60);
 /// retrying a 503 (an aggregated API whose server is down) for minutes, holding up the
 /// caller; this resolver retries on its own schedule instead.
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most group-versions cached. A federation serves a few dozen; past the cap the least
+/// recently used is evicted (and asked again when next needed).
+pub const MAX_GROUP_VERSIONS: usize = 256;
+
+/// The per-group-version cache: capped, its values shared with the callers waiting on them.
+type Cache = LruMap<String, Arc<tokio::sync::Mutex<GroupVersion>>>;
 
 /// Resolves a template's kind to its object-count quota name. Clone freely: clones share
 /// the cache.
@@ -42,7 +59,7 @@ pub struct PluralResolver {
     client: Option<kube::Client>,
     /// group-version (`apps/v1`, `v1`) → its kinds; one async lock per group-version so
     /// concurrent misses of one group-version wait for a single discovery request.
-    cache: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<GroupVersion>>>>>,
+    cache: Arc<Mutex<Cache>>,
 }
 
 impl std::fmt::Debug for PluralResolver {
@@ -76,6 +93,19 @@ impl GroupVersion {
             REFRESH_AFTER_MISS
         }
     }
+
+    /// A failed or empty discovery whose retry time has passed: nothing worth keeping
+    /// (the next caller asks discovery again anyway).
+    fn is_spent_failure(&self) -> bool {
+        self.plurals.is_empty()
+            && self
+                .fetched
+                .is_some_and(|at| at.elapsed() >= self.refresh_after())
+    }
+}
+
+fn new_cache() -> Arc<Mutex<Cache>> {
+    Arc::new(Mutex::new(LruMap::new(MAX_GROUP_VERSIONS)))
 }
 
 impl PluralResolver {
@@ -84,7 +114,7 @@ impl PluralResolver {
     pub fn new(client: kube::Client) -> Self {
         Self {
             client: Some(client),
-            cache: Arc::default(),
+            cache: new_cache(),
         }
     }
 
@@ -92,7 +122,7 @@ impl PluralResolver {
     pub fn builtin_only() -> Self {
         Self {
             client: None,
-            cache: Arc::default(),
+            cache: new_cache(),
         }
     }
 
@@ -126,16 +156,20 @@ impl PluralResolver {
         if api_version.is_empty() || kind.is_empty() {
             return Ok(None);
         }
+        if let Some(why) = untrusted::group_version_too_long(api_version) {
+            return Err(why);
+        }
+        if !untrusted::kind_fits(kind) {
+            // No served kind is this long: unknown, without a lookup.
+            return Ok(None);
+        }
         if let Some(p) = karmada_quota_core::usage::builtin_plural(api_version, kind) {
             return Ok(Some(p.to_owned()));
         }
         let Some(client) = self.client.as_ref() else {
             return Ok(None);
         };
-        let entry = {
-            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            cache.entry(api_version.to_owned()).or_default().clone()
-        };
+        let entry = self.entry(api_version);
         let mut gv = entry.lock().await;
         if let Some(p) = gv.plurals.get(kind) {
             return Ok(Some(p.clone()));
@@ -159,14 +193,18 @@ impl PluralResolver {
                 }
                 // 404, even with a plain-text body kube cannot parse as a Status.
                 Err(kube::Error::Api(s)) if s.code == 404 => {
-                    tracing::debug!(%api_version, "group-version not served");
+                    tracing::debug!(api_version = %clip(api_version), "group-version not served");
                     gv.error = None;
                     gv.failures = 0;
                 }
                 Err(e) => {
                     gv.failures = gv.failures.saturating_add(1);
-                    let error = format!("API discovery of {api_version} failed: {}", describe(&e));
-                    tracing::warn!(%api_version, %error, failures = gv.failures, "API discovery failed; retrying with backoff");
+                    let error = format!(
+                        "API discovery of {} failed: {}",
+                        clip(api_version),
+                        clip(&describe(&e))
+                    );
+                    tracing::warn!(%error, failures = gv.failures, "API discovery failed; retrying with backoff");
                     gv.error = Some(error);
                 }
             }
@@ -176,6 +214,27 @@ impl PluralResolver {
             (None, Some(e)) => Err(e.clone()),
             (None, None) => Ok(None),
         }
+    }
+}
+
+impl PluralResolver {
+    /// The cache entry of `api_version`, made when missing. Making one first drops the
+    /// failed lookups whose retry time has passed (an entry a caller holds is kept), then
+    /// the cap evicts the least recently used.
+    fn entry(&self, api_version: &str) -> Arc<tokio::sync::Mutex<GroupVersion>> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = cache.get(api_version) {
+            return entry.clone();
+        }
+        cache.retain(|_, e| e.try_lock().map_or(true, |gv| !gv.is_spent_failure()));
+        let entry = Arc::<tokio::sync::Mutex<GroupVersion>>::default();
+        cache.insert(api_version.to_owned(), entry.clone());
+        entry
+    }
+
+    /// Group-versions cached now.
+    pub fn cached(&self) -> usize {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -237,6 +296,71 @@ mod tests {
             r.count("apps/v1", "Deployment").await,
             Ok(Some("count/deployments.apps".to_owned()))
         );
+    }
+
+    /// A resolver whose every discovery request fails at once (nothing listens on port 1).
+    fn failing() -> PluralResolver {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        PluralResolver::new(kube::Client::try_from(config).unwrap())
+    }
+
+    #[tokio::test]
+    async fn an_api_version_longer_than_any_group_version_is_refused_without_a_lookup() {
+        let r = failing();
+        let huge = format!("{}/v1", "g".repeat(1 << 20));
+        let err = r.count(&huge, "Widget").await.unwrap_err();
+        assert!(err.contains("not looked up"), "{err}");
+        assert!(err.contains(&format!("{} bytes long", huge.len())), "{err}");
+        assert!(
+            err.len() < 400,
+            "the error repeats the value: {} bytes",
+            err.len()
+        );
+        assert_eq!(
+            r.cached(),
+            0,
+            "a too-long apiVersion must not become a cache key"
+        );
+        // A too-long kind is unknown, also without a lookup.
+        assert_eq!(
+            r.count("example.com/v1", &"K".repeat(1 << 20)).await,
+            Ok(None)
+        );
+        assert_eq!(r.cached(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_cache_holds_at_most_max_group_versions() {
+        let r = failing();
+        for i in 0..MAX_GROUP_VERSIONS + 40 {
+            let gv = format!("g{i}.example.com/v1");
+            assert!(r.count(&gv, "Widget").await.is_err());
+            assert!(r.cached() <= MAX_GROUP_VERSIONS, "{} cached", r.cached());
+        }
+        assert_eq!(r.cached(), MAX_GROUP_VERSIONS);
+    }
+
+    #[tokio::test]
+    async fn a_failed_lookup_is_dropped_once_its_retry_time_has_passed() {
+        let r = failing();
+        assert!(r.count("a.example.com/v1", "Widget").await.is_err());
+        assert_eq!(r.cached(), 1);
+        // The first failure is retried after 1 s; past it the entry is not kept.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert!(r.count("b.example.com/v1", "Widget").await.is_err());
+        assert_eq!(
+            r.cached(),
+            1,
+            "the spent failure of a.example.com/v1 is still cached"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_discovery_error_is_clipped() {
+        let r = failing();
+        let long = format!("{}/v1", "g".repeat(250));
+        let err = r.count(&long, "Widget").await.unwrap_err();
+        assert!(err.contains("…(253 bytes)"), "{err}");
     }
 
     #[tokio::test]

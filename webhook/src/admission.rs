@@ -14,6 +14,15 @@
 //! Bad input gets HTTP 200 with `allowed: false`, code 400 and a message naming the object
 //! when it is known. A review of another kind is allowed (the webhook configuration is
 //! wrong, not the request) and logged.
+//!
+//! Review fields are untrusted: a binding whose namespace, name, uid or template apiVersion
+//! is longer than Kubernetes allows is refused (400) before any lookup, and every value a
+//! log line or message quotes from a review is clipped (`runtime::untrusted`).
+//!
+//! A ResourceBinding is refused (503, retryable) rather than charged against a view that
+//! may be wrong: while a cache watch has failed for longer than `--max-cache-staleness`
+//! (in a namespace with quotas), and when cluster quotas exist but the namespace is not in
+//! the Namespace cache after a short wait (its labels decide which of them select it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +37,7 @@ use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::convert::{validate_cluster_spec, validate_spec};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, ResourceBinding};
 use karmada_quota_runtime::plurals::PluralResolver;
+use karmada_quota_runtime::untrusted::{self, clip, within};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::{DynamicObject, GroupVersionKind, Resource, Status};
 use serde::de::DeserializeOwned;
@@ -65,6 +75,13 @@ const CODE_BAD_REQUEST: u16 = 400;
 /// HTTP code of an invalid KarmadaQuota (Kubernetes' 422 Unprocessable Entity).
 const CODE_INVALID: u16 = 422;
 
+/// Longest wait for a namespace the Namespace cache does not hold yet (one created just
+/// before its first binding), when cluster quotas exist; at most half of what is left of
+/// the decision timeout.
+pub const NAMESPACE_GRACE: Duration = Duration::from_secs(1);
+/// How often the Namespace cache is asked again during [`NAMESPACE_GRACE`].
+const NAMESPACE_RECHECK: Duration = Duration::from_millis(25);
+
 /// Metric label of a ResourceBinding review.
 const KIND_BINDING: &str = "resourcebinding";
 /// Metric label of a KarmadaQuota review.
@@ -85,6 +102,8 @@ pub struct Settings {
     pub policy_enforcement: Enforcement,
     /// Most templates one policy check reads (`--policy-max-templates`).
     pub policy_max_templates: usize,
+    /// Longest a watch may fail before the view is stale (`--max-cache-staleness`).
+    pub max_cache_staleness: Duration,
 }
 
 impl Default for Settings {
@@ -94,6 +113,7 @@ impl Default for Settings {
             max_body_bytes: 3 * 1024 * 1024,
             policy_enforcement: Enforcement::Warn,
             policy_max_templates: 200,
+            max_cache_staleness: Duration::from_secs(60),
         }
     }
 }
@@ -250,7 +270,11 @@ fn object_key<T: Resource>(
         .and_then(|m| m.name.as_deref())
         .filter(|s| !s.is_empty())
         .unwrap_or(&req.name);
-    format!("{ns}/{name}")
+    format!(
+        "{}/{}",
+        within(ns, untrusted::MAX_NAMESPACE_LEN),
+        within(name, untrusted::MAX_NAME_LEN)
+    )
 }
 
 /// Decode a review of `target`'s kind. Fast path: straight into the typed object. When
@@ -303,7 +327,8 @@ where
         Ok(r) => r,
         Err(e) => {
             return Decoded::Answer(Box::new(bad_review(&format!(
-                "malformed AdmissionReview: {e}"
+                "malformed AdmissionReview: {}",
+                clip(&e.to_string())
             ))));
         }
     };
@@ -321,7 +346,12 @@ where
             let key = object_key(&req, req.object.as_ref().map(|o| &o.metadata));
             return Decoded::Answer(Box::new(bad_request(
                 &req,
-                &format!("{} {key} is not a valid {}: {e}", target.kind, target.kind),
+                &format!(
+                    "{} {key} is not a valid {}: {}",
+                    target.kind,
+                    target.kind,
+                    clip(&e.to_string())
+                ),
             )));
         }
     };
@@ -330,7 +360,7 @@ where
         Err(e) => {
             tracing::warn!(
                 object = object_key(&req, req.old_object.as_ref().map(|o| &o.metadata)),
-                error = %e,
+                error = %clip(&e.to_string()),
                 "the stored {} does not decode; checking the request as a CREATE",
                 target.kind
             );
@@ -360,9 +390,9 @@ where
 fn other_kind<T: Resource>(req: &AdmissionRequest<T>, path: &str) -> Answer {
     tracing::warn!(
         %path,
-        group = %req.kind.group,
-        kind = %req.kind.kind,
-        name = %req.name,
+        group = %clip(&req.kind.group),
+        kind = %clip(&req.kind.kind),
+        name = %clip(&req.name),
         "review of another kind on this path: allowed; check the ValidatingWebhookConfiguration"
     );
     allowed(req, "OtherKind")
@@ -406,6 +436,18 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
     let Some(uid) = new.metadata.uid.clone().filter(|u| !u.is_empty()) else {
         return bad_request(&req, &format!("ResourceBinding {key} has no metadata.uid"));
     };
+    let name = new
+        .metadata
+        .name
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| req.name.clone());
+    if let Some(field) = oversized(&namespace, &name, &uid) {
+        return bad_request(
+            &req,
+            &format!("ResourceBinding {key}: {field} is longer than Kubernetes allows"),
+        );
+    }
     let error = |e: Error| {
         let message = match e {
             Error::Timeout => format!(
@@ -428,14 +470,23 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
     if !st.cache.is_synced() {
         return error(Error::NotSynced);
     }
+    if !namespace_placeable(st, &namespace, deadline).await {
+        return error(Error::UnknownNamespace(namespace.clone()));
+    }
     let quotas = st.cache.in_namespace(&namespace);
     let clusters = st.cache.cluster_quotas_covering(&namespace);
     if quotas.is_empty() && clusters.is_empty() {
         // Design §4 step 2: no quota covers the namespace → allowed; nothing to compute.
         return allowed(&req, "NoQuota");
     }
+    if let Some(stale) = st.cache.stale(st.settings.max_cache_staleness) {
+        return error(Error::Stale(stale));
+    }
 
     let template = &new.spec.resource;
+    if let Some(why) = untrusted::group_version_too_long(&template.api_version) {
+        return bad_request(&req, &format!("ResourceBinding {key}: spec.resource.{why}"));
+    }
     let Ok(count) = timeout_at(
         deadline,
         st.plurals.count_name(&template.api_version, &template.kind),
@@ -450,7 +501,7 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
     {
         return error(Error::UnknownPlural {
             api_version: template.api_version.clone(),
-            kind: template.kind.clone(),
+            kind: within(&template.kind, untrusted::MAX_KIND_LEN).into_owned(),
             namespace,
             quota,
         });
@@ -471,12 +522,6 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         }
         _ => None,
     };
-    let name = new
-        .metadata
-        .name
-        .clone()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| req.name.clone());
     // Who sends what (docs/karmada.md: the detector's CREATE, the scheduler's UPDATE).
     tracing::debug!(
         %namespace,
@@ -531,6 +576,40 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         }
         Err(e) => error(e),
     }
+}
+
+/// The first of a binding's namespace, name and uid longer than Kubernetes allows (a
+/// forged review's; the apiserver validates real ones), so that none reaches a log line,
+/// a rate-limit key or a reservation entry.
+fn oversized(namespace: &str, name: &str, uid: &str) -> Option<&'static str> {
+    if namespace.len() > untrusted::MAX_NAMESPACE_LEN {
+        Some("metadata.namespace")
+    } else if name.len() > untrusted::MAX_NAME_LEN {
+        Some("metadata.name")
+    } else if uid.len() > untrusted::MAX_UID_LEN {
+        Some("metadata.uid")
+    } else {
+        None
+    }
+}
+
+/// Whether the cache can tell which cluster quotas select `namespace`: always when there
+/// are none; otherwise once the Namespace cache holds it. A namespace created just before
+/// its first binding may not have arrived yet: it is asked again for up to
+/// [`NAMESPACE_GRACE`] (at most half of what is left before `deadline`).
+async fn namespace_placeable(st: &AppState, namespace: &str, deadline: Instant) -> bool {
+    if !st.cache.has_cluster_quotas() || st.cache.knows_namespace(namespace) {
+        return true;
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    let until = Instant::now() + NAMESPACE_GRACE.min(left / 2);
+    while Instant::now() < until {
+        tokio::time::sleep(NAMESPACE_RECHECK).await;
+        if st.cache.knows_namespace(namespace) {
+            return true;
+        }
+    }
+    false
 }
 
 /// A quota (name) that counts objects of `api_version`'s group (`count/<plural>.<group>`,
@@ -608,14 +687,19 @@ async fn review_policy(st: &AppState, body: &[u8], deadline: Instant) -> Answer 
             .filter_map(|c| c.parsed.as_ref().ok().map(|p| p.state.clone()))
             .collect()
     };
-    let verdict = crate::policy::check(
-        world.as_ref(),
-        &policy,
-        quotas,
-        st.settings.policy_max_templates,
-        deadline,
-    )
-    .await;
+    let verdict = match st.cache.stale(st.settings.max_cache_staleness) {
+        Some(stale) => Verdict::Skipped(stale.to_string()),
+        None => {
+            crate::policy::check(
+                world.as_ref(),
+                &policy,
+                quotas,
+                st.settings.policy_max_templates,
+                deadline,
+            )
+            .await
+        }
+    };
     match verdict {
         Verdict::Fits => allowed(&req, "Fits"),
         Verdict::Skipped(why) => {

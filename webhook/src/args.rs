@@ -114,6 +114,13 @@ pub struct Args {
     #[arg(long, env = "KQ_DENIAL_LOG_INTERVAL", default_value = "10s", value_parser = karmada_quota_runtime::duration::parse)]
     pub denial_log_interval: Duration,
 
+    /// Longest time the quota view may go without a working watch: once a watch of
+    /// KarmadaQuotas, KarmadaClusterQuotas or Namespaces has kept failing for longer,
+    /// /readyz answers 503 and ResourceBindings in namespaces with quotas are refused
+    /// (retryable) until it recovers. Counted from the watch's first failure.
+    #[arg(long, env = "KQ_MAX_CACHE_STALENESS", default_value = "60s", value_parser = karmada_quota_runtime::duration::parse)]
+    pub max_cache_staleness: Duration,
+
     #[command(flatten)]
     #[allow(missing_docs)]
     pub admin: AdminArgs,
@@ -157,6 +164,7 @@ mod tests {
         assert!(a.events);
         assert_eq!(a.event_interval, Duration::from_secs(10));
         assert_eq!(a.denial_log_interval, Duration::from_secs(10));
+        assert_eq!(a.max_cache_staleness, Duration::from_secs(60));
     }
 
     #[test]

@@ -20,29 +20,49 @@
 //! namespace ([`index`]) and the cluster quotas covering each namespace with their batch
 //! groups ([`coverage`]), so a request's lookups cost what its namespace holds, not what
 //! the cluster holds.
+//!
+//! Each watch reports to [`Freshness`] whether it works; a watch that fails is restarted
+//! from a fresh list after a backoff (so its recovery shows as `InitDone`), and the view
+//! counts as stale once a watch has failed for longer than `--max-cache-staleness`
+//! ([`freshness`]).
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_core::quota::QuotaState;
 use karmada_quota_core::selection::{Covers, Labels, QuotaKey};
 use karmada_quota_crds::convert::selector_from_api;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, QuotaObject};
+use karmada_quota_runtime::untrusted::clip;
 use kube::core::{ObjectMeta, PartialObjectMeta, Resource};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 /// The cluster quotas covering each namespace, and their batch groups.
 mod coverage;
+/// Whether the watches work; staleness and readiness.
+pub mod freshness;
 /// The KarmadaQuotas by namespace.
 mod index;
 
 pub use coverage::{ClusterQuotaWriter, NamespaceWriter};
+pub use freshness::{Freshness, FreshnessMetrics, Stale, Watch};
 pub use index::QuotaWriter;
+
+/// Server-side timeout of each watch request: a watch is re-established at least this
+/// often, so a connection that died without a reset is noticed within about this long
+/// (kube adds a few seconds of client-side idle timeout), not after the default 290 s.
+pub const WATCH_TIMEOUT_SECS: u32 = 30;
+/// First wait before a failed watch is restarted; doubled per failure in a row.
+const RESTART_MIN: Duration = Duration::from_millis(500);
+/// Longest wait before a failed watch is restarted.
+const RESTART_MAX: Duration = Duration::from_secs(10);
 
 /// A quota object as the webhook caches it.
 #[derive(Clone, Debug)]
@@ -209,6 +229,7 @@ pub struct QuotaCache {
     namespaces: Store<PartialObjectMeta<Namespace>>,
     coverage: coverage::SharedCoverage,
     synced: Arc<AtomicBool>,
+    freshness: Freshness,
 }
 
 /// The writers of the three stores and their indexes (the watch tasks in production;
@@ -284,6 +305,7 @@ impl QuotaCache {
                 namespaces: namespaces_store,
                 coverage,
                 synced: Arc::default(),
+                freshness: Freshness::default(),
             },
             Writers {
                 quotas: QuotaWriter::new(quotas, by_namespace),
@@ -294,27 +316,51 @@ impl QuotaCache {
     }
 
     /// The cache and the future that keeps it fed by its three watches. The future runs
-    /// forever (watch errors are logged and retried with backoff); spawn it.
+    /// forever (a failed watch is logged, reported to [`Self::freshness`] and restarted
+    /// from a fresh list with backoff); spawn it.
     pub fn watch(client: kube::Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (cache, writers) = Self::with_writers();
-        let quotas = watch_quotas(client.clone(), writers.quotas);
-        let clusters = watch_quotas(client.clone(), writers.clusters);
+        let fresh = cache.freshness.clone();
+        let quotas = watch_quotas(client.clone(), writers.quotas, Watch::Quotas, fresh.clone());
+        let clusters = watch_quotas(
+            client.clone(),
+            writers.clusters,
+            Watch::ClusterQuotas,
+            fresh.clone(),
+        );
         let mut ns_writer = writers.namespaces;
-        let namespaces = watcher(
+        let namespaces = run_watch(
             kube::Api::<PartialObjectMeta<Namespace>>::all(client),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .inspect_ok(move |event| ns_writer.apply_watcher_event(event))
-        .for_each(|event| async move {
-            if let Err(e) = event {
-                tracing::warn!(error = %e, "Namespace watch failed; retrying");
-            }
-        });
+            Watch::Namespaces,
+            fresh,
+            move |event| ns_writer.apply_watcher_event(event),
+        );
         let feed = async move {
             tokio::join!(quotas, clusters, namespaces);
         };
         (cache, feed)
+    }
+
+    /// Whether the watches work (tests report failures through it).
+    pub fn freshness(&self) -> &Freshness {
+        &self.freshness
+    }
+
+    /// Why the view is stale: a watch has failed for longer than `max`.
+    pub fn stale(&self, max: Duration) -> Option<Stale> {
+        self.freshness.stale(max)
+    }
+
+    /// Whether the Namespace cache holds `namespace` (its labels are known).
+    pub fn knows_namespace(&self, namespace: &str) -> bool {
+        self.namespaces
+            .get(&reflector::ObjectRef::new(namespace))
+            .is_some()
+    }
+
+    /// Whether any KarmadaClusterQuota is cached (a namespace's labels then matter).
+    pub fn has_cluster_quotas(&self) -> bool {
+        !self.clusters.is_empty()
     }
     /// The KarmadaClusterQuotas, in no particular order. A snapshot: never a LIST.
     pub fn cluster_quotas(&self) -> Vec<Arc<CachedClusterQuota>> {
@@ -417,34 +463,77 @@ impl QuotaCache {
 
 /// One quota kind's watch over all namespaces, feeding `writer`; a quota that cannot be
 /// enforced is logged at each event.
-async fn watch_quotas<K, W>(client: kube::Client, mut writer: W)
+async fn watch_quotas<K, W>(client: kube::Client, mut writer: W, watch: Watch, fresh: Freshness)
 where
     K: QuotaObject + Coverage,
     K::Scope: Send,
     W: ApplyEvent<Cached<K>> + Send + 'static,
 {
     let api = kube::Api::<Cached<K>>::all(client);
-    watcher(api, watcher::Config::default())
-        .default_backoff()
-        .inspect_ok(move |event| writer.apply_event(event))
-        .for_each(|event| async move {
+    run_watch(api, watch, fresh, move |event| {
+        writer.apply_event(event);
+        if let watcher::Event::Apply(q) | watcher::Event::InitApply(q) = event
+            && let Err(errors) = &q.parsed
+        {
+            tracing::warn!(
+                kind = K::KIND,
+                namespace = q.namespace(),
+                name = q.name(),
+                errors = %clip(errors),
+                "quota cannot be enforced; ResourceBindings in the namespaces it covers are refused"
+            );
+        }
+    })
+    .await;
+}
+
+/// Run the watch of `api` forever, handing each event to `apply`. An event that proves the
+/// watch works (`InitDone`, `Apply`, `Delete`) reports it to `fresh`; an error is reported
+/// and logged, and the watch starts over from a fresh list after a backoff (0.5 s doubling
+/// to 10 s, reset by a success): kube's watcher would resume silently, and a resumed watch
+/// on a quiet cluster sends nothing that could show it works again.
+async fn run_watch<K>(
+    api: kube::Api<K>,
+    watch: Watch,
+    fresh: Freshness,
+    mut apply: impl FnMut(&watcher::Event<K>) + Send,
+) where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
+    let mut backoff = RESTART_MIN;
+    loop {
+        let mut events = std::pin::pin!(watcher(api.clone(), config.clone()));
+        while let Some(event) = events.next().await {
             match event {
-                Ok(watcher::Event::Apply(q) | watcher::Event::InitApply(q)) => {
-                    if let Err(errors) = &q.parsed {
-                        tracing::warn!(
-                            kind = K::KIND,
-                            namespace = q.namespace(),
-                            name = q.name(),
-                            %errors,
-                            "quota cannot be enforced; ResourceBindings in the namespaces it covers are refused"
-                        );
+                Ok(event) => {
+                    if matches!(
+                        event,
+                        watcher::Event::InitDone
+                            | watcher::Event::Apply(_)
+                            | watcher::Event::Delete(_)
+                    ) {
+                        fresh.succeeded(watch);
+                        backoff = RESTART_MIN;
                     }
+                    apply(&event);
                 }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(kind = K::KIND, error = %e, "quota watch failed; retrying"),
+                Err(e) => {
+                    fresh.failed(watch, &e);
+                    tracing::warn!(
+                        watch = watch.as_str(),
+                        error = %clip(&e.to_string()),
+                        failing_for = ?fresh.failing_for(watch),
+                        retry_in = ?backoff,
+                        "watch failed; restarting it from a fresh list"
+                    );
+                    break;
+                }
             }
-        })
-        .await;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(RESTART_MAX);
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,13 @@
 //!                                          └─ not dry-run and an event-worthy reason:
 //!                                               EventQueue::try_emit (template + quota)
 //! ```
+//!
+//! The template reference comes from the binding (`spec.resource`), i.e. from whoever wrote
+//! it: an event is written on it only when it lies in the binding's own namespace and each
+//! of its fields is no longer than Kubernetes allows ([`template_ref`]); otherwise only the
+//! quota's event is written, and the skipped one is counted (`invalid_template`). So no
+//! review can make the webhook write into another namespace or key its event series with
+//! megabyte strings.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,6 +25,7 @@ use std::time::Duration;
 use karmada_quota_core::binding::ObjectReference;
 use karmada_quota_core::decision::{Denial, DenyReason};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
+use karmada_quota_runtime::untrusted;
 use kube::Resource;
 use tokio::time::Instant;
 
@@ -151,14 +159,10 @@ impl Denials {
         } else {
             format!("{}/{}", d.namespace, d.binding)
         };
-        let t = d.template;
-        let template = (!t.kind.is_empty() && !t.name.is_empty()).then(|| ObjectRef {
-            api_version: t.api_version.clone(),
-            kind: t.kind.clone(),
-            namespace: t.namespace.clone(),
-            name: t.name.clone(),
-            uid: t.uid.clone(),
-        });
+        let template = template_ref(d.namespace, d.template);
+        if template.is_none() && !d.template.kind.is_empty() && !d.template.name.is_empty() {
+            self.metrics.events.dropped("invalid_template", 1);
+        }
         events.try_emit(DenialEvent {
             reason,
             note: format!("{} {key} denied: {}", d.binding_kind, d.denial.message),
@@ -166,6 +170,24 @@ impl Denials {
             quota: quota_ref,
         });
     }
+}
+
+/// The event target for a binding's template: `None` when it names none, lies outside the
+/// binding's namespace, or has a field longer than Kubernetes allows (no real object has).
+pub fn template_ref(binding_namespace: &str, t: &ObjectReference) -> Option<ObjectRef> {
+    let fits = untrusted::group_version_fits(&t.api_version)
+        && untrusted::kind_fits(&t.kind)
+        && t.name.len() <= untrusted::MAX_NAME_LEN
+        && t.uid.len() <= untrusted::MAX_UID_LEN;
+    (!t.kind.is_empty() && !t.name.is_empty() && fits && t.namespace == binding_namespace).then(
+        || ObjectRef {
+            api_version: t.api_version.clone(),
+            kind: t.kind.clone(),
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            uid: t.uid.clone(),
+        },
+    )
 }
 
 /// (namespace, binding, reason).

@@ -117,6 +117,19 @@ pub enum Error {
     #[error("the KarmadaQuota cache has not synced yet; retry")]
     NotSynced,
 
+    /// A watch of the cache has failed for longer than `--max-cache-staleness`: what the
+    /// webhook knows of the quotas may be out of date, so it does not charge against it.
+    #[error("{0}; not deciding against an out-of-date quota view; retry")]
+    Stale(cache::Stale),
+
+    /// The namespace is not in the Namespace cache (yet): which KarmadaClusterQuotas select
+    /// it cannot be told.
+    #[error(
+        "namespace {0} is not in the webhook's Namespace cache yet, so the \
+         KarmadaClusterQuotas selecting it are unknown; retry"
+    )]
+    UnknownNamespace(String),
+
     /// The namespace worker went away without answering (a bug; logged).
     #[error("the reservation worker of namespace {0} stopped without answering")]
     WorkerGone(String),
@@ -159,6 +172,8 @@ impl Error {
             Error::InvalidQuota { .. } => "invalid_quota",
             Error::UnknownPlural { .. } => "unknown_plural",
             Error::NotSynced => "not_synced",
+            Error::Stale(_) => "stale_cache",
+            Error::UnknownNamespace(_) => "unknown_namespace",
             Error::WorkerGone(_) => "worker_gone",
             Error::Tls(_) => "tls",
             Error::Serve { .. } => "serve",
@@ -169,7 +184,7 @@ impl Error {
     pub fn code(&self) -> u16 {
         match self {
             Error::Timeout => 504,
-            Error::NotSynced => 503,
+            Error::NotSynced | Error::Stale(_) | Error::UnknownNamespace(_) => 503,
             _ => 500,
         }
     }
@@ -178,7 +193,7 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Timeout => "Timeout",
-            Error::NotSynced => "ServiceUnavailable",
+            Error::NotSynced | Error::Stale(_) | Error::UnknownNamespace(_) => "ServiceUnavailable",
             _ => "InternalError",
         }
     }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use clap::Parser;
 use karmada_quota_runtime::{self as runtime, Readiness, plurals::PluralResolver};
+use karmada_quota_webhook::cache::freshness;
 use karmada_quota_webhook::events::{self, EventConfig, EventQueue, KubeEventSink};
 use karmada_quota_webhook::{
     AppState, Args, Batcher, BatcherConfig, Denials, KubeStore, Metrics, QuotaCache, Settings, app,
@@ -26,17 +27,13 @@ async fn main() -> anyhow::Result<()> {
 
     let (cache, feed) = QuotaCache::watch(client.clone());
     tokio::spawn(feed);
-    tokio::spawn({
-        let (cache, ready) = (cache.clone(), ready.clone());
-        async move {
-            if cache.wait_until_ready().await.is_ok() {
-                tracing::info!(
-                    "quota cache (KarmadaQuotas, KarmadaClusterQuotas, Namespaces) synced; ready"
-                );
-                ready.set_ready();
-            }
-        }
-    });
+    // Ready once synced; unready while a watch has failed past --max-cache-staleness.
+    tokio::spawn(freshness::keep_ready(
+        cache.clone(),
+        ready.clone(),
+        args.max_cache_staleness,
+        freshness::FreshnessMetrics::register(&mut registry),
+    ));
 
     let batcher = Batcher::with_stores(
         Arc::new(KubeStore::new(client.clone())),
@@ -76,6 +73,7 @@ async fn main() -> anyhow::Result<()> {
             max_body_bytes: args.max_body_bytes,
             policy_enforcement: args.policy_enforcement,
             policy_max_templates: args.policy_max_templates,
+            max_cache_staleness: args.max_cache_staleness,
         },
         policies: Some(std::sync::Arc::new(
             karmada_quota_webhook::policy::KubePolicyWorld::new(client),

@@ -15,9 +15,15 @@
 //!  Too many templates, a kind that cannot be listed, or no answer within the decision
 //!  timeout → allowed with a warning saying the check was skipped and why.
 //! ```
+//!
+//! A selector's apiVersion and kind are the policy writer's: the discovery cache keyed by
+//! them holds at most [`MAX_KINDS`] entries (least recently used evicted), refuses a key
+//! longer than Kubernetes allows without a lookup, keeps a failed lookup only
+//! [`FAILED_LOOKUP_TTL`], and every message quoting them clips them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use karmada_quota_core::binding::ResourceBindingSpec;
@@ -26,11 +32,18 @@ use karmada_quota_core::policy::{PROPAGATION_POLICY, Policy, ResourceSelector};
 use karmada_quota_core::template::Template;
 use karmada_quota_core::whatif::{self, Current};
 use karmada_quota_crds::ResourceBinding;
+use karmada_quota_runtime::bounded::LruMap;
+use karmada_quota_runtime::untrusted::{self, clip};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::core::admission::{AdmissionRequest, Operation};
 use kube::discovery::{self, Scope};
 use kube::{Api, Client};
 use tokio::time::{Instant, timeout_at};
+
+/// Most (apiVersion, kind) discovery answers kept; the least recently used is evicted.
+pub const MAX_KINDS: usize = 256;
+/// How long a kind discovery did not find (or could not ask about) stays cached.
+pub const FAILED_LOOKUP_TTL: Duration = Duration::from_secs(10);
 
 /// Path of the PropagationPolicy check.
 pub const PROPAGATIONPOLICY_PATH: &str = "/validate/propagationpolicy";
@@ -78,10 +91,13 @@ pub trait PolicyWorld: Send + Sync + 'static {
 /// namespaced, or `None` when it is not served.
 type Discovered = Option<(ApiResource, bool)>;
 
-/// [`PolicyWorld`] over the Kubernetes API (discovery cached per kind).
+/// A discovery answer and when it was given.
+type Answered = (Discovered, Instant);
+
+/// [`PolicyWorld`] over the Kubernetes API (discovery cached per kind, bounded).
 pub struct KubePolicyWorld {
     client: Client,
-    kinds: Mutex<HashMap<(String, String), Discovered>>,
+    kinds: Mutex<LruMap<(String, String), Answered>>,
 }
 
 impl KubePolicyWorld {
@@ -89,21 +105,30 @@ impl KubePolicyWorld {
     pub fn new(client: Client) -> Self {
         Self {
             client,
-            kinds: Mutex::default(),
+            kinds: Mutex::new(LruMap::new(MAX_KINDS)),
         }
     }
 
-    /// The API resource of (apiVersion, kind) and whether it is namespaced; `None` when the
-    /// kind is not served.
-    async fn resource(&self, api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
+    /// The API resource of (apiVersion, kind) and whether it is namespaced; `Ok(None)` when
+    /// the kind is not served (or discovery failed: asked again after
+    /// [`FAILED_LOOKUP_TTL`]); a [`Skip`] without a lookup when either is longer than
+    /// Kubernetes allows.
+    async fn resource(&self, api_version: &str, kind: &str) -> Result<Discovered, Skip> {
+        if let Some(why) = untrusted::group_version_too_long(api_version) {
+            return Err(Skip(why));
+        }
+        if !untrusted::kind_fits(kind) {
+            return Err(Skip(format!(
+                "kind {} is longer than {} bytes: not looked up",
+                clip(kind),
+                untrusted::MAX_KIND_LEN
+            )));
+        }
         let key = (api_version.to_owned(), kind.to_owned());
-        if let Some(known) = self
-            .kinds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
+        if let Some((known, at)) = self.kinds().get(&key)
+            && (known.is_some() || at.elapsed() < FAILED_LOOKUP_TTL)
         {
-            return known.clone();
+            return Ok(known.clone());
         }
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
@@ -111,11 +136,19 @@ impl KubePolicyWorld {
             .await
             .ok()
             .map(|(ar, caps)| (ar, caps.scope == Scope::Namespaced));
-        self.kinds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, found.clone());
-        found
+        let mut kinds = self.kinds();
+        kinds.retain(|_, (d, at)| d.is_some() || at.elapsed() < FAILED_LOOKUP_TTL);
+        kinds.insert(key, (found.clone(), Instant::now()));
+        Ok(found)
+    }
+
+    fn kinds(&self) -> std::sync::MutexGuard<'_, LruMap<(String, String), Answered>> {
+        self.kinds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Kinds cached now.
+    pub fn cached_kinds(&self) -> usize {
+        self.kinds().len()
     }
 }
 
@@ -146,8 +179,9 @@ impl PolicyWorld for KubePolicyWorld {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<Template>, Skip>> {
         Box::pin(async move {
-            let what = format!("{} ({})", selector.kind, selector.api_version);
-            let Some((ar, namespaced)) = self.resource(&selector.api_version, &selector.kind).await
+            let what = format!("{} ({})", clip(&selector.kind), clip(&selector.api_version));
+            let Some((ar, namespaced)) =
+                self.resource(&selector.api_version, &selector.kind).await?
             else {
                 return Err(Skip(format!("{what} is not served by the API server")));
             };
@@ -164,7 +198,7 @@ impl PolicyWorld for KubePolicyWorld {
                 let list = api
                     .list(&params)
                     .await
-                    .map_err(|e| Skip(format!("cannot list {what}: {e}")))?;
+                    .map_err(|e| Skip(format!("cannot list {what}: {}", clip(&e.to_string()))))?;
                 if list.items.len() > limit {
                     return Err(Skip(format!(
                         "the policy selects more than {limit} {what} objects (--policy-max-templates)"
@@ -186,14 +220,16 @@ impl PolicyWorld for KubePolicyWorld {
                                     .fields(&format!("metadata.name={}", selector.name)),
                             )
                             .await
-                            .map_err(|e| Skip(format!("cannot list {what}: {e}")))?;
+                            .map_err(|e| {
+                                Skip(format!("cannot list {what}: {}", clip(&e.to_string())))
+                            })?;
                         return list.items.into_iter().map(to_template).collect();
                     }
                     (false, _) => Api::all_with(self.client.clone(), &ar),
                 };
                 one.get_opt(&selector.name)
                     .await
-                    .map_err(|e| Skip(format!("cannot read {what} {}: {e}", selector.name)))?
+                    .map_err(|e| Skip(format!("cannot read {what} {}: {e}", clip(&selector.name))))?
                     .into_iter()
                     .collect()
             };
@@ -239,7 +275,12 @@ fn to_template(o: DynamicObject) -> Result<Template, Skip> {
     let name = o.metadata.name.clone().unwrap_or_default();
     serde_json::to_value(&o)
         .and_then(serde_json::from_value)
-        .map_err(|e| Skip(format!("cannot read template {name}: {e}")))
+        .map_err(|e| {
+            Skip(format!(
+                "cannot read template {name}: {}",
+                clip(&e.to_string())
+            ))
+        })
 }
 
 /// How the check ended.

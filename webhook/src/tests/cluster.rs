@@ -27,7 +27,7 @@ use super::*;
 use crate::cache::{CachedClusterQuota, QuotaCache};
 
 /// A cluster quota over namespaces labelled `business=<business>`, synced `used`.
-fn mk_cluster_quota(
+pub(super) fn mk_cluster_quota(
     name: &str,
     business: &str,
     hard: &[(&str, &str)],
@@ -137,7 +137,7 @@ fn cluster_harness(
 }
 
 /// A CREATE review of a 1-replica binding of `cpu` in `ns`.
-fn create_in(ns: &str, name: &str, cpu: &str) -> Value {
+pub(super) fn create_in(ns: &str, name: &str, cpu: &str) -> Value {
     let mut b = mk_binding(name, &format!("uid-{ns}-{name}"), 1, 1, cpu, "");
     b["metadata"]["namespace"] = json!(ns);
     b["spec"]["resource"]["namespace"] = json!(ns);
@@ -274,7 +274,8 @@ async fn a_binding_must_fit_its_namespace_quota_and_the_cluster_quota() {
 }
 
 #[tokio::test]
-async fn an_unknown_or_unselected_namespace_is_not_charged_and_an_invalid_cluster_quota_refuses() {
+async fn an_unselected_namespace_is_not_charged_an_unknown_one_is_refused_and_an_invalid_cluster_quota_refuses()
+ {
     let mut broken = mk_cluster_quota("broken", "x", &[("requests.cpu", "3")], &[]);
     broken
         .spec
@@ -295,13 +296,14 @@ async fn an_unknown_or_unselected_namespace_is_not_charged_and_an_invalid_cluste
         ],
     );
     assert!(verdict(&c.h.review_binding(create_in("plain", "p", "1")).await).0);
-    assert!(
-        verdict(
-            &c.h.review_binding(create_in("not-watched-yet", "p", "1"))
-                .await
-        )
-        .0
+    // Its labels are unknown, so which cluster quotas select it is too: refused
+    // (retryable), never admitted uncharged (tests/bounds.rs has the details).
+    let (allowed, code, _, _) = verdict(
+        &c.h.review_binding(create_in("not-watched-yet", "p", "1"))
+            .await,
     );
+    assert!(!allowed);
+    assert_eq!(code, 503);
     let (allowed, code, _, message) =
         verdict(&c.h.review_binding(create_in("x-ns", "p", "1")).await);
     assert!(!allowed);

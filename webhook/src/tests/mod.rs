@@ -2,6 +2,7 @@
 //! `app().oneshot()`) and batcher tests (conflicts, concurrency).
 
 mod batcher;
+mod bounds;
 mod cluster;
 mod policy;
 mod router;
