@@ -50,6 +50,7 @@ pub(crate) fn snapshot() -> Snapshot {
         ],
         reservations: vec![Reservation {
             binding: "trainer-deployment".into(),
+            uid: "uid-trainer".into(),
             reserved: rl(&[("requests.nvidia.com/gpu", "1")]),
             expires: "2026-11-23T12:01:00Z".into(),
         }],
