@@ -46,28 +46,36 @@ async fn exchange(
     body: &[u8],
     read_for: Duration,
 ) -> Result<(u16, String, String)> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let extra: String = headers
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}\r\n"))
-        .collect();
+    let stream = TcpStream::connect(addr).await?;
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n{extra}\r\n",
         body.len()
     );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body).await?;
-    let mut raw = Vec::new();
-    let deadline = tokio::time::Instant::now() + read_for;
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
-            Ok(Ok(0)) | Err(_) => break,
-            Ok(Ok(n)) => raw.extend_from_slice(&buf[..n]),
-            Ok(Err(e)) if raw.is_empty() => return Err(e.into()),
-            Ok(Err(_)) => break,
+    let (mut rd, mut wr) = stream.into_split();
+    // Written while the answer is read: a server that answers before it has read the
+    // body (413) and closes makes the rest of the write fail, not the exchange.
+    let write = async move {
+        let _ = wr.write_all(head.as_bytes()).await;
+        let _ = wr.write_all(body).await;
+        wr
+    };
+    let read = async move {
+        let mut raw = Vec::new();
+        let deadline = tokio::time::Instant::now() + read_for;
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match tokio::time::timeout_at(deadline, rd.read(&mut buf)).await {
+                Ok(Ok(0)) | Err(_) => break,
+                Ok(Ok(n)) => raw.extend_from_slice(&buf[..n]),
+                Ok(Err(e)) if raw.is_empty() => return Err(e),
+                Ok(Err(_)) => break,
+            }
         }
-    }
+        Ok(raw)
+    };
+    let (_wr, raw) = tokio::join!(write, read);
+    let raw = raw?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let code = head
