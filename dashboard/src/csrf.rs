@@ -3,7 +3,8 @@
 //! form is bound to:
 //!
 //! - the login form (no session yet): a random nonce the browser also holds in the
-//!   `kq_csrf` cookie (HttpOnly, SameSite=Strict, Path=/login) — a signed double-submit:
+//!   `kq_csrf` cookie (HttpOnly, SameSite=Strict, Path=/ so that every login page a
+//!   request meets, wherever, reuses it) — a signed double-submit:
 //!   another site can neither read the field nor mint one for a nonce it planted;
 //! - the logout form: the session id (a per-session synchronizer token that needs no
 //!   state beyond the session).

@@ -115,7 +115,7 @@ pub fn page(
             &set_cookie(
                 CSRF_COOKIE,
                 &nonce,
-                "/login",
+                "/",
                 CSRF_MAX_AGE_SECS,
                 secure(d, headers),
             ),

@@ -112,7 +112,7 @@ async fn login_form(d: &Dashboard) -> (String, String) {
         .expect("the form sets its CSRF cookie");
     let set = form.cookies().join("\n");
     assert!(
-        set.contains("Path=/login; HttpOnly; SameSite=Strict; Max-Age=3600"),
+        set.contains("Path=/; HttpOnly; SameSite=Strict; Max-Age=3600"),
         "{set}"
     );
     (format!("kq_csrf={nonce}"), form.field("csrf").unwrap())
@@ -464,4 +464,21 @@ async fn live_streams_beyond_the_caps_are_503() {
     drop(a1);
     assert_eq!(d.streams.open_now(), 2, "a closed stream frees its slot");
     assert_eq!(open("adm").await.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_login_page_met_elsewhere_keeps_the_forms_csrf_nonce() {
+    // A browser that shows the login form also asks for /favicon.ico (a 401 login page):
+    // that page must not mint a new nonce, or the form on screen would be refused.
+    let d = dashboard();
+    let (cookie, csrf) = login_form(&d).await;
+    let elsewhere = get_with_cookie(&d, "/favicon.ico", &cookie).await;
+    assert_eq!(elsewhere.code, StatusCode::UNAUTHORIZED);
+    assert!(elsewhere.cookie("kq_csrf").is_none(), "{:?}", elsewhere.cookies());
+    let a = send(
+        &d,
+        post("/login", Some(&cookie), format!("csrf={csrf}&token=ta&next=%2F")),
+    )
+    .await;
+    assert_eq!(a.code, StatusCode::SEE_OTHER, "{}", a.body);
 }
