@@ -1,34 +1,23 @@
-//! The computed view of every quota, per cluster, as JSON on the admin port — what the
-//! dashboard and `kubectl karmada-quota` read.
+//! The computed view of every quota, per cluster: the [`Views`] the reconciler keeps and
+//! the dashboard's feed maps into its snapshot. It is served nowhere by itself: the admin
+//! port serves health, readiness and metrics only, and every JSON view of quotas is the
+//! dashboard's `/api/v1/…`, behind its authentication and visibility rules.
 //!
-//! - `GET /api/v1/quotas`: `{"leader", "members": {name: reach}, "items": [QuotaReport…]}`
-//! - `GET /api/v1/quotas/{namespace}`: the same, one namespace
-//! - `GET /api/v1/quotas/{namespace}/{name}`: one `QuotaReport`, or 404
-//!
-//! A report carries the bindings that use the most of the quota (`topBindings`).
-//!
-//! Every replica serves it (followers compute the same view; only the leader writes it to
-//! the quota's status).
+//! A report carries the bindings that use the most of the quota (`topBindings`). Every
+//! replica computes it (followers the same view; only the leader writes it to the quota's
+//! status).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use axum::Json;
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use karmada_quota_core::ResourceList;
 use karmada_quota_core::status::ClusterView;
 use karmada_quota_core::top::BindingUsage;
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
 use kube::ResourceExt;
 use serde::Serialize;
-use tokio::sync::watch;
 
 use crate::desired::Computed;
-use crate::members::{MemberRegistry, Reach};
 
 /// (namespace, name) → the latest computed report.
 pub type Views = Arc<RwLock<BTreeMap<(String, String), QuotaReport>>>;
@@ -177,164 +166,5 @@ impl QuotaReport {
             }
         }
         r
-    }
-}
-
-/// What the JSON routes read.
-#[derive(Clone)]
-pub struct ApiState {
-    /// Reports.
-    pub views: Views,
-    /// Members' reachability.
-    pub members: MemberRegistry,
-    /// Leadership.
-    pub leader: watch::Receiver<bool>,
-}
-
-#[derive(Serialize)]
-struct ListResponse {
-    leader: bool,
-    members: BTreeMap<String, Reach>,
-    items: Vec<QuotaReport>,
-}
-
-/// The `/api/v1/quotas` routes, to merge into the admin router.
-pub fn router(state: ApiState) -> Router {
-    Router::new()
-        .route("/api/v1/quotas", get(list_all))
-        .route("/api/v1/quotas/{namespace}", get(list_namespace))
-        .route("/api/v1/quotas/{namespace}/{name}", get(get_one))
-        .with_state(state)
-}
-
-fn list(st: &ApiState, namespace: Option<&str>) -> ListResponse {
-    let views = st.views.read().unwrap_or_else(|e| e.into_inner());
-    ListResponse {
-        leader: *st.leader.borrow(),
-        members: st.members.reach(),
-        items: views
-            .values()
-            .filter(|r| namespace.is_none_or(|ns| r.namespace == ns))
-            .cloned()
-            .collect(),
-    }
-}
-
-async fn list_all(State(st): State<ApiState>) -> Json<ListResponse> {
-    Json(list(&st, None))
-}
-
-async fn list_namespace(
-    State(st): State<ApiState>,
-    Path(namespace): Path<String>,
-) -> Json<ListResponse> {
-    Json(list(&st, Some(&namespace)))
-}
-
-async fn get_one(
-    State(st): State<ApiState>,
-    Path((namespace, name)): Path<(String, String)>,
-) -> Response {
-    let views = st.views.read().unwrap_or_else(|e| e.into_inner());
-    match views.get(&(namespace.clone(), name.clone())) {
-        Some(r) => Json(r.clone()).into_response(),
-        None => (
-            StatusCode::NOT_FOUND,
-            Json(serde_json::json!({"error": format!("no KarmadaQuota {namespace}/{name} computed")})),
-        )
-            .into_response(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testutil::*;
-    use axum::body::Body;
-    use axum::http::Request;
-    use http_body_util::BodyExt;
-    use karmada_quota_core::status::QuotaView;
-    use tower::ServiceExt;
-
-    async fn get_json(router: Router, path: &str) -> (StatusCode, serde_json::Value) {
-        let resp = router
-            .oneshot(Request::get(path).body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        let code = resp.status();
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        (code, serde_json::from_slice(&body).unwrap())
-    }
-
-    fn state() -> ApiState {
-        let views = Views::default();
-        let q = mk_quota("team-a", "q", &[("pods", "10")]);
-        let view = QuotaView {
-            namespace: "team-a".into(),
-            name: "q".into(),
-            hard: rl(&[("pods", "10")]),
-            used: rl(&[("pods", "3")]),
-            effective: rl(&[("pods", "5")]),
-            clusters: vec![ClusterView {
-                name: "member1".into(),
-                used: rl(&[("pods", "3")]),
-                observed: None,
-            }],
-            bindings: 1,
-            top_bindings: vec![BindingUsage {
-                name: "web".into(),
-                usage: rl(&[("pods", "3")]),
-                clusters: vec!["member1".into()],
-            }],
-            ..QuotaView::default()
-        };
-        let report = QuotaReport::new(
-            &q,
-            &Computed::Valid {
-                view: Box::new(view),
-                unparsed: vec![],
-                incomplete: Default::default(),
-            },
-            &KarmadaQuotaStatus::default(),
-            jiff::Timestamp::UNIX_EPOCH,
-        );
-        views
-            .write()
-            .unwrap()
-            .insert(("team-a".into(), "q".into()), report);
-        let members = MemberRegistry::default();
-        members.insert_for_test("member1", Reach::Unreachable("refused".into()), []);
-        ApiState {
-            views,
-            members,
-            leader: watch::channel(true).1,
-        }
-    }
-
-    #[tokio::test]
-    async fn lists_every_quota_with_clusters_and_members() {
-        let (code, v) = get_json(router(state()), "/api/v1/quotas").await;
-        assert_eq!(code, StatusCode::OK);
-        assert_eq!(v["leader"], true);
-        assert_eq!(v["members"]["member1"]["state"], "unreachable");
-        assert_eq!(v["items"][0]["used"]["pods"], "3");
-        assert_eq!(v["items"][0]["effective"]["pods"], "5");
-        assert_eq!(v["items"][0]["clusters"][0]["name"], "member1");
-        assert!(v["items"][0]["clusters"][0]["observed"].is_null());
-        let top = &v["items"][0]["topBindings"][0];
-        assert_eq!(top["name"], "web");
-        assert_eq!(top["usage"]["pods"], "3");
-        assert_eq!(top["clusters"][0], "member1");
-    }
-
-    #[tokio::test]
-    async fn filters_by_namespace_and_404s_unknown_quotas() {
-        let (_, v) = get_json(router(state()), "/api/v1/quotas/team-b").await;
-        assert_eq!(v["items"].as_array().unwrap().len(), 0);
-        let (code, v) = get_json(router(state()), "/api/v1/quotas/team-a/q").await;
-        assert_eq!(code, StatusCode::OK);
-        assert_eq!(v["hard"]["pods"], "10");
-        let (code, _) = get_json(router(state()), "/api/v1/quotas/team-a/nope").await;
-        assert_eq!(code, StatusCode::NOT_FOUND);
     }
 }

@@ -20,9 +20,9 @@ use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs, duration};
         the pods actually running in each member cluster, and writes status.used, \
         status.clusters[], pruned status.reservations and conditions (Ready, Drift, \
         MembersReachable). Only the holder of the leader Lease writes; other replicas keep \
-        their caches warm. The admin port serves /metrics, /livez, /readyz and the computed \
-        view of every quota as JSON at /api/v1/quotas; --dashboard-listen serves the browser \
-        dashboard."
+        their caches warm. The admin port serves /metrics, /livez and /readyz only; \
+        --dashboard-listen serves the browser dashboard, whose /api/v1 is the only JSON view \
+        of the quotas (behind --dashboard-auth)."
 )]
 pub struct Args {
     /// Admin port flags.
@@ -193,7 +193,8 @@ pub struct Args {
     pub dashboard_listen: SocketAddr,
 
     /// PEM certificate (chain) the dashboard serves HTTPS with (itself, without a proxy);
-    /// reloaded when the file changes. Unset: plain HTTP.
+    /// reloaded when the file changes; set, every dashboard cookie is `Secure`. Unset: plain
+    /// HTTP.
     #[arg(
         long,
         env = "KQ_DASHBOARD_TLS_CERT_FILE",
@@ -243,6 +244,57 @@ pub struct Args {
     #[arg(long, env = "KQ_DASHBOARD_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_runtime::prometheus::check_url)]
     pub dashboard_prometheus: Option<String>,
 
+    /// Allow `--dashboard-auth=none` on an address other than loopback, i.e. show every
+    /// quota, reservation and binding name to anyone who can reach the port. Without it
+    /// the controller refuses to start with that combination.
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_ALLOW_UNAUTHENTICATED_REMOTE",
+        default_value_t = false,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        require_equals = true,
+        value_name = "BOOL"
+    )]
+    pub dashboard_allow_unauthenticated_remote: bool,
+
+    /// With `--dashboard-auth=kubernetes`: the audiences a bearer token must be issued for
+    /// (comma-separated, e.g. `karmada-quota-dashboard`). They are sent in the TokenReview
+    /// and a token is accepted only when the review's status names one of them. Empty:
+    /// the API server's own audiences.
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_TOKEN_AUDIENCES",
+        value_delimiter = ',',
+        value_name = "AUDIENCE"
+    )]
+    pub dashboard_token_audiences: Vec<String>,
+
+    /// Most login sessions the dashboard keeps (in this replica's memory); beyond it the
+    /// oldest session ends.
+    #[arg(long, env = "KQ_DASHBOARD_MAX_SESSIONS", default_value_t = karmada_quota_dashboard::session::DEFAULT_MAX_SESSIONS, value_parser = at_least_one)]
+    pub dashboard_max_sessions: usize,
+
+    /// A dashboard login session unused for this long ends.
+    #[arg(long, env = "KQ_DASHBOARD_SESSION_IDLE_TIMEOUT", default_value = "30m", value_parser = duration::parse)]
+    pub dashboard_session_idle_timeout: Duration,
+
+    /// A dashboard login session ends this long after the login, used or not (the
+    /// cookie's Max-Age).
+    #[arg(long, env = "KQ_DASHBOARD_SESSION_MAX_AGE", default_value = "8h", value_parser = duration::parse)]
+    pub dashboard_session_max_age: Duration,
+
+    /// Most live-update streams (the pages' Server-Sent Events) open at once; one more is
+    /// answered 503.
+    #[arg(long, env = "KQ_DASHBOARD_MAX_STREAMS", default_value_t = karmada_quota_dashboard::streams::DEFAULT_MAX_STREAMS, value_parser = at_least_one)]
+    pub dashboard_max_streams: usize,
+
+    /// Most live-update streams one dashboard user may hold open (a few browser tabs);
+    /// one more is answered 503. Applies with `--dashboard-auth=kubernetes`.
+    #[arg(long, env = "KQ_DASHBOARD_MAX_STREAMS_PER_USER", default_value_t = karmada_quota_dashboard::streams::DEFAULT_MAX_STREAMS_PER_USER, value_parser = at_least_one)]
+    pub dashboard_max_streams_per_user: usize,
+
     /// How long a ResourceBinding deletion seen by the watch is remembered, so that a
     /// reservation for it is pruned as "deleted". Must exceed the webhook's
     /// --reservation-ttl (after which the entry would expire anyway).
@@ -273,6 +325,27 @@ impl Args {
             .as_deref()
             .map(str::trim)
             .filter(|ns| !ns.is_empty())
+    }
+
+    /// Refuses `--dashboard-auth=none` on a non-loopback `--dashboard-listen` unless
+    /// `--dashboard-allow-unauthenticated-remote` says so: the message says why and what
+    /// to do instead.
+    pub fn check_dashboard_exposure(&self) -> Result<(), String> {
+        let addr = self.dashboard_listen;
+        if self.dashboard_auth != DashboardAuth::None
+            || addr.ip().is_loopback()
+            || self.dashboard_allow_unauthenticated_remote
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "refusing to start: --dashboard-auth=none on --dashboard-listen={addr} would show \
+             every quota, reservation and binding to anyone who can reach {addr}. Use \
+             --dashboard-auth=kubernetes, listen on loopback (e.g. 127.0.0.1:{port}), or pass \
+             --dashboard-allow-unauthenticated-remote (KQ_DASHBOARD_ALLOW_UNAUTHENTICATED_REMOTE=true) \
+             to accept that",
+            port = addr.port()
+        ))
     }
 
     /// Whether leader election is on (`--leader-election`, not `--no-leader-election`).
@@ -321,6 +394,14 @@ pub struct MemberKubeconfig {
     pub name: String,
     /// Kubeconfig file of that member.
     pub path: PathBuf,
+}
+
+/// A count of at least 1.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a whole number of at least 1, got {s:?}")),
+    }
 }
 
 /// Parse `NAME=PATH`.
@@ -424,6 +505,79 @@ mod tests {
             "--dashboard-tls-private-key-file=d.key",
         ] {
             assert!(Args::try_parse_from(["c", alone]).is_err(), "{alone} alone");
+        }
+    }
+
+    #[test]
+    fn unauthenticated_dashboard_only_on_loopback_unless_allowed() {
+        let open = parse(&["--dashboard-listen=0.0.0.0:8081", "--dashboard-auth=none"]);
+        let e = open.check_dashboard_exposure().unwrap_err();
+        assert!(
+            e.contains("--dashboard-auth=none on --dashboard-listen=0.0.0.0:8081"),
+            "{e}"
+        );
+        assert!(
+            e.contains("--dashboard-allow-unauthenticated-remote"),
+            "{e}"
+        );
+        for ok in [
+            &["--dashboard-listen=127.0.0.1:8081", "--dashboard-auth=none"][..],
+            &["--dashboard-listen=[::1]:8081", "--dashboard-auth=none"],
+            &[
+                "--dashboard-listen=0.0.0.0:8081",
+                "--dashboard-auth=kubernetes",
+            ],
+            &[
+                "--dashboard-listen=10.0.0.1:8081",
+                "--dashboard-auth=none",
+                "--dashboard-allow-unauthenticated-remote",
+            ],
+        ] {
+            assert!(parse(ok).check_dashboard_exposure().is_ok(), "{ok:?}");
+        }
+        assert!(!parse(&[]).dashboard_allow_unauthenticated_remote);
+    }
+
+    #[test]
+    fn dashboard_session_stream_and_audience_flags_parse() {
+        let a = parse(&[]);
+        assert_eq!(a.dashboard_max_sessions, 10_000);
+        assert_eq!(a.dashboard_session_idle_timeout, Duration::from_secs(1800));
+        assert_eq!(a.dashboard_session_max_age, Duration::from_secs(8 * 3600));
+        assert_eq!(
+            (a.dashboard_max_streams, a.dashboard_max_streams_per_user),
+            (256, 8)
+        );
+        assert!(a.dashboard_token_audiences.is_empty());
+        assert_eq!(a.dashboard_tls_cert_file, None);
+        let a = parse(&[
+            "--dashboard-token-audiences=kq-dashboard,other",
+            "--dashboard-max-streams=10",
+            "--dashboard-max-streams-per-user=2",
+            "--dashboard-max-sessions=5",
+            "--dashboard-session-idle-timeout=5m",
+            "--dashboard-session-max-age=1h",
+        ]);
+        assert_eq!(a.dashboard_token_audiences, ["kq-dashboard", "other"]);
+        assert_eq!(
+            (a.dashboard_max_streams, a.dashboard_max_streams_per_user),
+            (10, 2)
+        );
+        assert_eq!(a.dashboard_max_sessions, 5);
+        assert!(Args::try_parse_from(["c", "--dashboard-max-streams=0"]).is_err());
+        use clap::CommandFactory;
+        let help = Args::command().render_long_help().to_string();
+        for env in [
+            "KQ_DASHBOARD_ALLOW_UNAUTHENTICATED_REMOTE",
+            "KQ_DASHBOARD_TOKEN_AUDIENCES",
+            "KQ_DASHBOARD_MAX_STREAMS",
+            "KQ_DASHBOARD_MAX_STREAMS_PER_USER",
+            "KQ_DASHBOARD_MAX_SESSIONS",
+            "KQ_DASHBOARD_SESSION_IDLE_TIMEOUT",
+            "KQ_DASHBOARD_SESSION_MAX_AGE",
+            "KQ_DASHBOARD_TLS_CERT_FILE",
+        ] {
+            assert!(help.contains(env), "{env}");
         }
     }
 

@@ -107,6 +107,7 @@ pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
             .iter()
             .map(|res| Reservation {
                 binding: res.binding.clone(),
+                uid: res.uid.clone(),
                 reserved: res.reserved.clone(),
                 expires: res.expiration_time.clone(),
             })
@@ -349,7 +350,13 @@ pub fn spawn(
     };
     let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
     tokio::spawn(feed(sources, tx, crate::shutdown_future(&stop)));
-    let mut dashboard = Dashboard::new(rx, settings);
+    let mut dashboard = match Dashboard::new(rx, settings) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!(error = %e, "dashboard off; the controller continues without it");
+            return;
+        }
+    };
     tracing::info!(
         auth = if access.is_some() {
             "kubernetes"

@@ -5,6 +5,10 @@
 //! answers and filters what each request sees; this module only asks. The controller's
 //! ServiceAccount needs `create` on `tokenreviews` and `subjectaccessreviews` (the chart
 //! grants both).
+//!
+//! With `--dashboard-token-audiences`, the TokenReview asks for those audiences and a
+//! token is accepted only when the review's `status.audiences` names one of them: a token
+//! issued for another service (another audience) is refused.
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -21,34 +25,47 @@ use kube::{Api, Client};
 pub struct KubeReviewer {
     tokens: Api<TokenReview>,
     access: Api<SubjectAccessReview>,
+    audiences: Vec<String>,
 }
 
 impl KubeReviewer {
-    /// Reviews with `client` (the controller's own identity).
-    pub fn new(client: Client) -> Self {
+    /// Reviews with `client` (the controller's own identity), accepting tokens for
+    /// `audiences` (empty: the API server's own).
+    pub fn new(client: Client, audiences: Vec<String>) -> Self {
         Self {
             tokens: Api::all(client.clone()),
             access: Api::all(client),
+            audiences: audiences
+                .into_iter()
+                .filter(|a| !a.trim().is_empty())
+                .collect(),
         }
     }
 }
 
-/// The TokenReview of `token`.
-pub fn token_review(token: &str) -> TokenReview {
+/// The TokenReview of `token`, for `audiences` (empty: the API server's own).
+pub fn token_review(token: &str, audiences: &[String]) -> TokenReview {
     TokenReview {
         spec: TokenReviewSpec {
             token: Some(token.to_owned()),
-            audiences: None,
+            audiences: (!audiences.is_empty()).then(|| audiences.to_vec()),
         },
         ..TokenReview::default()
     }
 }
 
-/// The user a reviewed TokenReview reports, when the token was accepted.
-pub fn user_of(review: &TokenReview) -> Option<User> {
+/// The user a reviewed TokenReview reports, when the token was accepted — for one of
+/// `audiences` when any are required.
+pub fn user_of(review: &TokenReview, audiences: &[String]) -> Option<User> {
     let status = review.status.as_ref()?;
     if status.authenticated != Some(true) {
         return None;
+    }
+    if !audiences.is_empty() {
+        let granted = status.audiences.as_deref().unwrap_or_default();
+        if !granted.iter().any(|a| audiences.contains(a)) {
+            return None;
+        }
     }
     let info = status.user.as_ref()?;
     let name = info.username.clone().filter(|n| !n.is_empty())?;
@@ -88,10 +105,13 @@ impl Reviewer for KubeReviewer {
         Box::pin(async move {
             let answer = self
                 .tokens
-                .create(&PostParams::default(), &token_review(token))
+                .create(
+                    &PostParams::default(),
+                    &token_review(token, &self.audiences),
+                )
                 .await
                 .map_err(|e| ReviewError(format!("TokenReview: {e}")))?;
-            Ok(user_of(&answer))
+            Ok(user_of(&answer, &self.audiences))
         })
     }
 
@@ -124,13 +144,13 @@ mod tests {
                 }),
                 ..TokenReviewStatus::default()
             }),
-            ..token_review("t")
+            ..token_review("t", &[])
         }
     }
 
     #[test]
     fn an_accepted_token_gives_its_user_with_groups_and_extra() {
-        let u = user_of(&reviewed(Some(true), Some("alice"))).unwrap();
+        let u = user_of(&reviewed(Some(true), Some("alice")), &[]).unwrap();
         assert_eq!(u.name, "alice");
         assert_eq!(u.uid, "u-1");
         assert_eq!(u.groups, ["team-a", "system:authenticated"]);
@@ -139,17 +159,45 @@ mod tests {
 
     #[test]
     fn a_refused_or_anonymous_review_gives_no_user() {
-        assert!(user_of(&reviewed(Some(false), Some("alice"))).is_none());
-        assert!(user_of(&reviewed(None, Some("alice"))).is_none());
-        assert!(user_of(&reviewed(Some(true), None)).is_none());
-        assert!(user_of(&reviewed(Some(true), Some(""))).is_none());
-        assert!(user_of(&token_review("t")).is_none());
-        assert_eq!(token_review("abc").spec.token.as_deref(), Some("abc"));
+        assert!(user_of(&reviewed(Some(false), Some("alice")), &[]).is_none());
+        assert!(user_of(&reviewed(None, Some("alice")), &[]).is_none());
+        assert!(user_of(&reviewed(Some(true), None), &[]).is_none());
+        assert!(user_of(&reviewed(Some(true), Some("")), &[]).is_none());
+        assert!(user_of(&token_review("t", &[]), &[]).is_none());
+        assert_eq!(token_review("abc", &[]).spec.token.as_deref(), Some("abc"));
+        assert_eq!(token_review("abc", &[]).spec.audiences, None);
+    }
+
+    #[test]
+    fn with_audiences_a_token_for_another_audience_is_refused() {
+        let want = vec!["kq-dashboard".to_owned()];
+        let review = token_review("t", &want);
+        assert_eq!(review.spec.audiences.as_deref(), Some(&want[..]));
+        let with = |granted: Option<Vec<&str>>| {
+            let mut r = reviewed(Some(true), Some("alice"));
+            r.status.as_mut().unwrap().audiences =
+                granted.map(|g| g.into_iter().map(str::to_owned).collect());
+            r
+        };
+        assert!(user_of(&with(Some(vec!["kq-dashboard"])), &want).is_some());
+        assert!(user_of(&with(Some(vec!["other", "kq-dashboard"])), &want).is_some());
+        for refused in [
+            None,
+            Some(vec![]),
+            Some(vec!["https://kubernetes.default.svc"]),
+        ] {
+            assert!(
+                user_of(&with(refused.clone()), &want).is_none(),
+                "{refused:?}"
+            );
+        }
+        // No audience asked: the API server's own decision stands.
+        assert!(user_of(&with(None), &[]).is_some());
     }
 
     #[test]
     fn the_access_review_asks_list_karmadaquotas_for_the_reviewed_user() {
-        let u = user_of(&reviewed(Some(true), Some("alice"))).unwrap();
+        let u = user_of(&reviewed(Some(true), Some("alice")), &[]).unwrap();
         let sar = access_review(&u, Some("team-a"));
         let json = serde_json::to_value(&sar).unwrap();
         assert_eq!(json["apiVersion"], "authorization.k8s.io/v1");

@@ -23,6 +23,9 @@ pub enum Error {
     /// The admin server failed.
     #[error("admin server: {0}")]
     Admin(String),
+    /// The flags ask for something unsafe or impossible (the message says which and why).
+    #[error("{0}")]
+    Config(String),
 }
 
 impl Error {
@@ -37,6 +40,7 @@ impl Error {
             Error::MissingNamespace(_) => "missing_namespace",
             Error::MemberConfig { .. } => "member_config",
             Error::Admin(_) => "admin",
+            Error::Config(_) => "config",
         }
     }
 }

@@ -12,14 +12,18 @@
 //!  Controller ─► reconcile(quota) ─► desired::compute (core::status::compute, pure)
 //!                    │              ─► desired::desired_status ─► status::update (CAS, redo on 409)
 //!                    │                                           (leader only; leader::Elector)
-//!                    └─► api::Views (GET /api/v1/quotas), metrics, events
+//!                    └─► api::Views (the dashboard's feed), metrics, events
 //! ```
 //!
 //! Modules: [`args`] (flags), [`watches`] (control-plane watches), [`index`] (watch-fed
 //! state), [`members`] (member clusters), [`desired`] (pure status computation),
 //! [`reconcile`] (reconciler and its one writer), [`leader`] (Lease election),
-//! [`metrics`], [`api`] (JSON view), [`triggers`], [`dashboard`] (the browser dashboard's
-//! feed) and [`report`] (its Report page's Prometheus).
+//! [`metrics`], [`api`] (the computed views), [`triggers`], [`dashboard`] (the browser
+//! dashboard's feed), [`dashboard_auth`] (its TokenReview / SubjectAccessReview) and
+//! [`report`] (its Report page's Prometheus).
+//!
+//! One door to the data: the admin port serves `/livez`, `/readyz` and `/metrics` only;
+//! every JSON view of quotas is the dashboard's, behind `--dashboard-auth`.
 
 pub mod api;
 pub mod args;
@@ -57,7 +61,7 @@ use tokio::task::JoinHandle;
 pub use args::Args;
 pub use error::Error;
 
-use crate::api::{ApiState, Views};
+use crate::api::Views;
 use crate::index::Index;
 use crate::leader::{Elector, LeaseSettings};
 use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
@@ -145,15 +149,8 @@ pub async fn run_until(
     let election = start_election(&args, &client, &stop, &triggers, &metrics);
     let views = Views::default();
     let ready = Readiness::default();
-    let admin = start_admin(
-        &args,
-        registry,
-        &ready,
-        &views,
-        &member_registry,
-        &election,
-        &stop,
-    );
+    args.check_dashboard_exposure().map_err(Error::Config)?;
+    let admin = start_admin(&args, registry, &ready, &stop);
     watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics);
     let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics);
     spawn_dashboard(
@@ -324,27 +321,25 @@ fn start_election(
     election
 }
 
-/// The admin server: /metrics, /livez, /readyz, /api/v1/quotas.
+/// The admin server: /metrics, /livez, /readyz and nothing else (no quota data: that is
+/// the dashboard's, behind its login).
 fn start_admin(
     args: &Args,
     registry: Arc<Mutex<Registry>>,
     ready: &Readiness,
-    views: &Views,
-    members: &MemberRegistry,
-    election: &Election,
     stop: &Stop,
 ) -> JoinHandle<anyhow::Result<()>> {
-    let router = admin_router(registry, ready.clone()).merge(api::router(ApiState {
-        views: views.clone(),
-        members: members.clone(),
-        leader: election.leader.clone(),
-    }));
     tokio::spawn(serve_admin(
         args.admin.admin_listen,
         args.listener.limits(),
-        router,
+        admin_app(registry, ready),
         stop.requested(),
     ))
+}
+
+/// The admin port's routes: health, readiness, metrics.
+pub fn admin_app(registry: Arc<Mutex<Registry>>, ready: &Readiness) -> axum::Router {
+    admin_router(registry, ready.clone())
 }
 
 /// Everything a reconcile needs.
@@ -532,7 +527,10 @@ fn spawn_dashboard(
     ));
     let access = (args.dashboard_auth == args::DashboardAuth::Kubernetes).then(|| {
         karmada_quota_dashboard::Access::new(
-            Arc::new(dashboard_auth::KubeReviewer::new(client.clone())),
+            Arc::new(dashboard_auth::KubeReviewer::new(
+                client.clone(),
+                args.dashboard_token_audiences.clone(),
+            )),
             karmada_quota_dashboard::CachePolicy {
                 ttl: args.dashboard_auth_cache_ttl,
                 ..karmada_quota_dashboard::CachePolicy::default()
@@ -545,6 +543,18 @@ fn spawn_dashboard(
             stale_after: args.dashboard_stale_after,
             team_label: label,
             prometheus,
+            // Served over TLS by the dashboard itself: every cookie is Secure.
+            secure_cookies: args.dashboard_tls_cert_file.is_some(),
+            sessions: karmada_quota_dashboard::SessionPolicy {
+                max_sessions: args.dashboard_max_sessions,
+                idle_timeout: args.dashboard_session_idle_timeout,
+                max_age: args.dashboard_session_max_age,
+            },
+            streams: karmada_quota_dashboard::StreamLimits {
+                max_total: args.dashboard_max_streams,
+                max_per_user: args.dashboard_max_streams_per_user,
+            },
+            reports: karmada_quota_dashboard::ReportLimits::default(),
         },
         access,
         sources,
@@ -604,6 +614,51 @@ async fn follow_leadership(
         }
         if leader.changed().await.is_err() {
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod admin_tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// The admin port serves health, readiness and metrics, and 404 for everything else:
+    /// the old quota JSON and every dashboard route.
+    #[tokio::test]
+    async fn the_admin_port_serves_no_quota_data() {
+        let (_, registry) = register_metrics();
+        let ready = Readiness::default();
+        ready.set_ready();
+        let app = admin_app(registry, &ready);
+        let status = |path: String| {
+            let app = app.clone();
+            async move {
+                let req = Request::get(&path).body(Body::empty()).unwrap();
+                (app.oneshot(req).await.unwrap().status(), path)
+            }
+        };
+        for path in ["/livez", "/readyz", "/metrics"] {
+            assert_eq!(status(path.into()).await.0, StatusCode::OK, "{path}");
+        }
+        let mut paths: Vec<String> = karmada_quota_dashboard::route_paths()
+            .iter()
+            .map(|p| p.replace("{namespace}", "team-b").replace("{name}", "q"))
+            .collect();
+        paths.extend(
+            [
+                "/api/v1/quotas",
+                "/api/v1/quotas/team-b",
+                "/api/v1/quotas/team-b/q",
+            ]
+            .map(String::from),
+        );
+        for path in paths {
+            let (code, path) = status(path).await;
+            assert_eq!(code, StatusCode::NOT_FOUND, "{path} on the admin port");
         }
     }
 }

@@ -12,6 +12,15 @@
     if (el && el.textContent !== text) el.textContent = text;
   }
 
+  // The bars' widths come as data-width (percent): the Content-Security-Policy allows no
+  // inline style attribute, so the script sets them.
+  function applyWidths(root) {
+    root.querySelectorAll("[data-width]").forEach(function (el) {
+      el.style.width = el.getAttribute("data-width") + "%";
+    });
+  }
+  applyWidths(document);
+
   function applyRows(update) {
     var byKey = {};
     update.rows.forEach(function (r) { byKey[r.key] = r; });
@@ -23,8 +32,11 @@
       setText(el, ".v-hard", r.hard);
       setText(el, ".v-free", r.free);
       setText(el, ".v-pct", r.percent);
-      el.querySelector(".seg.used").style.width = r.usedWidth + "%";
-      el.querySelector(".seg.reserved").style.width = r.reservedWidth + "%";
+      var used = el.querySelector(".seg.used"), reserved = el.querySelector(".seg.reserved");
+      used.setAttribute("data-width", r.usedWidth);
+      reserved.setAttribute("data-width", r.reservedWidth);
+      used.style.width = r.usedWidth + "%";
+      reserved.style.width = r.reservedWidth + "%";
       el.className = "res level-" + r.level;
     });
     var gen = document.getElementById("generated");
@@ -42,7 +54,7 @@
         var doc = new DOMParser().parseFromString(html, "text/html");
         document.querySelectorAll("[data-fragment]").forEach(function (el) {
           var fresh = doc.querySelector('[data-fragment="' + el.getAttribute("data-fragment") + '"]');
-          if (fresh && fresh.innerHTML !== el.innerHTML) el.innerHTML = fresh.innerHTML;
+          if (fresh && fresh.innerHTML !== el.innerHTML) { el.innerHTML = fresh.innerHTML; applyWidths(el); }
         });
         applyFilter();
       })

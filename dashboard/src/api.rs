@@ -9,11 +9,11 @@
 //!
 //! Each answers what the request's viewer may see ([`Visible`]).
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::routing::{MethodRouter, get};
 use serde::Serialize;
 
 use crate::model::{Quota, Snapshot};
@@ -21,14 +21,15 @@ use crate::view::{self, ClusterView, Group, MemberView, QuotaCard, TopBindingVie
 use crate::{Dashboard, Visible};
 
 /// The `/api/v1` routes.
-pub fn router() -> Router<Dashboard> {
-    Router::new()
-        .route("/api/v1/snapshot", get(snapshot))
-        .route("/api/v1/overview", get(overview))
-        .route("/api/v1/overview.csv", get(overview_csv))
-        .route("/api/v1/quotas/{namespace}/{name}", get(quota))
-        .route("/api/v1/cluster-quotas/{name}", get(cluster_quota))
-        .route("/api/v1/clusters", get(clusters))
+pub fn routes() -> Vec<(&'static str, MethodRouter<Dashboard>)> {
+    vec![
+        ("/api/v1/snapshot", get(snapshot)),
+        ("/api/v1/overview", get(overview)),
+        ("/api/v1/overview.csv", get(overview_csv)),
+        ("/api/v1/quotas/{namespace}/{name}", get(quota)),
+        ("/api/v1/cluster-quotas/{name}", get(cluster_quota)),
+        ("/api/v1/clusters", get(clusters)),
+    ]
 }
 
 async fn snapshot(v: Visible) -> Json<Snapshot> {

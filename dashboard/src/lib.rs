@@ -11,25 +11,36 @@
 //!  GET /api/v1/…         the same data as JSON; /api/v1/overview.csv
 //!  GET /assets/…         the page's own CSS and script (nothing fetched elsewhere)
 //!  GET|POST /login       the login form (--dashboard-auth=kubernetes); POST /logout
+//!  GET /report, /report.csv, /api/v1/report   usage for billing (Prometheus, cached)
 //! ```
 //!
 //! Every data route takes a [`Visible`] (the snapshot as the request's viewer may see it:
 //! all of it without auth, else the namespaces a SubjectAccessReview allows; see
-//! [`auth`]), never the unfiltered snapshot.
+//! [`auth`]), never the unfiltered snapshot. A browser logs in once and holds an opaque
+//! [`session`] id; both forms carry a [`csrf`] token; every response carries the
+//! [`headers`] (CSP, no framing, no-store); request bodies are capped at
+//! [`FORM_BODY_LIMIT`]; live streams are capped ([`streams`]); the Report page's queries
+//! are cached and rate-limited ([`report_cache`]).
 //!
 //! The crate owns its data model ([`model`]) so it does not depend on the controller; the
 //! controller maps its computed views into a [`Snapshot`] and sends it on a watch channel.
 //! Modules: [`model`] (data and derived numbers), [`view`] (what the pages group and sort),
 //! [`pages`] (askama templates), [`api`] (JSON, CSV), [`live`] (SSE), [`auth`] (token and
-//! access reviews, cached), [`visible`] (the per-request filter), [`login`] (the form).
+//! access reviews, cached), [`visible`] (the per-request filter), [`login`] (the form),
+//! [`session`], [`csrf`], [`headers`], [`streams`], [`report`] and [`report_cache`].
 
 pub mod api;
 pub mod auth;
+pub mod csrf;
+pub mod headers;
 pub mod live;
 pub mod login;
 pub mod model;
 pub mod pages;
 pub mod report;
+pub mod report_cache;
+pub mod session;
+pub mod streams;
 pub mod view;
 pub mod visible;
 
@@ -38,14 +49,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use tokio::sync::watch;
 
 pub use auth::{Access, CachePolicy, Reviewer, User};
 pub use model::Snapshot;
+pub use report_cache::ReportLimits;
+pub use session::SessionPolicy;
+pub use streams::StreamLimits;
 pub use visible::Visible;
+
+use crate::csrf::Csrf;
+use crate::report_cache::ReportFetches;
+use crate::session::Sessions;
+use crate::streams::Streams;
+
+/// The largest request body any route reads (only the login and logout forms read one):
+/// a bearer token of several KiB fits, a flood of large bodies is refused with 413
+/// before it is buffered.
+pub const FORM_BODY_LIMIT: usize = 8 * 1024;
 
 /// Errors of the dashboard.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +86,9 @@ pub enum Error {
     /// The server failed while serving.
     #[error("dashboard server: {0}")]
     Serve(std::io::Error),
+    /// The operating system's random source failed (session ids, CSRF key).
+    #[error("dashboard: {0}")]
+    Random(#[from] session::RandomError),
 }
 
 /// How the dashboard presents its data.
@@ -72,6 +100,15 @@ pub struct Settings {
     pub team_label: String,
     /// The Prometheus the Report page reads (`None`: the page says how to turn it on).
     pub prometheus: Option<report::Prometheus>,
+    /// The dashboard is served over TLS (by itself or a proxy that always terminates
+    /// TLS): every cookie is `Secure`.
+    pub secure_cookies: bool,
+    /// Login sessions: how many, how long.
+    pub sessions: SessionPolicy,
+    /// Live streams open at once.
+    pub streams: StreamLimits,
+    /// The Report page's Prometheus queries: cache and rate limit.
+    pub reports: ReportLimits,
 }
 
 impl Default for Settings {
@@ -80,6 +117,10 @@ impl Default for Settings {
             stale_after: Duration::from_secs(60),
             team_label: DEFAULT_TEAM_LABEL.to_owned(),
             prometheus: None,
+            secure_cookies: false,
+            sessions: SessionPolicy::default(),
+            streams: StreamLimits::default(),
+            reports: ReportLimits::default(),
         }
     }
 }
@@ -96,16 +137,32 @@ pub struct Dashboard {
     pub settings: Arc<Settings>,
     /// With `--dashboard-auth=kubernetes`: who may see what (`None`: everyone sees all).
     pub access: Option<Arc<Access>>,
+    /// Login sessions.
+    pub sessions: Arc<Sessions>,
+    /// The forms' CSRF key.
+    pub csrf: Arc<Csrf>,
+    /// Open live streams.
+    pub streams: Arc<Streams>,
+    /// The Report page's fetches.
+    pub reports: Arc<ReportFetches>,
 }
 
 impl Dashboard {
-    /// A dashboard over `snapshot`, without authentication.
-    pub fn new(snapshot: watch::Receiver<Arc<Snapshot>>, settings: Settings) -> Self {
-        Self {
+    /// A dashboard over `snapshot`, without authentication; fails only when the OS's
+    /// random source does (the CSRF key is drawn here).
+    pub fn new(
+        snapshot: watch::Receiver<Arc<Snapshot>>,
+        settings: Settings,
+    ) -> Result<Self, Error> {
+        Ok(Self {
             snapshot,
+            sessions: Arc::new(Sessions::new(settings.sessions)),
+            csrf: Arc::new(Csrf::new()?),
+            streams: Arc::new(Streams::new(settings.streams)),
+            reports: Arc::new(ReportFetches::new(settings.reports)),
             settings: Arc::new(settings),
             access: None,
-        }
+        })
     }
 
     /// The same dashboard, where each request must carry a token `access` accepts and
@@ -126,25 +183,24 @@ impl Dashboard {
 const CSS: &str = include_str!("../assets/dashboard.css");
 const JS: &str = include_str!("../assets/dashboard.js");
 
-/// Every route of the dashboard.
-pub fn router(dashboard: Dashboard) -> Router {
-    Router::new()
-        .route("/", get(pages::overview))
-        .route("/quotas/{namespace}/{name}", get(pages::quota))
-        .route("/cluster-quotas/{name}", get(pages::cluster_quota))
-        .route("/clusters", get(pages::clusters))
-        .route("/events", get(live::events))
-        .merge(api::router())
-        .route("/login", get(login::form).post(login::submit))
-        .route("/logout", post(login::logout))
-        .merge(report::router())
-        .route(
+/// Every route of the dashboard, as (path, methods): the one table [`router`] is built
+/// from and [`route_paths`] lists (the route-walk tests read it).
+pub fn routes() -> Vec<(&'static str, MethodRouter<Dashboard>)> {
+    let mut routes = vec![
+        ("/", get(pages::overview)),
+        ("/quotas/{namespace}/{name}", get(pages::quota)),
+        ("/cluster-quotas/{name}", get(pages::cluster_quota)),
+        ("/clusters", get(pages::clusters)),
+        ("/events", get(live::events)),
+        ("/login", get(login::form).post(login::submit)),
+        ("/logout", post(login::logout)),
+        (
             "/assets/dashboard.css",
             get(|| async {
                 ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response()
             }),
-        )
-        .route(
+        ),
+        (
             "/assets/dashboard.js",
             get(|| async {
                 (
@@ -153,8 +209,27 @@ pub fn router(dashboard: Dashboard) -> Router {
                 )
                     .into_response()
             }),
-        )
+        ),
+    ];
+    routes.extend(api::routes());
+    routes.extend(report::routes());
+    routes
+}
+
+/// The path of every route (`{namespace}`, `{name}` are parameters); anything else is the
+/// not-found page, which takes the viewer like any page.
+pub fn route_paths() -> Vec<&'static str> {
+    routes().into_iter().map(|(path, _)| path).collect()
+}
+
+/// Every route of the dashboard, with the security headers and the body limit.
+pub fn router(dashboard: Dashboard) -> Router {
+    routes()
+        .into_iter()
+        .fold(Router::new(), |r, (path, method)| r.route(path, method))
         .fallback(pages::not_found)
+        .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
+        .layer(axum::middleware::from_fn(headers::secure))
         .with_state(dashboard)
 }
 
@@ -176,5 +251,7 @@ pub async fn serve(
 
 #[cfg(test)]
 mod auth_tests;
+#[cfg(test)]
+mod security_tests;
 #[cfg(test)]
 mod tests;

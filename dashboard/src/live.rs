@@ -3,14 +3,20 @@
 //! numbers the bars show), which the page's script writes into the page in place; the
 //! script then refreshes the page's structural parts (`data-fragment`) by fetching the
 //! page again — never a reload.
+//!
+//! Streams are capped ([`Streams`](crate::streams::Streams)): beyond the total or the
+//! viewer's share the answer is 503. A stream ends when its viewer's token is no longer
+//! accepted or their session ended (logout).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::model::{Level, Snapshot};
@@ -93,25 +99,48 @@ fn event(s: &Snapshot) -> Event {
 
 /// `GET /events`: each update restricted to what the viewer may see; the viewer's token
 /// is reviewed again (through the cache) before every event, and the stream ends when it
-/// is no longer accepted.
-pub async fn events(
-    State(d): State<Dashboard>,
-    v: Visible,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+/// is no longer accepted or the session it came with ended. 503 beyond the stream caps.
+pub async fn events(State(d): State<Dashboard>, v: Visible) -> Response {
+    let user = v.viewer.as_ref().map(|x| x.user.name.clone());
+    let permit = match d.streams.open(user.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::info!(user = user.as_deref().unwrap_or("-"), error = %e, "live stream refused");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({ "error": e.to_string() })),
+            )
+                .into_response();
+        }
+    };
     let mut rx = d.snapshot.clone();
     rx.mark_changed();
     let who = d.access.clone().zip(v.viewer);
-    let stream = futures::stream::unfold((rx, who), |(mut rx, who)| async move {
-        rx.changed().await.ok()?;
-        let s = rx.borrow_and_update().clone();
-        let s = match &who {
-            None => s,
-            Some((access, viewer)) => match access.user(&viewer.token).await {
-                Ok(Some(user)) => Arc::new(access.restrict(&s, &user).await),
-                _ => return None,
-            },
-        };
-        Some((Ok(event(&s)), (rx, who)))
+    let sessions = d.sessions.clone();
+    let state = (rx, who, permit);
+    let stream = futures::stream::unfold(state, move |(mut rx, who, permit)| {
+        let sessions = sessions.clone();
+        async move {
+            rx.changed().await.ok()?;
+            let s = rx.borrow_and_update().clone();
+            let s = match &who {
+                None => s,
+                Some((access, viewer)) => {
+                    if let Some(id) = &viewer.session
+                        && !sessions.contains(id)
+                    {
+                        return None;
+                    }
+                    match access.user(&viewer.token).await {
+                        Ok(Some(user)) => Arc::new(access.restrict(&s, &user).await),
+                        _ => return None,
+                    }
+                }
+            };
+            Some((Ok::<_, Infallible>(event(&s)), (rx, who, permit)))
+        }
     });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
 }

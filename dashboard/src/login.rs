@@ -1,9 +1,11 @@
-//! The minimal login form of `--dashboard-auth=kubernetes`: `GET /login` shows it, `POST
-//! /login` takes a token, has the API server review it (TokenReview) and, when accepted,
-//! sets it as an HttpOnly, SameSite=Strict cookie (`Secure` behind a TLS-terminating
-//! proxy that sends `X-Forwarded-Proto: https`), then returns to the page asked for.
-//! `POST /logout` clears the cookie. Nothing else is stored: every request is reviewed
-//! again (through the cache).
+//! The login form of `--dashboard-auth=kubernetes`: `GET /login` shows it, `POST /login`
+//! takes a bearer token, has the API server review it (TokenReview) and, when accepted,
+//! starts a server-side session ([`Sessions`](crate::session::Sessions)) whose random id
+//! becomes the `kq_session` cookie (HttpOnly, SameSite=Strict, Path=/, Max-Age = the
+//! session's lifetime; `Secure` when the dashboard serves TLS or a proxy says
+//! `X-Forwarded-Proto: https`). The token never goes back to the browser. `POST /logout`
+//! ends the session. Both forms carry a CSRF token ([`csrf`](crate::csrf)); a POST
+//! without a valid one is 403.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -13,7 +15,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::Dashboard;
-use crate::visible::COOKIE;
+use crate::csrf::{Bound, CSRF_COOKIE, CSRF_FIELD, nonce, well_formed_nonce};
+use crate::session::SESSION_COOKIE;
+use crate::visible::cookie;
+
+/// How long the login form's CSRF cookie lives.
+const CSRF_MAX_AGE_SECS: u64 = 3600;
 
 /// The login page.
 #[derive(Template, WebTemplate)]
@@ -25,17 +32,8 @@ pub struct LoginPage {
     pub next: String,
     /// Why the last attempt failed, or why login is needed.
     pub error: Option<String>,
-}
-
-impl LoginPage {
-    /// The page, returning to `next` (only a local path is kept; anything else is `/`).
-    pub fn new(enabled: bool, next: &str, error: Option<String>) -> Self {
-        Self {
-            enabled,
-            next: local_path(next),
-            error,
-        }
-    }
+    /// The form's CSRF token.
+    pub csrf: String,
 }
 
 /// `next` when it is a path on this server (`/…`, not `//host` or `/\host`), else `/`; the
@@ -52,13 +50,22 @@ pub fn local_path(next: &str) -> String {
     }
 }
 
-/// Whether `token` can be a cookie value as is (a bearer token always can: base64url,
-/// hex, dots, dashes).
-fn cookie_safe(token: &str) -> bool {
-    !token.is_empty()
-        && token
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b',' | b';' | b'\\'))
+/// Whether cookies of this request must be `Secure`: the dashboard serves TLS itself, or
+/// a TLS-terminating proxy says the page was asked for over https.
+pub fn secure(d: &Dashboard, headers: &HeaderMap) -> bool {
+    d.settings.secure_cookies
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("https"))
+}
+
+/// A `Set-Cookie` value with the dashboard's flags.
+pub fn set_cookie(name: &str, value: &str, path: &str, max_age_secs: u64, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    format!(
+        "{name}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{secure}"
+    )
 }
 
 fn field(body: &[u8], name: &str) -> Option<String> {
@@ -67,77 +74,161 @@ fn field(body: &[u8], name: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-/// `GET /login[?next=/path]`.
-pub async fn form(State(d): State<Dashboard>, uri: Uri) -> LoginPage {
-    let next = uri
-        .query()
-        .and_then(|q| field(q.as_bytes(), "next"))
-        .unwrap_or_else(|| "/".to_owned());
-    LoginPage::new(d.access.is_some(), &next, None)
+fn append_cookie(resp: &mut Response, cookie: &str) {
+    if let Ok(v) = HeaderValue::from_str(cookie) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
 }
 
-fn see_other(to: &str, cookie: String) -> Response {
-    let mut resp = StatusCode::SEE_OTHER.into_response();
-    let h = resp.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(to) {
-        h.insert(header::LOCATION, v);
-    }
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        h.insert(header::SET_COOKIE, v);
+/// The login form answering with `status`, returning to `next` after login, saying
+/// `error`: a CSRF token bound to the request's `kq_csrf` nonce (a new nonce, and its
+/// cookie, when it has none).
+pub fn page(
+    d: &Dashboard,
+    headers: &HeaderMap,
+    status: StatusCode,
+    next: &str,
+    error: Option<String>,
+) -> Response {
+    let enabled = d.access.is_some();
+    let existing = cookie(headers, CSRF_COOKIE).filter(|n| well_formed_nonce(n));
+    let (nonce, fresh) = match existing {
+        Some(n) => (n, false),
+        None => match nonce() {
+            Ok(n) => (n, true),
+            Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        },
+    };
+    let mut resp = (
+        status,
+        LoginPage {
+            enabled,
+            next: local_path(next),
+            error,
+            csrf: d.csrf.token(Bound::Login(&nonce)),
+        },
+    )
+        .into_response();
+    if enabled && fresh {
+        append_cookie(
+            &mut resp,
+            &set_cookie(
+                CSRF_COOKIE,
+                &nonce,
+                "/",
+                CSRF_MAX_AGE_SECS,
+                secure(d, headers),
+            ),
+        );
     }
     resp
 }
 
-fn behind_tls(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"))
+/// `GET /login[?next=/path]`.
+pub async fn form(State(d): State<Dashboard>, headers: HeaderMap, uri: Uri) -> Response {
+    let next = uri
+        .query()
+        .and_then(|q| field(q.as_bytes(), "next"))
+        .unwrap_or_else(|| "/".to_owned());
+    page(&d, &headers, StatusCode::OK, &next, None)
 }
 
-/// `POST /login` (form: `token`, `next`).
+fn see_other(to: &str) -> Response {
+    let mut resp = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(to) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    resp
+}
+
+/// Whether the login form's CSRF field matches the request's `kq_csrf` nonce.
+fn login_csrf_ok(d: &Dashboard, headers: &HeaderMap, body: &[u8]) -> bool {
+    let (Some(nonce), Some(token)) = (cookie(headers, CSRF_COOKIE), field(body, CSRF_FIELD)) else {
+        return false;
+    };
+    well_formed_nonce(&nonce) && d.csrf.verify(Bound::Login(&nonce), &token)
+}
+
+/// `POST /login` (form: `csrf`, `token`, `next`).
 pub async fn submit(State(d): State<Dashboard>, headers: HeaderMap, body: Bytes) -> Response {
     let next = local_path(&field(&body, "next").unwrap_or_else(|| "/".to_owned()));
+    if !login_csrf_ok(&d, &headers, &body) {
+        tracing::info!("dashboard login refused: missing or invalid CSRF token");
+        return page(
+            &d,
+            &headers,
+            StatusCode::FORBIDDEN,
+            &next,
+            Some("The form expired or did not come from this dashboard: log in again.".into()),
+        );
+    }
     let Some(access) = &d.access else {
-        return see_other(&next, format!("{COOKIE}=; Path=/; Max-Age=0"));
+        return see_other(&next);
     };
     let token = field(&body, "token").unwrap_or_default();
     let token = token.trim();
-    if !cookie_safe(token) {
-        return (
+    if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return page(
+            &d,
+            &headers,
             StatusCode::UNAUTHORIZED,
-            LoginPage::new(true, &next, Some("Paste a bearer token.".to_owned())),
-        )
-            .into_response();
+            &next,
+            Some("Paste a bearer token.".to_owned()),
+        );
     }
     match access.user(token).await {
         Ok(Some(user)) => {
-            tracing::info!(user = %user.name, "dashboard login");
-            let secure = if behind_tls(&headers) { "; Secure" } else { "" };
-            see_other(
-                &next,
-                format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict{secure}"),
-            )
+            // A new id on every login (no fixation); the session the browser had ends.
+            if let Some(old) = cookie(&headers, SESSION_COOKIE) {
+                d.sessions.remove(&old);
+            }
+            let id = match d.sessions.create(user.clone(), token.to_owned()) {
+                Ok(id) => id,
+                Err(e) => {
+                    return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
+                }
+            };
+            tracing::info!(user = %user.name, sessions = d.sessions.len(), "dashboard login");
+            let mut resp = see_other(&next);
+            let max_age = d.sessions.policy().max_age.as_secs();
+            append_cookie(
+                &mut resp,
+                &set_cookie(SESSION_COOKIE, &id, "/", max_age, secure(&d, &headers)),
+            );
+            resp
         }
-        Ok(None) => (
+        Ok(None) => page(
+            &d,
+            &headers,
             StatusCode::UNAUTHORIZED,
-            LoginPage::new(
-                true,
-                &next,
-                Some("The API server did not accept this token.".to_owned()),
-            ),
-        )
-            .into_response(),
-        Err(e) => crate::visible::unavailable("/login", &e.to_string()),
+            &next,
+            Some("The API server did not accept this token.".to_owned()),
+        ),
+        Err(e) => crate::visible::unavailable(&d, &headers, "/login", &e.to_string()),
     }
 }
 
-/// `POST /logout`: clear the cookie.
-pub async fn logout() -> Response {
-    see_other(
-        "/login",
-        format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
-    )
+/// `POST /logout` (form: `csrf`): end the session and clear its cookie.
+pub async fn logout(State(d): State<Dashboard>, headers: HeaderMap, body: Bytes) -> Response {
+    let id = cookie(&headers, SESSION_COOKIE);
+    let token = field(&body, CSRF_FIELD);
+    let Some((id, _)) = id
+        .zip(token)
+        .filter(|(id, t)| d.csrf.verify(Bound::Session(id), t))
+    else {
+        return (
+            StatusCode::FORBIDDEN,
+            "logout refused: missing or invalid CSRF token (log out from the dashboard's own page)\n",
+        )
+            .into_response();
+    };
+    d.sessions.remove(&id);
+    let mut resp = see_other("/login");
+    append_cookie(
+        &mut resp,
+        &set_cookie(SESSION_COOKIE, "", "/", 0, secure(&d, &headers)),
+    );
+    resp
 }
 
 #[cfg(test)]
@@ -162,19 +253,19 @@ mod tests {
     }
 
     #[test]
-    fn only_token_characters_go_into_the_cookie() {
-        assert!(cookie_safe("eyJhbGciOi.eyJpc3Mi-_x.sig"));
-        assert!(cookie_safe("0123abcdef"));
-        for bad in ["", "a b", "a;b", "a,b", "a\"b", "a\nb"] {
-            assert!(!cookie_safe(bad), "{bad:?}");
-        }
-    }
-
-    #[test]
     fn form_fields_are_url_decoded() {
         let body = b"token=a%2Bb.c&next=%2Fquotas%2Fx%2Fy";
         assert_eq!(field(body, "token").as_deref(), Some("a+b.c"));
         assert_eq!(field(body, "next").as_deref(), Some("/quotas/x/y"));
         assert_eq!(field(body, "nope"), None);
+    }
+
+    #[test]
+    fn cookies_carry_every_flag() {
+        assert_eq!(
+            set_cookie("kq_session", "ab", "/", 28800, true),
+            "kq_session=ab; Path=/; HttpOnly; SameSite=Strict; Max-Age=28800; Secure"
+        );
+        assert!(!set_cookie("a", "b", "/", 1, false).contains("Secure"));
     }
 }

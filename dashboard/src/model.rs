@@ -133,6 +133,8 @@ impl ClusterUsage {
 pub struct Reservation {
     /// The binding admitted.
     pub binding: String,
+    /// The binding's uid.
+    pub uid: String,
     /// The admitted increase.
     pub reserved: ResourceList,
     /// When it lapses (RFC 3339).

@@ -27,6 +27,9 @@ pub struct Chrome {
     pub leader: bool,
     /// Who is logged in (`--dashboard-auth=kubernetes`).
     pub user: Option<String>,
+    /// The logout form's CSRF token (only with a session: a viewer who sends an
+    /// `Authorization` header has nothing to log out of).
+    pub csrf: Option<String>,
 }
 
 impl Chrome {
@@ -44,7 +47,14 @@ impl Chrome {
             generated: rfc3339(s.generated_at),
             leader: s.leader,
             user: None,
+            csrf: None,
         }
+    }
+
+    /// The viewer's name and their session's CSRF token.
+    pub(crate) fn viewer(&mut self, v: &Visible) {
+        self.user = v.user_name();
+        self.csrf = v.csrf.clone();
     }
 }
 
@@ -178,7 +188,7 @@ pub struct NotFoundPage {
 /// `GET /`.
 pub async fn overview(State(d): State<Dashboard>, v: Visible) -> OverviewPage {
     let mut page = OverviewPage::of(&v.snapshot, &d.settings);
-    page.chrome.user = v.user_name();
+    page.chrome.viewer(&v);
     page
 }
 
@@ -200,7 +210,7 @@ pub async fn quota(
 ) -> Response {
     match QuotaPage::of(&v.snapshot, &d.settings, &namespace, &name) {
         Some(mut page) => {
-            page.chrome.user = v.user_name();
+            page.chrome.viewer(&v);
             page.into_response()
         }
         None => not_found_page(
@@ -217,7 +227,7 @@ pub async fn quota(
 /// `GET /clusters`.
 pub async fn clusters(State(d): State<Dashboard>, v: Visible) -> ClustersPage {
     let mut page = ClustersPage::of(&v.snapshot, &d.settings);
-    page.chrome.user = v.user_name();
+    page.chrome.viewer(&v);
     page
 }
 
@@ -228,6 +238,6 @@ pub async fn not_found(State(d): State<Dashboard>, v: Visible) -> Response {
 
 fn not_found_page(v: &Visible, settings: &Settings, message: String) -> Response {
     let mut chrome = Chrome::new("Not found", "none", &v.snapshot, settings);
-    chrome.user = v.user_name();
+    chrome.viewer(v);
     (StatusCode::NOT_FOUND, NotFoundPage { chrome, message }).into_response()
 }

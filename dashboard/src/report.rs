@@ -26,11 +26,11 @@ use std::sync::Arc;
 
 use askama::Template;
 use askama_web::WebTemplate;
+use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::routing::{MethodRouter, get};
 use futures::future::BoxFuture;
 use karmada_quota_core::billing::window::{parse_duration, parse_time};
 use karmada_quota_core::billing::{self, Key, Report, Request, Series, Source, Window};
@@ -38,6 +38,7 @@ use serde::Deserialize;
 
 use crate::Dashboard;
 use crate::pages::Chrome;
+use crate::report_cache::FetchError;
 use crate::visible::Visible;
 
 /// Runs one PromQL range query (Prometheus' `/api/v1/query_range`).
@@ -208,11 +209,12 @@ async fn visible_of(d: &Dashboard, v: &Visible, namespaces: BTreeSet<String>) ->
 }
 
 /// The `/report` routes.
-pub fn router() -> Router<Dashboard> {
-    Router::new()
-        .route("/report", get(page))
-        .route("/report.csv", get(csv))
-        .route("/api/v1/report", get(json))
+pub fn routes() -> Vec<(&'static str, MethodRouter<Dashboard>)> {
+    vec![
+        ("/report", get(page)),
+        ("/report.csv", get(csv)),
+        ("/api/v1/report", get(json)),
+    ]
 }
 
 /// One choice of the `by` selector.
@@ -308,7 +310,7 @@ pub async fn page(State(d): State<Dashboard>, v: Visible, Query(form): Query<For
         });
     }
     let mut chrome = Chrome::new("Report", "report", &s, &d.settings);
-    chrome.user = v.user_name();
+    chrome.viewer(&v);
     let mut page = ReportPage {
         chrome,
         prometheus: d.settings.prometheus.as_ref().map(|p| p.url.clone()),
@@ -339,7 +341,9 @@ pub async fn page(State(d): State<Dashboard>, v: Visible, Query(form): Query<For
 }
 
 /// The report of `form`, or the status and message of why not (400 bad input, 502 when
-/// Prometheus fails).
+/// Prometheus fails, 503 when every query turn stays taken). The series come through the
+/// cache ([`ReportFetches`](crate::report_cache::ReportFetches)): one fetch per form and
+/// TTL, whoever asks.
 async fn answer(
     prometheus: &Prometheus,
     form: &Form,
@@ -350,19 +354,28 @@ async fn answer(
     let request = form
         .request(&d.settings.team_label, now)
         .map_err(|e| (StatusCode::BAD_REQUEST, e))?;
-    let (mut usage, mut teams) = fetch(prometheus, &request)
+    let fetched = d
+        .reports
+        .get(&form.query_string(), request, prometheus)
         .await
-        .map_err(|e| (StatusCode::BAD_GATEWAY, format!("{}: {e}", prometheus.url)))?;
-    let namespaces = usage
+        .map_err(|e| match e {
+            FetchError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            FetchError::Prometheus(e) => {
+                (StatusCode::BAD_GATEWAY, format!("{}: {e}", prometheus.url))
+            }
+        })?;
+    let namespaces = fetched
+        .usage
         .iter()
-        .chain(&teams)
+        .chain(&fetched.teams)
         .map(|s| s.label("namespace").to_owned())
         .collect();
     let allowed = visible_of(d, v, namespaces).await;
-    usage.retain(|s| allowed.contains(s.label("namespace")));
-    teams.retain(|s| allowed.contains(s.label("namespace")));
+    let seen = |s: &&Series| allowed.contains(s.label("namespace"));
+    let usage: Vec<Series> = fetched.usage.iter().filter(seen).cloned().collect();
+    let teams: Vec<Series> = fetched.teams.iter().filter(seen).cloned().collect();
     // The same arithmetic as the plugin's.
-    Ok(request.compute(&usage, &teams))
+    Ok(fetched.request.compute(&usage, &teams))
 }
 
 const NOT_CONFIGURED: &str = "no Prometheus configured: start the controller with \
@@ -500,7 +513,7 @@ mod tests {
             }),
             ..Settings::default()
         };
-        Dashboard::new(rx, settings)
+        Dashboard::new(rx, settings).unwrap()
     }
 
     async fn get(d: &Dashboard, path: &str) -> (StatusCode, String, String) {
@@ -583,8 +596,9 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["rows"][0]["cluster"], "member1");
         assert_eq!(v["rows"][0]["hours"], 3.0);
-        // Not grouped by team: only the usage query ran.
-        assert_eq!(fake.asked.lock().unwrap().len(), 5);
+        // The CSV of the page's form came from the cache; the JSON, not grouped by team,
+        // ran only the usage query.
+        assert_eq!(fake.asked.lock().unwrap().len(), 3);
     }
 
     #[tokio::test]
@@ -663,6 +677,78 @@ mod tests {
         let mut all = namespaces(&v);
         all.dedup();
         assert_eq!(all, ["team-a", "web"]);
+    }
+
+    /// A Prometheus that takes 50 ms per query and records the most queries in flight.
+    #[derive(Default)]
+    struct Slow {
+        now: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+        total: std::sync::atomic::AtomicUsize,
+    }
+
+    impl RangeQuery for Slow {
+        fn query_range<'a>(
+            &'a self,
+            _query: &'a str,
+            _window: Window,
+        ) -> BoxFuture<'a, Result<Vec<Series>, String>> {
+            use std::sync::atomic::Ordering::SeqCst;
+            Box::pin(async move {
+                self.total.fetch_add(1, SeqCst);
+                let n = self.now.fetch_add(1, SeqCst) + 1;
+                self.most.fetch_max(n, SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                self.now.fetch_sub(1, SeqCst);
+                Ok(Vec::new())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn repeated_reports_share_one_fetch_and_fetches_are_limited() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let fake = Arc::new(Fake::default());
+        let d = dashboard(Some(fake.clone()));
+        // 20 viewers at once, then 20 more, asking the same report: one pair of queries.
+        for _ in 0..2 {
+            let path = format!("/report.csv?{WINDOW}&by=team");
+            let asks = (0..20).map(|_| get(&d, &path));
+            for (code, _, _) in futures::future::join_all(asks).await {
+                assert_eq!(code, StatusCode::OK);
+            }
+        }
+        assert_eq!(fake.asked.lock().unwrap().len(), 2, "usage + teams, once");
+
+        // 12 different windows at once: never more than 2 fetches against Prometheus.
+        let slow = Arc::new(Slow::default());
+        let (_tx, rx) = watch::channel(Arc::new(crate::tests::snapshot()));
+        let d = Dashboard::new(
+            rx,
+            Settings {
+                prometheus: Some(Prometheus {
+                    url: "http://127.0.0.1:9090".into(),
+                    api: slow.clone(),
+                }),
+                ..Settings::default()
+            },
+        )
+        .unwrap();
+        let asks = (0..12).map(|i| {
+            let path = format!("/api/v1/report?from=-{}h&by=namespace", i + 1);
+            let d = d.clone();
+            async move { get(&d, &path).await.0 }
+        });
+        for code in futures::future::join_all(asks).await {
+            assert_eq!(code, StatusCode::OK);
+        }
+        assert_eq!(slow.total.load(SeqCst), 12);
+        assert!(
+            slow.most.load(SeqCst) <= 2,
+            "{} at once",
+            slow.most.load(SeqCst)
+        );
+        assert!(d.reports.cached() <= crate::ReportLimits::default().max_entries);
     }
 
     #[test]

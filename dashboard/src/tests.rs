@@ -50,6 +50,7 @@ pub(crate) fn snapshot() -> Snapshot {
         ],
         reservations: vec![Reservation {
             binding: "trainer-deployment".into(),
+            uid: "uid-trainer".into(),
             reserved: rl(&[("requests.nvidia.com/gpu", "1")]),
             expires: "2026-11-23T12:01:00Z".into(),
         }],
@@ -127,7 +128,7 @@ pub(crate) fn snapshot() -> Snapshot {
 
 fn dashboard(s: Snapshot) -> (watch::Sender<Arc<Snapshot>>, Dashboard) {
     let (tx, rx) = watch::channel(Arc::new(s));
-    (tx, Dashboard::new(rx, Settings::default()))
+    (tx, Dashboard::new(rx, Settings::default()).unwrap())
 }
 
 async fn get(d: &Dashboard, path: &str) -> (StatusCode, String, String) {
@@ -167,11 +168,15 @@ async fn overview_shows_every_quota_grouped_with_the_plugins_numbers() {
     assert!(html.contains(r#"<b class="v-used">7</b> used · <b class="v-reserved">1</b> reserved · <b class="v-free">0</b> free of <b class="v-hard">8</b>"#));
     assert!(html.contains(r#"<div class="pct v-pct">100%</div>"#));
     assert!(html.contains(r#"<div class="pct v-pct">20%</div>"#));
-    assert!(html.contains(r#"style="width:87.5%""#), "used bar: 7 of 8");
     assert!(
-        html.contains(r#"style="width:12.5%""#),
+        html.contains(r#"<span class="seg used" data-width="87.5"></span>"#),
+        "used bar: 7 of 8"
+    );
+    assert!(
+        html.contains(r#"data-width="12.5""#),
         "reserved bar: 1 of 8"
     );
+    assert!(!html.contains("style="), "no inline style (CSP)");
     // The stale member's banner is on every page.
     assert!(html.contains("Member cluster member2 is unreachable: its data is 5m0s old"));
     assert!(html.contains(r#"<input id="filter""#));

@@ -3,11 +3,15 @@
 //!
 //! ```text
 //!  --dashboard-auth=none        the whole snapshot
-//!  --dashboard-auth=kubernetes  token (Authorization: Bearer …, else the kq_token cookie)
-//!       none / refused ─► 401: the login form (HTML) or {"error"} (/api/…, /events)
+//!  --dashboard-auth=kubernetes  Authorization: Bearer <token>  ─► TokenReview (cached)
+//!                               else cookie kq_session=<id>    ─► Sessions::get(id) ─► its token,
+//!                                                                 re-reviewed (cached)
+//!       none / unknown / expired session / refused ─► 401: the login form (HTML) or {"error"}
 //!       review failed  ─► 503
 //!       a user         ─► Access::restrict(snapshot, user): their namespaces only
 //! ```
+//!
+//! A cookie is only ever a session id: a bearer token sent as a cookie is no session.
 
 use std::sync::Arc;
 
@@ -19,11 +23,9 @@ use axum::response::{IntoResponse, Response};
 
 use crate::Dashboard;
 use crate::auth::User;
-use crate::login::LoginPage;
+use crate::csrf::Bound;
 use crate::model::Snapshot;
-
-/// The cookie the login form sets.
-pub const COOKIE: &str = "kq_token";
+use crate::session::SESSION_COOKIE;
 
 /// A reviewed viewer.
 #[derive(Clone, Debug)]
@@ -32,6 +34,8 @@ pub struct Viewer {
     pub user: Arc<User>,
     /// Their token (re-reviewed, through the cache, on every live update).
     pub token: String,
+    /// The session they came with (`None`: an `Authorization` header).
+    pub session: Option<String>,
 }
 
 /// The snapshot as the request's viewer may see it.
@@ -41,6 +45,8 @@ pub struct Visible {
     pub snapshot: Arc<Snapshot>,
     /// The viewer, when auth is on.
     pub viewer: Option<Viewer>,
+    /// The CSRF token of the viewer's session forms (logout), when they have a session.
+    pub csrf: Option<String>,
 }
 
 impl Visible {
@@ -50,10 +56,9 @@ impl Visible {
     }
 }
 
-/// The bearer token of a request: the `Authorization: Bearer` header, else the login
-/// cookie.
-pub fn token_of(headers: &HeaderMap) -> Option<String> {
-    let bearer = headers
+/// The `Authorization: Bearer` token of a request.
+pub fn bearer(headers: &HeaderMap) -> Option<String> {
+    headers
         .get_all(header::AUTHORIZATION)
         .iter()
         .filter_map(|v| v.to_str().ok())
@@ -62,17 +67,20 @@ pub fn token_of(headers: &HeaderMap) -> Option<String> {
             scheme
                 .eq_ignore_ascii_case("bearer")
                 .then(|| token.trim().to_owned())
-        });
-    bearer.filter(|t| !t.is_empty()).or_else(|| {
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|kv| kv.trim().split_once('='))
-            .find(|(k, v)| *k == COOKIE && !v.is_empty())
-            .map(|(_, v)| v.to_owned())
-    })
+        })
+        .filter(|t| !t.is_empty())
+}
+
+/// The value of cookie `name`, when present and not empty.
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, v)| *k == name && !v.is_empty())
+        .map(|(_, v)| v.to_owned())
 }
 
 /// Whether a path answers JSON (the API and the event stream) rather than a page.
@@ -82,26 +90,29 @@ fn wants_json(path: &str) -> bool {
 
 /// 401: the login form for a page (returning to `path` after login), a JSON error for
 /// the API.
-pub fn unauthenticated(path: &str, why: &str) -> Response {
-    if wants_json(path) {
+pub fn unauthenticated(d: &Dashboard, headers: &HeaderMap, path: &str, why: &str) -> Response {
+    let mut resp = if wants_json(path) {
         (
             StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))],
             Json(serde_json::json!({ "error": format!("{why}: send Authorization: Bearer <token>, or log in at /login") })),
         )
             .into_response()
     } else {
-        (
+        crate::login::page(
+            d,
+            headers,
             StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))],
-            LoginPage::new(true, path, Some(format!("{why}."))),
+            path,
+            Some(format!("{why}.")),
         )
-            .into_response()
-    }
+    };
+    resp.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    resp
 }
 
 /// 503: the API server could not review the token.
-pub fn unavailable(path: &str, why: &str) -> Response {
+pub fn unavailable(d: &Dashboard, headers: &HeaderMap, path: &str, why: &str) -> Response {
     let msg = format!("cannot review the token with the API server: {why}");
     if wants_json(path) {
         (
@@ -110,11 +121,7 @@ pub fn unavailable(path: &str, why: &str) -> Response {
         )
             .into_response()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            LoginPage::new(true, path, Some(msg)),
-        )
-            .into_response()
+        crate::login::page(d, headers, StatusCode::SERVICE_UNAVAILABLE, path, Some(msg))
     }
 }
 
@@ -127,22 +134,56 @@ impl FromRequestParts<Dashboard> for Visible {
             return Ok(Visible {
                 snapshot,
                 viewer: None,
+                csrf: None,
             });
         };
-        let path = parts.uri.path();
-        let Some(token) = token_of(&parts.headers) else {
-            return Err(unauthenticated(path, "Log in to see the quotas"));
+        let (path, headers) = (parts.uri.path(), &parts.headers);
+        let (token, session) = if let Some(token) = bearer(headers) {
+            (token, None)
+        } else if let Some(id) = cookie(headers, SESSION_COOKIE) {
+            match d.sessions.get(&id) {
+                Some(s) => (s.token, Some(id)),
+                None => {
+                    return Err(unauthenticated(
+                        d,
+                        headers,
+                        path,
+                        "Your session ended (or is unknown here): log in again",
+                    ));
+                }
+            }
+        } else {
+            return Err(unauthenticated(
+                d,
+                headers,
+                path,
+                "Log in to see the quotas",
+            ));
         };
         match access.user(&token).await {
             Ok(Some(user)) => Ok(Visible {
                 snapshot: Arc::new(access.restrict(&snapshot, &user).await),
-                viewer: Some(Viewer { user, token }),
+                csrf: session
+                    .as_deref()
+                    .map(|id| d.csrf.token(Bound::Session(id))),
+                viewer: Some(Viewer {
+                    user,
+                    token,
+                    session,
+                }),
             }),
-            Ok(None) => Err(unauthenticated(
-                path,
-                "The API server did not accept the token",
-            )),
-            Err(e) => Err(unavailable(path, &e.to_string())),
+            Ok(None) => {
+                if let Some(id) = &session {
+                    d.sessions.remove(id);
+                }
+                Err(unauthenticated(
+                    d,
+                    headers,
+                    path,
+                    "The API server did not accept the token",
+                ))
+            }
+            Err(e) => Err(unavailable(d, headers, path, &e.to_string())),
         }
     }
 }
@@ -160,25 +201,25 @@ mod tests {
     }
 
     #[test]
-    fn the_header_wins_over_the_cookie() {
+    fn bearer_header_and_cookies_are_read_apart() {
         let h = headers(&[
-            (header::COOKIE, "a=1; kq_token=from-cookie; b=2"),
+            (header::COOKIE, "a=1; kq_session=abc; b=2"),
             (header::AUTHORIZATION, "Bearer from-header"),
         ]);
-        assert_eq!(token_of(&h).as_deref(), Some("from-header"));
-        let h = headers(&[(header::COOKIE, "a=1; kq_token=from-cookie")]);
-        assert_eq!(token_of(&h).as_deref(), Some("from-cookie"));
+        assert_eq!(bearer(&h).as_deref(), Some("from-header"));
+        assert_eq!(cookie(&h, "kq_session").as_deref(), Some("abc"));
         let h = headers(&[(header::AUTHORIZATION, "bearer  x.y.z ")]);
-        assert_eq!(token_of(&h).as_deref(), Some("x.y.z"));
+        assert_eq!(bearer(&h).as_deref(), Some("x.y.z"));
     }
 
     #[test]
-    fn no_token_without_bearer_or_cookie() {
-        assert_eq!(token_of(&HeaderMap::new()), None);
+    fn no_token_without_bearer() {
+        assert_eq!(bearer(&HeaderMap::new()), None);
         let h = headers(&[
             (header::AUTHORIZATION, "Basic dXNlcjpwdw=="),
-            (header::COOKIE, "kq_token=; other=1"),
+            (header::COOKIE, "kq_session=; other=1"),
         ]);
-        assert_eq!(token_of(&h), None);
+        assert_eq!(bearer(&h), None);
+        assert_eq!(cookie(&h, "kq_session"), None);
     }
 }

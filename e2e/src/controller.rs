@@ -1,5 +1,5 @@
 //! The controller under test: its member clusters, the process, and readers of what it
-//! writes (quota status, the JSON view, metrics).
+//! writes (quota status, the dashboard's JSON view, metrics).
 //!
 //! ```text
 //!  member_apis(env)          the member apiservers of the Env (kubeconfig-1, -2, …):
@@ -17,7 +17,8 @@
 //!                            creates the lease namespace first, as an install would)
 //!       │                    ready when GET /readyz on the admin port answers 200
 //!       ▼
-//!  tests: report() / quotas() (GET /api/v1/quotas), is_leader(), metric(),
+//!  tests: report() / snapshot() (the dashboard's /api/v1, --dashboard-auth=none on
+//!         loopback), is_leader() (the kq_controller_leader gauge), metric(),
 //!         wait_quota() on the status, add_reservation() "as the webhook would"
 //! ```
 
@@ -507,7 +508,7 @@ impl Controller {
         ControllerBuilder::default()
     }
 
-    /// The admin address (`/metrics`, `/livez`, `/readyz`, `/api/v1/quotas`).
+    /// The admin address (`/metrics`, `/livez`, `/readyz`; nothing else).
     pub fn admin_addr(&self) -> SocketAddr {
         self.admin
     }
@@ -515,6 +516,11 @@ impl Controller {
     /// `http://127.0.0.1:<admin port>`.
     pub fn admin_url(&self) -> String {
         format!("http://{}", self.admin)
+    }
+
+    /// The dashboard's address (pages, and the only JSON view of the quotas).
+    pub fn dashboard_addr(&self) -> SocketAddr {
+        self.dashboard
     }
 
     /// `http://127.0.0.1:<dashboard port>` (the browser dashboard).
@@ -553,24 +559,48 @@ impl Controller {
         self.metric("kq_controller_status_writes_total", &[]).await
     }
 
-    /// `GET /api/v1/quotas`: `{"leader", "members", "items"}`.
-    pub async fn quotas(&self) -> Result<Value> {
-        get_json(self.admin, "/api/v1/quotas").await
+    /// The dashboard's `GET /api/v1/snapshot` (started with the default
+    /// `--dashboard-auth=none` on loopback): `{"leader", "members": [{name, reach}],
+    /// "quotas": [...], "teams"}`.
+    pub async fn snapshot(&self) -> Result<Value> {
+        get_json(self.dashboard, "/api/v1/snapshot").await
     }
 
-    /// `GET /api/v1/quotas/<ns>/<name>`: the quota's report, `None` before its first
-    /// reconcile.
+    /// The dashboard's view of quota `<ns>/<name>` (`ns` empty: a KarmadaClusterQuota):
+    /// `{hard, used, reserved, reservations: [{binding, uid, reserved, expires}],
+    /// clusters: [{name, placed, observed}], conditions, …}`; `None` before its first
+    /// reconcile (and once it is gone). The dashboard is fed once a second.
     pub async fn report(&self, ns: &str, name: &str) -> Result<Option<Value>> {
-        match http_get(self.admin, &format!("/api/v1/quotas/{ns}/{name}")).await? {
-            (200, body) => Ok(Some(serde_json::from_str(&body).context("report JSON")?)),
+        let path = if ns.is_empty() {
+            format!("/api/v1/cluster-quotas/{name}")
+        } else {
+            format!("/api/v1/quotas/{ns}/{name}")
+        };
+        match http_get(self.dashboard, &path).await? {
+            (200, body) => {
+                let v: Value = serde_json::from_str(&body).context("report JSON")?;
+                Ok(Some(v["quota"].clone()))
+            }
             (404, _) => Ok(None),
-            (code, body) => bail!("GET /api/v1/quotas/{ns}/{name} answered {code}: {body}"),
+            (code, body) => bail!("GET {path} answered {code}: {body}"),
         }
     }
 
-    /// Whether this replica says it leads (the JSON view's `leader`).
+    /// The reachability the dashboard shows for member `name` (`reachable`,
+    /// `unreachable`, `connecting`), if listed.
+    pub async fn member_reach(&self, name: &str) -> Result<Option<String>> {
+        let s = self.snapshot().await?;
+        Ok(s["members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["name"] == name)
+            .and_then(|m| m["reach"].as_str().map(str::to_owned)))
+    }
+
+    /// Whether this replica says it leads (its `kq_controller_leader` gauge).
     pub async fn is_leader(&self) -> Result<bool> {
-        Ok(self.quotas().await?["leader"].as_bool().unwrap_or(false))
+        Ok(self.metric("kq_controller_leader", &[]).await? == 1)
     }
 
     /// SIGKILLs the controller (no graceful shutdown, the Lease is not released).

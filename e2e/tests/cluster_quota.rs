@@ -483,9 +483,9 @@ async fn a_relabelled_namespace_moves_its_usage_at_the_next_reconcile() -> Resul
         },
     )
     .await?;
-    step("[Get] the controller's JSON view lists the cluster quota (empty namespace)");
+    step("[Get] the dashboard's JSON view lists the cluster quota (empty namespace)");
     let view = ctl.report("", &quota).await.ok().flatten();
-    let listed = ctl.quotas().await?;
+    let listed = ctl.snapshot().await?;
     ensure!(
         view.is_some() || listed.to_string().contains(&quota),
         "the view lists {quota}: {listed}"

@@ -474,10 +474,10 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     }
 
     heading(&format!(
-        "Per member cluster, placed / observed ({}/api/v1/quotas/{ns})",
-        controller.admin_url()
+        "Per member cluster, placed / observed ({}/api/v1/snapshot)",
+        controller.dashboard_url()
     ));
-    let view = controller.quotas().await?;
+    let view = controller.snapshot().await?;
     print_clusters(&view, ns);
 
     heading("Endpoints");
@@ -495,9 +495,12 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
     ));
     say(&format!("            log {}", webhook_log.display()));
     let admin = controller.admin_url();
-    say(&format!("dashboard   {}/", controller.dashboard_url()));
+    let dashboard = controller.dashboard_url();
     say(&format!(
-        "controller  metrics {admin}/metrics, readiness {admin}/readyz, JSON view {admin}/api/v1/quotas"
+        "dashboard   {dashboard}/, JSON view {dashboard}/api/v1/snapshot"
+    ));
+    say(&format!(
+        "controller  metrics {admin}/metrics, readiness {admin}/readyz"
     ));
     say(&format!("            log {}", controller_log.display()));
     say(&format!("kubeconfig  {}", env.kubeconfig().display()));
@@ -520,7 +523,7 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
         "            kubectl --kubeconfig {} -n {ns} get resourcebindings",
         env.kubeconfig().display()
     ));
-    say(&format!("            curl -s {admin}/api/v1/quotas/{ns}"));
+    say(&format!("            curl -s {dashboard}/api/v1/overview"));
     Ok(())
 }
 
@@ -552,7 +555,7 @@ async fn wait_leader(controller: &Controller) -> Result<&'static str> {
 /// One table per quota: a row per member cluster, a column per resource of `hard`, cells
 /// `placed/observed` (`-` where not measured).
 fn print_clusters(view: &Value, ns: &str) {
-    let Some(items) = view["items"].as_array() else {
+    let Some(items) = view["quotas"].as_array() else {
         say("(no quotas in the view)");
         return;
     };
@@ -582,7 +585,7 @@ fn print_clusters(view: &Value, ns: &str) {
         for c in item["clusters"].as_array().into_iter().flatten() {
             let mut row = vec![c["name"].as_str().unwrap_or("?").to_owned()];
             for h in &hard {
-                let used = c["used"][h].as_str().unwrap_or("0");
+                let used = c["placed"][h].as_str().unwrap_or("0");
                 let observed = if c["observed"].is_null() {
                     "-"
                 } else {

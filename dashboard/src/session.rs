@@ -1,0 +1,283 @@
+//! Login sessions of `--dashboard-auth=kubernetes`: the browser's cookie holds an opaque
+//! random id (32 bytes from the operating system's CSPRNG, hex), never the bearer token;
+//! the id maps, in this process only, to the reviewed user and the token it was
+//! reviewed from (re-reviewed through [`Access`](crate::Access)'s cache on every request,
+//! so a revoked token ends its session within the cache TTL).
+//!
+//! ```text
+//!  POST /login (token accepted) ─► Sessions::create(user, token) ─► id ─► Set-Cookie kq_session=id
+//!  any request with kq_session=id ─► Sessions::get(id)
+//!      unknown / idle > idle_timeout / older than max_age ─► None (removed) ─► the login form
+//!  POST /logout ─► Sessions::remove(id)
+//! ```
+//!
+//! The store is bounded: at `max_sessions` the expired sessions go first, then the
+//! oldest. Sessions live in one replica's memory: with several replicas behind one
+//! Service, the Service needs client affinity (`sessionAffinity: ClientIP`, or the
+//! Ingress' cookie affinity), else a login on one replica is unknown to the others.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::auth::User;
+
+/// The cookie that carries the session id.
+pub const SESSION_COOKIE: &str = "kq_session";
+/// Random bytes in a session id (hex-encoded in the cookie: 64 characters).
+pub const ID_BYTES: usize = 32;
+
+/// How many sessions, and how long each lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionPolicy {
+    /// At most this many sessions (the oldest goes when a new one would exceed it).
+    pub max_sessions: usize,
+    /// A session unused for this long ends.
+    pub idle_timeout: Duration,
+    /// A session ends this long after the login, used or not (the cookie's Max-Age).
+    pub max_age: Duration,
+}
+
+/// Default cap on sessions.
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+/// Default idle timeout.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Default absolute lifetime.
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(8 * 60 * 60);
+
+impl Default for SessionPolicy {
+    fn default() -> Self {
+        Self {
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_age: DEFAULT_MAX_AGE,
+        }
+    }
+}
+
+/// One logged-in browser.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// Who the API server said the token is, at login.
+    pub user: Arc<User>,
+    /// The token the user logged in with (kept here, never sent back to the browser).
+    pub token: String,
+    created: Instant,
+    last_seen: Instant,
+    /// Creation order (the oldest goes first when the store is full).
+    seq: u64,
+}
+
+impl Session {
+    fn alive(&self, now: Instant, policy: &SessionPolicy) -> bool {
+        now.duration_since(self.created) < policy.max_age
+            && now.duration_since(self.last_seen) < policy.idle_timeout
+    }
+}
+
+/// A random id could not be drawn (the OS's random source failed).
+#[derive(Debug, thiserror::Error)]
+#[error("the operating system's random source failed")]
+pub struct RandomError;
+
+/// `n` random bytes from the OS's CSPRNG, hex-encoded.
+pub fn random_hex(n: usize) -> Result<String, RandomError> {
+    let mut bytes = vec![0u8; n];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| RandomError)?;
+    Ok(hex(&bytes))
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// Whether `id` has the shape of an id this store hands out (anything else is not looked
+/// up at all).
+fn well_formed(id: &str) -> bool {
+    id.len() == ID_BYTES * 2 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The server-side session store.
+#[derive(Debug)]
+pub struct Sessions {
+    policy: SessionPolicy,
+    map: Mutex<(u64, HashMap<String, Session>)>,
+}
+
+impl Sessions {
+    /// An empty store.
+    pub fn new(policy: SessionPolicy) -> Self {
+        Self {
+            policy: SessionPolicy {
+                max_sessions: policy.max_sessions.max(1),
+                ..policy
+            },
+            map: Mutex::new((0, HashMap::new())),
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> SessionPolicy {
+        self.policy
+    }
+
+    /// A new session for `user`, logged in with `token`: its id.
+    pub fn create(&self, user: Arc<User>, token: String) -> Result<String, RandomError> {
+        let id = random_hex(ID_BYTES)?;
+        let now = Instant::now();
+        let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let (next, map) = &mut *guard;
+        *next += 1;
+        let seq = *next;
+        if map.len() >= self.policy.max_sessions {
+            map.retain(|_, s| s.alive(now, &self.policy));
+        }
+        while map.len() >= self.policy.max_sessions {
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, s)| s.seq)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => map.remove(&k),
+                None => break,
+            };
+        }
+        map.insert(
+            id.clone(),
+            Session {
+                user,
+                token,
+                created: now,
+                last_seen: now,
+                seq,
+            },
+        );
+        Ok(id)
+    }
+
+    /// The live session `id`, marked as used now; `None` (and removed) when unknown,
+    /// idle too long or too old.
+    pub fn get(&self, id: &str) -> Option<Session> {
+        if !well_formed(id) {
+            return None;
+        }
+        let now = Instant::now();
+        let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let map = &mut guard.1;
+        let session = map.get_mut(id)?;
+        if !session.alive(now, &self.policy) {
+            map.remove(id);
+            return None;
+        }
+        session.last_seen = now;
+        Some(session.clone())
+    }
+
+    /// Whether `id` is a live session, without marking it used (the live stream asks this
+    /// before each event).
+    pub fn contains(&self, id: &str) -> bool {
+        let now = Instant::now();
+        let guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        guard.1.get(id).is_some_and(|s| s.alive(now, &self.policy))
+    }
+
+    /// End session `id` (logout, or its token no longer accepted).
+    pub fn remove(&self, id: &str) {
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .remove(id);
+    }
+
+    /// Sessions held (live or not yet swept).
+    pub fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).1.len()
+    }
+
+    /// Whether no session is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(name: &str) -> Arc<User> {
+        Arc::new(User {
+            name: name.into(),
+            ..User::default()
+        })
+    }
+
+    #[test]
+    fn ids_are_random_hex_and_map_to_the_user_not_the_token() {
+        let s = Sessions::new(SessionPolicy::default());
+        let a = s.create(user("alice"), "secret-token".into()).unwrap();
+        let b = s.create(user("alice"), "secret-token".into()).unwrap();
+        assert_ne!(a, b);
+        assert!(well_formed(&a), "{a}");
+        assert!(!a.contains("secret"));
+        assert_eq!(s.get(&a).unwrap().user.name, "alice");
+        // Forged or unknown ids, and the token itself, are no session.
+        for forged in [
+            "secret-token",
+            "",
+            &"0".repeat(64),
+            &a.to_uppercase(),
+            &a[..63],
+        ] {
+            assert!(s.get(forged).is_none(), "{forged}");
+        }
+        s.remove(&a);
+        assert!(s.get(&a).is_none(), "logout deletes");
+        assert!(s.get(&b).is_some());
+    }
+
+    #[test]
+    fn sessions_expire_when_idle_and_when_old() {
+        let idle = Sessions::new(SessionPolicy {
+            idle_timeout: Duration::ZERO,
+            ..SessionPolicy::default()
+        });
+        let id = idle.create(user("a"), "t".into()).unwrap();
+        assert!(idle.get(&id).is_none());
+        assert!(idle.is_empty(), "an expired session is removed when met");
+        let old = Sessions::new(SessionPolicy {
+            max_age: Duration::ZERO,
+            ..SessionPolicy::default()
+        });
+        let id = old.create(user("a"), "t".into()).unwrap();
+        assert!(!old.contains(&id));
+        assert!(old.get(&id).is_none());
+    }
+
+    #[test]
+    fn the_store_is_bounded_and_evicts_the_oldest() {
+        let s = Sessions::new(SessionPolicy {
+            max_sessions: 100,
+            ..SessionPolicy::default()
+        });
+        let first = s.create(user("first"), "t".into()).unwrap();
+        let second = s.create(user("second"), "t".into()).unwrap();
+        let mut last = String::new();
+        for i in 0..1_000 {
+            last = s.create(user(&format!("u{i}")), "t".into()).unwrap();
+            assert!(s.len() <= 100, "{} sessions", s.len());
+        }
+        assert_eq!(s.len(), 100);
+        assert!(s.get(&first).is_none() && s.get(&second).is_none());
+        assert_eq!(s.get(&last).unwrap().user.name, "u999");
+    }
+}
