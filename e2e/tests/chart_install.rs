@@ -29,9 +29,11 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use karmada_quota_e2e::chart::{Helm, chart_dir};
 use karmada_quota_e2e::controller::{
@@ -186,6 +188,97 @@ impl<'a> Access<'a> {
             .await
             .context("SelfSubjectAccessReview")?;
         Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+impl Access<'_> {
+    /// What the apiserver answers for `user` (a SubjectAccessReview, as
+    /// `kubectl auth can-i --as=<user>` asks): a ServiceAccount's user name gets its groups.
+    async fn check_as(&self, admin: &Client, user: &str) -> Result<bool> {
+        let mut groups = vec!["system:authenticated".to_owned()];
+        if let Some(rest) = user.strip_prefix("system:serviceaccount:") {
+            groups.push("system:serviceaccounts".to_owned());
+            if let Some((ns, _)) = rest.split_once(':') {
+                groups.push(format!("system:serviceaccounts:{ns}"));
+            }
+        }
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.to_owned()),
+                groups: Some(groups),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(self.verb.to_owned()),
+                    group: Some(self.group.to_owned()),
+                    resource: Some(self.resource.to_owned()),
+                    subresource: self.sub.map(str::to_owned),
+                    namespace: self.ns.map(str::to_owned),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = Api::<SubjectAccessReview>::all(admin.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .with_context(|| format!("SubjectAccessReview for {user}"))?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+/// A user holding `<fullname>-view` in the test namespace.
+const VIEWER: &str = "chart-quota-viewer";
+/// A user holding the built-in `admin` in the test namespace and `<fullname>-admin`
+/// cluster-wide.
+const QUOTA_ADMIN: &str = "chart-quota-admin";
+
+/// The bindings that give [`VIEWER`] and [`QUOTA_ADMIN`] the chart's roles (the
+/// RoleBindings go with the test namespace; the ClusterRoleBinding is deleted).
+struct PeopleBindings {
+    cluster: String,
+}
+
+impl PeopleBindings {
+    async fn create(admin: &Client, fullname: &str, ns: &str) -> Result<PeopleBindings> {
+        let user = |name: &str| json!([{"kind": "User", "name": name, "apiGroup": "rbac.authorization.k8s.io"}]);
+        let role = |name: &str| json!({"kind": "ClusterRole", "name": name, "apiGroup": "rbac.authorization.k8s.io"});
+        let cluster = format!("{fullname}-chart-quota-admin");
+        let crbs: Api<ClusterRoleBinding> = Api::all(admin.clone());
+        crbs.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": cluster},
+                "roleRef": role(&format!("{fullname}-admin")),
+                "subjects": user(QUOTA_ADMIN),
+            }))?,
+        )
+        .await
+        .with_context(|| format!("creating ClusterRoleBinding {cluster}"))?;
+        let rbs: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
+        for (name, role_name, who) in [
+            ("chart-quota-viewer", format!("{fullname}-view"), VIEWER),
+            ("chart-namespace-admin", "admin".to_owned(), QUOTA_ADMIN),
+        ] {
+            rbs.create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "metadata": {"name": name, "namespace": ns},
+                    "roleRef": role(&role_name),
+                    "subjects": user(who),
+                }))?,
+            )
+            .await
+            .with_context(|| format!("creating RoleBinding {ns}/{name}"))?;
+        }
+        Ok(PeopleBindings { cluster })
+    }
+
+    async fn delete(self, admin: &Client) -> Result<()> {
+        Api::<ClusterRoleBinding>::all(admin.clone())
+            .delete(&self.cluster, &Default::default())
+            .await
+            .with_context(|| format!("deleting ClusterRoleBinding {}", self.cluster))?;
+        Ok(())
     }
 }
 
@@ -359,13 +452,16 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
             // Cluster-scoped KarmadaClusterQuotas skip the namespaceSelector: without this,
             // every other test's cluster quota would be sent to this install's webhook.
             "clusterQuotaObjectSelector": {"matchLabels": {NS_LABEL: fullname}},
-            "kubeconfigSecret": {"name": format!("{fullname}-webhook-kubeconfig"), "key": "kubeconfig"},
+            // Apiserver 0 of the shared control plane has no AdmissionConfiguration to present
+            // the chart's client certificate with; client authentication through it is
+            // checked by the_apiserver_passes_client_authentication_with_the_charts_files
+            // below, on an apiserver of its own.
+            "clientAuth": {"enabled": false},
         },
         "controller": {
             "replicas": 1,
             "watchNamespace": ns.name(),
             "leaderElection": {"namespace": lease_ns, "createNamespace": true},
-            "kubeconfigSecret": {"name": format!("{fullname}-controller-kubeconfig"), "key": "kubeconfig"},
         },
     });
     let values_file = work.join("values.yaml");
@@ -598,6 +694,52 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     ensure!(
         wrong.is_empty(),
         "RBAC differs from the list:\n  {}",
+        wrong.join("\n  ")
+    );
+
+    step(
+        "people: view reads quotas, the quota admin writes them, nobody but the binaries writes status",
+    );
+    let people = PeopleBindings::create(&karmada, &fullname, t).await?;
+    let sa = |c: &str| format!("system:serviceaccount:{system_ns}:{fullname}-{c}");
+    let (webhook_sa, controller_sa) = (sa("webhook"), sa("controller"));
+    #[rustfmt::skip]
+    let people_table = [
+        // `kubectl auth can-i --as=system:serviceaccount:…` for the binaries' identities.
+        (webhook_sa.as_str(), Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t))),
+        (webhook_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some(t))),
+        (webhook_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some("karmada-cluster"))),
+        (controller_sa.as_str(), Access::new(true, "update", q, "karmadaclusterquotas", Some("status"), None)),
+        (controller_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some(t))),
+        // A viewer (<fullname>-view in the namespace): reads, never writes.
+        (VIEWER, Access::new(true, "list", q, "karmadaquotas", None, Some(t))),
+        (VIEWER, Access::new(true, "get", q, "karmadaquotas", None, Some(t))),
+        (VIEWER, Access::new(false, "create", q, "karmadaquotas", None, Some(t))),
+        (VIEWER, Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t))),
+        (VIEWER, Access::new(false, "list", q, "karmadaquotas", None, None)),
+        // The namespace's admin (built-in admin) and the quota admin (<fullname>-admin):
+        // set quotas, never reservations or usage.
+        (QUOTA_ADMIN, Access::new(true, "update", q, "karmadaquotas", None, Some(t))),
+        (QUOTA_ADMIN, Access::new(true, "create", q, "karmadaclusterquotas", None, None)),
+        (QUOTA_ADMIN, Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t))),
+        (QUOTA_ADMIN, Access::new(false, "patch", q, "karmadaquotas", Some("status"), Some(t))),
+        (QUOTA_ADMIN, Access::new(false, "update", q, "karmadaclusterquotas", Some("status"), None)),
+    ];
+    let mut wrong = Vec::new();
+    for (user, a) in &people_table {
+        let got = a.check_as(&karmada, user).await?;
+        if got != a.allowed {
+            wrong.push(format!(
+                "{user} {a}: {} (want {})",
+                verdict(got),
+                verdict(a.allowed)
+            ));
+        }
+    }
+    people.delete(&karmada).await?;
+    ensure!(
+        wrong.is_empty(),
+        "people's RBAC differs from the README:\n  {}",
         wrong.join("\n  ")
     );
 
