@@ -1059,6 +1059,42 @@ async fn the_webhook_admits_only_the_apiservers_client_certificate_in_every_cert
         checked += 1;
     }
     ensure!(checked == 7, "{checked} host renderings checked");
+    // Bring your own CA (any certs.mode): trusted instead, nothing issued.
+    let byo_ca = read(&chart_dir().join("ci/standalone-custom-values.yaml"))?;
+    let byo_ca = karmada_quota_e2e::yaml_documents(&byo_ca)?[0]["certs"]["custom"]["clientCaCert"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no clientCaCert in ci/standalone-custom-values.yaml"))?
+        .to_owned();
+    let objects = render_with(
+        "karmada-host-certmanager-values.yaml",
+        &[
+            ("webhook.clientAuth.caBundle", byo_ca.as_str()),
+            ("webhook.clientAuth.allowedNames", "{karmada-apiserver}"),
+        ],
+        &[],
+    )
+    .await?;
+    let webhook = deployment(&objects, "webhook")?;
+    let args = container_args(webhook);
+    ensure!(
+        flag(&args, "--client-allowed-names") == Some("karmada-apiserver"),
+        "{args:?}"
+    );
+    let vol = volume_at(webhook, CLIENT_CA_DIR).ok_or_else(|| anyhow!("no client CA"))?;
+    let secret = find(
+        &objects,
+        "Secret",
+        vol["secret"]["secretName"].as_str().unwrap_or_default(),
+    )?;
+    ensure!(
+        decode_b64(secret["data"]["ca.crt"].as_str().unwrap_or_default())? == byo_ca.as_bytes()
+            && secret["data"]["tls.key"].is_null(),
+        "the bring-your-own CA Secret: {secret}"
+    );
+    ensure!(
+        find(&objects, "Certificate", "karmada-quota-apiserver-client").is_err(),
+        "a client certificate was issued although the CA is the operator's"
+    );
     // Without what client authentication needs, the chart says so rather than render a
     // webhook nobody can call.
     for (values, sets, fragment) in [

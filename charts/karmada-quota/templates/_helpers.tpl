@@ -216,7 +216,9 @@ the apiserver's client certificate (ca.crt: the CA the webhook trusts; tls.crt, 
 what the apiserver presents).
 */}}
 {{- define "karmada-quota.clientSecretName" -}}
-{{- if eq .Values.certs.mode "existingSecret" -}}
+{{- if .Values.webhook.clientAuth.caBundle -}}
+{{- include "karmada-quota.fullname" . }}-apiserver-client-ca
+{{- else if eq .Values.certs.mode "existingSecret" -}}
 {{- required "certs.existingSecret.clientSecretName is required with certs.mode=existingSecret and webhook.clientAuth.enabled (a Secret with ca.crt, tls.crt, tls.key of the apiserver's client certificate), or set webhook.clientAuth.enabled=false" .Values.certs.existingSecret.clientSecretName -}}
 {{- else -}}
 {{- include "karmada-quota.fullname" . }}-apiserver-client
@@ -232,7 +234,7 @@ certManager), else nothing. */}}
 {{- define "karmada-quota.clientAllowedNames" -}}
 {{- if .Values.webhook.clientAuth.allowedNames -}}
 {{- join "," .Values.webhook.clientAuth.allowedNames -}}
-{{- else if has .Values.certs.mode (list "auto" "certManager") -}}
+{{- else if and (not .Values.webhook.clientAuth.caBundle) (has .Values.certs.mode (list "auto" "certManager")) -}}
 {{- include "karmada-quota.clientCommonName" . -}}
 {{- end -}}
 {{- end -}}
