@@ -15,8 +15,13 @@
 //!
 //! Every call the binaries make goes through the chart's RBAC: a binding that fits is
 //! admitted, one over the limit is denied, status is written, a drift raises an event;
-//! SelfSubjectAccessReviews pin each granted verb (and a few that must not be). Then
-//! `helm uninstall` of the apiserver part removes the webhook configuration.
+//! SelfSubjectAccessReviews pin each granted verb (and a few that must not be), and
+//! SubjectAccessReviews (`kubectl auth can-i --as=…`) the binaries' ServiceAccounts, a
+//! quota viewer and a quota admin: nobody but the binaries writes quota status. The
+//! webhook requires the client certificate apiserver 0 presents (its AdmissionConfiguration;
+//! the chart trusts that CA with webhook.clientAuth.caBundle): a forged review sent
+//! straight to the port without it is refused in the TLS handshake. Then `helm uninstall`
+//! of the apiserver part removes the webhook configuration.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -35,13 +40,15 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use karmada_quota_e2e::chart::{Helm, chart_dir};
+use karmada_quota_e2e::chart::{Helm, certificate_subject, chart_dir};
 use karmada_quota_e2e::controller::{
     ClusterRegistration, MemberCluster, cluster_used_is, condition_is, ensure_namespace,
     member_apis, quota_events, used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::viewer::Viewer;
-use karmada_quota_e2e::webhook::{Rb, create, create_with, expect_admitted, quota};
+use karmada_quota_e2e::webhook::{
+    Rb, binding_review, create, create_with, expect_admitted, post_review, quota, review_client,
+};
 use karmada_quota_e2e::{
     Binary, Env, TestNs, accepts, free_port, http_get, http_get_ok, http_get_with, metric_sum,
     try_wait_for, wait_for, yaml_documents,
@@ -400,6 +407,71 @@ async fn start(env: &Env, spec: &FromDeployment, admin: SocketAddr) -> Result<Bi
     Ok(binary)
 }
 
+/// The client certificate apiserver 0 presents to webhooks (controlplane.sh writes it and
+/// names its files in DIR/env as WEBHOOK_CLIENT_CA, _CERT, _KEY).
+struct ApiserverClientCert {
+    ca_pem: String,
+    cn: String,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+}
+
+impl ApiserverClientCert {
+    async fn of(env: &Env) -> Result<ApiserverClientCert> {
+        let dir = env.cp_dir().ok_or_else(|| {
+            anyhow!("the chart install test needs a controlplane.sh control plane")
+        })?;
+        let vars = std::fs::read_to_string(dir.join("env"))
+            .with_context(|| format!("reading {}/env", dir.display()))?;
+        let var = |name: &str| {
+            vars.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                .map(|v| std::path::PathBuf::from(v.trim()))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "{}/env has no {name}: this control plane's apiserver 0 presents no webhook client certificate",
+                        dir.display()
+                    )
+                })
+        };
+        let ca = var("WEBHOOK_CLIENT_CA")?;
+        let cert = var("WEBHOOK_CLIENT_CERT")?;
+        let ca_pem =
+            std::fs::read_to_string(&ca).with_context(|| format!("reading {}", ca.display()))?;
+        let pem = std::fs::read(&cert).with_context(|| format!("reading {}", cert.display()))?;
+        let subject = certificate_subject(&pem).await?;
+        let cn = subject
+            .split(',')
+            .find_map(|p| p.strip_prefix("CN="))
+            .ok_or_else(|| anyhow!("{}: no CN in {subject}", cert.display()))?
+            .to_owned();
+        Ok(ApiserverClientCert {
+            ca_pem,
+            cn,
+            cert,
+            key: var("WEBHOOK_CLIENT_KEY")?,
+        })
+    }
+
+    /// A client of the webhook at `base` presenting this certificate, as the apiserver does.
+    fn review_client(&self, base: &str, serving_ca: &Path) -> Result<Client> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let roots = CertificateDer::pem_file_iter(serving_ca)
+            .with_context(|| format!("reading {}", serving_ca.display()))?
+            .map(|c| c.map(|c| c.as_ref().to_vec()))
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("parsing {}", serving_ca.display()))?;
+        let mut config = Config::new(base.parse().with_context(|| format!("url {base}"))?);
+        config.root_cert = Some(roots);
+        config.auth_info.client_certificate = Some(self.cert.display().to_string());
+        config.auth_info.client_key = Some(self.key.display().to_string());
+        config.read_timeout = Some(Duration::from_secs(10));
+        config.default_retry = false;
+        Client::try_from(config).context("building a client with the apiserver's certificate")
+    }
+}
+
 /// A pod requesting `cpu`, created in a member behind Karmada's back.
 fn member_pod(ns: &str, name: &str, cpu: &str) -> Value {
     json!({
@@ -436,6 +508,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     let controller_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
     let controller_dashboard: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
 
+    let apiserver_client = ApiserverClientCert::of(env).await?;
     // One values file for both parts, as an admin would keep it.
     let values = json!({
         "installMode": "karmada",
@@ -452,11 +525,10 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
             // Cluster-scoped KarmadaClusterQuotas skip the namespaceSelector: without this,
             // every other test's cluster quota would be sent to this install's webhook.
             "clusterQuotaObjectSelector": {"matchLabels": {NS_LABEL: fullname}},
-            // Apiserver 0 of the shared control plane has no AdmissionConfiguration to present
-            // the chart's client certificate with; client authentication through it is
-            // checked by the_apiserver_passes_client_authentication_with_the_charts_files
-            // below, on an apiserver of its own.
-            "clientAuth": {"enabled": false},
+            // Apiserver 0 presents the control plane's webhook client certificate to every
+            // webhook (its AdmissionConfiguration): the chart trusts that CA (bring your
+            // own) and only that certificate's name.
+            "clientAuth": {"caBundle": apiserver_client.ca_pem, "allowedNames": [apiserver_client.cn]},
         },
         "controller": {
             "replicas": 1,
@@ -862,6 +934,27 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
             &["result=\"ok\""]
         ) >= 1,
         "the webhook wrote no reservation:\n{metrics}"
+    );
+
+    step(
+        "[Attack] a forged AdmissionReview straight to the webhook's port: refused in the TLS handshake without the apiserver's client certificate",
+    );
+    let base = format!("https://127.0.0.1:{webhook_port}");
+    let forged = Rb::deployment("forged", 1)
+        .request("cpu", "1")
+        .clusters(&[(&member_name, 1)])
+        .json(ns.name());
+    let review = binding_review(&forged, "forged-uid", true);
+    let anonymous = review_client(&base, &ca_file)?;
+    match post_review(&anonymous, "/validate/resourcebinding", &review).await {
+        Ok(answer) => bail!("the webhook answered a caller without a client certificate: {answer}"),
+        Err(e) => eprintln!("refused without a client certificate: {e:#}"),
+    }
+    let with_cert = apiserver_client.review_client(&base, &ca_file)?;
+    let answer = post_review(&with_cert, "/validate/resourcebinding", &review).await?;
+    ensure!(
+        answer["allowed"].is_boolean(),
+        "the apiserver's certificate got no decision: {answer}"
     );
 
     step("status written by the controller: used and the member's share");
