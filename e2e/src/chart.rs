@@ -24,6 +24,9 @@ use std::process::Stdio;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::Value;
 
+/// controlplane.sh, for a test that needs an apiserver started with flags of its own (the
+/// chart's AdmissionConfiguration).
+pub use crate::env::controlplane_script;
 use crate::env::target_dir;
 use crate::{Env, yaml_documents};
 

@@ -1115,3 +1115,292 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     ns.delete(&karmada).await?;
     Ok(())
 }
+
+/// `data` of a rendered Secret or ConfigMap, decoded: key → bytes.
+fn rendered_data(obj: &Value) -> Result<BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    for (k, v) in obj["data"].as_object().into_iter().flatten() {
+        let text = v
+            .as_str()
+            .ok_or_else(|| anyhow!("{}: data {k} is not a string", obj["metadata"]["name"]))?;
+        let bytes = if obj["kind"] == "Secret" {
+            serde_json::from_value::<ByteString>(json!(text))
+                .with_context(|| format!("{}: data {k}", obj["metadata"]["name"]))?
+                .0
+        } else {
+            text.as_bytes().to_vec()
+        };
+        out.insert(k.clone(), bytes);
+    }
+    Ok(out)
+}
+
+/// The rendered object of `kind` named `name`.
+fn rendered<'a>(objects: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .ok_or_else(|| anyhow!("helm template rendered no {kind} {name}"))
+}
+
+/// A control plane of its own (one apiserver, started with extra flags), stopped on drop.
+struct OwnApiserver {
+    dir: std::path::PathBuf,
+}
+
+impl OwnApiserver {
+    async fn up(dir: &Path, extra_args: &str) -> Result<OwnApiserver> {
+        let out = tokio::process::Command::new("bash")
+            .arg(karmada_quota_e2e::chart::controlplane_script())
+            .args([
+                "up".as_ref(),
+                dir.as_os_str(),
+                "1".as_ref(),
+                "--owner-pid".as_ref(),
+            ])
+            .arg(std::process::id().to_string())
+            .env("APISERVER_EXTRA_ARGS", extra_args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .context("running controlplane.sh up")?;
+        let own = OwnApiserver {
+            dir: dir.to_path_buf(),
+        };
+        ensure!(
+            out.status.success(),
+            "controlplane.sh up {} failed:\n{}{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(own)
+    }
+
+    fn kubeconfig(&self) -> std::path::PathBuf {
+        self.dir.join("kubeconfig-0")
+    }
+}
+
+impl Drop for OwnApiserver {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(karmada_quota_e2e::chart::controlplane_script())
+            .arg("down")
+            .arg(&self.dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_kube_apiserver_given_the_charts_admission_configuration_passes_client_authentication()
+-> Result<()> {
+    let env = Env::get().await?;
+    let id = run_id();
+    let fullname = format!("kq-adm-{id}");
+    let work = env.log_dir().join(format!("chart-admission-{fullname}"));
+    let admission_dir = work.join("admission");
+    std::fs::create_dir_all(&admission_dir)?;
+    let webhook_port = free_port()?;
+    let webhook_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+
+    step(
+        "[Create] helm template, standalone, certs.mode=auto: webhook, client certificate, AdmissionConfiguration",
+    );
+    let values = json!({
+        "installMode": "standalone",
+        "fullnameOverride": fullname,
+        "logFormat": "plain",
+        "certs": {"mode": "auto", "extraIPs": ["127.0.0.1"]},
+        "networkPolicy": {"apiserver": {"ipBlocks": ["127.0.0.1/32"]}},
+        "webhook": {
+            "replicas": 1,
+            "url": format!("https://127.0.0.1:{webhook_port}"),
+            "namespaceSelector": {"matchLabels": {NS_LABEL: fullname}},
+            "clusterQuotaObjectSelector": {"matchLabels": {NS_LABEL: fullname}},
+            "clientAuth": {"apiserverConfig": {"mountPath": admission_dir.display().to_string()}},
+        },
+        "controller": {"replicas": 1},
+    });
+    let values_file = work.join("values.yaml");
+    std::fs::write(&values_file, serde_json::to_string_pretty(&values)?)?;
+    let objects = Helm::new()?
+        .template("kq", "kq-admission", &[&values_file], &[], &[])
+        .await?;
+
+    step(
+        "the operator's part: the ConfigMap and the client Secret, as one projected volume, into the apiserver",
+    );
+    let config = rendered_data(rendered(
+        &objects,
+        "ConfigMap",
+        &format!("{fullname}-apiserver-admission"),
+    )?)?;
+    let client = rendered_data(rendered(
+        &objects,
+        "Secret",
+        &format!("{fullname}-apiserver-client"),
+    )?)?;
+    for (key, bytes) in config.iter().chain(
+        client
+            .iter()
+            .filter(|(k, _)| k.as_str() == "tls.crt" || k.as_str() == "tls.key"),
+    ) {
+        std::fs::write(admission_dir.join(key), bytes)?;
+    }
+    let admission_config = admission_dir.join("admission-configuration.yaml");
+    ensure!(
+        admission_config.is_file(),
+        "the ConfigMap has no admission-configuration.yaml"
+    );
+    let apiserver = OwnApiserver::up(
+        &work.join("cp"),
+        &format!(
+            "--admission-control-config-file={}",
+            admission_config.display()
+        ),
+    )
+    .await?;
+    let kube =
+        client_from_kubeconfig_text(&std::fs::read_to_string(apiserver.kubeconfig())?).await?;
+
+    step(
+        "[Create] the webhook from the rendered Deployment (client CA = the rendered Secret's ca.crt)",
+    );
+    let d = rendered(&objects, "Deployment", &format!("{fullname}-webhook"))?;
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let mut args: Vec<String> = c["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    ensure!(
+        args.iter().any(|a| a.starts_with("--client-ca-file=")),
+        "the rendered webhook does not require a client certificate: {args:?}"
+    );
+    for m in c["volumeMounts"].as_array().into_iter().flatten() {
+        let mount = m["mountPath"].as_str().unwrap_or_default();
+        let v = pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == m["name"])
+            .ok_or_else(|| anyhow!("volumeMount {} has no volume", m["name"]))?;
+        let secret = rendered(
+            &objects,
+            "Secret",
+            v["secret"]["secretName"].as_str().unwrap_or_default(),
+        )?;
+        let data = rendered_data(secret)?;
+        let local = work.join("webhook").join(mount.trim_start_matches('/'));
+        std::fs::create_dir_all(&local)?;
+        // A projection (`items`) mounts only the keys it lists.
+        let keys: Vec<String> = match v["secret"]["items"].as_array() {
+            Some(items) => items
+                .iter()
+                .filter_map(|i| i["key"].as_str().map(str::to_owned))
+                .collect(),
+            None => data.keys().cloned().collect(),
+        };
+        for key in keys {
+            let bytes = data
+                .get(&key)
+                .ok_or_else(|| anyhow!("Secret {} has no {key}", secret["metadata"]["name"]))?;
+            std::fs::write(local.join(&key), bytes)?;
+        }
+        let prefix = format!("{}/", mount.trim_end_matches('/'));
+        let local_prefix = format!("{}/", local.display());
+        for a in &mut args {
+            *a = a.replace(&prefix, &local_prefix);
+        }
+    }
+    for (flag, value) in [
+        ("--listen", format!("127.0.0.1:{webhook_port}")),
+        ("--admin-listen", webhook_admin.to_string()),
+    ] {
+        let key = format!("{flag}=");
+        let a = args
+            .iter_mut()
+            .find(|a| a.starts_with(&key))
+            .ok_or_else(|| anyhow!("the chart renders no {flag}="))?;
+        *a = format!("{key}{value}");
+    }
+    // Standalone pods use their in-cluster identity; here, the own apiserver's admin.
+    args.push(format!("--kubeconfig={}", apiserver.kubeconfig().display()));
+    let spec = FromDeployment {
+        binary: "karmada-quota-webhook".to_owned(),
+        args,
+        envs: vec![("NO_COLOR".to_owned(), "1".to_owned())],
+    };
+    let webhook = start(env, &spec, webhook_admin).await?;
+
+    step(
+        "[Create] the rendered ValidatingWebhookConfiguration; a KarmadaQuota it must refuse (dry run)",
+    );
+    let vwc = rendered(&objects, "ValidatingWebhookConfiguration", &fullname)?.clone();
+    karmada_quota_e2e::apply_json(&kube, "", vwc).await?;
+    let ns = TestNs::new(&kube, "chart_admission").await?;
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(kube.clone())
+        .patch(
+            ns.name(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {NS_LABEL: fullname}}})),
+        )
+        .await?;
+    let quotas: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        kube.clone(),
+        ns.name(),
+        &kube::discovery::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("quota.karmada.io", "v1alpha1", "KarmadaQuota"),
+            "karmadaquotas",
+        ),
+    );
+    let bad: kube::api::DynamicObject = serde_json::from_value(quota(
+        ns.name(),
+        "bad",
+        &[("requests.nvidia.com/gpu", "1.5")],
+    ))?;
+    // "denied the request": the webhook decided, so the apiserver got through its TLS
+    // handshake with the chart's client certificate ("failed calling webhook" otherwise).
+    let denial = try_wait_for(
+        "the webhook to decide the apiserver's review",
+        API_TIMEOUT,
+        || {
+            let (quotas, bad) = (quotas.clone(), bad.clone());
+            async move {
+                let pp = PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                };
+                match quotas.create(&pp, &bad).await {
+                    Err(kube::Error::Api(s)) if s.message.contains("denied the request") => {
+                        Ok(Some(s.message))
+                    }
+                    Err(e) => Err(anyhow!("{e}")),
+                    Ok(_) => Err(anyhow!("the invalid KarmadaQuota was admitted")),
+                }
+            }
+        },
+    )
+    .await?;
+    eprintln!("denied through client authentication: {denial}");
+    let metrics = http_get_ok(webhook_admin, "/metrics").await?;
+    eprintln!(
+        "kq_webhook_client_auth_required: {}",
+        metric_sum(&metrics, "kq_webhook_client_auth_required", &[])
+    );
+
+    Api::<ValidatingWebhookConfiguration>::all(kube.clone())
+        .delete(&fullname, &Default::default())
+        .await?;
+    ns.delete(&kube).await?;
+    drop(webhook);
+    drop(apiserver);
+    Ok(())
+}
