@@ -13,6 +13,8 @@
 //!    .run(args)                           → stdout, or an error with helm's output
 //!  ci_values_files()  charts/karmada-quota/ci/*-values.yaml, sorted
 //!  kind_counts(objects)  {"Deployment": 2, …}
+//!  verify_client_certificate(ca, cert)  what a webhook with --client-ca-file=ca accepts
+//!  certificate_subject(cert)            CN=… (openssl), for --client-allowed-names
 //! ```
 
 use std::collections::BTreeMap;
@@ -22,6 +24,9 @@ use std::process::Stdio;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::Value;
 
+/// controlplane.sh, for a test that needs an apiserver started with flags of its own (the
+/// chart's AdmissionConfiguration).
+pub use crate::env::controlplane_script;
 use crate::env::target_dir;
 use crate::{Env, yaml_documents};
 
@@ -251,6 +256,74 @@ pub fn parse_min_version(constraint: &str) -> Result<String> {
         bail!("kubeVersion {constraint:?}: {v:?} is not X.Y.Z");
     }
     Ok(v.to_owned())
+}
+
+/// Whether a TLS server trusting the client CAs in `ca_pem` accepts the client
+/// certificate `cert_pem` (chain, validity, extended key usage clientAuth): rustls'
+/// WebPKI client verifier, the one the webhook's `--client-ca-file` builds on.
+pub fn verify_client_certificate(ca_pem: &[u8], cert_pem: &[u8]) -> Result<()> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, UnixTime};
+    use rustls::server::WebPkiClientVerifier;
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem) {
+        roots
+            .add(ca.context("parsing the client CA PEM")?)
+            .context("adding the client CA")?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(
+        std::sync::Arc::new(roots),
+        std::sync::Arc::new(rustls::crypto::ring::default_provider()),
+    )
+    .build()
+    .context("building a client certificate verifier")?;
+    let mut chain = CertificateDer::pem_slice_iter(cert_pem);
+    let leaf = chain
+        .next()
+        .ok_or_else(|| anyhow!("no certificate in the client certificate PEM"))?
+        .context("parsing the client certificate PEM")?;
+    let intermediates = chain
+        .collect::<Result<Vec<_>, _>>()
+        .context("parsing the client certificate chain")?;
+    verifier
+        .verify_client_cert(&leaf, &intermediates, UnixTime::now())
+        .map_err(|e| anyhow!("the client certificate is not accepted by its CA: {e}"))?;
+    Ok(())
+}
+
+/// The subject of the PEM certificate `cert_pem` in RFC 2253 form (`CN=name,O=…`), read by
+/// openssl.
+pub async fn certificate_subject(cert_pem: &[u8]) -> Result<String> {
+    let path = std::env::temp_dir().join(format!(
+        "kq-cert-{}-{:x}.pem",
+        std::process::id(),
+        cert_pem
+            .iter()
+            .fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(*b))
+    ));
+    std::fs::write(&path, cert_pem).with_context(|| format!("writing {}", path.display()))?;
+    let out = run_tool(
+        Path::new("openssl"),
+        &[
+            "x509".into(),
+            "-noout".into(),
+            "-subject".into(),
+            "-nameopt".into(),
+            "RFC2253".into(),
+            "-in".into(),
+            path.display().to_string(),
+        ],
+        &[],
+    )
+    .await;
+    let _ = std::fs::remove_file(&path);
+    let out = out?;
+    Ok(out
+        .trim()
+        .strip_prefix("subject=")
+        .unwrap_or(out.trim())
+        .trim()
+        .to_owned())
 }
 
 /// Chart.yaml as JSON.

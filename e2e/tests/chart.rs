@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use karmada_quota_e2e::Env;
 use karmada_quota_e2e::chart::{
-    Helm, chart_dir, chart_min_kube_version, chart_yaml, ci_values_files, file_name, find,
-    kind_counts, run_tool, tool,
+    Helm, certificate_subject, chart_dir, chart_min_kube_version, chart_yaml, ci_values_files,
+    file_name, find, kind_counts, run_tool, tool, verify_client_certificate,
 };
 use serde_json::{Value, json};
 
@@ -46,6 +46,7 @@ const HOST_KINDS: &[&str] = &[
     "Deployment",
     "Ingress",
     "Issuer",
+    "NetworkPolicy",
     "PodDisruptionBudget",
     "PrometheusRule",
     "Secret",
@@ -130,6 +131,10 @@ async fn schema_refuses_bad_values() -> Result<()> {
         ("webhook.timeoutSeconds=60", "timeoutSeconds"),
         ("logFormat=xml", "logFormat"),
         ("dashboard.auth=basic", "auth"),
+        ("podAntiAffinity=hard", "podAntiAffinity"),
+        ("webhook.pdb.maxUnavailable=0", "maxUnavailable"),
+        ("networkPolicy.apiserver.ipBlocks={10.0.0.1}", "ipBlocks"),
+        ("listenerLimits.headerReadTimeout=5", "headerReadTimeout"),
         ("unknownValue=1", "unknownValue"),
     ] {
         let err = helm
@@ -254,12 +259,15 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
     let host = kind_counts(&render("karmada-host-auto-values.yaml").await?);
     ensure!(
         host == counts(&[
-            ("ConfigMap", 1),
+            // The Grafana dashboard; the apiserver's AdmissionConfiguration.
+            ("ConfigMap", 2),
             ("Deployment", 2),
             ("Ingress", 1),
+            ("NetworkPolicy", 2),
             ("PodDisruptionBudget", 2),
             ("PrometheusRule", 1),
-            ("Secret", 1),
+            // The webhook's serving certificate; the apiserver's client certificate.
+            ("Secret", 2),
             ("Service", 3),
             ("ServiceAccount", 2),
             ("ServiceMonitor", 1),
@@ -269,7 +277,8 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
     let api = kind_counts(&render("karmada-apiserver-auto-values.yaml").await?);
     ensure!(
         api == counts(&[
-            ("ClusterRole", 2),
+            // webhook, controller, the aggregated view role, the quota admin role.
+            ("ClusterRole", 4),
             ("ClusterRoleBinding", 2),
             ("CustomResourceDefinition", 2),
             ("Namespace", 1),
@@ -646,7 +655,10 @@ async fn the_dashboard_needs_a_kubernetes_token_by_default() -> Result<()> {
             "kq",
             "karmada-system",
             &[&ci_file("standalone-auto-values.yaml")],
-            &[("dashboard.auth", "none")],
+            &[
+                ("dashboard.auth", "none"),
+                ("dashboard.allowUnauthenticatedRemote", "true"),
+            ],
             &["--kube-version", &kube],
         )
         .await?;
@@ -792,6 +804,732 @@ fn readme_documents_every_value() -> Result<()> {
             node = &node["properties"][part];
         }
         ensure!(!node.is_null(), "values.schema.json has no entry for {p}");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Safe in the critical path (issue 21): what the chart turns on by default, and what it
+// refuses to render.
+// ---------------------------------------------------------------------------------------
+
+/// `helm template` of ci file `values` with `--set` pairs, at the chart's lowest
+/// Kubernetes version unless `extra` names another.
+async fn render_with(values: &str, sets: &[(&str, &str)], extra: &[&str]) -> Result<Vec<Value>> {
+    let kube = chart_min_kube_version()?;
+    let mut flags: Vec<&str> = extra.to_vec();
+    if !extra.contains(&"--kube-version") {
+        flags.extend(["--kube-version", &kube]);
+    }
+    Helm::new()?
+        .template("kq", "karmada-system", &[&ci_file(values)], sets, &flags)
+        .await
+}
+
+/// The error of a render that must fail; an error when it rendered.
+async fn render_fails(values: &str, sets: &[(&str, &str)]) -> Result<String> {
+    match render_with(values, sets, &[]).await {
+        Ok(_) => bail!("ci/{values} with {sets:?} rendered; the chart must refuse it"),
+        Err(e) => Ok(format!("{e:#}")),
+    }
+}
+
+/// The Deployment whose name ends with `-<component>`.
+fn deployment<'a>(objects: &'a [Value], component: &str) -> Result<&'a Value> {
+    let suffix = format!("-{component}");
+    objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "Deployment"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with(&suffix))
+        })
+        .ok_or_else(|| anyhow!("no {component} Deployment rendered"))
+}
+
+fn container_args(d: &Value) -> Vec<String> {
+    d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The value of `--flag=value` among `args`.
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let key = format!("{name}=");
+    args.iter().find_map(|a| a.strip_prefix(&key))
+}
+
+/// The volume of Deployment `d` mounted at `path`.
+fn volume_at<'a>(d: &'a Value, path: &str) -> Option<&'a Value> {
+    let spec = &d["spec"]["template"]["spec"];
+    let mount = spec["containers"][0]["volumeMounts"]
+        .as_array()?
+        .iter()
+        .find(|m| m["mountPath"] == path)?;
+    spec["volumes"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+}
+
+/// Every Secret name Deployment `d`'s pods mount.
+fn mounted_secrets(d: &Value) -> BTreeSet<String> {
+    d["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["secret"]["secretName"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A Secret's `data` value (base64), decoded as the apiserver would.
+fn decode_b64(text: &str) -> Result<Vec<u8>> {
+    let bytes: k8s_openapi::ByteString =
+        serde_json::from_value(json!(text)).context("a Secret's data is not base64")?;
+    Ok(bytes.0)
+}
+
+/// host[:port] of an https URL.
+fn url_host(url: &str) -> Result<&str> {
+    let rest = url
+        .strip_prefix("https://")
+        .ok_or_else(|| anyhow!("{url} is not https"))?;
+    Ok(rest.split('/').next().unwrap_or(rest))
+}
+
+const CLIENT_CA_DIR: &str = "/etc/karmada-quota/client-ca";
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn the_webhook_admits_only_the_apiservers_client_certificate_in_every_certs_mode()
+-> Result<()> {
+    // The webhook URL the apiserver part registers: the host:port the apiserver's
+    // kubeconfig must name for its client certificate to be presented.
+    let api = render("karmada-apiserver-auto-values.yaml").await?;
+    let vwc = api
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .ok_or_else(|| anyhow!("no ValidatingWebhookConfiguration"))?;
+    let karmada_host = url_host(
+        vwc["webhooks"][0]["clientConfig"]["url"]
+            .as_str()
+            .ok_or_else(|| anyhow!("the webhook has no url"))?,
+    )?
+    .to_owned();
+    ensure!(
+        karmada_host == "karmada-quota-webhook.karmada-system.svc:443",
+        "{karmada_host}"
+    );
+    let mut checked = 0;
+    for f in ci_values_files()? {
+        let name = file_name(&f).to_owned();
+        if name.starts_with("karmada-apiserver-") {
+            continue;
+        }
+        let objects = render(&name).await?;
+        let webhook = deployment(&objects, "webhook")?;
+        let args = container_args(webhook);
+        if name == "standalone-custom-values.yaml" {
+            // This fixture turns client authentication off: nothing of it is rendered.
+            ensure!(
+                flag(&args, "--client-ca-file").is_none()
+                    && volume_at(webhook, CLIENT_CA_DIR).is_none(),
+                "ci/{name}: clientAuth.enabled=false still wires a client CA: {args:?}"
+            );
+            continue;
+        }
+        ensure!(
+            flag(&args, "--client-ca-file") == Some(&format!("{CLIENT_CA_DIR}/ca.crt")),
+            "ci/{name}: the webhook does not require a client certificate: {args:?}"
+        );
+        // The webhook mounts the CA of the client Secret, and nothing else of it (the key
+        // is the apiserver's).
+        let vol = volume_at(webhook, CLIENT_CA_DIR)
+            .ok_or_else(|| anyhow!("ci/{name}: nothing mounted at {CLIENT_CA_DIR}"))?;
+        ensure!(
+            vol["secret"]["items"] == json!([{"key": "ca.crt", "path": "ca.crt"}]),
+            "ci/{name}: the webhook mounts more than ca.crt of the client Secret: {vol}"
+        );
+        let secret_name = vol["secret"]["secretName"].as_str().unwrap_or_default();
+        let allowed: Vec<&str> = flag(&args, "--client-allowed-names")
+            .map(|n| n.split(',').collect())
+            .unwrap_or_default();
+        if name.contains("existingsecret") {
+            ensure!(secret_name == "my-apiserver-client", "ci/{name}: {vol}");
+        } else if name.contains("certmanager") {
+            let cert = find(&objects, "Certificate", secret_name)?;
+            let usages = cert["spec"]["usages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            ensure!(
+                usages.contains(&json!("client auth")) && !usages.contains(&json!("server auth")),
+                "ci/{name}: the client Certificate's usages: {usages:?}"
+            );
+            let cn = cert["spec"]["commonName"].as_str().unwrap_or_default();
+            ensure!(
+                allowed == [cn],
+                "ci/{name}: --client-allowed-names {allowed:?}, certificate CN {cn}"
+            );
+        } else {
+            // auto and custom: the certificate the apiserver will present passes the
+            // webhook's client verification, and its name is allowed.
+            let secret = find(&objects, "Secret", secret_name)?;
+            let data = |k: &str| -> Result<Vec<u8>> {
+                decode_b64(
+                    secret["data"][k]
+                        .as_str()
+                        .ok_or_else(|| anyhow!("ci/{name}: Secret {secret_name} has no {k}"))?,
+                )
+            };
+            let (ca, crt) = (data("ca.crt")?, data("tls.crt")?);
+            ensure!(!data("tls.key")?.is_empty(), "ci/{name}: no tls.key");
+            verify_client_certificate(&ca, &crt)
+                .with_context(|| format!("ci/{name}: Secret {secret_name}"))?;
+            let subject = certificate_subject(&crt).await?;
+            let cn = subject
+                .split(',')
+                .find_map(|p| p.strip_prefix("CN="))
+                .unwrap_or_default();
+            if name.contains("auto") {
+                ensure!(
+                    allowed.contains(&cn),
+                    "ci/{name}: --client-allowed-names {allowed:?} lacks the issued CN {cn}"
+                );
+            }
+            // The webhook's own serving certificate is no client certificate of that CA.
+            let tls = find(&objects, "Secret", "karmada-quota-webhook-tls")?;
+            let serving = decode_b64(tls["data"]["tls.crt"].as_str().unwrap_or_default())?;
+            ensure!(
+                verify_client_certificate(&ca, &serving).is_err(),
+                "ci/{name}: the webhook's serving certificate passes as the apiserver's client"
+            );
+        }
+        // The apiserver's AdmissionConfiguration names the client certificate for the
+        // webhook's exact host:port.
+        let cm = find(&objects, "ConfigMap", "karmada-quota-apiserver-admission")?;
+        let admission = karmada_quota_e2e::yaml_documents(
+            cm["data"]["admission-configuration.yaml"]
+                .as_str()
+                .unwrap_or_default(),
+        )?;
+        let plugin = admission[0]["plugins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == "ValidatingAdmissionWebhook")
+            .ok_or_else(|| anyhow!("ci/{name}: no ValidatingAdmissionWebhook plugin"))?;
+        ensure!(
+            admission[0]["kind"] == "AdmissionConfiguration"
+                && plugin["configuration"]["kind"] == "WebhookAdmissionConfiguration"
+                && plugin["configuration"]["kubeConfigFile"]
+                    == "/etc/karmada-quota/admission/webhook-kubeconfig.yaml",
+            "ci/{name}: {plugin}"
+        );
+        let kubeconfig = karmada_quota_e2e::yaml_documents(
+            cm["data"]["webhook-kubeconfig.yaml"]
+                .as_str()
+                .unwrap_or_default(),
+        )?;
+        let user = &kubeconfig[0]["users"][0];
+        let want_host = if name.starts_with("standalone-") {
+            let vwc = objects
+                .iter()
+                .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+                .ok_or_else(|| anyhow!("ci/{name}: no ValidatingWebhookConfiguration"))?;
+            url_host(
+                vwc["webhooks"][0]["clientConfig"]["url"]
+                    .as_str()
+                    .unwrap_or_default(),
+            )?
+            .to_owned()
+        } else {
+            karmada_host.clone()
+        };
+        ensure!(
+            user["name"] == want_host.as_str()
+                && user["user"]["client-certificate"] == "/etc/karmada-quota/admission/tls.crt"
+                && user["user"]["client-key"] == "/etc/karmada-quota/admission/tls.key",
+            "ci/{name}: the apiserver's kubeconfig user {user} is not for {want_host}"
+        );
+        checked += 1;
+    }
+    ensure!(checked == 7, "{checked} host renderings checked");
+    // Bring your own CA (any certs.mode): trusted instead, nothing issued.
+    let byo_ca = read(&chart_dir().join("ci/standalone-custom-values.yaml"))?;
+    let byo_ca = karmada_quota_e2e::yaml_documents(&byo_ca)?[0]["certs"]["custom"]["clientCaCert"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no clientCaCert in ci/standalone-custom-values.yaml"))?
+        .to_owned();
+    let objects = render_with(
+        "karmada-host-certmanager-values.yaml",
+        &[
+            ("webhook.clientAuth.caBundle", byo_ca.as_str()),
+            ("webhook.clientAuth.allowedNames", "{karmada-apiserver}"),
+        ],
+        &[],
+    )
+    .await?;
+    let webhook = deployment(&objects, "webhook")?;
+    let args = container_args(webhook);
+    ensure!(
+        flag(&args, "--client-allowed-names") == Some("karmada-apiserver"),
+        "{args:?}"
+    );
+    let vol = volume_at(webhook, CLIENT_CA_DIR).ok_or_else(|| anyhow!("no client CA"))?;
+    let secret = find(
+        &objects,
+        "Secret",
+        vol["secret"]["secretName"].as_str().unwrap_or_default(),
+    )?;
+    ensure!(
+        decode_b64(secret["data"]["ca.crt"].as_str().unwrap_or_default())? == byo_ca.as_bytes()
+            && secret["data"]["tls.key"].is_null(),
+        "the bring-your-own CA Secret: {secret}"
+    );
+    ensure!(
+        find(&objects, "Certificate", "karmada-quota-apiserver-client").is_err(),
+        "a client certificate was issued although the CA is the operator's"
+    );
+    // Without what client authentication needs, the chart says so rather than render a
+    // webhook nobody can call.
+    for (values, sets, fragment) in [
+        (
+            "karmada-host-existingsecret-values.yaml",
+            &[("certs.existingSecret.clientSecretName", "")][..],
+            "certs.existingSecret.clientSecretName is required",
+        ),
+        (
+            "karmada-host-custom-values.yaml",
+            &[("certs.custom.clientCaCert", "")][..],
+            "certs.custom.clientCaCert is required",
+        ),
+    ] {
+        let err = render_fails(values, sets).await?;
+        ensure!(err.contains(fragment), "{values}: {err}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn listeners_are_given_explicitly_and_an_open_dashboard_must_be_asked_for() -> Result<()> {
+    let objects = render("karmada-host-existingsecret-values.yaml").await?;
+    let webhook = container_args(deployment(&objects, "webhook")?);
+    let controller = container_args(deployment(&objects, "controller")?);
+    // The binaries bind loopback by default; the pods must listen on their own address.
+    for (args, name, want) in [
+        (&webhook, "--listen", "0.0.0.0:9443"),
+        (&webhook, "--admin-listen", "0.0.0.0:8080"),
+        (&controller, "--admin-listen", "0.0.0.0:8080"),
+        (&controller, "--dashboard-listen", "0.0.0.0:8081"),
+        (&controller, "--dashboard-auth", "kubernetes"),
+    ] {
+        ensure!(flag(args, name) == Some(want), "{name}: {args:?}");
+    }
+    ensure!(
+        flag(&controller, "--dashboard-allow-unauthenticated-remote").is_none(),
+        "{controller:?}"
+    );
+    // auth=none on a pod address: refused unless asked for.
+    let err = render_fails(
+        "karmada-host-existingsecret-values.yaml",
+        &[("dashboard.auth", "none")],
+    )
+    .await?;
+    ensure!(
+        err.contains("dashboard.allowUnauthenticatedRemote"),
+        "the refusal does not say how to accept it: {err}"
+    );
+    let open = render_with(
+        "karmada-host-existingsecret-values.yaml",
+        &[
+            ("dashboard.auth", "none"),
+            ("dashboard.allowUnauthenticatedRemote", "true"),
+        ],
+        &[],
+    )
+    .await?;
+    let args = container_args(deployment(&open, "controller")?);
+    ensure!(
+        flag(&args, "--dashboard-allow-unauthenticated-remote") == Some("true"),
+        "{args:?}"
+    );
+    // On loopback (a sidecar proxy in front) auth=none needs no such consent.
+    let local = render_with(
+        "karmada-host-existingsecret-values.yaml",
+        &[("dashboard.auth", "none"), ("listenHost", "127.0.0.1")],
+        &[],
+    )
+    .await?;
+    let args = container_args(deployment(&local, "controller")?);
+    ensure!(
+        flag(&args, "--dashboard-listen") == Some("127.0.0.1:8081"),
+        "{args:?}"
+    );
+    // The dashboard's own TLS, audiences and listener bounds are passed when set.
+    let full = render("karmada-host-auto-values.yaml").await?;
+    let args = container_args(deployment(&full, "controller")?);
+    for (name, want) in [
+        (
+            "--dashboard-tls-cert-file",
+            "/etc/karmada-quota/dashboard-tls/tls.crt",
+        ),
+        (
+            "--dashboard-tls-private-key-file",
+            "/etc/karmada-quota/dashboard-tls/tls.key",
+        ),
+        ("--dashboard-token-audiences", "karmada-quota-dashboard"),
+        ("--allow-insecure-members", "lab-cluster"),
+        ("--max-connections", "256"),
+        ("--header-read-timeout", "5s"),
+        ("--body-read-timeout", "10s"),
+    ] {
+        ensure!(flag(&args, name) == Some(want), "{name}: {args:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn an_ingress_without_tls_is_refused_unless_told() -> Result<()> {
+    // The fixture has no Ingress tls and says allowInsecure; take that back.
+    let err = render_fails(
+        "karmada-host-certmanager-values.yaml",
+        &[("dashboard.ingress.allowInsecure", "false")],
+    )
+    .await?;
+    ensure!(
+        err.contains("dashboard.ingress has no tls") && err.contains("allowInsecure"),
+        "{err}"
+    );
+    let insecure = render("karmada-host-certmanager-values.yaml").await?;
+    let ingress = insecure
+        .iter()
+        .find(|o| o["kind"] == "Ingress")
+        .ok_or_else(|| anyhow!("allowInsecure: no Ingress"))?;
+    ensure!(ingress["spec"]["tls"].is_null(), "{ingress}");
+    let tls = render("karmada-host-auto-values.yaml").await?;
+    let ingress = tls
+        .iter()
+        .find(|o| o["kind"] == "Ingress")
+        .ok_or_else(|| anyhow!("no Ingress"))?;
+    ensure!(
+        ingress["spec"]["tls"][0]["secretName"] == "quota-example-org-tls",
+        "{ingress}"
+    );
+    Ok(())
+}
+
+/// The `from` peers of the NetworkPolicy rule of `policy` that opens port `port`.
+fn peers_of(policy: &Value, port: &str) -> Option<Value> {
+    policy["spec"]["ingress"]
+        .as_array()?
+        .iter()
+        .find(|r| {
+            r["ports"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["port"] == port))
+        })
+        .map(|r| r["from"].clone())
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn network_policies_let_only_the_apiserver_the_scraper_and_the_ingress_in() -> Result<()> {
+    let objects = render("karmada-host-existingsecret-values.yaml").await?;
+    let policy = |c: &str| find(&objects, "NetworkPolicy", &format!("karmada-quota-{c}"));
+    let (webhook, controller) = (policy("webhook")?, policy("controller")?);
+    let apiserver = json!([{"podSelector": {"matchLabels": {"app": "karmada-apiserver"}}}]);
+    let scraper = json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]);
+    let ingress = json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}},
+                          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "ingress-nginx"}}}]);
+    ensure!(peers_of(webhook, "https") == Some(apiserver), "{webhook}");
+    ensure!(
+        peers_of(webhook, "metrics") == Some(scraper.clone()),
+        "{webhook}"
+    );
+    ensure!(
+        peers_of(controller, "metrics") == Some(scraper),
+        "{controller}"
+    );
+    ensure!(
+        peers_of(controller, "dashboard") == Some(ingress),
+        "{controller}"
+    );
+    ensure!(
+        peers_of(controller, "https").is_none() && peers_of(webhook, "dashboard").is_none(),
+        "a port is open that the component does not serve"
+    );
+    for p in [webhook, controller] {
+        // No rule without peers (it would admit everyone); egress open by default.
+        for rule in p["spec"]["ingress"].as_array().into_iter().flatten() {
+            ensure!(
+                rule["from"].as_array().is_some_and(|f| !f.is_empty()),
+                "a rule open to everyone: {rule}"
+            );
+        }
+        ensure!(p["spec"]["policyTypes"] == json!(["Ingress"]), "{p}");
+        // It selects exactly the component's pods.
+        let component = p["metadata"]["labels"]["app.kubernetes.io/component"].clone();
+        ensure!(
+            p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == component,
+            "{p}"
+        );
+    }
+    // A host-network apiserver by address; egress restricted on request.
+    let full = render("karmada-host-auto-values.yaml").await?;
+    let webhook = find(&full, "NetworkPolicy", "karmada-quota-webhook")?;
+    let peers = peers_of(webhook, "https").unwrap_or_default();
+    ensure!(
+        peers
+            .as_array()
+            .is_some_and(|p| p.contains(&json!({"ipBlock": {"cidr": "10.0.0.0/24"}}))),
+        "{peers}"
+    );
+    ensure!(
+        webhook["spec"]["policyTypes"] == json!(["Ingress", "Egress"]),
+        "{webhook}"
+    );
+    // Standalone (a host-network kube-apiserver) without its addresses, or no apiserver
+    // peer at all: refused, rather than cutting the apiserver off or letting all in.
+    let err = render_fails(
+        "standalone-auto-values.yaml",
+        &[("networkPolicy.apiserver.ipBlocks", "null")],
+    )
+    .await?;
+    ensure!(err.contains("networkPolicy.apiserver.ipBlocks"), "{err}");
+    let err = render_fails(
+        "karmada-host-existingsecret-values.yaml",
+        &[("networkPolicy.apiserver.from", "null")],
+    )
+    .await?;
+    ensure!(err.contains("lets everyone reach the webhook"), "{err}");
+    let off = render_with(
+        "karmada-host-existingsecret-values.yaml",
+        &[("networkPolicy.enabled", "false")],
+        &[],
+    )
+    .await?;
+    ensure!(kind_counts(&off).get("NetworkPolicy").is_none());
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn the_binding_webhook_skips_the_system_namespaces() -> Result<()> {
+    let objects = render_with(
+        "karmada-apiserver-custom-values.yaml",
+        &[("webhook.extraExcludedNamespaces", "{ops}")],
+        &[],
+    )
+    .await?;
+    let vwc = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .ok_or_else(|| anyhow!("no ValidatingWebhookConfiguration"))?;
+    for hook in vwc["webhooks"].as_array().into_iter().flatten() {
+        let terms = hook["namespaceSelector"]["matchExpressions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let excluded = terms
+            .iter()
+            .find(|t| t["key"] == "kubernetes.io/metadata.name" && t["operator"] == "NotIn");
+        if hook["name"] == "resourcebindings.quota.karmada.io" {
+            let values: BTreeSet<&str> = excluded
+                .and_then(|t| t["values"].as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            for ns in ["kube-system", "karmada-system", "karmada-cluster", "ops"] {
+                ensure!(values.contains(ns), "{ns} is reviewed: {values:?}");
+            }
+        } else {
+            ensure!(
+                excluded.is_none(),
+                "{}: excludes namespaces too: {terms:?}",
+                hook["name"]
+            );
+        }
+    }
+    // A selector of the user's own keeps its terms, and gains the exclusion.
+    let objects = render("karmada-apiserver-auto-values.yaml").await?;
+    let vwc = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .ok_or_else(|| anyhow!("no ValidatingWebhookConfiguration"))?;
+    let rb = vwc["webhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|h| h["name"] == "resourcebindings.quota.karmada.io")
+        .ok_or_else(|| anyhow!("no ResourceBinding webhook"))?;
+    let terms = rb["namespaceSelector"]["matchExpressions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    ensure!(terms.len() >= 2, "{terms:?}");
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn replicas_spread_and_no_budget_can_block_a_drain() -> Result<()> {
+    let objects = render("karmada-host-existingsecret-values.yaml").await?;
+    for component in ["webhook", "controller"] {
+        let spec = &deployment(&objects, component)?["spec"]["template"]["spec"];
+        let keys: Vec<&str> = spec["topologySpreadConstraints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| {
+                c["whenUnsatisfiable"] == "ScheduleAnyway"
+                    && c["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == component
+            })
+            .filter_map(|c| c["topologyKey"].as_str())
+            .collect();
+        ensure!(
+            keys == ["kubernetes.io/hostname", "topology.kubernetes.io/zone"],
+            "{component}: {}",
+            spec["topologySpreadConstraints"]
+        );
+        let anti = &spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+            [0]["podAffinityTerm"];
+        ensure!(
+            anti["topologyKey"] == "kubernetes.io/hostname"
+                && anti["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == component,
+            "{component}: {}",
+            spec["affinity"]
+        );
+    }
+    // The fixture: webhook 3 replicas with pdb disabled, controller 1 replica: no PDB.
+    ensure!(kind_counts(&objects).get("PodDisruptionBudget").is_none());
+    // Two replicas each: maxUnavailable 1; policy/v1beta1 at 1.20, policy/v1 from 1.21.
+    for (kube, api) in [("1.20.0", "policy/v1beta1"), ("1.21.0", "policy/v1")] {
+        let objects = render_with(
+            "karmada-host-custom-values.yaml",
+            &[],
+            &["--kube-version", kube],
+        )
+        .await?;
+        let pdbs: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "PodDisruptionBudget")
+            .collect();
+        ensure!(pdbs.len() == 2, "{kube}: {} PDBs", pdbs.len());
+        for p in pdbs {
+            ensure!(
+                p["apiVersion"] == api
+                    && p["spec"]["maxUnavailable"] == 1
+                    && p["spec"]["minAvailable"].is_null(),
+                "{kube}: {p}"
+            );
+        }
+    }
+    // One replica: a budget could only block; none is rendered.
+    let one = render_with(
+        "karmada-host-custom-values.yaml",
+        &[("controller.replicas", "1")],
+        &[],
+    )
+    .await?;
+    ensure!(
+        find(&one, "PodDisruptionBudget", "karmada-quota-controller").is_err()
+            && find(&one, "PodDisruptionBudget", "karmada-quota-webhook").is_ok(),
+        "{:?}",
+        kind_counts(&one)
+    );
+    // minAvailable = replicas would forbid every eviction: refused.
+    let err = render_fails(
+        "karmada-host-custom-values.yaml",
+        &[("webhook.pdb.minAvailable", "2")],
+    )
+    .await?;
+    ensure!(err.contains("would block every node drain"), "{err}");
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn each_component_gets_its_own_identity_and_never_the_admin_kubeconfig() -> Result<()> {
+    let objects = render("karmada-host-existingsecret-values.yaml").await?;
+    let webhook = mounted_secrets(deployment(&objects, "webhook")?);
+    let controller = mounted_secrets(deployment(&objects, "controller")?);
+    let want_webhook: BTreeSet<String> = [
+        "karmada-quota-webhook-kubeconfig",
+        "my-webhook-tls",
+        "my-apiserver-client",
+    ]
+    .map(str::to_owned)
+    .into();
+    ensure!(webhook == want_webhook, "webhook mounts {webhook:?}");
+    ensure!(
+        controller == BTreeSet::from(["karmada-quota-controller-kubeconfig".to_owned()]),
+        "controller mounts {controller:?}"
+    );
+    ensure!(
+        !webhook.contains("karmada-kubeconfig") && !controller.contains("karmada-kubeconfig"),
+        "Karmada's admin kubeconfig is mounted"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn only_the_project_identities_may_write_quota_status() -> Result<()> {
+    let objects = render("karmada-apiserver-auto-values.yaml").await?;
+    let view = find(&objects, "ClusterRole", "karmada-quota-view")?;
+    for agg in ["view", "edit", "admin"] {
+        ensure!(
+            view["metadata"]["labels"][format!("rbac.authorization.k8s.io/aggregate-to-{agg}")]
+                == "true",
+            "the view role is not aggregated into {agg}"
+        );
+    }
+    ensure!(
+        view["rules"]
+            == json!([{"apiGroups": ["quota.karmada.io"],
+                       "resources": ["karmadaquotas", "karmadaclusterquotas"],
+                       "verbs": ["get", "list", "watch"]}]),
+        "{}",
+        view["rules"]
+    );
+    let admin = find(&objects, "ClusterRole", "karmada-quota-admin")?;
+    ensure!(
+        admin["metadata"]["labels"]
+            .as_object()
+            .is_some_and(|l| l.keys().all(|k| !k.contains("aggregate-to"))),
+        "the quota admin role is aggregated: a namespace admin could raise their own quota"
+    );
+    // Status (reservations, usage) only in the webhook's and the controller's roles; no
+    // wildcard anywhere.
+    for role in objects.iter().filter(|o| o["kind"] == "ClusterRole") {
+        let name = role["metadata"]["name"].as_str().unwrap_or_default();
+        let writes_status = role["rules"].as_array().into_iter().flatten().any(|r| {
+            r["resources"].as_array().is_some_and(|rs| {
+                rs.iter().any(|x| {
+                    x.as_str()
+                        .is_some_and(|x| x.ends_with("/status") || x == "*")
+                })
+            })
+        });
+        let wildcard = role["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["verbs"] == json!(["*"]) || r["apiGroups"] == json!(["*"]));
+        ensure!(!wildcard, "{name} has a wildcard rule");
+        ensure!(
+            writes_status == matches!(name, "karmada-quota-webhook" | "karmada-quota-controller"),
+            "{name}: writes status {writes_status}"
+        );
     }
     Ok(())
 }

@@ -15,8 +15,13 @@
 //!
 //! Every call the binaries make goes through the chart's RBAC: a binding that fits is
 //! admitted, one over the limit is denied, status is written, a drift raises an event;
-//! SelfSubjectAccessReviews pin each granted verb (and a few that must not be). Then
-//! `helm uninstall` of the apiserver part removes the webhook configuration.
+//! SelfSubjectAccessReviews pin each granted verb (and a few that must not be), and
+//! SubjectAccessReviews (`kubectl auth can-i --as=…`) the binaries' ServiceAccounts, a
+//! quota viewer and a quota admin: nobody but the binaries writes quota status. The
+//! webhook requires the client certificate apiserver 0 presents (its AdmissionConfiguration;
+//! the chart trusts that CA with webhook.clientAuth.caBundle): a forged review sent
+//! straight to the port without it is refused in the TLS handshake. Then `helm uninstall`
+//! of the apiserver part removes the webhook configuration.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,17 +34,21 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use karmada_quota_e2e::chart::{Helm, chart_dir};
+use karmada_quota_e2e::chart::{Helm, certificate_subject, chart_dir};
 use karmada_quota_e2e::controller::{
     ClusterRegistration, MemberCluster, cluster_used_is, condition_is, ensure_namespace,
     member_apis, quota_events, used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::viewer::Viewer;
-use karmada_quota_e2e::webhook::{Rb, create, create_with, expect_admitted, quota};
+use karmada_quota_e2e::webhook::{
+    Rb, binding_review, create, create_with, expect_admitted, post_review, quota, review_client,
+};
 use karmada_quota_e2e::{
     Binary, Env, TestNs, accepts, free_port, http_get, http_get_ok, http_get_with, metric_sum,
     try_wait_for, wait_for, yaml_documents,
@@ -189,6 +198,97 @@ impl<'a> Access<'a> {
     }
 }
 
+impl Access<'_> {
+    /// What the apiserver answers for `user` (a SubjectAccessReview, as
+    /// `kubectl auth can-i --as=<user>` asks): a ServiceAccount's user name gets its groups.
+    async fn check_as(&self, admin: &Client, user: &str) -> Result<bool> {
+        let mut groups = vec!["system:authenticated".to_owned()];
+        if let Some(rest) = user.strip_prefix("system:serviceaccount:") {
+            groups.push("system:serviceaccounts".to_owned());
+            if let Some((ns, _)) = rest.split_once(':') {
+                groups.push(format!("system:serviceaccounts:{ns}"));
+            }
+        }
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.to_owned()),
+                groups: Some(groups),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(self.verb.to_owned()),
+                    group: Some(self.group.to_owned()),
+                    resource: Some(self.resource.to_owned()),
+                    subresource: self.sub.map(str::to_owned),
+                    namespace: self.ns.map(str::to_owned),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = Api::<SubjectAccessReview>::all(admin.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .with_context(|| format!("SubjectAccessReview for {user}"))?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+/// A user holding `<fullname>-view` in the test namespace.
+const VIEWER: &str = "chart-quota-viewer";
+/// A user holding the built-in `admin` in the test namespace and `<fullname>-admin`
+/// cluster-wide.
+const QUOTA_ADMIN: &str = "chart-quota-admin";
+
+/// The bindings that give [`VIEWER`] and [`QUOTA_ADMIN`] the chart's roles (the
+/// RoleBindings go with the test namespace; the ClusterRoleBinding is deleted).
+struct PeopleBindings {
+    cluster: String,
+}
+
+impl PeopleBindings {
+    async fn create(admin: &Client, fullname: &str, ns: &str) -> Result<PeopleBindings> {
+        let user = |name: &str| json!([{"kind": "User", "name": name, "apiGroup": "rbac.authorization.k8s.io"}]);
+        let role = |name: &str| json!({"kind": "ClusterRole", "name": name, "apiGroup": "rbac.authorization.k8s.io"});
+        let cluster = format!("{fullname}-chart-quota-admin");
+        let crbs: Api<ClusterRoleBinding> = Api::all(admin.clone());
+        crbs.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": cluster},
+                "roleRef": role(&format!("{fullname}-admin")),
+                "subjects": user(QUOTA_ADMIN),
+            }))?,
+        )
+        .await
+        .with_context(|| format!("creating ClusterRoleBinding {cluster}"))?;
+        let rbs: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
+        for (name, role_name, who) in [
+            ("chart-quota-viewer", format!("{fullname}-view"), VIEWER),
+            ("chart-namespace-admin", "admin".to_owned(), QUOTA_ADMIN),
+        ] {
+            rbs.create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "metadata": {"name": name, "namespace": ns},
+                    "roleRef": role(&role_name),
+                    "subjects": user(who),
+                }))?,
+            )
+            .await
+            .with_context(|| format!("creating RoleBinding {ns}/{name}"))?;
+        }
+        Ok(PeopleBindings { cluster })
+    }
+
+    async fn delete(self, admin: &Client) -> Result<()> {
+        Api::<ClusterRoleBinding>::all(admin.clone())
+            .delete(&self.cluster, &Default::default())
+            .await
+            .with_context(|| format!("deleting ClusterRoleBinding {}", self.cluster))?;
+        Ok(())
+    }
+}
+
 impl std::fmt::Display for Access<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}/{}", self.verb, self.group, self.resource)?;
@@ -307,6 +407,71 @@ async fn start(env: &Env, spec: &FromDeployment, admin: SocketAddr) -> Result<Bi
     Ok(binary)
 }
 
+/// The client certificate apiserver 0 presents to webhooks (controlplane.sh writes it and
+/// names its files in DIR/env as WEBHOOK_CLIENT_CA, _CERT, _KEY).
+struct ApiserverClientCert {
+    ca_pem: String,
+    cn: String,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+}
+
+impl ApiserverClientCert {
+    async fn of(env: &Env) -> Result<ApiserverClientCert> {
+        let dir = env.cp_dir().ok_or_else(|| {
+            anyhow!("the chart install test needs a controlplane.sh control plane")
+        })?;
+        let vars = std::fs::read_to_string(dir.join("env"))
+            .with_context(|| format!("reading {}/env", dir.display()))?;
+        let var = |name: &str| {
+            vars.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                .map(|v| std::path::PathBuf::from(v.trim()))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "{}/env has no {name}: this control plane's apiserver 0 presents no webhook client certificate",
+                        dir.display()
+                    )
+                })
+        };
+        let ca = var("WEBHOOK_CLIENT_CA")?;
+        let cert = var("WEBHOOK_CLIENT_CERT")?;
+        let ca_pem =
+            std::fs::read_to_string(&ca).with_context(|| format!("reading {}", ca.display()))?;
+        let pem = std::fs::read(&cert).with_context(|| format!("reading {}", cert.display()))?;
+        let subject = certificate_subject(&pem).await?;
+        let cn = subject
+            .split(',')
+            .find_map(|p| p.strip_prefix("CN="))
+            .ok_or_else(|| anyhow!("{}: no CN in {subject}", cert.display()))?
+            .to_owned();
+        Ok(ApiserverClientCert {
+            ca_pem,
+            cn,
+            cert,
+            key: var("WEBHOOK_CLIENT_KEY")?,
+        })
+    }
+
+    /// A client of the webhook at `base` presenting this certificate, as the apiserver does.
+    fn review_client(&self, base: &str, serving_ca: &Path) -> Result<Client> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let roots = CertificateDer::pem_file_iter(serving_ca)
+            .with_context(|| format!("reading {}", serving_ca.display()))?
+            .map(|c| c.map(|c| c.as_ref().to_vec()))
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("parsing {}", serving_ca.display()))?;
+        let mut config = Config::new(base.parse().with_context(|| format!("url {base}"))?);
+        config.root_cert = Some(roots);
+        config.auth_info.client_certificate = Some(self.cert.display().to_string());
+        config.auth_info.client_key = Some(self.key.display().to_string());
+        config.read_timeout = Some(Duration::from_secs(10));
+        config.default_retry = false;
+        Client::try_from(config).context("building a client with the apiserver's certificate")
+    }
+}
+
 /// A pod requesting `cpu`, created in a member behind Karmada's back.
 fn member_pod(ns: &str, name: &str, cpu: &str) -> Value {
     json!({
@@ -343,6 +508,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     let controller_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
     let controller_dashboard: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
 
+    let apiserver_client = ApiserverClientCert::of(env).await?;
     // One values file for both parts, as an admin would keep it.
     let values = json!({
         "installMode": "karmada",
@@ -359,13 +525,15 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
             // Cluster-scoped KarmadaClusterQuotas skip the namespaceSelector: without this,
             // every other test's cluster quota would be sent to this install's webhook.
             "clusterQuotaObjectSelector": {"matchLabels": {NS_LABEL: fullname}},
-            "kubeconfigSecret": {"name": format!("{fullname}-webhook-kubeconfig"), "key": "kubeconfig"},
+            // Apiserver 0 presents the control plane's webhook client certificate to every
+            // webhook (its AdmissionConfiguration): the chart trusts that CA (bring your
+            // own) and only that certificate's name.
+            "clientAuth": {"caBundle": apiserver_client.ca_pem, "allowedNames": [apiserver_client.cn]},
         },
         "controller": {
             "replicas": 1,
             "watchNamespace": ns.name(),
             "leaderElection": {"namespace": lease_ns, "createNamespace": true},
-            "kubeconfigSecret": {"name": format!("{fullname}-controller-kubeconfig"), "key": "kubeconfig"},
         },
     });
     let values_file = work.join("values.yaml");
@@ -601,6 +769,52 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         wrong.join("\n  ")
     );
 
+    step(
+        "people: view reads quotas, the quota admin writes them, nobody but the binaries writes status",
+    );
+    let people = PeopleBindings::create(&karmada, &fullname, t).await?;
+    let sa = |c: &str| format!("system:serviceaccount:{system_ns}:{fullname}-{c}");
+    let (webhook_sa, controller_sa) = (sa("webhook"), sa("controller"));
+    #[rustfmt::skip]
+    let people_table = [
+        // `kubectl auth can-i --as=system:serviceaccount:…` for the binaries' identities.
+        (webhook_sa.as_str(), Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t))),
+        (webhook_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some(t))),
+        (webhook_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some("karmada-cluster"))),
+        (controller_sa.as_str(), Access::new(true, "update", q, "karmadaclusterquotas", Some("status"), None)),
+        (controller_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some(t))),
+        // A viewer (<fullname>-view in the namespace): reads, never writes.
+        (VIEWER, Access::new(true, "list", q, "karmadaquotas", None, Some(t))),
+        (VIEWER, Access::new(true, "get", q, "karmadaquotas", None, Some(t))),
+        (VIEWER, Access::new(false, "create", q, "karmadaquotas", None, Some(t))),
+        (VIEWER, Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t))),
+        (VIEWER, Access::new(false, "list", q, "karmadaquotas", None, None)),
+        // The namespace's admin (built-in admin) and the quota admin (<fullname>-admin):
+        // set quotas, never reservations or usage.
+        (QUOTA_ADMIN, Access::new(true, "update", q, "karmadaquotas", None, Some(t))),
+        (QUOTA_ADMIN, Access::new(true, "create", q, "karmadaclusterquotas", None, None)),
+        (QUOTA_ADMIN, Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t))),
+        (QUOTA_ADMIN, Access::new(false, "patch", q, "karmadaquotas", Some("status"), Some(t))),
+        (QUOTA_ADMIN, Access::new(false, "update", q, "karmadaclusterquotas", Some("status"), None)),
+    ];
+    let mut wrong = Vec::new();
+    for (user, a) in &people_table {
+        let got = a.check_as(&karmada, user).await?;
+        if got != a.allowed {
+            wrong.push(format!(
+                "{user} {a}: {} (want {})",
+                verdict(got),
+                verdict(a.allowed)
+            ));
+        }
+    }
+    people.delete(&karmada).await?;
+    ensure!(
+        wrong.is_empty(),
+        "people's RBAC differs from the README:\n  {}",
+        wrong.join("\n  ")
+    );
+
     step("[Create] the webhook and the controller from the installed Deployments, on loopback");
     let webhook_spec = from_deployment(
         &host,
@@ -720,6 +934,27 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
             &["result=\"ok\""]
         ) >= 1,
         "the webhook wrote no reservation:\n{metrics}"
+    );
+
+    step(
+        "[Attack] a forged AdmissionReview straight to the webhook's port: refused in the TLS handshake without the apiserver's client certificate",
+    );
+    let base = format!("https://127.0.0.1:{webhook_port}");
+    let forged = Rb::deployment("forged", 1)
+        .request("cpu", "1")
+        .clusters(&[(&member_name, 1)])
+        .json(ns.name());
+    let review = binding_review(&forged, "forged-uid", true);
+    let anonymous = review_client(&base, &ca_file)?;
+    match post_review(&anonymous, "/validate/resourcebinding", &review).await {
+        Ok(answer) => bail!("the webhook answered a caller without a client certificate: {answer}"),
+        Err(e) => eprintln!("refused without a client certificate: {e:#}"),
+    }
+    let with_cert = apiserver_client.review_client(&base, &ca_file)?;
+    let answer = post_review(&with_cert, "/validate/resourcebinding", &review).await?;
+    ensure!(
+        answer["allowed"].is_boolean(),
+        "the apiserver's certificate got no decision: {answer}"
     );
 
     step("status written by the controller: used and the member's share");
@@ -878,5 +1113,294 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     drop(controller);
     clusters.cleanup().await?;
     ns.delete(&karmada).await?;
+    Ok(())
+}
+
+/// `data` of a rendered Secret or ConfigMap, decoded: key → bytes.
+fn rendered_data(obj: &Value) -> Result<BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    for (k, v) in obj["data"].as_object().into_iter().flatten() {
+        let text = v
+            .as_str()
+            .ok_or_else(|| anyhow!("{}: data {k} is not a string", obj["metadata"]["name"]))?;
+        let bytes = if obj["kind"] == "Secret" {
+            serde_json::from_value::<ByteString>(json!(text))
+                .with_context(|| format!("{}: data {k}", obj["metadata"]["name"]))?
+                .0
+        } else {
+            text.as_bytes().to_vec()
+        };
+        out.insert(k.clone(), bytes);
+    }
+    Ok(out)
+}
+
+/// The rendered object of `kind` named `name`.
+fn rendered<'a>(objects: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .ok_or_else(|| anyhow!("helm template rendered no {kind} {name}"))
+}
+
+/// A control plane of its own (one apiserver, started with extra flags), stopped on drop.
+struct OwnApiserver {
+    dir: std::path::PathBuf,
+}
+
+impl OwnApiserver {
+    async fn up(dir: &Path, extra_args: &str) -> Result<OwnApiserver> {
+        let out = tokio::process::Command::new("bash")
+            .arg(karmada_quota_e2e::chart::controlplane_script())
+            .args([
+                "up".as_ref(),
+                dir.as_os_str(),
+                "1".as_ref(),
+                "--owner-pid".as_ref(),
+            ])
+            .arg(std::process::id().to_string())
+            .env("APISERVER_EXTRA_ARGS", extra_args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .context("running controlplane.sh up")?;
+        let own = OwnApiserver {
+            dir: dir.to_path_buf(),
+        };
+        ensure!(
+            out.status.success(),
+            "controlplane.sh up {} failed:\n{}{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(own)
+    }
+
+    fn kubeconfig(&self) -> std::path::PathBuf {
+        self.dir.join("kubeconfig-0")
+    }
+}
+
+impl Drop for OwnApiserver {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(karmada_quota_e2e::chart::controlplane_script())
+            .arg("down")
+            .arg(&self.dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_kube_apiserver_given_the_charts_admission_configuration_passes_client_authentication()
+-> Result<()> {
+    let env = Env::get().await?;
+    let id = run_id();
+    let fullname = format!("kq-adm-{id}");
+    let work = env.log_dir().join(format!("chart-admission-{fullname}"));
+    let admission_dir = work.join("admission");
+    std::fs::create_dir_all(&admission_dir)?;
+    let webhook_port = free_port()?;
+    let webhook_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+
+    step(
+        "[Create] helm template, standalone, certs.mode=auto: webhook, client certificate, AdmissionConfiguration",
+    );
+    let values = json!({
+        "installMode": "standalone",
+        "fullnameOverride": fullname,
+        "logFormat": "plain",
+        "certs": {"mode": "auto", "extraIPs": ["127.0.0.1"]},
+        "networkPolicy": {"apiserver": {"ipBlocks": ["127.0.0.1/32"]}},
+        "webhook": {
+            "replicas": 1,
+            "url": format!("https://127.0.0.1:{webhook_port}"),
+            "namespaceSelector": {"matchLabels": {NS_LABEL: fullname}},
+            "clusterQuotaObjectSelector": {"matchLabels": {NS_LABEL: fullname}},
+            "clientAuth": {"apiserverConfig": {"mountPath": admission_dir.display().to_string()}},
+        },
+        "controller": {"replicas": 1},
+    });
+    let values_file = work.join("values.yaml");
+    std::fs::write(&values_file, serde_json::to_string_pretty(&values)?)?;
+    let objects = Helm::new()?
+        .template("kq", "kq-admission", &[&values_file], &[], &[])
+        .await?;
+
+    step(
+        "the operator's part: the ConfigMap and the client Secret, as one projected volume, into the apiserver",
+    );
+    let config = rendered_data(rendered(
+        &objects,
+        "ConfigMap",
+        &format!("{fullname}-apiserver-admission"),
+    )?)?;
+    let client = rendered_data(rendered(
+        &objects,
+        "Secret",
+        &format!("{fullname}-apiserver-client"),
+    )?)?;
+    for (key, bytes) in config.iter().chain(
+        client
+            .iter()
+            .filter(|(k, _)| k.as_str() == "tls.crt" || k.as_str() == "tls.key"),
+    ) {
+        std::fs::write(admission_dir.join(key), bytes)?;
+    }
+    let admission_config = admission_dir.join("admission-configuration.yaml");
+    ensure!(
+        admission_config.is_file(),
+        "the ConfigMap has no admission-configuration.yaml"
+    );
+    let apiserver = OwnApiserver::up(
+        &work.join("cp"),
+        &format!(
+            "--admission-control-config-file={}",
+            admission_config.display()
+        ),
+    )
+    .await?;
+    let kube =
+        client_from_kubeconfig_text(&std::fs::read_to_string(apiserver.kubeconfig())?).await?;
+
+    step(
+        "[Create] the webhook from the rendered Deployment (client CA = the rendered Secret's ca.crt)",
+    );
+    let d = rendered(&objects, "Deployment", &format!("{fullname}-webhook"))?;
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let mut args: Vec<String> = c["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    ensure!(
+        args.iter().any(|a| a.starts_with("--client-ca-file=")),
+        "the rendered webhook does not require a client certificate: {args:?}"
+    );
+    for m in c["volumeMounts"].as_array().into_iter().flatten() {
+        let mount = m["mountPath"].as_str().unwrap_or_default();
+        let v = pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == m["name"])
+            .ok_or_else(|| anyhow!("volumeMount {} has no volume", m["name"]))?;
+        let secret = rendered(
+            &objects,
+            "Secret",
+            v["secret"]["secretName"].as_str().unwrap_or_default(),
+        )?;
+        let data = rendered_data(secret)?;
+        let local = work.join("webhook").join(mount.trim_start_matches('/'));
+        std::fs::create_dir_all(&local)?;
+        // A projection (`items`) mounts only the keys it lists.
+        let keys: Vec<String> = match v["secret"]["items"].as_array() {
+            Some(items) => items
+                .iter()
+                .filter_map(|i| i["key"].as_str().map(str::to_owned))
+                .collect(),
+            None => data.keys().cloned().collect(),
+        };
+        for key in keys {
+            let bytes = data
+                .get(&key)
+                .ok_or_else(|| anyhow!("Secret {} has no {key}", secret["metadata"]["name"]))?;
+            std::fs::write(local.join(&key), bytes)?;
+        }
+        let prefix = format!("{}/", mount.trim_end_matches('/'));
+        let local_prefix = format!("{}/", local.display());
+        for a in &mut args {
+            *a = a.replace(&prefix, &local_prefix);
+        }
+    }
+    for (flag, value) in [
+        ("--listen", format!("127.0.0.1:{webhook_port}")),
+        ("--admin-listen", webhook_admin.to_string()),
+    ] {
+        let key = format!("{flag}=");
+        let a = args
+            .iter_mut()
+            .find(|a| a.starts_with(&key))
+            .ok_or_else(|| anyhow!("the chart renders no {flag}="))?;
+        *a = format!("{key}{value}");
+    }
+    // Standalone pods use their in-cluster identity; here, the own apiserver's admin.
+    args.push(format!("--kubeconfig={}", apiserver.kubeconfig().display()));
+    let spec = FromDeployment {
+        binary: "karmada-quota-webhook".to_owned(),
+        args,
+        envs: vec![("NO_COLOR".to_owned(), "1".to_owned())],
+    };
+    let webhook = start(env, &spec, webhook_admin).await?;
+
+    step(
+        "[Create] the rendered ValidatingWebhookConfiguration; a KarmadaQuota it must refuse (dry run)",
+    );
+    let vwc = rendered(&objects, "ValidatingWebhookConfiguration", &fullname)?.clone();
+    karmada_quota_e2e::apply_json(&kube, "", vwc).await?;
+    let ns = TestNs::new(&kube, "chart_admission").await?;
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(kube.clone())
+        .patch(
+            ns.name(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {NS_LABEL: fullname}}})),
+        )
+        .await?;
+    let quotas: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        kube.clone(),
+        ns.name(),
+        &kube::discovery::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("quota.karmada.io", "v1alpha1", "KarmadaQuota"),
+            "karmadaquotas",
+        ),
+    );
+    let bad: kube::api::DynamicObject = serde_json::from_value(quota(
+        ns.name(),
+        "bad",
+        &[("requests.nvidia.com/gpu", "1.5")],
+    ))?;
+    // "denied the request": the webhook decided, so the apiserver got through its TLS
+    // handshake with the chart's client certificate ("failed calling webhook" otherwise).
+    let denial = try_wait_for(
+        "the webhook to decide the apiserver's review",
+        API_TIMEOUT,
+        || {
+            let (quotas, bad) = (quotas.clone(), bad.clone());
+            async move {
+                let pp = PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                };
+                match quotas.create(&pp, &bad).await {
+                    Err(kube::Error::Api(s)) if s.message.contains("denied the request") => {
+                        Ok(Some(s.message))
+                    }
+                    Err(e) => Err(anyhow!("{e}")),
+                    Ok(_) => Err(anyhow!("the invalid KarmadaQuota was admitted")),
+                }
+            }
+        },
+    )
+    .await?;
+    eprintln!("denied through client authentication: {denial}");
+    let metrics = http_get_ok(webhook_admin, "/metrics").await?;
+    eprintln!(
+        "kq_webhook_client_auth_required: {}",
+        metric_sum(&metrics, "kq_webhook_client_auth_required", &[])
+    );
+
+    Api::<ValidatingWebhookConfiguration>::all(kube.clone())
+        .delete(&fullname, &Default::default())
+        .await?;
+    ns.delete(&kube).await?;
+    drop(webhook);
+    drop(apiserver);
     Ok(())
 }

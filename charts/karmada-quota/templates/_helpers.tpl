@@ -83,9 +83,12 @@ https://{{ include "karmada-quota.webhookName" . }}.{{ include "karmada-quota.ho
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
 {{- end -}}
 
-{{/* The kubeconfig Secret of a component: (dict "root" $ "component" .Values.webhook). */}}
+{{/* The kubeconfig Secret of a component: (dict "root" $ "component" .Values.webhook
+"name" "webhook"): its own override, else karmada.kubeconfigSecret.name, else the
+component's own `<fullname>-<name>-kubeconfig` (least privilege: one identity each). */}}
 {{- define "karmada-quota.kubeconfigSecretName" -}}
-{{- default .root.Values.karmada.kubeconfigSecret.name .component.kubeconfigSecret.name -}}
+{{- $own := printf "%s-%s-kubeconfig" (include "karmada-quota.fullname" .root) .name -}}
+{{- default (default $own .root.Values.karmada.kubeconfigSecret.name) .component.kubeconfigSecret.name -}}
 {{- end -}}
 {{- define "karmada-quota.kubeconfigSecretKey" -}}
 {{- default .root.Values.karmada.kubeconfigSecret.key .component.kubeconfigSecret.key -}}
@@ -169,9 +172,19 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $root.Values.affinity }}
+{{- if $root.Values.affinity }}
 affinity:
-  {{- toYaml . | nindent 2 }}
+  {{- toYaml $root.Values.affinity | nindent 2 }}
+{{- else if eq $root.Values.podAntiAffinity "soft" }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "karmada-quota.selectorLabels" (dict "root" $root "component" .component) | nindent 14 }}
 {{- end }}
 {{- with $root.Values.topologySpreadConstraints }}
 topologySpreadConstraints:
@@ -188,7 +201,90 @@ topologySpreadConstraints:
 {{- end }}
 {{- end -}}
 
-{{/* The PodDisruptionBudget apiVersion: policy/v1 from Kubernetes 1.21, else v1beta1. */}}
+{{/* The PodDisruptionBudget apiVersion: policy/v1 when the cluster serves it, or, on an
+offline render (helm template: helm's API list lacks it), when --kube-version is 1.21 or
+later, the release that made policy/v1 GA; else policy/v1beta1. */}}
 {{- define "karmada-quota.pdbApiVersion" -}}
-{{- if .Capabilities.APIVersions.Has "policy/v1/PodDisruptionBudget" -}}policy/v1{{- else -}}policy/v1beta1{{- end -}}
+{{- if or (.Capabilities.APIVersions.Has "policy/v1/PodDisruptionBudget") (semverCompare ">=1.21.0-0" .Capabilities.KubeVersion.Version) -}}policy/v1
+{{- else -}}policy/v1beta1
+{{- end -}}
+{{- end -}}
+
+{{/*
+Client authentication of the webhook's callers (webhook.clientAuth): the Secret holding
+the apiserver's client certificate (ca.crt: the CA the webhook trusts; tls.crt, tls.key:
+what the apiserver presents).
+*/}}
+{{- define "karmada-quota.clientSecretName" -}}
+{{- if .Values.webhook.clientAuth.caBundle -}}
+{{- include "karmada-quota.fullname" . }}-apiserver-client-ca
+{{- else if eq .Values.certs.mode "existingSecret" -}}
+{{- required "certs.existingSecret.clientSecretName is required with certs.mode=existingSecret and webhook.clientAuth.enabled (a Secret with ca.crt, tls.crt, tls.key of the apiserver's client certificate), or set webhook.clientAuth.enabled=false" .Values.certs.existingSecret.clientSecretName -}}
+{{- else -}}
+{{- include "karmada-quota.fullname" . }}-apiserver-client
+{{- end -}}
+{{- end -}}
+
+{{- define "karmada-quota.clientCommonName" -}}
+{{- default (printf "%s-apiserver" (include "karmada-quota.fullname" .)) .Values.webhook.clientAuth.commonName -}}
+{{- end -}}
+
+{{/* --client-allowed-names: the values, else the issued certificate's CN (auto,
+certManager), else nothing. */}}
+{{- define "karmada-quota.clientAllowedNames" -}}
+{{- if .Values.webhook.clientAuth.allowedNames -}}
+{{- join "," .Values.webhook.clientAuth.allowedNames -}}
+{{- else if and (not .Values.webhook.clientAuth.caBundle) (has .Values.certs.mode (list "auto" "certManager")) -}}
+{{- include "karmada-quota.clientCommonName" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+certs.mode=auto: a client CA and the apiserver's client certificate, generated once per
+render or read back from the existing client Secret (lookup). JSON {ca, crt, key}.
+*/}}
+{{- define "karmada-quota.autoClientCerts" -}}
+{{- if not (hasKey .Values "kqGeneratedClientCerts") -}}
+{{- $existing := lookup "v1" "Secret" (include "karmada-quota.hostNamespace" .) (include "karmada-quota.clientSecretName" .) -}}
+{{- $data := default (dict) (get (default (dict) $existing) "data") -}}
+{{- if and (hasKey $data "ca.crt") (hasKey $data "tls.crt") (hasKey $data "tls.key") -}}
+{{- $_ := set .Values "kqGeneratedClientCerts" (dict "ca" (index $data "ca.crt" | b64dec) "crt" (index $data "tls.crt" | b64dec) "key" (index $data "tls.key" | b64dec)) -}}
+{{- else -}}
+{{- $days := int .Values.certs.auto.validityDays -}}
+{{- $ca := genCA (printf "%s-client-ca" (include "karmada-quota.fullname" .)) $days -}}
+{{- $cn := include "karmada-quota.clientCommonName" . -}}
+{{- $cert := genSignedCert $cn nil (list $cn) $days $ca -}}
+{{- $_ := set .Values "kqGeneratedClientCerts" (dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key) -}}
+{{- end -}}
+{{- end -}}
+{{- .Values.kqGeneratedClientCerts | toJson -}}
+{{- end -}}
+
+{{/* host[:port] of the webhook URL: the user entry the apiserver's kubeconfig needs. */}}
+{{- define "karmada-quota.webhookHostPort" -}}
+{{- $u := urlParse (include "karmada-quota.webhookURL" .) -}}
+{{- $u.host -}}
+{{- end -}}
+
+{{/* Where the webhook finds the client CA. */}}
+{{- define "karmada-quota.clientCaDir" -}}/etc/karmada-quota/client-ca{{- end -}}
+{{- define "karmada-quota.dashboardTlsDir" -}}/etc/karmada-quota/dashboard-tls{{- end -}}
+
+{{/* true when the listen host is a loopback address. */}}
+{{- define "karmada-quota.loopbackListen" -}}
+{{- $h := .Values.listenHost | trimPrefix "[" | trimSuffix "]" -}}
+{{- if or (hasPrefix "127." $h) (eq $h "::1") (eq $h "localhost") -}}true{{- end -}}
+{{- end -}}
+
+{{/* The listener bound flags both binaries take (listenerLimits). */}}
+{{- define "karmada-quota.listenerLimitArgs" -}}
+{{- with .Values.listenerLimits.maxConnections }}
+- --max-connections={{ . }}
+{{- end }}
+{{- with .Values.listenerLimits.headerReadTimeout }}
+- --header-read-timeout={{ . }}
+{{- end }}
+{{- with .Values.listenerLimits.bodyReadTimeout }}
+- --body-read-timeout={{ . }}
+{{- end }}
 {{- end -}}
