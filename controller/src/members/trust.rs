@@ -98,8 +98,9 @@ pub fn decide(
     if allow.allows(member) {
         Trust::Unverified(why)
     } else {
+        // No "; " inside: the MembersReachable message separates members with it.
         Trust::Refused(format!(
-            "refused: {why}; not connecting and not sending its credentials \
+            "refused: {why}, so it is not connected and its credentials are not sent \
              (allow it with --allow-insecure-members={member})"
         ))
     }
@@ -156,6 +157,7 @@ mod tests {
         assert!(why.contains("plain http://"), "{why}");
         assert!(why.contains("spec.insecureSkipTLSVerification is true"), "{why}");
         assert!(why.contains("--allow-insecure-members=member1"), "{why}");
+        assert!(!why.contains("; "), "the condition separates members with \"; \": {why}");
         let Trust::Unverified(why) = decide(
             "m",
             "https://x",
