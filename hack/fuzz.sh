@@ -22,7 +22,7 @@ root=$PWD
 
 seconds="${FUZZ_SECONDS:-60}"
 execs="${FUZZ_EXECS:-}"
-targets="${FUZZ_TARGETS:-quantity resource_name quota_spec admission quota_status member_secret}"
+targets="${FUZZ_TARGETS:-quantity resource_name quota_spec admission quota_status member_secret policy_review cluster_quota dashboard_inputs prometheus member_pods manifests}"
 jobs="${FUZZ_JOBS:-1}"
 hang_ms="${FUZZ_TIMEOUT:-1000}"
 out="${FUZZ_OUT:-$root/target/fuzz}"
@@ -63,6 +63,8 @@ dicts_of() {
     quantity) echo "-x fuzz/dict/quantity.dict" ;;
     resource_name) echo "-x fuzz/dict/resource_name.dict" ;;
     member_secret) echo "-x fuzz/dict/pem.dict -x fuzz/dict/kube.dict -x $json" ;;
+    dashboard_inputs) echo "-x fuzz/dict/dashboard.dict" ;;
+    manifests) echo "-x fuzz/dict/yaml.dict -x fuzz/dict/kube.dict" ;;
     *) echo "-x fuzz/dict/kube.dict -x $json" ;;
   esac
 }

@@ -180,6 +180,14 @@ pub struct Args {
     #[arg(long, env = "KQ_MEMBER_MAX_BACKOFF", default_value = "60s", value_parser = duration::parse)]
     pub member_max_backoff: Duration,
 
+    /// Member clusters that may be reached without TLS verification (comma-separated names,
+    /// or `*` for all). A member whose Cluster sets spec.insecureSkipTLSVerification, whose
+    /// apiEndpoint is http://, or whose --member-kubeconfig sets insecure-skip-tls-verify is
+    /// otherwise refused: never connected, its token never sent, shown unreachable with why.
+    /// Allowed ones are named in the quotas' MembersReachable condition.
+    #[arg(long, env = "KQ_ALLOW_INSECURE_MEMBERS", value_name = "NAMES", value_delimiter = ',')]
+    pub allow_insecure_members: Vec<String>,
+
     /// Serve the read-only browser dashboard (overview, one quota, member clusters, live
     /// updates, JSON under /api/v1 and CSV) on this address. Every replica serves it.
     /// Loopback by default: give a routable address (e.g. `0.0.0.0:8081`) to serve other
@@ -310,6 +318,13 @@ impl Args {
             key: self.dashboard_tls_private_key_file.clone()?,
             client_auth: None,
         })
+    }
+
+    /// `--allow-insecure-members` as the member tasks read it.
+    pub fn allow_insecure(&self) -> crate::members::AllowInsecure {
+        crate::members::AllowInsecure::from_values(
+            self.allow_insecure_members.iter().map(String::as_str),
+        )
     }
 
     /// Whether this controller reconciles KarmadaClusterQuotas: only when it watches every
@@ -634,6 +649,20 @@ mod tests {
                     path: "/y/z".into()
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn allow_insecure_members_takes_names_or_a_star() {
+        use crate::members::AllowInsecure;
+        let none = parse(&[]);
+        assert_eq!(none.allow_insecure(), AllowInsecure::None);
+        let named = parse(&["--allow-insecure-members=member1,member2"]);
+        assert!(named.allow_insecure().allows("member2"));
+        assert!(!named.allow_insecure().allows("member3"));
+        assert_eq!(
+            parse(&["--allow-insecure-members", "*"]).allow_insecure(),
+            AllowInsecure::All
         );
     }
 

@@ -56,7 +56,7 @@ impl Freshness {
     /// The dashboard's view of `reach` at `now`, remembering when each member was last live.
     pub fn member(&mut self, name: &str, reach: &Reach, now: i64) -> Member {
         let (reach, message) = match reach {
-            Reach::Reachable => (DashReach::Reachable, None),
+            Reach::Reachable | Reach::Unverified(_) => (DashReach::Reachable, None),
             Reach::Connecting => (DashReach::Connecting, None),
             Reach::Unreachable(e) => (DashReach::Unreachable, Some(e.clone())),
         };

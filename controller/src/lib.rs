@@ -261,6 +261,7 @@ fn start_members(
             probe_interval: args.member_probe_interval,
             max_backoff: args.member_max_backoff,
             namespace: args.watch_namespace().map(str::to_owned),
+            allow_insecure: args.allow_insecure(),
         },
         triggers.clone(),
         metrics.clone(),

@@ -13,7 +13,14 @@
 //! them.
 
 pub mod admission;
+pub mod cluster_quota;
+pub mod dashboard_inputs;
+pub mod manifests;
+pub mod member_pods;
 pub mod member_secret;
+pub mod parts;
+pub mod policy_review;
+pub mod prometheus;
 pub mod quantity;
 pub mod quota_spec;
 pub mod quota_status;
@@ -53,6 +60,30 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "member_secret",
         run: member_secret::run,
+    },
+    Target {
+        name: "policy_review",
+        run: policy_review::run,
+    },
+    Target {
+        name: "cluster_quota",
+        run: cluster_quota::run,
+    },
+    Target {
+        name: "dashboard_inputs",
+        run: dashboard_inputs::run,
+    },
+    Target {
+        name: "prometheus",
+        run: prometheus::run,
+    },
+    Target {
+        name: "member_pods",
+        run: member_pods::run,
+    },
+    Target {
+        name: "manifests",
+        run: manifests::run,
     },
 ];
 

@@ -319,6 +319,90 @@ pub fn decode_quota_review(
     }
 }
 
+/// The KarmadaClusterQuota review in `body`, like [`decode_binding_review`].
+pub fn decode_cluster_quota_review(
+    body: &[u8],
+) -> Result<Box<AdmissionRequest<KarmadaClusterQuota>>, Box<AdmissionResponse>> {
+    match decode::<KarmadaClusterQuota>(body, KARMADACLUSTERQUOTA_PATH, &CLUSTER_QUOTA) {
+        Decoded::Request(r) => Ok(r),
+        Decoded::Answer(a) => Err(Box::new(a.response)),
+    }
+}
+
+/// What a policy review holds before the dry run: the request and its policy, or the
+/// answer given without a dry run.
+type PolicyReview = Result<(AdmissionRequest<DynamicObject>, karmada_quota_core::policy::Policy, String), Box<Answer>>;
+
+/// The PropagationPolicy / ClusterPropagationPolicy review in `body`: the request, the
+/// policy (kind from the request, namespace from the request when the object has none)
+/// and how messages name it; or the answer given without a dry run (400 for a malformed
+/// review or object, an allow for another kind or an operation that is not judged).
+fn decode_policy(body: &[u8]) -> PolicyReview {
+    let review = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body) {
+        Ok(r) => r,
+        Err(e) => {
+            return Err(Box::new(bad_review(&format!(
+                "cannot decode the AdmissionReview: {e}"
+            ))));
+        }
+    };
+    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(r) => r,
+        Err(_) => return Err(Box::new(bad_review("AdmissionReview has no request"))),
+    };
+    if req.kind.group != POLICY_GROUP
+        || !matches!(
+            req.kind.kind.as_str(),
+            "PropagationPolicy" | "ClusterPropagationPolicy"
+        )
+    {
+        return Err(Box::new(other_kind(&req, PROPAGATIONPOLICY_PATH)));
+    }
+    if !crate::policy::judged(&req) {
+        return Err(Box::new(allowed(&req, "NotChecked")));
+    }
+    let key = object_key(&req, req.object.as_ref().map(|o| &o.metadata));
+    let what = format!("{} {}", req.kind.kind, key.trim_start_matches('/'));
+    let Some(object) = req.object.as_ref() else {
+        return Err(Box::new(bad_request(
+            &req,
+            &format!("{what}: the review has no object"),
+        )));
+    };
+    let mut policy: karmada_quota_core::policy::Policy =
+        match serde_json::to_value(object).and_then(serde_json::from_value) {
+            Ok(p) => p,
+            Err(e) => {
+                return Err(Box::new(bad_request(
+                    &req,
+                    &format!("{what}: cannot read the policy: {e}"),
+                )));
+            }
+        };
+    policy.kind.clone_from(&req.kind.kind);
+    if policy.metadata.namespace.is_empty() {
+        policy.metadata.namespace = req.namespace.clone().unwrap_or_default();
+    }
+    Ok((req, policy, what))
+}
+
+/// The policy review in `body` as the webhook reads it before its dry run (see
+/// [`crate::policy::check`]): the request and its policy, or the answer given without
+/// one. Pure: no cache, no clock, no I/O.
+pub fn decode_policy_review(
+    body: &[u8],
+) -> Result<
+    (
+        Box<AdmissionRequest<DynamicObject>>,
+        karmada_quota_core::policy::Policy,
+    ),
+    Box<AdmissionResponse>,
+> {
+    decode_policy(body)
+        .map(|(req, policy, _)| (Box::new(req), policy))
+        .map_err(|a| Box::new(a.response))
+}
+
 fn decode_slow<T>(body: &[u8], path: &str, target: &Target) -> Decoded<T>
 where
     T: Resource + DeserializeOwned + Clone,
@@ -644,39 +728,10 @@ async fn validate_policy(
 /// The PropagationPolicy check (see [`crate::policy`]): a dry run, never a refusal unless
 /// `--policy-enforcement=deny` and a template would not fit.
 async fn review_policy(st: &AppState, body: &[u8], deadline: Instant) -> Answer {
-    let review = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body) {
-        Ok(r) => r,
-        Err(e) => return bad_review(&format!("cannot decode the AdmissionReview: {e}")),
+    let (req, policy, what) = match decode_policy(body) {
+        Ok(decoded) => decoded,
+        Err(answer) => return *answer,
     };
-    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(_) => return bad_review("AdmissionReview has no request"),
-    };
-    if req.kind.group != POLICY_GROUP
-        || !matches!(
-            req.kind.kind.as_str(),
-            "PropagationPolicy" | "ClusterPropagationPolicy"
-        )
-    {
-        return other_kind(&req, PROPAGATIONPOLICY_PATH);
-    }
-    if !crate::policy::judged(&req) {
-        return allowed(&req, "NotChecked");
-    }
-    let key = object_key(&req, req.object.as_ref().map(|o| &o.metadata));
-    let what = format!("{} {}", req.kind.kind, key.trim_start_matches('/'));
-    let Some(object) = req.object.as_ref() else {
-        return bad_request(&req, &format!("{what}: the review has no object"));
-    };
-    let mut policy: karmada_quota_core::policy::Policy =
-        match serde_json::to_value(object).and_then(serde_json::from_value) {
-            Ok(p) => p,
-            Err(e) => return bad_request(&req, &format!("{what}: cannot read the policy: {e}")),
-        };
-    policy.kind.clone_from(&req.kind.kind);
-    if policy.metadata.namespace.is_empty() {
-        policy.metadata.namespace = req.namespace.clone().unwrap_or_default();
-    }
     let Some(world) = &st.policies else {
         return allowed(&req, "NotChecked");
     };

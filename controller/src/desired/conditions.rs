@@ -1,4 +1,9 @@
 //! The Drift and MembersReachable conditions' (status, reason, message), and how a condition is set.
+//!
+//! MembersReachable also names every member reached without TLS verification (allowed by
+//! `--allow-insecure-members`), with reason `ReachableUnverified` when nothing is
+//! unreachable: an operator sees on each quota which of its numbers came over an
+//! unverified connection.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -7,7 +12,7 @@ use karmada_quota_core::status::{self as core_status, QuotaView};
 
 use super::{
     REASON_NO_DRIFT, REASON_NO_MEMBERS, REASON_NOT_MEASURED, REASON_OBSERVED_ABOVE_PLACED,
-    REASON_REACHABLE, REASON_UNREACHABLE,
+    REASON_REACHABLE, REASON_REACHABLE_UNVERIFIED, REASON_UNREACHABLE,
 };
 use crate::members::Reach;
 
@@ -23,6 +28,10 @@ pub(super) fn unreachable_names(message: &str) -> BTreeSet<&str> {
         .filter(|name| !name.is_empty() && !name.contains(' '))
         .collect()
 }
+
+/// Introduces the members reached without verification in the MembersReachable message.
+pub const UNVERIFIED_PREFIX: &str =
+    "reached WITHOUT TLS verification (allowed by --allow-insecure-members): ";
 
 /// Longest error text of one member in the MembersReachable message.
 const MAX_MEMBER_ERROR: usize = 300;
@@ -100,12 +109,25 @@ pub(super) fn members_condition(
             _ => None,
         })
         .collect();
+    let unverified: Vec<String> = reach
+        .iter()
+        .filter_map(|(name, r)| match r {
+            Reach::Unverified(why) => Some(format!("{name} ({})", truncate(why, MAX_MEMBER_ERROR))),
+            _ => None,
+        })
+        .collect();
+    let unverified = (!unverified.is_empty())
+        .then(|| format!("{UNVERIFIED_PREFIX}{}", unverified.join(", ")));
     if !unreachable.is_empty() {
-        return ("False", REASON_UNREACHABLE, unreachable.join("; "));
+        let mut message = unreachable.join("; ");
+        if let Some(u) = &unverified {
+            message = format!("{message}; {u}");
+        }
+        return ("False", REASON_UNREACHABLE, message);
     }
     let connecting = reach.values().filter(|r| **r == Reach::Connecting).count();
     let reachable = reach.len() - connecting;
-    let message = if connecting == 0 {
+    let mut message = if connecting == 0 {
         format!("{} reachable", plural(reachable, "member cluster"))
     } else {
         format!(
@@ -113,7 +135,51 @@ pub(super) fn members_condition(
             plural(reachable, "member cluster")
         )
     };
-    ("True", REASON_REACHABLE, message)
+    match unverified {
+        Some(u) => {
+            message = format!("{message}; {u}");
+            ("True", REASON_REACHABLE_UNVERIFIED, message)
+        }
+        None => ("True", REASON_REACHABLE, message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reach(members: &[(&str, Reach)]) -> BTreeMap<String, Reach> {
+        members
+            .iter()
+            .map(|(n, r)| ((*n).to_owned(), r.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn members_reached_without_verification_are_named() {
+        let why = "spec.insecureSkipTLSVerification of its Cluster is true";
+        let (status, reason, message) = members_condition(&reach(&[
+            ("member1", Reach::Reachable),
+            ("member2", Reach::Unverified(why.into())),
+        ]));
+        assert_eq!((status, reason), ("True", REASON_REACHABLE_UNVERIFIED));
+        assert_eq!(
+            message,
+            format!("2 member clusters reachable; {UNVERIFIED_PREFIX}member2 ({why})")
+        );
+        // Alongside an unreachable (or refused) member, both are said.
+        let (status, reason, message) = members_condition(&reach(&[
+            ("member2", Reach::Unverified(why.into())),
+            ("member3", Reach::Unreachable("refused: its endpoint is plain http://".into())),
+        ]));
+        assert_eq!((status, reason), ("False", REASON_UNREACHABLE));
+        assert!(message.starts_with("member3 unreachable: refused: "), "{message}");
+        assert!(message.ends_with(&format!("{UNVERIFIED_PREFIX}member2 ({why})")), "{message}");
+        assert_eq!(unreachable_names(&message), BTreeSet::from(["member3"]));
+        // Verified members only: as before.
+        let (_, reason, message) = members_condition(&reach(&[("member1", Reach::Reachable)]));
+        assert_eq!((reason, message.as_str()), (REASON_REACHABLE, "1 member cluster reachable"));
+    }
 }
 
 fn truncate(s: &str, max: usize) -> String {

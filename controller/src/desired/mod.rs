@@ -52,6 +52,9 @@ pub const REASON_NO_DRIFT: &str = "NoDrift";
 pub const REASON_NOT_MEASURED: &str = "NotMeasured";
 /// MembersReachable=True.
 pub const REASON_REACHABLE: &str = "Reachable";
+/// MembersReachable=True, and at least one member is reached without TLS verification
+/// (allowed by `--allow-insecure-members`; the message names them).
+pub const REASON_REACHABLE_UNVERIFIED: &str = "ReachableUnverified";
 /// MembersReachable=False: at least one member cannot be read.
 pub const REASON_UNREACHABLE: &str = "Unreachable";
 /// MembersReachable=Unknown: no member cluster to measure.

@@ -4,17 +4,22 @@
 //!  Cluster objects (apiEndpoint + secretRef) ─┐ discovery::desired_members ─► Members::sync
 //!  --member-kubeconfig NAME=PATH ─────────────┘    (start / restart / stop one task each;
 //!                                                   a (re)start takes a new registry epoch)
-//!  watch::MemberTask per member:  client::config_from_secret / config_from_kubeconfig
+//!  watch::MemberTask per member:  trust::decide (insecureSkipTLSVerification, http://,
+//!        │   kubeconfig insecure-skip-tls-verify: refused ─► Unreachable("refused: …"),
+//!        │   unless --allow-insecure-members ─► Unverified once listed)
+//!        └─► client::config_from_secret / config_from_kubeconfig
 //!        └─► watch pods (all namespaces, or --namespace; non-terminal; paginated)
 //!              ─► registry::MemberRegistry (epoch-checked) ─► observed::MemberPods: ns → uid → {class, usage}
 //!              error ─► Reach::Unreachable, retry with backoff (never a crash)
 //!              changes ─► Triggers (only the namespaces touched; all quotas on reach changes)
 //! ```
 //!
-//! A member's pods count as `clusters[].observed` only while it is [`Reach::Reachable`];
+//! A member's pods count as `clusters[].observed` only while it is [`Reach::Reachable`]
+//! (or [`Reach::Unverified`]: reachable without TLS verification, allowed);
 //! otherwise it is reported in the `MembersReachable` condition and `observed` is omitted.
 //!
-//! Modules: [`discovery`] (which members), [`client`] (their client configuration),
+//! Modules: [`discovery`] (which members), [`trust`] (whether an unverified connection
+//! is allowed), [`client`] (their client configuration),
 //! [`watch`] (one task per member), [`registry`] (shared state and epochs), [`observed`]
 //! (one member's pods), and here [`Members`] (the tasks' supervisor).
 
@@ -22,6 +27,7 @@ pub mod client;
 pub mod discovery;
 pub mod observed;
 pub mod registry;
+pub mod trust;
 pub mod watch;
 
 use std::collections::BTreeMap;
@@ -35,6 +41,7 @@ pub use client::{SECRET_CA_KEY, SECRET_TOKEN_KEY, config_from_kubeconfig, config
 pub use discovery::{MemberSource, desired_members};
 pub use observed::{MemberPods, PodEntry, pod_entry, pod_view};
 pub use registry::{Epoch, MemberRegistry, MemberState, Reach};
+pub use trust::{AllowInsecure, Trust};
 pub use watch::Backoff;
 
 use crate::metrics::Metrics;
@@ -52,6 +59,8 @@ pub struct MemberSettings {
     pub max_backoff: Duration,
     /// Watch pods of this namespace only (`--namespace`); `None`: all namespaces.
     pub namespace: Option<String>,
+    /// `--allow-insecure-members`: who may be reached without TLS verification.
+    pub allow_insecure: AllowInsecure,
 }
 
 /// Starts, restarts and stops one watch task per member.

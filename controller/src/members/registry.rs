@@ -23,8 +23,19 @@ pub enum Reach {
     Connecting,
     /// Pods listed and watched.
     Reachable,
-    /// The last attempt failed with this error; retried with backoff.
+    /// Pods listed and watched over a connection whose TLS is not verified (allowed by
+    /// `--allow-insecure-members`): why it is not verified.
+    Unverified(String),
+    /// The last attempt failed with this error (or the member was refused: the message
+    /// says so); retried with backoff.
     Unreachable(String),
+}
+
+impl Reach {
+    /// Whether the member's pods are listed and watched (verified or not).
+    pub fn is_reachable(&self) -> bool {
+        matches!(self, Reach::Reachable | Reach::Unverified(_))
+    }
 }
 
 /// One generation of a member's watch task; see the module docs.
@@ -67,7 +78,7 @@ impl MemberRegistry {
             .by_name
             .iter()
             .map(|(name, st)| {
-                let pods = (st.reach == Reach::Reachable).then(|| st.pods.in_namespace(namespace));
+                let pods = st.reach.is_reachable().then(|| st.pods.in_namespace(namespace));
                 (name.clone(), pods)
             })
             .collect()
@@ -176,6 +187,16 @@ mod tests {
         );
         assert!(reg.set_reach("member2", m2, Reach::Reachable));
         assert_eq!(reg.reach()["member2"], Reach::Reachable);
+        // Reached without verification (allowed): observed like a verified one.
+        reg.insert_for_test(
+            "member3",
+            Reach::Unverified("spec.insecureSkipTLSVerification is true".into()),
+            [mk_pod("team-a", "c", "uc", "", &["2"], "Running")],
+        );
+        assert_eq!(
+            reg.observed_pods("team-a")["member3"].as_ref().map(Vec::len),
+            Some(1)
+        );
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! One member's watch task: configure, list and watch its pods page by page, probe it, report reach; retried with backoff.
 //!
 //! ```text
-//!  loop: config (Secret → token + caBundle, or kubeconfig)   error ─► Unreachable, backoff
+//!  loop: trust (not verified and not allowed ─► Unreachable("refused: …"), backoff; for a
+//!        Cluster decided before its Secret is read, so its token is never fetched or sent)
+//!        config (Secret → token + caBundle, or kubeconfig)   error ─► Unreachable, backoff
 //!          └─► watch pods (non-terminal, pages of MEMBER_PAGE_SIZE)
 //!                Init … InitApply … (progress logged every PROGRESS_EVERY pods) … InitDone ─► Reachable
+//!                                                         (Unverified when allowed insecure)
 //!                every probe interval: GET /version on the member   (fails ─► Unreachable)
 //!                                      GET its Secret on the control plane
 //!                                      (resourceVersion changed ─► restart with the new one)
@@ -27,6 +30,7 @@ use crate::members::MemberSettings;
 use crate::members::client::{config_from_kubeconfig, config_from_secret};
 use crate::members::discovery::MemberSource;
 use crate::members::registry::{Epoch, MemberRegistry, Reach};
+use crate::members::trust::{self, Trust};
 use crate::metrics::Metrics;
 use crate::triggers::Triggers;
 
@@ -98,19 +102,46 @@ enum Ended {
 struct Configured {
     config: kube::Config,
     secret_version: Option<String>,
+    /// Why its connection is not verified, when `--allow-insecure-members` allows that.
+    unverified: Option<String>,
 }
+
+/// Why a member has no configuration.
+enum Unconfigured {
+    /// Its connection would not be verified and it is not allowed: why.
+    Refused(String),
+    /// Its Secret or kubeconfig cannot be read or used.
+    Failed(Error),
+}
+
+impl From<Error> for Unconfigured {
+    fn from(e: Error) -> Self {
+        Unconfigured::Failed(e)
+    }
+}
+
+/// Where a Cluster asks to skip verification.
+const CLUSTER_SKIP: &str = "spec.insecureSkipTLSVerification of its Cluster";
+/// Where a kubeconfig asks to skip verification.
+const KUBECONFIG_SKIP: &str = "insecure-skip-tls-verify of its kubeconfig";
 
 impl MemberTask {
     pub(crate) async fn run(self) {
         let mut backoff = Backoff::new(self.settings.max_backoff);
         let mut failures = 0_u32;
         let mut configured: Option<Configured> = None;
+        let mut told_unverified: Option<String> = None;
         loop {
             if configured.is_none() || failures >= REBUILD_AFTER_FAILURES {
                 failures = failures.min(REBUILD_AFTER_FAILURES - 1);
                 match self.config().await {
                     Ok(c) => configured = Some(c),
-                    Err(e) => {
+                    Err(Unconfigured::Refused(why)) => {
+                        self.refused(why);
+                        tokio::time::sleep(backoff.next_delay()).await;
+                        continue;
+                    }
+                    Err(Unconfigured::Failed(e)) => {
                         self.unreachable(e.to_string());
                         tokio::time::sleep(backoff.next_delay()).await;
                         continue;
@@ -120,10 +151,24 @@ impl MemberTask {
             let Some(c) = configured.as_ref() else {
                 continue;
             };
+            if c.unverified.is_some() && c.unverified != told_unverified {
+                tracing::warn!(
+                    member = %self.name,
+                    why = c.unverified.as_deref().unwrap_or_default(),
+                    "member cluster {} is reached WITHOUT TLS verification, as --allow-insecure-members allows",
+                    self.name
+                );
+                told_unverified.clone_from(&c.unverified);
+            }
             let ended = match Client::try_from(c.config.clone()) {
                 Ok(client) => {
-                    self.watch(client, c.secret_version.as_deref(), &mut backoff)
-                        .await
+                    self.watch(
+                        client,
+                        c.secret_version.as_deref(),
+                        c.unverified.as_deref(),
+                        &mut backoff,
+                    )
+                    .await
                 }
                 Err(e) => Ended::Unreachable(format!("cannot build a client: {e}")),
             };
@@ -147,16 +192,29 @@ impl MemberTask {
         }
     }
 
-    async fn config(&self) -> Result<Configured, Error> {
+    async fn config(&self) -> Result<Configured, Unconfigured> {
         match &self.source {
-            MemberSource::Kubeconfig(path) => Ok(Configured {
-                config: config_from_kubeconfig(&self.name, path, self.settings.connect_timeout)
-                    .await?,
-                secret_version: None,
-            }),
+            MemberSource::Kubeconfig(path) => {
+                let config =
+                    config_from_kubeconfig(&self.name, path, self.settings.connect_timeout)
+                        .await?;
+                let unverified = self.trust(
+                    &config.cluster_url.to_string(),
+                    config.accept_invalid_certs,
+                    KUBECONFIG_SKIP,
+                )?;
+                Ok(Configured {
+                    config,
+                    secret_version: None,
+                    unverified,
+                })
+            }
             MemberSource::Cluster {
                 endpoint, insecure, ..
             } => {
+                // Decided before the Secret is read: a refused member's token is never
+                // fetched, let alone sent.
+                let unverified = self.trust(endpoint, *insecure, CLUSTER_SKIP)?;
                 let secret = self.secret().await?;
                 Ok(Configured {
                     config: config_from_secret(
@@ -167,8 +225,29 @@ impl MemberTask {
                         self.settings.connect_timeout,
                     )?,
                     secret_version: secret.resource_version(),
+                    unverified,
                 })
             }
+        }
+    }
+
+    /// [`trust::decide`] for this member: why it is not verified (allowed), or refused.
+    fn trust(
+        &self,
+        endpoint: &str,
+        skip_verify: bool,
+        source: &str,
+    ) -> Result<Option<String>, Unconfigured> {
+        match trust::decide(
+            &self.name,
+            endpoint,
+            skip_verify,
+            source,
+            &self.settings.allow_insecure,
+        ) {
+            Trust::Verified => Ok(None),
+            Trust::Unverified(why) => Ok(Some(why)),
+            Trust::Refused(why) => Err(Unconfigured::Refused(why)),
         }
     }
 
@@ -226,8 +305,10 @@ impl MemberTask {
         &self,
         client: Client,
         secret_version: Option<&str>,
+        unverified: Option<&str>,
         backoff: &mut Backoff,
     ) -> Ended {
+        let listed_reach = unverified.map_or(Reach::Reachable, |why| Reach::Unverified(why.to_owned()));
         let api: Api<Pod> = match &self.settings.namespace {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
@@ -269,7 +350,7 @@ impl MemberTask {
                         backoff.reset();
                         if self
                             .registry
-                            .set_reach(&self.name, self.epoch, Reach::Reachable)
+                            .set_reach(&self.name, self.epoch, listed_reach.clone())
                         {
                             tracing::info!(member = %self.name, pods = listed, "member reachable, pods listed");
                             self.metrics.set_member_reachable(&self.name, true);
@@ -293,6 +374,20 @@ impl MemberTask {
                     return Ended::Broken;
                 }
             }
+        }
+    }
+
+    /// The member is refused (see [`trust`]): unreachable with why, logged once per change.
+    fn refused(&self, why: String) {
+        if self
+            .registry
+            .set_reach(&self.name, self.epoch, Reach::Unreachable(why.clone()))
+        {
+            tracing::warn!(member = %self.name, %why, "member cluster {} refused: its connection would not be verified", self.name);
+            self.metrics.set_member_reachable(&self.name, false);
+            self.triggers.all();
+        } else {
+            tracing::debug!(member = %self.name, %why, "member cluster still refused");
         }
     }
 
