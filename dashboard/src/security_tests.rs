@@ -474,10 +474,18 @@ async fn a_login_page_met_elsewhere_keeps_the_forms_csrf_nonce() {
     let (cookie, csrf) = login_form(&d).await;
     let elsewhere = get_with_cookie(&d, "/favicon.ico", &cookie).await;
     assert_eq!(elsewhere.code, StatusCode::UNAUTHORIZED);
-    assert!(elsewhere.cookie("kq_csrf").is_none(), "{:?}", elsewhere.cookies());
+    assert!(
+        elsewhere.cookie("kq_csrf").is_none(),
+        "{:?}",
+        elsewhere.cookies()
+    );
     let a = send(
         &d,
-        post("/login", Some(&cookie), format!("csrf={csrf}&token=ta&next=%2F")),
+        post(
+            "/login",
+            Some(&cookie),
+            format!("csrf={csrf}&token=ta&next=%2F"),
+        ),
     )
     .await;
     assert_eq!(a.code, StatusCode::SEE_OTHER, "{}", a.body);

@@ -47,7 +47,10 @@ async fn exchange(
     read_for: Duration,
 ) -> Result<(u16, String, String)> {
     let stream = TcpStream::connect(addr).await?;
-    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n{extra}\r\n",
         body.len()

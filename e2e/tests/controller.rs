@@ -799,10 +799,14 @@ async fn unreachable_member_is_reported_while_the_other_is_still_measured_and_re
         q.status
     );
     // The dashboard's view is fed once a second.
-    wait_for("the dashboard to show the member unreachable", FOLLOW, || async {
-        let shown = ctl.member_reach(&m2).await.ok()??;
-        (shown == "unreachable").then_some(())
-    })
+    wait_for(
+        "the dashboard to show the member unreachable",
+        FOLLOW,
+        || async {
+            let shown = ctl.member_reach(&m2).await.ok()??;
+            (shown == "unreachable").then_some(())
+        },
+    )
     .await?;
     ctl.binary()
         .check_running()
