@@ -292,12 +292,15 @@ async fn an_event_the_api_refuses_changes_no_decision() -> Result<()> {
     .await?;
 
     step(
-        "[Create ×3] a binding whose template is in a namespace that does not exist → 403 each time",
+        "[Create ×3] a binding whose template's name makes an event name the API refuses \
+         (`ghost..deployment`: not a DNS subdomain) → 403 each time",
     );
     let mut binding = Rb::deployment("ghost-deployment", 2)
         .request("cpu", "1")
         .json(ns_);
-    binding["spec"]["resource"]["namespace"] = json!(format!("{ns_}-missing"));
+    // Not a template in another namespace: the webhook writes no event outside the
+    // binding's namespace (docs/security/bounds.md), so that would not reach the API.
+    binding["spec"]["resource"]["name"] = json!("ghost..deployment");
     let message = "exceeded quota: q, requested: requests.cpu=2, used: requests.cpu=0, \
                    limited: requests.cpu=1";
     for _ in 0..3 {
