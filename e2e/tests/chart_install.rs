@@ -174,18 +174,23 @@ impl<'a> Access<'a> {
         }
     }
 
+    /// The verb and resource asked about.
+    fn attributes(&self) -> ResourceAttributes {
+        ResourceAttributes {
+            verb: Some(self.verb.to_owned()),
+            group: Some(self.group.to_owned()),
+            resource: Some(self.resource.to_owned()),
+            subresource: self.sub.map(str::to_owned),
+            namespace: self.ns.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
     /// What the apiserver answers for the client's identity.
     async fn check(&self, client: &Client) -> Result<bool> {
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some(self.verb.to_owned()),
-                    group: Some(self.group.to_owned()),
-                    resource: Some(self.resource.to_owned()),
-                    subresource: self.sub.map(str::to_owned),
-                    namespace: self.ns.map(str::to_owned),
-                    ..Default::default()
-                }),
+                resource_attributes: Some(self.attributes()),
                 ..Default::default()
             },
             ..Default::default()
@@ -196,9 +201,7 @@ impl<'a> Access<'a> {
             .context("SelfSubjectAccessReview")?;
         Ok(answer.status.is_some_and(|s| s.allowed))
     }
-}
 
-impl Access<'_> {
     /// What the apiserver answers for `user` (a SubjectAccessReview, as
     /// `kubectl auth can-i --as=<user>` asks): a ServiceAccount's user name gets its groups.
     async fn check_as(&self, admin: &Client, user: &str) -> Result<bool> {
@@ -213,14 +216,7 @@ impl Access<'_> {
             spec: SubjectAccessReviewSpec {
                 user: Some(user.to_owned()),
                 groups: Some(groups),
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some(self.verb.to_owned()),
-                    group: Some(self.group.to_owned()),
-                    resource: Some(self.resource.to_owned()),
-                    subresource: self.sub.map(str::to_owned),
-                    namespace: self.ns.map(str::to_owned),
-                    ..Default::default()
-                }),
+                resource_attributes: Some(self.attributes()),
                 ..Default::default()
             },
             ..Default::default()
