@@ -1316,7 +1316,7 @@ async fn network_policies_let_only_the_apiserver_the_scraper_and_the_ingress_in(
         &[],
     )
     .await?;
-    ensure!(kind_counts(&off).get("NetworkPolicy").is_none());
+    ensure!(!kind_counts(&off).contains_key("NetworkPolicy"));
     Ok(())
 }
 
@@ -1410,7 +1410,7 @@ async fn replicas_spread_and_no_budget_can_block_a_drain() -> Result<()> {
         );
     }
     // The fixture: webhook 3 replicas with pdb disabled, controller 1 replica: no PDB.
-    ensure!(kind_counts(&objects).get("PodDisruptionBudget").is_none());
+    ensure!(!kind_counts(&objects).contains_key("PodDisruptionBudget"));
     // Two replicas each: maxUnavailable 1; policy/v1beta1 at 1.20, policy/v1 from 1.21.
     for (kube, api) in [("1.20.0", "policy/v1beta1"), ("1.21.0", "policy/v1")] {
         let objects = render_with(

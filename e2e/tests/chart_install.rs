@@ -174,18 +174,23 @@ impl<'a> Access<'a> {
         }
     }
 
+    /// The verb and resource asked about.
+    fn attributes(&self) -> ResourceAttributes {
+        ResourceAttributes {
+            verb: Some(self.verb.to_owned()),
+            group: Some(self.group.to_owned()),
+            resource: Some(self.resource.to_owned()),
+            subresource: self.sub.map(str::to_owned),
+            namespace: self.ns.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
     /// What the apiserver answers for the client's identity.
     async fn check(&self, client: &Client) -> Result<bool> {
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some(self.verb.to_owned()),
-                    group: Some(self.group.to_owned()),
-                    resource: Some(self.resource.to_owned()),
-                    subresource: self.sub.map(str::to_owned),
-                    namespace: self.ns.map(str::to_owned),
-                    ..Default::default()
-                }),
+                resource_attributes: Some(self.attributes()),
                 ..Default::default()
             },
             ..Default::default()
@@ -196,9 +201,7 @@ impl<'a> Access<'a> {
             .context("SelfSubjectAccessReview")?;
         Ok(answer.status.is_some_and(|s| s.allowed))
     }
-}
 
-impl Access<'_> {
     /// What the apiserver answers for `user` (a SubjectAccessReview, as
     /// `kubectl auth can-i --as=<user>` asks): a ServiceAccount's user name gets its groups.
     async fn check_as(&self, admin: &Client, user: &str) -> Result<bool> {
@@ -213,14 +216,7 @@ impl Access<'_> {
             spec: SubjectAccessReviewSpec {
                 user: Some(user.to_owned()),
                 groups: Some(groups),
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some(self.verb.to_owned()),
-                    group: Some(self.group.to_owned()),
-                    resource: Some(self.resource.to_owned()),
-                    subresource: self.sub.map(str::to_owned),
-                    namespace: self.ns.map(str::to_owned),
-                    ..Default::default()
-                }),
+                resource_attributes: Some(self.attributes()),
                 ..Default::default()
             },
             ..Default::default()
@@ -851,21 +847,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     .await?;
 
     step("the apiserver calls the installed webhook (a KarmadaQuota it must refuse, dry run)");
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(karmada.clone())
-        .patch(
-            ns.name(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {NS_LABEL: fullname}}})),
-        )
-        .await?;
-    let quotas: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        karmada.clone(),
-        ns.name(),
-        &kube::discovery::ApiResource::from_gvk_with_plural(
-            &kube::core::GroupVersionKind::gvk("quota.karmada.io", "v1alpha1", "KarmadaQuota"),
-            "karmadaquotas",
-        ),
-    );
+    let quotas = reviewed_quotas(&karmada, ns.name(), &fullname).await?;
     let bad = quota(ns.name(), "bad", &[("requests.nvidia.com/gpu", "1.5")]);
     let bad: kube::api::DynamicObject = serde_json::from_value(bad)?;
     let refusal = try_wait_for(
@@ -1116,6 +1098,30 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     Ok(())
 }
 
+/// Labels namespace `ns` so that install `fullname`'s webhooks review it; its KarmadaQuotas.
+async fn reviewed_quotas(
+    client: &Client,
+    ns: &str,
+    fullname: &str,
+) -> Result<Api<kube::api::DynamicObject>> {
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {NS_LABEL: fullname}}})),
+        )
+        .await
+        .with_context(|| format!("labelling namespace {ns} for {fullname}'s webhooks"))?;
+    Ok(Api::namespaced_with(
+        client.clone(),
+        ns,
+        &kube::discovery::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("quota.karmada.io", "v1alpha1", "KarmadaQuota"),
+            "karmadaquotas",
+        ),
+    ))
+}
+
 /// `data` of a rendered Secret or ConfigMap, decoded: key → bytes.
 fn rendered_data(obj: &Value) -> Result<BTreeMap<String, Vec<u8>>> {
     let mut out = BTreeMap::new();
@@ -1346,21 +1352,7 @@ async fn a_kube_apiserver_given_the_charts_admission_configuration_passes_client
     let vwc = rendered(&objects, "ValidatingWebhookConfiguration", &fullname)?.clone();
     karmada_quota_e2e::apply_json(&kube, "", vwc).await?;
     let ns = TestNs::new(&kube, "chart_admission").await?;
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(kube.clone())
-        .patch(
-            ns.name(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {NS_LABEL: fullname}}})),
-        )
-        .await?;
-    let quotas: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        kube.clone(),
-        ns.name(),
-        &kube::discovery::ApiResource::from_gvk_with_plural(
-            &kube::core::GroupVersionKind::gvk("quota.karmada.io", "v1alpha1", "KarmadaQuota"),
-            "karmadaquotas",
-        ),
-    );
+    let quotas = reviewed_quotas(&kube, ns.name(), &fullname).await?;
     let bad: kube::api::DynamicObject = serde_json::from_value(quota(
         ns.name(),
         "bad",
