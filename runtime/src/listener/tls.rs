@@ -147,7 +147,7 @@ impl ServerTls {
             }
             match self.reload() {
                 Ok(()) => {
-                    tracing::info!(cert = %self.files.cert.display(), client_ca = ?self.files.client_auth.as_ref().map(|c| c.ca.display().to_string()), "TLS files reloaded");
+                    tracing::info!(cert = %self.files.cert.display(), client_ca = ?self.files.client_auth.as_ref().map(|c| c.ca.display().to_string()), "TLS certificate reloaded");
                     seen = now;
                 }
                 Err(e) => {
