@@ -44,7 +44,6 @@ pub mod streams;
 pub mod view;
 pub mod visible;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,17 +74,6 @@ pub const FORM_BODY_LIMIT: usize = 8 * 1024;
 /// Errors of the dashboard.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The listen address could not be bound.
-    #[error("dashboard cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The server failed while serving.
-    #[error("dashboard server: {0}")]
-    Serve(std::io::Error),
     /// The operating system's random source failed (session ids, CSRF key).
     #[error("dashboard: {0}")]
     Random(#[from] session::RandomError),
@@ -231,22 +219,6 @@ pub fn router(dashboard: Dashboard) -> Router {
         .layer(DefaultBodyLimit::max(FORM_BODY_LIMIT))
         .layer(axum::middleware::from_fn(headers::secure))
         .with_state(dashboard)
-}
-
-/// Serve the dashboard on `addr` until `shutdown` completes.
-pub async fn serve(
-    addr: SocketAddr,
-    dashboard: Dashboard,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), Error> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| Error::Bind { addr, source })?;
-    tracing::info!(%addr, "dashboard listening");
-    axum::serve(listener, router(dashboard))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(Error::Serve)
 }
 
 #[cfg(test)]
