@@ -185,7 +185,12 @@ pub struct Args {
     /// apiEndpoint is http://, or whose --member-kubeconfig sets insecure-skip-tls-verify is
     /// otherwise refused: never connected, its token never sent, shown unreachable with why.
     /// Allowed ones are named in the quotas' MembersReachable condition.
-    #[arg(long, env = "KQ_ALLOW_INSECURE_MEMBERS", value_name = "NAMES", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "KQ_ALLOW_INSECURE_MEMBERS",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
     pub allow_insecure_members: Vec<String>,
 
     /// Serve the read-only browser dashboard (overview, one quota, member clusters, live

@@ -161,7 +161,9 @@ async fn unverified_members_are_refused_and_never_sent_their_token() -> Result<(
     )
     .await?;
     let (status, reason, message) = members(&q);
-    step(&format!("    ✓ MembersReachable={status} {reason}: {message}"));
+    step(&format!(
+        "    ✓ MembersReachable={status} {reason}: {message}"
+    ));
     ensure!(!refused(&q, &verified), "{verified} is verified: {message}");
     for (member, why) in [
         (&skip, "spec.insecureSkipTLSVerification"),
@@ -172,7 +174,10 @@ async fn unverified_members_are_refused_and_never_sent_their_token() -> Result<(
             .split("; ")
             .find(|p| p.starts_with(&format!("{member} unreachable: ")))
             .with_context(|| format!("{member} not in {message}"))?;
-        ensure!(part.contains(why), "{member}'s reason must say {why}: {part}");
+        ensure!(
+            part.contains(why),
+            "{member}'s reason must say {why}: {part}"
+        );
         ensure!(
             part.contains(&format!("--allow-insecure-members={member}")),
             "{member}'s reason must say how to allow it: {part}"
@@ -181,7 +186,11 @@ async fn unverified_members_are_refused_and_never_sent_their_token() -> Result<(
 
     // Several retries later (backoff ≤ 2 s): still nothing sent, logged once.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    for (member, proxy) in [(&skip, &skip_proxy), (&http, &http_proxy), (&kubeconfig, &kc_proxy)] {
+    for (member, proxy) in [
+        (&skip, &skip_proxy),
+        (&http, &http_proxy),
+        (&kubeconfig, &kc_proxy),
+    ] {
         ensure!(
             proxy.connections() == 0,
             "{member}: the controller opened {} connection(s) to a member it must refuse",
@@ -202,7 +211,10 @@ async fn unverified_members_are_refused_and_never_sent_their_token() -> Result<(
             .lines()
             .filter(|l| l.contains(&format!("member cluster {member} refused")))
             .count();
-        ensure!(lines == 1, "{member}: refusal logged {lines} times, not once");
+        ensure!(
+            lines == 1,
+            "{member}: refusal logged {lines} times, not once"
+        );
     }
     ctl.binary()
         .check_running()
@@ -271,7 +283,9 @@ async fn allowed_insecure_members_are_connected_and_named_in_the_condition() -> 
     )
     .await?;
     let (status, reason, message) = members(&q);
-    step(&format!("    ✓ MembersReachable={status} {reason}: {message}"));
+    step(&format!(
+        "    ✓ MembersReachable={status} {reason}: {message}"
+    ));
     let unverified = message
         .split_once("reached WITHOUT TLS verification")
         .map(|(_, list)| list)
@@ -285,7 +299,10 @@ async fn allowed_insecure_members_are_connected_and_named_in_the_condition() -> 
             && unverified.contains("insecure-skip-tls-verify"),
         "each allowed member's reason: {message}"
     );
-    ensure!(skip_proxy.connections() > 0, "{skip} was allowed but never connected");
+    ensure!(
+        skip_proxy.connections() > 0,
+        "{skip} was allowed but never connected"
+    );
     let metrics = ctl.metrics().await?;
     ensure!(
         reachable_gauge(&metrics, &skip).as_deref() == Some("1"),
@@ -294,8 +311,9 @@ async fn allowed_insecure_members_are_connected_and_named_in_the_condition() -> 
     );
     let log = std::fs::read_to_string(ctl.binary().log_path())?;
     ensure!(
-        log.lines()
-            .any(|l| l.contains(&format!("member cluster {skip} is reached WITHOUT TLS verification"))),
+        log.lines().any(|l| l.contains(&format!(
+            "member cluster {skip} is reached WITHOUT TLS verification"
+        ))),
         "the allowed insecure member must be logged"
     );
 

@@ -71,7 +71,10 @@ pub fn run(data: &[u8]) {
             "selector {selector:?} on namespace {ns} labels {labels:?}"
         );
         assert_eq!(covers.covers(ns, Some(labels)), selector.matches(labels));
-        assert!(!covers.covers(ns, None), "a namespace of unknown labels is covered");
+        assert!(
+            !covers.covers(ns, None),
+            "a namespace of unknown labels is covered"
+        );
     }
     if quota.status.is_none() {
         let state = cluster_quota_state(quota).expect("a valid spec without status is a state");

@@ -65,7 +65,10 @@ fn check_token(cookie: &[u8], authorization: &[u8]) {
                 .as_ref()
                 .and_then(|c| c.to_str().ok())
                 .expect("a token without a header that carries one");
-            assert!(!token.contains(';'), "a cookie token spans pairs: {token:?}");
+            assert!(
+                !token.contains(';'),
+                "a cookie token spans pairs: {token:?}"
+            );
             assert!(
                 sent.split(';')
                     .any(|pair| pair.trim() == format!("{COOKIE}={token}")),

@@ -2,8 +2,8 @@
 //! JSON, UTF-8 text or PEM, so the fuzzer can grow each part alone), and the check every
 //! AdmissionReview answer given without a request must pass.
 
-use kube::core::admission::{AdmissionResponse, AdmissionReview};
 use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionResponse, AdmissionReview};
 
 /// Separates the parts of an input.
 pub const SEPARATOR: u8 = 0xFF;
@@ -21,9 +21,15 @@ pub fn split<const N: usize>(data: &[u8]) -> [&[u8]; N] {
 /// answer encodes as an AdmissionReview that decodes again with the same verdict.
 pub fn check_refusal(answer: &AdmissionResponse, reason: &str) {
     if !answer.allowed {
-        assert_eq!(answer.result.code, 400, "refusal without code 400: {answer:?}");
+        assert_eq!(
+            answer.result.code, 400,
+            "refusal without code 400: {answer:?}"
+        );
         assert_eq!(answer.result.reason, reason);
-        assert!(!answer.result.message.is_empty(), "refusal without a message");
+        assert!(
+            !answer.result.message.is_empty(),
+            "refusal without a message"
+        );
     }
     let encoded = serde_json::to_vec(&answer.clone().into_review()).expect("a review encodes");
     let back: AdmissionReview<DynamicObject> =

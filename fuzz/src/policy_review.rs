@@ -86,9 +86,7 @@ impl World {
         }
         if let Some(by_ns) = doc.get("bindings").and_then(Value::as_object) {
             for (ns, list) in by_ns {
-                world
-                    .bindings
-                    .insert(ns.clone(), entries(Some(list)));
+                world.bindings.insert(ns.clone(), entries(Some(list)));
             }
         }
         world
@@ -157,8 +155,14 @@ pub fn run(data: &[u8]) {
         Err(answer) => return check_refusal(&answer, REASON_BAD_REQUEST),
     };
     assert_eq!(req.kind.group, policy::POLICY_GROUP);
-    assert!(matches!(req.operation, Operation::Create | Operation::Update));
-    assert_eq!(policy.kind, req.kind.kind, "the policy's kind is the request's");
+    assert!(matches!(
+        req.operation,
+        Operation::Create | Operation::Update
+    ));
+    assert_eq!(
+        policy.kind, req.kind.kind,
+        "the policy's kind is the request's"
+    );
     assert!(matches!(
         policy.kind.as_str(),
         "PropagationPolicy" | "ClusterPropagationPolicy"
@@ -166,7 +170,11 @@ pub fn run(data: &[u8]) {
 
     let world = World::from_json(world);
     let verdict = dry_run(&world, &policy);
-    assert_eq!(verdict, dry_run(&world, &policy), "the dry run is not repeatable");
+    assert_eq!(
+        verdict,
+        dry_run(&world, &policy),
+        "the dry run is not repeatable"
+    );
 
     let selected: Vec<&Template> = world
         .templates

@@ -69,13 +69,18 @@ pub fn run(data: &[u8]) {
     };
     let report = request.compute(&usage, &teams);
     let resources: BTreeSet<&str> = usage.iter().map(|s| s.label("resource")).collect();
-    let team_values: BTreeSet<&str> = teams.iter().flat_map(|s| s.metric.values()).map(String::as_str).collect();
-    let non_negative = usage
+    let team_values: BTreeSet<&str> = teams
         .iter()
-        .all(|s| s.samples().all(|(_, v)| v >= 0.0));
+        .flat_map(|s| s.metric.values())
+        .map(String::as_str)
+        .collect();
+    let non_negative = usage.iter().all(|s| s.samples().all(|(_, v)| v >= 0.0));
     let mut groups = BTreeSet::new();
     for row in &report.rows {
-        assert!(resources.contains(row.resource.as_str()), "row of an unknown resource {row:?}");
+        assert!(
+            resources.contains(row.resource.as_str()),
+            "row of an unknown resource {row:?}"
+        );
         let team = row.team.as_deref().expect("grouped by team");
         assert!(
             team == karmada_quota_core::billing::UNALLOCATED || team_values.contains(team),
@@ -87,7 +92,10 @@ pub fn run(data: &[u8]) {
         );
         if non_negative {
             for v in [row.average, row.peak, row.hours] {
-                assert!(v.is_nan() || v >= 0.0, "negative {v} from non-negative samples: {row:?}");
+                assert!(
+                    v.is_nan() || v >= 0.0,
+                    "negative {v} from non-negative samples: {row:?}"
+                );
             }
         }
     }

@@ -331,7 +331,14 @@ pub fn decode_cluster_quota_review(
 
 /// What a policy review holds before the dry run: the request and its policy, or the
 /// answer given without a dry run.
-type PolicyReview = Result<(AdmissionRequest<DynamicObject>, karmada_quota_core::policy::Policy, String), Box<Answer>>;
+type PolicyReview = Result<
+    (
+        AdmissionRequest<DynamicObject>,
+        karmada_quota_core::policy::Policy,
+        String,
+    ),
+    Box<Answer>,
+>;
 
 /// The PropagationPolicy / ClusterPropagationPolicy review in `body`: the request, the
 /// policy (kind from the request, namespace from the request when the object has none)

@@ -116,8 +116,8 @@ pub(super) fn members_condition(
             _ => None,
         })
         .collect();
-    let unverified = (!unverified.is_empty())
-        .then(|| format!("{UNVERIFIED_PREFIX}{}", unverified.join(", ")));
+    let unverified =
+        (!unverified.is_empty()).then(|| format!("{UNVERIFIED_PREFIX}{}", unverified.join(", ")));
     if !unreachable.is_empty() {
         let mut message = unreachable.join("; ");
         if let Some(u) = &unverified {
@@ -141,44 +141,6 @@ pub(super) fn members_condition(
             ("True", REASON_REACHABLE_UNVERIFIED, message)
         }
         None => ("True", REASON_REACHABLE, message),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reach(members: &[(&str, Reach)]) -> BTreeMap<String, Reach> {
-        members
-            .iter()
-            .map(|(n, r)| ((*n).to_owned(), r.clone()))
-            .collect()
-    }
-
-    #[test]
-    fn members_reached_without_verification_are_named() {
-        let why = "spec.insecureSkipTLSVerification of its Cluster is true";
-        let (status, reason, message) = members_condition(&reach(&[
-            ("member1", Reach::Reachable),
-            ("member2", Reach::Unverified(why.into())),
-        ]));
-        assert_eq!((status, reason), ("True", REASON_REACHABLE_UNVERIFIED));
-        assert_eq!(
-            message,
-            format!("2 member clusters reachable; {UNVERIFIED_PREFIX}member2 ({why})")
-        );
-        // Alongside an unreachable (or refused) member, both are said.
-        let (status, reason, message) = members_condition(&reach(&[
-            ("member2", Reach::Unverified(why.into())),
-            ("member3", Reach::Unreachable("refused: its endpoint is plain http://".into())),
-        ]));
-        assert_eq!((status, reason), ("False", REASON_UNREACHABLE));
-        assert!(message.starts_with("member3 unreachable: refused: "), "{message}");
-        assert!(message.ends_with(&format!("{UNVERIFIED_PREFIX}member2 ({why})")), "{message}");
-        assert_eq!(unreachable_names(&message), BTreeSet::from(["member3"]));
-        // Verified members only: as before.
-        let (_, reason, message) = members_condition(&reach(&[("member1", Reach::Reachable)]));
-        assert_eq!((reason, message.as_str()), (REASON_REACHABLE, "1 member cluster reachable"));
     }
 }
 
@@ -221,5 +183,55 @@ pub(super) fn set_condition(
             *c = fresh(ltt);
         }
         None => conditions.push(fresh(Time(now))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reach(members: &[(&str, Reach)]) -> BTreeMap<String, Reach> {
+        members
+            .iter()
+            .map(|(n, r)| ((*n).to_owned(), r.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn members_reached_without_verification_are_named() {
+        let why = "spec.insecureSkipTLSVerification of its Cluster is true";
+        let (status, reason, message) = members_condition(&reach(&[
+            ("member1", Reach::Reachable),
+            ("member2", Reach::Unverified(why.into())),
+        ]));
+        assert_eq!((status, reason), ("True", REASON_REACHABLE_UNVERIFIED));
+        assert_eq!(
+            message,
+            format!("2 member clusters reachable; {UNVERIFIED_PREFIX}member2 ({why})")
+        );
+        // Alongside an unreachable (or refused) member, both are said.
+        let (status, reason, message) = members_condition(&reach(&[
+            ("member2", Reach::Unverified(why.into())),
+            (
+                "member3",
+                Reach::Unreachable("refused: its endpoint is plain http://".into()),
+            ),
+        ]));
+        assert_eq!((status, reason), ("False", REASON_UNREACHABLE));
+        assert!(
+            message.starts_with("member3 unreachable: refused: "),
+            "{message}"
+        );
+        assert!(
+            message.ends_with(&format!("{UNVERIFIED_PREFIX}member2 ({why})")),
+            "{message}"
+        );
+        assert_eq!(unreachable_names(&message), BTreeSet::from(["member3"]));
+        // Verified members only: as before.
+        let (_, reason, message) = members_condition(&reach(&[("member1", Reach::Reachable)]));
+        assert_eq!(
+            (reason, message.as_str()),
+            (REASON_REACHABLE, "1 member cluster reachable")
+        );
     }
 }

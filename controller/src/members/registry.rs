@@ -78,7 +78,10 @@ impl MemberRegistry {
             .by_name
             .iter()
             .map(|(name, st)| {
-                let pods = st.reach.is_reachable().then(|| st.pods.in_namespace(namespace));
+                let pods = st
+                    .reach
+                    .is_reachable()
+                    .then(|| st.pods.in_namespace(namespace));
                 (name.clone(), pods)
             })
             .collect()
@@ -194,7 +197,9 @@ mod tests {
             [mk_pod("team-a", "c", "uc", "", &["2"], "Running")],
         );
         assert_eq!(
-            reg.observed_pods("team-a")["member3"].as_ref().map(Vec::len),
+            reg.observed_pods("team-a")["member3"]
+                .as_ref()
+                .map(Vec::len),
             Some(1)
         );
     }

@@ -139,7 +139,10 @@ mod tests {
                 Trust::Unverified(_) => "unverified",
                 Trust::Refused(_) => "refused",
             };
-            assert_eq!(kind, want, "{member} {endpoint} skip={skip} {allow:?}: {got:?}");
+            assert_eq!(
+                kind, want,
+                "{member} {endpoint} skip={skip} {allow:?}: {got:?}"
+            );
         }
     }
 
@@ -155,9 +158,15 @@ mod tests {
             panic!("not refused");
         };
         assert!(why.contains("plain http://"), "{why}");
-        assert!(why.contains("spec.insecureSkipTLSVerification is true"), "{why}");
+        assert!(
+            why.contains("spec.insecureSkipTLSVerification is true"),
+            "{why}"
+        );
         assert!(why.contains("--allow-insecure-members=member1"), "{why}");
-        assert!(!why.contains("; "), "the condition separates members with \"; \": {why}");
+        assert!(
+            !why.contains("; "),
+            "the condition separates members with \"; \": {why}"
+        );
         let Trust::Unverified(why) = decide(
             "m",
             "https://x",

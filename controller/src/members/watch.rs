@@ -196,8 +196,7 @@ impl MemberTask {
         match &self.source {
             MemberSource::Kubeconfig(path) => {
                 let config =
-                    config_from_kubeconfig(&self.name, path, self.settings.connect_timeout)
-                        .await?;
+                    config_from_kubeconfig(&self.name, path, self.settings.connect_timeout).await?;
                 let unverified = self.trust(
                     &config.cluster_url.to_string(),
                     config.accept_invalid_certs,
@@ -308,7 +307,8 @@ impl MemberTask {
         unverified: Option<&str>,
         backoff: &mut Backoff,
     ) -> Ended {
-        let listed_reach = unverified.map_or(Reach::Reachable, |why| Reach::Unverified(why.to_owned()));
+        let listed_reach =
+            unverified.map_or(Reach::Reachable, |why| Reach::Unverified(why.to_owned()));
         let api: Api<Pod> = match &self.settings.namespace {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
