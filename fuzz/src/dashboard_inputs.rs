@@ -1,5 +1,6 @@
 //! `dashboard_inputs`: what a browser sends the dashboard before any login — the
-//! `Cookie` and `Authorization` headers ([`visible::token_of`]), the Report page's query
+//! `Cookie` and `Authorization` headers ([`visible::bearer`], [`visible::cookie`] for the
+//! session and CSRF cookies, a CSRF token checked by [`csrf::Csrf::verify`]), the Report page's query
 //! string decoded like axum's `Query` ([`report::Form`], its `request` and
 //! `query_string`), and the login form's `next` target ([`login::local_path`]).
 //!
@@ -7,8 +8,10 @@
 //! (a header that is not a valid header value is left out, as hyper would refuse it).
 //!
 //! Laws:
-//! - a token is never empty; from the cookie it is the value of the dashboard's cookie
-//!   pair as sent (no `;`), from `Authorization` the trimmed credentials of `Bearer`;
+//! - a bearer token is never empty and is the trimmed credentials of `Bearer`; a cookie
+//!   value is never empty and is the value of a pair of that name as sent (no `;`);
+//! - a CSRF token made up of the input never verifies for the session id or login nonce
+//!   the input names (the key is random), and the token the key made does;
 //! - a query string that decodes to a valid report request writes itself back
 //!   (`query_string`) as one that decodes to the same request (the CSV and JSON links
 //!   ask for exactly the page's report);
@@ -18,7 +21,9 @@
 use axum::http::{HeaderMap, HeaderValue, header};
 use karmada_quota_dashboard::login::local_path;
 use karmada_quota_dashboard::report::Form;
-use karmada_quota_dashboard::visible::{COOKIE, token_of};
+use karmada_quota_dashboard::csrf::{Bound, CSRF_COOKIE, Csrf};
+use karmada_quota_dashboard::session::SESSION_COOKIE;
+use karmada_quota_dashboard::visible::{self, bearer};
 
 use crate::parts::split;
 
@@ -47,35 +52,46 @@ fn check_token(cookie: &[u8], authorization: &[u8]) {
     if let Some(a) = &authorization {
         headers.insert(header::AUTHORIZATION, a.clone());
     }
-    let Some(token) = token_of(&headers) else {
+    if let Some(token) = bearer(&headers) {
+        assert!(!token.is_empty(), "an empty bearer token");
+        let sent = authorization
+            .as_ref()
+            .and_then(|a| a.to_str().ok())
+            .expect("a bearer token without an Authorization header");
+        let (scheme, rest) = sent.trim().split_once(' ').expect("no scheme");
+        assert!(scheme.eq_ignore_ascii_case("bearer"), "not a Bearer scheme");
+        assert_eq!(token, rest.trim(), "not the bearer credentials");
+    }
+    for name in [SESSION_COOKIE, CSRF_COOKIE] {
+        let Some(value) = visible::cookie(&headers, name) else {
+            continue;
+        };
+        let sent = cookie
+            .as_ref()
+            .and_then(|c| c.to_str().ok())
+            .expect("a cookie without a Cookie header");
+        assert!(!value.is_empty() && !value.contains(';'), "{value:?}");
+        assert!(
+            sent.split(';')
+                .any(|pair| pair.trim() == format!("{name}={value}")),
+            "{value:?} is not the value of a {name} pair of {sent:?}"
+        );
+        check_csrf(&value);
+    }
+}
+
+/// A token an attacker makes up never verifies; the key's own token does, for its binding
+/// only.
+fn check_csrf(value: &str) {
+    let Ok(csrf) = Csrf::new() else {
         return;
     };
-    assert!(!token.is_empty(), "an empty token");
-    let bearer = authorization
-        .as_ref()
-        .and_then(|a| a.to_str().ok())
-        .and_then(|a| a.trim().split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, t)| t.trim().to_owned())
-        .filter(|t| !t.is_empty());
-    match bearer {
-        Some(b) => assert_eq!(token, b, "not the bearer token"),
-        None => {
-            let sent = cookie
-                .as_ref()
-                .and_then(|c| c.to_str().ok())
-                .expect("a token without a header that carries one");
-            assert!(
-                !token.contains(';'),
-                "a cookie token spans pairs: {token:?}"
-            );
-            assert!(
-                sent.split(';')
-                    .any(|pair| pair.trim() == format!("{COOKIE}={token}")),
-                "token {token:?} is not the value of a {COOKIE} pair of {sent:?}"
-            );
-        }
+    for bound in [Bound::Session(value), Bound::Login(value)] {
+        assert!(!csrf.verify(bound, value), "a guessed CSRF token verified");
     }
+    let token = csrf.token(Bound::Session(value));
+    assert!(csrf.verify(Bound::Session(value), &token));
+    assert!(!csrf.verify(Bound::Login(value), &token), "a token crossed bindings");
 }
 
 fn check_form(query: &[u8]) {
