@@ -597,7 +597,12 @@ async fn an_unauthenticated_dashboard_on_a_remote_address_refuses_to_start() -> 
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let msg = format!("{exited:#}");
+    // The whole log, not only its tail: with RUST_BACKTRACE set, the error is followed by
+    // a backtrace longer than the tail.
+    let msg = format!(
+        "{exited:#}\n{}",
+        std::fs::read_to_string(refused.log_path()).unwrap_or_default()
+    );
     ensure!(
         msg.contains("--dashboard-auth=none on --dashboard-listen=192.0.2.1")
             && msg.contains("--dashboard-allow-unauthenticated-remote"),

@@ -19,7 +19,7 @@ use karmada_quota_e2e::controller::{
 };
 use karmada_quota_e2e::proxy::TcpProxy;
 use karmada_quota_e2e::webhook::quota;
-use karmada_quota_e2e::{Env, TestNs, accepts, apply_json};
+use karmada_quota_e2e::{Env, TestNs, accepts, apply_json, free_port};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -46,12 +46,14 @@ fn pod(ns: &str, name: &str, cpu: &str) -> Value {
 }
 
 /// Sets `spec.insecureSkipTLSVerification` of Cluster `name` (Karmada's field).
-async fn skip_verification(client: &Client, name: &str) -> Result<()> {
+async fn skip_verification(client: &Client, name: &str, endpoint: &str) -> Result<()> {
     Api::<Cluster>::all(client.clone())
         .patch(
             name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"insecureSkipTLSVerification": true}})),
+            &Patch::Merge(
+                json!({"spec": {"insecureSkipTLSVerification": true, "apiEndpoint": endpoint}}),
+            ),
         )
         .await
         .with_context(|| format!("patching Cluster {name}"))?;
@@ -121,12 +123,16 @@ async fn unverified_members_are_refused_and_never_sent_their_token() -> Result<(
         &ns_name,
         &[
             MemberCluster::new(&verified, &apis[0]),
-            MemberCluster::new(&skip, &apis[1]).via(&skip_proxy.url()),
+            // Registered (verified) at a closed port first, then pointed at its proxy in
+            // the same patch that sets insecureSkipTLSVerification: Clusters are
+            // cluster-scoped, so every controller of the concurrent tests sees this one,
+            // and a verified connection in between must not count.
+            MemberCluster::new(&skip, &apis[1]).via(&format!("https://127.0.0.1:{}", free_port()?)),
             MemberCluster::new(&http, &apis[1]).via(&format!("http://{}", http_proxy.addr())),
         ],
     )
     .await?;
-    skip_verification(&client, &skip).await?;
+    skip_verification(&client, &skip, &skip_proxy.url()).await?;
     let kc_path = std::env::temp_dir().join(format!("{ns_name}-insecure.kubeconfig"));
     insecure_kubeconfig(&apis[1], &kc_proxy.url(), &kc_path)?;
 
@@ -248,7 +254,7 @@ async fn allowed_insecure_members_are_connected_and_named_in_the_condition() -> 
         ],
     )
     .await?;
-    skip_verification(&client, &skip).await?;
+    skip_verification(&client, &skip, &skip_proxy.url()).await?;
     let kc_path = std::env::temp_dir().join(format!("{ns_name}-insecure.kubeconfig"));
     insecure_kubeconfig(&apis[1], &apis[1].server, &kc_path)?;
 

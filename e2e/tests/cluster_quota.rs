@@ -484,6 +484,18 @@ async fn a_relabelled_namespace_moves_its_usage_at_the_next_reconcile() -> Resul
     )
     .await?;
     step("[Get] the dashboard's JSON view lists the cluster quota (empty namespace)");
+    // The dashboard is fed once a second: give it a few.
+    let _ = wait_for(
+        "the dashboard's view to list the cluster quota",
+        Duration::from_secs(10),
+        || async {
+            ctl.snapshot()
+                .await
+                .ok()
+                .filter(|v| v.to_string().contains(&quota))
+        },
+    )
+    .await;
     let view = ctl.report("", &quota).await.ok().flatten();
     let listed = ctl.snapshot().await?;
     ensure!(

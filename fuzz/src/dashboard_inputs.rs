@@ -19,9 +19,9 @@
 //!   the login pages; a local path that is not a login page is kept as is.
 
 use axum::http::{HeaderMap, HeaderValue, header};
+use karmada_quota_dashboard::csrf::{Bound, CSRF_COOKIE, Csrf};
 use karmada_quota_dashboard::login::local_path;
 use karmada_quota_dashboard::report::Form;
-use karmada_quota_dashboard::csrf::{Bound, CSRF_COOKIE, Csrf};
 use karmada_quota_dashboard::session::SESSION_COOKIE;
 use karmada_quota_dashboard::visible::{self, bearer};
 
@@ -91,7 +91,10 @@ fn check_csrf(value: &str) {
     }
     let token = csrf.token(Bound::Session(value));
     assert!(csrf.verify(Bound::Session(value), &token));
-    assert!(!csrf.verify(Bound::Login(value), &token), "a token crossed bindings");
+    assert!(
+        !csrf.verify(Bound::Login(value), &token),
+        "a token crossed bindings"
+    );
 }
 
 fn check_form(query: &[u8]) {

@@ -477,7 +477,39 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
         "Per member cluster, placed / observed ({}/api/v1/snapshot)",
         controller.dashboard_url()
     ));
-    let view = controller.snapshot().await?;
+    // The dashboard is fed once a second: wait until its view of the first quota has
+    // what the status printed above has, per member cluster.
+    let settled: Vec<(String, Value)> = compute
+        .status
+        .as_ref()
+        .map(|s| {
+            s.clusters
+                .iter()
+                .map(|c| (c.name.clone(), json!(c.used)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let view = wait_for(
+        "the dashboard's view to show the settled usage",
+        SETTLE_TIMEOUT,
+        || async {
+            let view = controller.snapshot().await.ok()?;
+            let item = view["quotas"]
+                .as_array()?
+                .iter()
+                .find(|i| i["namespace"] == ns && i["name"] == quota_names[0].as_str())?
+                .clone();
+            let caught_up = settled.iter().all(|(name, used)| {
+                item["clusters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["name"] == name.as_str() && c["placed"] == *used)
+            });
+            caught_up.then_some(view)
+        },
+    )
+    .await?;
     print_clusters(&view, ns);
 
     heading("Endpoints");
