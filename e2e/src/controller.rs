@@ -827,6 +827,33 @@ pub async fn quota_events(client: &Client, ns: &str, quota: &str) -> Result<Vec<
         .collect())
 }
 
+/// Creates Lease `LEASE_NAMESPACE/name` held by another (pretend) replica for an hour: a
+/// controller using it stays a follower, computing every quota and writing nothing.
+pub async fn held_lease(client: &Client, name: &str) -> Result<()> {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    ensure_namespace(client, LEASE_NAMESPACE).await?;
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(LEASE_NAMESPACE.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("e2e-another-replica".to_owned()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            ..Default::default()
+        }),
+    };
+    Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE)
+        .create(&PostParams::default(), &lease)
+        .await
+        .with_context(|| format!("Lease {LEASE_NAMESPACE}/{name}"))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

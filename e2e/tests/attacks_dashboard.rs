@@ -19,16 +19,14 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use karmada_quota_e2e::controller::{
-    CONTROLLER_BIN, Controller, LEASE_NAMESPACE, ensure_namespace,
-};
+use karmada_quota_e2e::controller::{CONTROLLER_BIN, Controller, LEASE_NAMESPACE, held_lease};
 use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{Rb, quota};
 use karmada_quota_e2e::{Binary, free_port};
 use karmada_quota_e2e::{Env, TestNs, accepts, wait_for};
-use kube::Client;
-use kube::api::{Api, PostParams};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -136,32 +134,6 @@ async fn login(dash: SocketAddr, viewer: &Viewer) -> Result<String> {
         "the token went back to the browser"
     );
     Ok(format!("kq_session={session}"))
-}
-
-/// A Lease held by another (pretend) replica for an hour: a controller using it stays a
-/// follower and writes nothing other tests own.
-async fn held_lease(client: &Client, name: &str) -> Result<()> {
-    ensure_namespace(client, LEASE_NAMESPACE).await?;
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
-    let lease = Lease {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(LEASE_NAMESPACE.to_owned()),
-            ..Default::default()
-        },
-        spec: Some(LeaseSpec {
-            holder_identity: Some("e2e-another-replica".to_owned()),
-            lease_duration_seconds: Some(3600),
-            acquire_time: Some(now.clone()),
-            renew_time: Some(now),
-            ..Default::default()
-        }),
-    };
-    Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE)
-        .create(&PostParams::default(), &lease)
-        .await
-        .with_context(|| format!("Lease {LEASE_NAMESPACE}/{name}"))?;
-    Ok(())
 }
 
 /// Two teams' namespaces with a quota each (team B's with a number found nowhere else),

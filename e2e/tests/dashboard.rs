@@ -25,12 +25,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::{Client as Browser, Locator};
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace};
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_e2e::browser::{self, Driver};
 use karmada_quota_e2e::controller::{
-    Controller, LEASE_NAMESPACE, ensure_namespace, used_is, wait_quota, wait_synced,
+    Controller, LEASE_NAMESPACE, held_lease, used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{
@@ -334,32 +334,6 @@ fn tempdir(tag: &str) -> Result<PathBuf> {
     browser::fresh_dir(
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chromium-profile-{tag}")),
     )
-}
-
-/// A Lease held by another (pretend) replica for an hour: a controller using it stays a
-/// follower, computing every quota without writing anything.
-async fn held_lease(client: &Client, name: &str) -> Result<()> {
-    ensure_namespace(client, LEASE_NAMESPACE).await?;
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
-    let lease = Lease {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(LEASE_NAMESPACE.to_owned()),
-            ..Default::default()
-        },
-        spec: Some(LeaseSpec {
-            holder_identity: Some("e2e-another-replica".to_owned()),
-            lease_duration_seconds: Some(3600),
-            acquire_time: Some(now.clone()),
-            renew_time: Some(now),
-            ..Default::default()
-        }),
-    };
-    Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE)
-        .create(&PostParams::default(), &lease)
-        .await
-        .with_context(|| format!("Lease {LEASE_NAMESPACE}/{name}"))?;
-    Ok(())
 }
 
 /// A Warning event on a quota, as the webhook records a denial.
