@@ -223,7 +223,11 @@ impl PolicyWorld for KubePolicyWorld {
                             .map_err(|e| {
                                 Skip(format!("cannot list {what}: {}", clip(&e.to_string())))
                             })?;
-                        return list.items.into_iter().map(to_template).collect();
+                        return list
+                            .items
+                            .into_iter()
+                            .map(|o| to_template(&ar, o))
+                            .collect();
                     }
                     (false, _) => Api::all_with(self.client.clone(), &ar),
                 };
@@ -233,7 +237,7 @@ impl PolicyWorld for KubePolicyWorld {
                     .into_iter()
                     .collect()
             };
-            objects.into_iter().map(to_template).collect()
+            objects.into_iter().map(|o| to_template(&ar, o)).collect()
         })
     }
 
@@ -271,7 +275,18 @@ impl PolicyWorld for KubePolicyWorld {
     }
 }
 
-fn to_template(o: DynamicObject) -> Result<Template, Skip> {
+/// The template of an object read as `ar`. Items of a LIST of a built-in kind carry no
+/// `apiVersion`/`kind` (only the list does), so they get `ar`'s: without them no selector
+/// would select the template (`ResourceSelector::selects` compares both), and a policy
+/// selecting by label or by kind alone would always be judged to fit.
+pub(crate) fn to_template(ar: &ApiResource, mut o: DynamicObject) -> Result<Template, Skip> {
+    let types = o.types.get_or_insert_with(Default::default);
+    if types.api_version.is_empty() {
+        types.api_version.clone_from(&ar.api_version);
+    }
+    if types.kind.is_empty() {
+        types.kind.clone_from(&ar.kind);
+    }
     let name = o.metadata.name.clone().unwrap_or_default();
     serde_json::to_value(&o)
         .and_then(serde_json::from_value)

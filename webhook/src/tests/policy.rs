@@ -183,3 +183,43 @@ async fn the_increase_over_an_existing_binding_is_what_counts() {
     let r = review(&harness(world, Enforcement::Deny), divided()).await;
     assert_eq!(r["allowed"], true, "{r}");
 }
+
+/// Items of a LIST of a built-in kind carry no apiVersion/kind (issue 27: a policy that
+/// selects by label or by kind alone was never warned): the template read from one gets
+/// the listed resource's, and a label or kind-only selector then selects it.
+#[test]
+fn a_listed_item_without_type_is_selected_by_label_and_by_kind() {
+    use karmada_quota_core::policy::ResourceSelector;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "Deployment"));
+    // As the API server lists it: no apiVersion, no kind on the item.
+    let item: DynamicObject = serde_json::from_value(json!({
+        "metadata": {"name": "dep5", "namespace": NS, "labels": {"pp": "later-d5"}},
+        "spec": {"replicas": 4, "template": {"spec": {"containers": [
+            {"resources": {"requests": {"cpu": "500m"}}}
+        ]}}}
+    }))
+    .unwrap();
+    assert!(item.types.is_none(), "the fixture must be typeless");
+    let t = crate::policy::to_template(&ar, item).unwrap();
+    assert_eq!(
+        (t.api_version.as_str(), t.kind.as_str()),
+        ("apps/v1", "Deployment")
+    );
+    let by_label: ResourceSelector = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "labelSelector": {"matchLabels": {"pp": "later-d5"}}
+    }))
+    .unwrap();
+    let by_kind: ResourceSelector =
+        serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment"})).unwrap();
+    let other_label: ResourceSelector = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "labelSelector": {"matchLabels": {"pp": "other"}}
+    }))
+    .unwrap();
+    assert!(by_label.selects(&t));
+    assert!(by_kind.selects(&t));
+    assert!(!other_label.selects(&t));
+    assert_eq!(t.binding().unwrap().replicas, 4);
+}
