@@ -1,12 +1,14 @@
 //! Command-line flags of `karmada-quota-controller`; every flag has a `KQ_*` environment twin.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
-use karmada_quota_runtime::listener::{ListenerArgs, TlsFiles};
+use karmada_quota_runtime::listener::ListenerArgs;
 use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs, duration};
+
+mod dashboard;
+pub use dashboard::{DashboardArgs, DashboardAuth};
 
 /// Flags of the controller binary.
 #[derive(Clone, Debug, Parser)]
@@ -193,120 +195,9 @@ pub struct Args {
     )]
     pub allow_insecure_members: Vec<String>,
 
-    /// Serve the read-only browser dashboard (overview, one quota, member clusters, live
-    /// updates, JSON under /api/v1 and CSV) on this address. Every replica serves it.
-    /// Loopback by default: give a routable address (e.g. `0.0.0.0:8081`) to serve other
-    /// pods, with --dashboard-auth=kubernetes and TLS (here or at a proxy).
-    #[arg(
-        long,
-        env = "KQ_DASHBOARD_LISTEN",
-        default_value = "127.0.0.1:8081",
-        value_name = "ADDR"
-    )]
-    pub dashboard_listen: SocketAddr,
-
-    /// PEM certificate (chain) the dashboard serves HTTPS with (itself, without a proxy);
-    /// reloaded when the file changes; set, every dashboard cookie is `Secure`. Unset: plain
-    /// HTTP.
-    #[arg(
-        long,
-        env = "KQ_DASHBOARD_TLS_CERT_FILE",
-        value_name = "PEM",
-        requires = "dashboard_tls_private_key_file"
-    )]
-    pub dashboard_tls_cert_file: Option<PathBuf>,
-
-    /// PEM private key of --dashboard-tls-cert-file; reloaded with it.
-    #[arg(
-        long,
-        env = "KQ_DASHBOARD_TLS_PRIVATE_KEY_FILE",
-        value_name = "PEM",
-        requires = "dashboard_tls_cert_file"
-    )]
-    pub dashboard_tls_private_key_file: Option<PathBuf>,
-
-    /// The namespace label whose value names a team: the dashboard's overview groups the
-    /// quotas of a team's namespaces together. Empty: group by namespace only (and do not
-    /// watch namespaces).
-    #[arg(long, env = "KQ_DASHBOARD_TEAM_LABEL", default_value = karmada_quota_dashboard::DEFAULT_TEAM_LABEL, value_name = "KEY")]
-    pub dashboard_team_label: String,
-
-    /// The dashboard shows a banner for a member cluster whose data is older than this
-    /// (unreachable, or never listed).
-    #[arg(long, env = "KQ_DASHBOARD_STALE_AFTER", default_value = "60s", value_parser = duration::parse)]
-    pub dashboard_stale_after: Duration,
-
-    /// Who may see the dashboard. `none`: everyone sees every quota (for loopback and
-    /// demos). `kubernetes`: every request must carry a bearer token (the
-    /// `Authorization: Bearer` header, or the cookie the /login form sets) that a
-    /// TokenReview accepts, and sees only the namespaces where a SubjectAccessReview
-    /// allows the token's user to `list karmadaquotas.quota.karmada.io`. The controller
-    /// then needs `create` on tokenreviews and subjectaccessreviews.
-    #[arg(long, env = "KQ_DASHBOARD_AUTH", value_enum, default_value_t = DashboardAuth::None)]
-    pub dashboard_auth: DashboardAuth,
-
-    /// With `--dashboard-auth=kubernetes`: how long an accepted token and an access
-    /// decision are trusted before the API server is asked again (a refused token: 5 s).
-    #[arg(long, env = "KQ_DASHBOARD_AUTH_CACHE_TTL", default_value = "30s", value_parser = duration::parse)]
-    pub dashboard_auth_cache_ttl: Duration,
-    /// A Prometheus that scrapes this controller's /metrics (e.g.
-    /// `http://prometheus.monitoring:9090`, a path prefix allowed): the dashboard's Report
-    /// page reads usage history from it (average, peak and resource-hours per team,
-    /// namespace and member cluster, with a CSV download), as `kubectl karmada-quota
-    /// report` does. Unset: the page says how to turn it on.
-    #[arg(long, env = "KQ_DASHBOARD_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_runtime::prometheus::check_url)]
-    pub dashboard_prometheus: Option<String>,
-
-    /// Allow `--dashboard-auth=none` on an address other than loopback, i.e. show every
-    /// quota, reservation and binding name to anyone who can reach the port. Without it
-    /// the controller refuses to start with that combination.
-    #[arg(
-        long,
-        env = "KQ_DASHBOARD_ALLOW_UNAUTHENTICATED_REMOTE",
-        default_value_t = false,
-        action = ArgAction::Set,
-        num_args = 0..=1,
-        default_missing_value = "true",
-        require_equals = true,
-        value_name = "BOOL"
-    )]
-    pub dashboard_allow_unauthenticated_remote: bool,
-
-    /// With `--dashboard-auth=kubernetes`: the audiences a bearer token must be issued for
-    /// (comma-separated, e.g. `karmada-quota-dashboard`). They are sent in the TokenReview
-    /// and a token is accepted only when the review's status names one of them. Empty:
-    /// the API server's own audiences.
-    #[arg(
-        long,
-        env = "KQ_DASHBOARD_TOKEN_AUDIENCES",
-        value_delimiter = ',',
-        value_name = "AUDIENCE"
-    )]
-    pub dashboard_token_audiences: Vec<String>,
-
-    /// Most login sessions the dashboard keeps (in this replica's memory); beyond it the
-    /// oldest session ends.
-    #[arg(long, env = "KQ_DASHBOARD_MAX_SESSIONS", default_value_t = karmada_quota_dashboard::session::DEFAULT_MAX_SESSIONS, value_parser = at_least_one)]
-    pub dashboard_max_sessions: usize,
-
-    /// A dashboard login session unused for this long ends.
-    #[arg(long, env = "KQ_DASHBOARD_SESSION_IDLE_TIMEOUT", default_value = "30m", value_parser = duration::parse)]
-    pub dashboard_session_idle_timeout: Duration,
-
-    /// A dashboard login session ends this long after the login, used or not (the
-    /// cookie's Max-Age).
-    #[arg(long, env = "KQ_DASHBOARD_SESSION_MAX_AGE", default_value = "8h", value_parser = duration::parse)]
-    pub dashboard_session_max_age: Duration,
-
-    /// Most live-update streams (the pages' Server-Sent Events) open at once; one more is
-    /// answered 503.
-    #[arg(long, env = "KQ_DASHBOARD_MAX_STREAMS", default_value_t = karmada_quota_dashboard::streams::DEFAULT_MAX_STREAMS, value_parser = at_least_one)]
-    pub dashboard_max_streams: usize,
-
-    /// Most live-update streams one dashboard user may hold open (a few browser tabs);
-    /// one more is answered 503. Applies with `--dashboard-auth=kubernetes`.
-    #[arg(long, env = "KQ_DASHBOARD_MAX_STREAMS_PER_USER", default_value_t = karmada_quota_dashboard::streams::DEFAULT_MAX_STREAMS_PER_USER, value_parser = at_least_one)]
-    pub dashboard_max_streams_per_user: usize,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub dashboard: DashboardArgs,
 
     /// How long a ResourceBinding deletion seen by the watch is remembered, so that a
     /// reservation for it is pruned as "deleted". Must exceed the webhook's
@@ -316,15 +207,6 @@ pub struct Args {
 }
 
 impl Args {
-    /// The dashboard's TLS files (`--dashboard-tls-*`), if it serves HTTPS.
-    pub fn dashboard_tls(&self) -> Option<TlsFiles> {
-        Some(TlsFiles {
-            cert: self.dashboard_tls_cert_file.clone()?,
-            key: self.dashboard_tls_private_key_file.clone()?,
-            client_auth: None,
-        })
-    }
-
     /// `--allow-insecure-members` as the member tasks read it.
     pub fn allow_insecure(&self) -> crate::members::AllowInsecure {
         crate::members::AllowInsecure::from_values(
@@ -345,27 +227,6 @@ impl Args {
             .as_deref()
             .map(str::trim)
             .filter(|ns| !ns.is_empty())
-    }
-
-    /// Refuses `--dashboard-auth=none` on a non-loopback `--dashboard-listen` unless
-    /// `--dashboard-allow-unauthenticated-remote` says so: the message says why and what
-    /// to do instead.
-    pub fn check_dashboard_exposure(&self) -> Result<(), String> {
-        let addr = self.dashboard_listen;
-        if self.dashboard_auth != DashboardAuth::None
-            || addr.ip().is_loopback()
-            || self.dashboard_allow_unauthenticated_remote
-        {
-            return Ok(());
-        }
-        Err(format!(
-            "refusing to start: --dashboard-auth=none on --dashboard-listen={addr} would show \
-             every quota, reservation and binding to anyone who can reach {addr}. Use \
-             --dashboard-auth=kubernetes, listen on loopback (e.g. 127.0.0.1:{port}), or pass \
-             --dashboard-allow-unauthenticated-remote (KQ_DASHBOARD_ALLOW_UNAUTHENTICATED_REMOTE=true) \
-             to accept that",
-            port = addr.port()
-        ))
     }
 
     /// Whether leader election is on (`--leader-election`, not `--no-leader-election`).
@@ -397,16 +258,6 @@ impl Args {
     }
 }
 
-/// `--dashboard-auth`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum DashboardAuth {
-    /// No login: every quota is visible.
-    None,
-    /// Bearer tokens reviewed by the API server; each user sees the namespaces they may
-    /// list KarmadaQuotas in.
-    Kubernetes,
-}
-
 /// `--member-kubeconfig NAME=PATH`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberKubeconfig {
@@ -414,14 +265,6 @@ pub struct MemberKubeconfig {
     pub name: String,
     /// Kubeconfig file of that member.
     pub path: PathBuf,
-}
-
-/// A count of at least 1.
-fn at_least_one(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("expected a whole number of at least 1, got {s:?}")),
-    }
 }
 
 /// Parse `NAME=PATH`.
@@ -467,17 +310,20 @@ mod tests {
         assert_eq!(a.deleted_memory, Duration::from_secs(600));
         assert_eq!(a.concurrency, 4);
         assert_eq!(a.watch_namespace(), None);
-        assert_eq!(a.dashboard_listen.to_string(), "127.0.0.1:8081");
+        assert_eq!(a.dashboard.dashboard_listen.to_string(), "127.0.0.1:8081");
         assert_eq!(a.admin.admin_listen.to_string(), "127.0.0.1:8080");
-        assert_eq!(a.dashboard_tls(), None);
+        assert_eq!(a.dashboard.dashboard_tls(), None);
         assert_eq!(
             a.listener.limits(),
             karmada_quota_runtime::listener::Limits::default()
         );
-        assert_eq!(a.dashboard_team_label, "karmada-quota.io/team");
-        assert_eq!(a.dashboard_stale_after, Duration::from_secs(60));
-        assert_eq!(a.dashboard_auth, DashboardAuth::None);
-        assert_eq!(a.dashboard_auth_cache_ttl, Duration::from_secs(30));
+        assert_eq!(a.dashboard.dashboard_team_label, "karmada-quota.io/team");
+        assert_eq!(a.dashboard.dashboard_stale_after, Duration::from_secs(60));
+        assert_eq!(a.dashboard.dashboard_auth, DashboardAuth::None);
+        assert_eq!(
+            a.dashboard.dashboard_auth_cache_ttl,
+            Duration::from_secs(30)
+        );
     }
 
     #[test]
@@ -486,8 +332,11 @@ mod tests {
             "--dashboard-auth=kubernetes",
             "--dashboard-auth-cache-ttl=10s",
         ]);
-        assert_eq!(a.dashboard_auth, DashboardAuth::Kubernetes);
-        assert_eq!(a.dashboard_auth_cache_ttl, Duration::from_secs(10));
+        assert_eq!(a.dashboard.dashboard_auth, DashboardAuth::Kubernetes);
+        assert_eq!(
+            a.dashboard.dashboard_auth_cache_ttl,
+            Duration::from_secs(10)
+        );
         let err = Args::try_parse_from(["c", "--dashboard-auth=basic"]).unwrap_err();
         assert!(err.to_string().contains("none, kubernetes"), "{err}");
         use clap::CommandFactory;
@@ -503,9 +352,9 @@ mod tests {
             "--dashboard-team-label=",
             "--dashboard-stale-after=5m",
         ]);
-        assert_eq!(a.dashboard_listen.to_string(), "127.0.0.1:9999");
-        assert!(a.dashboard_team_label.is_empty());
-        assert_eq!(a.dashboard_stale_after, Duration::from_secs(300));
+        assert_eq!(a.dashboard.dashboard_listen.to_string(), "127.0.0.1:9999");
+        assert!(a.dashboard.dashboard_team_label.is_empty());
+        assert_eq!(a.dashboard.dashboard_stale_after, Duration::from_secs(300));
         assert!(Args::try_parse_from(["c", "--dashboard-listen=nope"]).is_err());
     }
 
@@ -515,7 +364,7 @@ mod tests {
             "--dashboard-tls-cert-file=d.pem",
             "--dashboard-tls-private-key-file=d.key",
         ]);
-        let tls = a.dashboard_tls().unwrap();
+        let tls = a.dashboard.dashboard_tls().unwrap();
         assert_eq!(
             (tls.cert, tls.key),
             (PathBuf::from("d.pem"), PathBuf::from("d.key"))
@@ -531,7 +380,7 @@ mod tests {
     #[test]
     fn unauthenticated_dashboard_only_on_loopback_unless_allowed() {
         let open = parse(&["--dashboard-listen=0.0.0.0:8081", "--dashboard-auth=none"]);
-        let e = open.check_dashboard_exposure().unwrap_err();
+        let e = open.dashboard.check_dashboard_exposure().unwrap_err();
         assert!(
             e.contains("--dashboard-auth=none on --dashboard-listen=0.0.0.0:8081"),
             "{e}"
@@ -553,23 +402,35 @@ mod tests {
                 "--dashboard-allow-unauthenticated-remote",
             ],
         ] {
-            assert!(parse(ok).check_dashboard_exposure().is_ok(), "{ok:?}");
+            assert!(
+                parse(ok).dashboard.check_dashboard_exposure().is_ok(),
+                "{ok:?}"
+            );
         }
-        assert!(!parse(&[]).dashboard_allow_unauthenticated_remote);
+        assert!(!parse(&[]).dashboard.dashboard_allow_unauthenticated_remote);
     }
 
     #[test]
     fn dashboard_session_stream_and_audience_flags_parse() {
         let a = parse(&[]);
-        assert_eq!(a.dashboard_max_sessions, 10_000);
-        assert_eq!(a.dashboard_session_idle_timeout, Duration::from_secs(1800));
-        assert_eq!(a.dashboard_session_max_age, Duration::from_secs(8 * 3600));
+        assert_eq!(a.dashboard.dashboard_max_sessions, 10_000);
         assert_eq!(
-            (a.dashboard_max_streams, a.dashboard_max_streams_per_user),
+            a.dashboard.dashboard_session_idle_timeout,
+            Duration::from_secs(1800)
+        );
+        assert_eq!(
+            a.dashboard.dashboard_session_max_age,
+            Duration::from_secs(8 * 3600)
+        );
+        assert_eq!(
+            (
+                a.dashboard.dashboard_max_streams,
+                a.dashboard.dashboard_max_streams_per_user
+            ),
             (256, 8)
         );
-        assert!(a.dashboard_token_audiences.is_empty());
-        assert_eq!(a.dashboard_tls_cert_file, None);
+        assert!(a.dashboard.dashboard_token_audiences.is_empty());
+        assert_eq!(a.dashboard.dashboard_tls_cert_file, None);
         let a = parse(&[
             "--dashboard-token-audiences=kq-dashboard,other",
             "--dashboard-max-streams=10",
@@ -578,12 +439,18 @@ mod tests {
             "--dashboard-session-idle-timeout=5m",
             "--dashboard-session-max-age=1h",
         ]);
-        assert_eq!(a.dashboard_token_audiences, ["kq-dashboard", "other"]);
         assert_eq!(
-            (a.dashboard_max_streams, a.dashboard_max_streams_per_user),
+            a.dashboard.dashboard_token_audiences,
+            ["kq-dashboard", "other"]
+        );
+        assert_eq!(
+            (
+                a.dashboard.dashboard_max_streams,
+                a.dashboard.dashboard_max_streams_per_user
+            ),
             (10, 2)
         );
-        assert_eq!(a.dashboard_max_sessions, 5);
+        assert_eq!(a.dashboard.dashboard_max_sessions, 5);
         assert!(Args::try_parse_from(["c", "--dashboard-max-streams=0"]).is_err());
         use clap::CommandFactory;
         let help = Args::command().render_long_help().to_string();
@@ -603,10 +470,10 @@ mod tests {
 
     #[test]
     fn dashboard_prometheus_takes_an_http_url() {
-        assert_eq!(parse(&[]).dashboard_prometheus, None);
+        assert_eq!(parse(&[]).dashboard.dashboard_prometheus, None);
         let a = parse(&["--dashboard-prometheus=http://127.0.0.1:9090/"]);
         assert_eq!(
-            a.dashboard_prometheus.as_deref(),
+            a.dashboard.dashboard_prometheus.as_deref(),
             Some("http://127.0.0.1:9090")
         );
         let e = Args::try_parse_from(["c", "--dashboard-prometheus=prometheus:9090"]).unwrap_err();

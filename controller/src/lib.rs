@@ -149,7 +149,9 @@ pub async fn run_until(
     let election = start_election(&args, &client, &stop, &triggers, &metrics);
     let views = Views::default();
     let ready = Readiness::default();
-    args.check_dashboard_exposure().map_err(Error::Config)?;
+    args.dashboard
+        .check_dashboard_exposure()
+        .map_err(Error::Config)?;
     let admin = start_admin(&args, registry, &ready, &stop);
     watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics);
     let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics);
@@ -502,7 +504,7 @@ fn spawn_dashboard(
         teams: dashboard::Teams::default(),
         warnings: dashboard::Warnings::default(),
     };
-    let label = args.dashboard_team_label.trim().to_owned();
+    let label = args.dashboard.dashboard_team_label.trim().to_owned();
     if !label.is_empty() {
         tokio::spawn(dashboard::watch_teams(
             client.clone(),
@@ -517,49 +519,53 @@ fn spawn_dashboard(
             shutdown_future(&stop.rx),
         ));
     }
-    let prometheus = args.dashboard_prometheus.as_deref().and_then(|url| {
-        report::page_source(url)
-            .inspect_err(|e| tracing::error!(error = %e, "dashboard Report page off"))
-            .ok()
-    });
+    let prometheus = args
+        .dashboard
+        .dashboard_prometheus
+        .as_deref()
+        .and_then(|url| {
+            report::page_source(url)
+                .inspect_err(|e| tracing::error!(error = %e, "dashboard Report page off"))
+                .ok()
+        });
     tokio::spawn(dashboard::watch_warnings(
         watches::scoped_api(client, args.watch_namespace()),
         sources.warnings.clone(),
     ));
-    let access = (args.dashboard_auth == args::DashboardAuth::Kubernetes).then(|| {
+    let access = (args.dashboard.dashboard_auth == args::DashboardAuth::Kubernetes).then(|| {
         karmada_quota_dashboard::Access::new(
             Arc::new(dashboard_auth::KubeReviewer::new(
                 client.clone(),
-                args.dashboard_token_audiences.clone(),
+                args.dashboard.dashboard_token_audiences.clone(),
             )),
             karmada_quota_dashboard::CachePolicy {
-                ttl: args.dashboard_auth_cache_ttl,
+                ttl: args.dashboard.dashboard_auth_cache_ttl,
                 ..karmada_quota_dashboard::CachePolicy::default()
             },
         )
     });
     dashboard::spawn(
-        args.dashboard_listen,
+        args.dashboard.dashboard_listen,
         karmada_quota_dashboard::Settings {
-            stale_after: args.dashboard_stale_after,
+            stale_after: args.dashboard.dashboard_stale_after,
             team_label: label,
             prometheus,
             // Served over TLS by the dashboard itself: every cookie is Secure.
-            secure_cookies: args.dashboard_tls_cert_file.is_some(),
+            secure_cookies: args.dashboard.dashboard_tls_cert_file.is_some(),
             sessions: karmada_quota_dashboard::SessionPolicy {
-                max_sessions: args.dashboard_max_sessions,
-                idle_timeout: args.dashboard_session_idle_timeout,
-                max_age: args.dashboard_session_max_age,
+                max_sessions: args.dashboard.dashboard_max_sessions,
+                idle_timeout: args.dashboard.dashboard_session_idle_timeout,
+                max_age: args.dashboard.dashboard_session_max_age,
             },
             streams: karmada_quota_dashboard::StreamLimits {
-                max_total: args.dashboard_max_streams,
-                max_per_user: args.dashboard_max_streams_per_user,
+                max_total: args.dashboard.dashboard_max_streams,
+                max_per_user: args.dashboard.dashboard_max_streams_per_user,
             },
             reports: karmada_quota_dashboard::ReportLimits::default(),
         },
         access,
         sources,
-        (args.listener.limits(), args.dashboard_tls()),
+        (args.listener.limits(), args.dashboard.dashboard_tls()),
         stop.rx.clone(),
     );
 }

@@ -1,0 +1,180 @@
+//! The dashboard's flags (`--dashboard-*`): where it listens and with what TLS, who may
+//! see what (`--dashboard-auth`, audiences, the unauthenticated-remote guard), sessions,
+//! live streams, the Report page's Prometheus. Flattened into the controller's `Args`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::ArgAction;
+use karmada_quota_runtime::duration;
+use karmada_quota_runtime::listener::TlsFiles;
+
+/// Flags of the browser dashboard the controller serves.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DashboardArgs {
+    /// Serve the read-only browser dashboard (overview, one quota, member clusters, live
+    /// updates, JSON under /api/v1 and CSV) on this address. Every replica serves it.
+    /// Loopback by default: give a routable address (e.g. `0.0.0.0:8081`) to serve other
+    /// pods, with --dashboard-auth=kubernetes and TLS (here or at a proxy).
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_LISTEN",
+        default_value = "127.0.0.1:8081",
+        value_name = "ADDR"
+    )]
+    pub dashboard_listen: SocketAddr,
+
+    /// PEM certificate (chain) the dashboard serves HTTPS with (itself, without a proxy);
+    /// reloaded when the file changes; set, every dashboard cookie is `Secure`. Unset: plain
+    /// HTTP.
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_TLS_CERT_FILE",
+        value_name = "PEM",
+        requires = "dashboard_tls_private_key_file"
+    )]
+    pub dashboard_tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --dashboard-tls-cert-file; reloaded with it.
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_TLS_PRIVATE_KEY_FILE",
+        value_name = "PEM",
+        requires = "dashboard_tls_cert_file"
+    )]
+    pub dashboard_tls_private_key_file: Option<PathBuf>,
+
+    /// The namespace label whose value names a team: the dashboard's overview groups the
+    /// quotas of a team's namespaces together. Empty: group by namespace only (and do not
+    /// watch namespaces).
+    #[arg(long, env = "KQ_DASHBOARD_TEAM_LABEL", default_value = karmada_quota_dashboard::DEFAULT_TEAM_LABEL, value_name = "KEY")]
+    pub dashboard_team_label: String,
+
+    /// The dashboard shows a banner for a member cluster whose data is older than this
+    /// (unreachable, or never listed).
+    #[arg(long, env = "KQ_DASHBOARD_STALE_AFTER", default_value = "60s", value_parser = duration::parse)]
+    pub dashboard_stale_after: Duration,
+
+    /// Who may see the dashboard. `none`: everyone sees every quota (for loopback and
+    /// demos). `kubernetes`: every request must carry a bearer token (the
+    /// `Authorization: Bearer` header, or the cookie the /login form sets) that a
+    /// TokenReview accepts, and sees only the namespaces where a SubjectAccessReview
+    /// allows the token's user to `list karmadaquotas.quota.karmada.io`. The controller
+    /// then needs `create` on tokenreviews and subjectaccessreviews.
+    #[arg(long, env = "KQ_DASHBOARD_AUTH", value_enum, default_value_t = DashboardAuth::None)]
+    pub dashboard_auth: DashboardAuth,
+
+    /// With `--dashboard-auth=kubernetes`: how long an accepted token and an access
+    /// decision are trusted before the API server is asked again (a refused token: 5 s).
+    #[arg(long, env = "KQ_DASHBOARD_AUTH_CACHE_TTL", default_value = "30s", value_parser = duration::parse)]
+    pub dashboard_auth_cache_ttl: Duration,
+    /// A Prometheus that scrapes this controller's /metrics (e.g.
+    /// `http://prometheus.monitoring:9090`, a path prefix allowed): the dashboard's Report
+    /// page reads usage history from it (average, peak and resource-hours per team,
+    /// namespace and member cluster, with a CSV download), as `kubectl karmada-quota
+    /// report` does. Unset: the page says how to turn it on.
+    #[arg(long, env = "KQ_DASHBOARD_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_runtime::prometheus::check_url)]
+    pub dashboard_prometheus: Option<String>,
+
+    /// Allow `--dashboard-auth=none` on an address other than loopback, i.e. show every
+    /// quota, reservation and binding name to anyone who can reach the port. Without it
+    /// the controller refuses to start with that combination.
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_ALLOW_UNAUTHENTICATED_REMOTE",
+        default_value_t = false,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        require_equals = true,
+        value_name = "BOOL"
+    )]
+    pub dashboard_allow_unauthenticated_remote: bool,
+
+    /// With `--dashboard-auth=kubernetes`: the audiences a bearer token must be issued for
+    /// (comma-separated, e.g. `karmada-quota-dashboard`). They are sent in the TokenReview
+    /// and a token is accepted only when the review's status names one of them. Empty:
+    /// the API server's own audiences.
+    #[arg(
+        long,
+        env = "KQ_DASHBOARD_TOKEN_AUDIENCES",
+        value_delimiter = ',',
+        value_name = "AUDIENCE"
+    )]
+    pub dashboard_token_audiences: Vec<String>,
+
+    /// Most login sessions the dashboard keeps (in this replica's memory); beyond it the
+    /// oldest session ends.
+    #[arg(long, env = "KQ_DASHBOARD_MAX_SESSIONS", default_value_t = karmada_quota_dashboard::session::DEFAULT_MAX_SESSIONS, value_parser = at_least_one)]
+    pub dashboard_max_sessions: usize,
+
+    /// A dashboard login session unused for this long ends.
+    #[arg(long, env = "KQ_DASHBOARD_SESSION_IDLE_TIMEOUT", default_value = "30m", value_parser = duration::parse)]
+    pub dashboard_session_idle_timeout: Duration,
+
+    /// A dashboard login session ends this long after the login, used or not (the
+    /// cookie's Max-Age).
+    #[arg(long, env = "KQ_DASHBOARD_SESSION_MAX_AGE", default_value = "8h", value_parser = duration::parse)]
+    pub dashboard_session_max_age: Duration,
+
+    /// Most live-update streams (the pages' Server-Sent Events) open at once; one more is
+    /// answered 503.
+    #[arg(long, env = "KQ_DASHBOARD_MAX_STREAMS", default_value_t = karmada_quota_dashboard::streams::DEFAULT_MAX_STREAMS, value_parser = at_least_one)]
+    pub dashboard_max_streams: usize,
+
+    /// Most live-update streams one dashboard user may hold open (a few browser tabs);
+    /// one more is answered 503. Applies with `--dashboard-auth=kubernetes`.
+    #[arg(long, env = "KQ_DASHBOARD_MAX_STREAMS_PER_USER", default_value_t = karmada_quota_dashboard::streams::DEFAULT_MAX_STREAMS_PER_USER, value_parser = at_least_one)]
+    pub dashboard_max_streams_per_user: usize,
+}
+
+impl DashboardArgs {
+    /// The dashboard's TLS files (`--dashboard-tls-*`), if it serves HTTPS.
+    pub fn dashboard_tls(&self) -> Option<TlsFiles> {
+        Some(TlsFiles {
+            cert: self.dashboard_tls_cert_file.clone()?,
+            key: self.dashboard_tls_private_key_file.clone()?,
+            client_auth: None,
+        })
+    }
+
+    /// Refuses `--dashboard-auth=none` on a non-loopback `--dashboard-listen` unless
+    /// `--dashboard-allow-unauthenticated-remote` says so: the message says why and what
+    /// to do instead.
+    pub fn check_dashboard_exposure(&self) -> Result<(), String> {
+        let addr = self.dashboard_listen;
+        if self.dashboard_auth != DashboardAuth::None
+            || addr.ip().is_loopback()
+            || self.dashboard_allow_unauthenticated_remote
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "refusing to start: --dashboard-auth=none on --dashboard-listen={addr} would show \
+             every quota, reservation and binding to anyone who can reach {addr}. Use \
+             --dashboard-auth=kubernetes, listen on loopback (e.g. 127.0.0.1:{port}), or pass \
+             --dashboard-allow-unauthenticated-remote (KQ_DASHBOARD_ALLOW_UNAUTHENTICATED_REMOTE=true) \
+             to accept that",
+            port = addr.port()
+        ))
+    }
+}
+
+/// `--dashboard-auth`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DashboardAuth {
+    /// No login: every quota is visible.
+    None,
+    /// Bearer tokens reviewed by the API server; each user sees the namespaces they may
+    /// list KarmadaQuotas in.
+    Kubernetes,
+}
+
+/// A count of at least 1.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a whole number of at least 1, got {s:?}")),
+    }
+}
