@@ -5,7 +5,6 @@
 //! quotas exist.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -62,32 +61,16 @@ fn cluster_quota_app() -> (Harness, NamespaceWriter) {
     w.namespaces
         .apply_watcher_event(&Event::InitApply(namespace("a-dev", "a")));
     w.namespaces.apply_watcher_event(&Event::InitDone);
-    let store = FakeStore::with(&[]);
-    let metrics = Arc::new(Metrics::default());
-    let batcher = Batcher::with_stores(
-        store.clone(),
+    let h = Harness::over(
+        cache,
+        FakeStore::with(&[]),
         FakeStore::with(&[cq]),
-        cache.clone(),
-        metrics.clone(),
-        BatcherConfig::default(),
-        clock,
-    );
-    let h = Harness {
-        state: AppState {
-            cache,
-            batcher,
-            plurals: PluralResolver::builtin_only(),
-            metrics: metrics.clone(),
-            settings: Settings {
-                decision_timeout: Duration::from_secs(5),
-                ..Settings::default()
-            },
-            policies: None,
-            denials: crate::Denials::new(Duration::from_secs(10), None, metrics),
+        w.quotas,
+        Settings {
+            decision_timeout: Duration::from_secs(5),
+            ..Settings::default()
         },
-        store,
-        writer: Arc::new(std::sync::Mutex::new(w.quotas)),
-    };
+    );
     (h, w.namespaces)
 }
 

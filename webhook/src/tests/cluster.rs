@@ -16,7 +16,6 @@ use karmada_quota_crds::{
     KarmadaClusterQuota, KarmadaClusterQuotaSpec, KarmadaClusterQuotaStatus, KarmadaQuota,
     KarmadaQuotaSpec, KarmadaQuotaStatus,
 };
-use karmada_quota_runtime::plurals::PluralResolver;
 use karmada_quota_status::fake::FakeStore;
 use kube::api::ObjectMeta;
 use kube::core::PartialObjectMetaExt;
@@ -102,34 +101,18 @@ fn cluster_harness(
             .apply_watcher_event(&Event::InitApply(meta.into_request_partial::<Namespace>()));
     }
     w.namespaces.apply_watcher_event(&Event::InitDone);
-    let store = FakeStore::with(quotas);
     let cluster_store = FakeStore::with(clusters);
-    let metrics = Arc::new(Metrics::default());
-    let batcher = Batcher::with_stores(
-        store.clone(),
+    let h = Harness::over(
+        cache,
+        FakeStore::with(quotas),
         cluster_store.clone(),
-        cache.clone(),
-        metrics.clone(),
-        BatcherConfig::default(),
-        clock,
-    );
-    let h = Harness {
-        state: AppState {
-            cache,
-            batcher,
-            plurals: PluralResolver::builtin_only(),
-            metrics: metrics.clone(),
-            settings: Settings {
-                decision_timeout: Duration::from_secs(5),
-                max_body_bytes: 64 * 1024,
-                ..Settings::default()
-            },
-            policies: None,
-            denials: crate::Denials::new(Duration::from_secs(10), None, metrics),
+        w.quotas,
+        Settings {
+            decision_timeout: Duration::from_secs(5),
+            max_body_bytes: 64 * 1024,
+            ..Settings::default()
         },
-        store,
-        writer: Arc::new(std::sync::Mutex::new(w.quotas)),
-    };
+    );
     Cluster {
         h,
         clusters: cluster_store,

@@ -110,6 +110,39 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// A harness over a cache its caller filled: bindings reserve in `store` (quotas) and
+    /// `cluster_store` (cluster quotas), decided with `settings`.
+    pub(super) fn over(
+        cache: QuotaCache,
+        store: Arc<FakeStore>,
+        cluster_store: Arc<FakeStore<karmada_quota_crds::KarmadaClusterQuota>>,
+        writer: QuotaWriter,
+        settings: Settings,
+    ) -> Self {
+        let metrics = Arc::new(Metrics::default());
+        let batcher = Batcher::with_stores(
+            store.clone(),
+            cluster_store,
+            cache.clone(),
+            metrics.clone(),
+            BatcherConfig::default(),
+            clock,
+        );
+        Self {
+            state: AppState {
+                cache,
+                batcher,
+                plurals: PluralResolver::builtin_only(),
+                metrics: metrics.clone(),
+                settings,
+                policies: None,
+                denials: crate::Denials::new(Duration::from_secs(10), None, metrics),
+            },
+            store,
+            writer: Arc::new(Mutex::new(writer)),
+        }
+    }
+
     pub fn new(quotas: &[KarmadaQuota]) -> Self {
         Self::with_timeout(quotas, Duration::from_secs(2))
     }
