@@ -854,6 +854,21 @@ pub async fn held_lease(client: &Client, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A member pod with one container requesting `cpu`, as a kubelet would run it (it stays
+/// Pending on the loopback members: no kubelet, but a non-terminal pod with real requests).
+pub fn member_pod(ns: &str, name: &str, cpu: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"containers": [{
+            "name": "app",
+            "image": "registry.k8s.io/pause:3.9",
+            "resources": {"requests": {"cpu": cpu}},
+        }]},
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

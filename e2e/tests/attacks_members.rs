@@ -15,35 +15,18 @@ use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::quota::CONDITION_MEMBERS_REACHABLE;
 use karmada_quota_e2e::controller::{
     ClusterRegistration, Controller, MemberApi, MemberCluster, cluster_observed_is, condition,
-    ensure_namespace, member_apis, wait_quota, wait_synced,
+    ensure_namespace, member_apis, member_pod as pod, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::proxy::TcpProxy;
+use karmada_quota_e2e::setup::step;
 use karmada_quota_e2e::webhook::quota;
 use karmada_quota_e2e::{Env, TestNs, accepts, apply_json, free_port};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// How long the status may take to say what the member tasks found.
 const FOLLOW: Duration = Duration::from_secs(30);
-
-fn step(s: &str) {
-    eprintln!("{s}");
-}
-
-/// A pod with one container requesting `cpu` (stays Pending: no kubelet).
-fn pod(ns: &str, name: &str, cpu: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"containers": [{
-            "name": "app",
-            "image": "registry.k8s.io/pause:3.9",
-            "resources": {"requests": {"cpu": cpu}},
-        }]},
-    })
-}
 
 /// Sets `spec.insecureSkipTLSVerification` of Cluster `name` (Karmada's field).
 async fn skip_verification(client: &Client, name: &str, endpoint: &str) -> Result<()> {

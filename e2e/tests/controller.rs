@@ -19,8 +19,8 @@ use karmada_quota_crds::quota::{CONDITION_DRIFT, CONDITION_MEMBERS_REACHABLE, CO
 use karmada_quota_e2e::controller::{
     ClusterRegistration, Controller, LEASE_NAMESPACE, MemberCluster, add_reservation,
     cluster_observed_is, cluster_usage, cluster_used_is, condition, condition_is, ensure_namespace,
-    has, lease_holder, member_apis, milli, now_secs, quota_events, reservation, reservation_of,
-    used_is, wait_quota, wait_synced,
+    has, lease_holder, member_apis, member_pod as pod, milli, now_secs, quota_events, reservation,
+    reservation_of, used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::proxy::TcpProxy;
 use karmada_quota_e2e::webhook::{
@@ -120,21 +120,6 @@ async fn delete_binding(client: &Client, ns: &str, name: &str) -> Result<()> {
         .await
         .with_context(|| format!("deleting ResourceBinding {ns}/{name}"))?;
     Ok(())
-}
-
-/// A pod with one container requesting `cpu`, as a member's kubelet would run it (it stays
-/// Pending here: no kubelet, but it is a non-terminal pod with real requests).
-fn pod(ns: &str, name: &str, cpu: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"containers": [{
-            "name": "app",
-            "image": "registry.k8s.io/pause:3.9",
-            "resources": {"requests": {"cpu": cpu}},
-        }]},
-    })
 }
 
 // ---------------------------------------------------------------------------------------

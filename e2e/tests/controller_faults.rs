@@ -15,7 +15,7 @@ use karmada_quota_crds::quota::CONDITION_MEMBERS_REACHABLE;
 use karmada_quota_e2e::controller::{
     CLUSTER_SECRET_NAMESPACE, ClusterRegistration, Controller, MemberCluster, READY_TIMEOUT,
     cluster_observed_is, cluster_usage, condition, condition_is, ensure_namespace, get_quota,
-    member_apis, used_is, wait_quota, wait_synced,
+    member_apis, member_pod as pod, used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::faults::UnservedApi;
 use karmada_quota_e2e::webhook::{Rb, create, expect_admitted, quota};
@@ -24,7 +24,7 @@ use karmada_quota_e2e::{
 };
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// "Within seconds": how long the status may take to follow a change.
 const FOLLOW: Duration = Duration::from_secs(15);
@@ -35,20 +35,6 @@ const DISCOVERY_RECOVERY: Duration = Duration::from_secs(70);
 
 fn step(s: &str) {
     eprintln!("{s}");
-}
-
-/// A pod with one container requesting `cpu` (Pending here: no kubelet).
-fn pod(ns: &str, name: &str, cpu: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"containers": [{
-            "name": "app",
-            "image": "registry.k8s.io/pause:3.9",
-            "resources": {"requests": {"cpu": cpu}},
-        }]},
-    })
 }
 
 async fn wait(

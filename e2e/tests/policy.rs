@@ -74,6 +74,15 @@ impl Setup {
     }
 }
 
+/// kubectl's warning line for a policy that places Deployment `big` (2 × 1 cpu) in `n`,
+/// where quota compute has 1 of 2 cpu used.
+fn big_exceeds(n: &str) -> String {
+    format!(
+        "Warning: this policy would exceed quota {n}/compute with Deployment {n}/big: exceeded \
+         quota: compute, requested: requests.cpu=2, used: requests.cpu=1, limited: requests.cpu=2"
+    )
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -111,10 +120,7 @@ async fn a_policy_that_would_exceed_a_quota_is_admitted_with_a_warning() -> Resu
     let o = s.apply(&s.policy("big", "big")).await?;
     let out = text(&o);
     ensure!(o.status.success(), "{out}");
-    let want = format!(
-        "Warning: this policy would exceed quota {n}/compute with Deployment {n}/big: exceeded \
-         quota: compute, requested: requests.cpu=2, used: requests.cpu=1, limited: requests.cpu=2"
-    );
+    let want = big_exceeds(n);
     ensure!(out.contains(&want), "no warning {want:?} in:\n{out}");
     s.teardown().await
 }
@@ -175,10 +181,7 @@ async fn policies_selecting_by_label_or_by_kind_alone_are_warned() -> Result<()>
         ))
         .await?;
     ensure!(o.status.success(), "{}", text(&o));
-    let want = format!(
-        "Warning: this policy would exceed quota {n}/compute with Deployment {n}/big: exceeded \
-         quota: compute, requested: requests.cpu=2, used: requests.cpu=1, limited: requests.cpu=2"
-    );
+    let want = big_exceeds(n);
     for (name, selector) in [
         (
             "by-label",
