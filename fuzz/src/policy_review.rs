@@ -18,20 +18,16 @@
 //!   templates outside its own namespace;
 //! - skipped only for more than the template limit; every warning line is non-empty.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use karmada_quota_core::binding::ResourceBindingSpec;
-use karmada_quota_core::placement::ClusterFacts;
-use karmada_quota_core::policy::{PROPAGATION_POLICY, Policy, ResourceSelector};
+use karmada_quota_core::policy::{PROPAGATION_POLICY, Policy};
 use karmada_quota_core::quota::QuotaState;
 use karmada_quota_core::template::Template;
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::convert::quota_state;
 use karmada_quota_webhook::admission::{REASON_BAD_REQUEST, decode_policy_review};
-use karmada_quota_webhook::policy::{self, PolicyWorld, Skip, Verdict};
+use karmada_quota_webhook::policy::{self, FakeWorld, Verdict};
 use kube::core::admission::Operation;
 use serde_json::Value;
 
@@ -41,15 +37,13 @@ use crate::parts::{check_refusal, split};
 /// reach it.
 const MAX_TEMPLATES: usize = 8;
 
-/// A world read from the input, answering like the API (kind and namespace filtered,
-/// more than the limit refused).
+/// A world read from the input: the webhook's in-memory [`FakeWorld`] (answering like the
+/// API: kind and namespace filtered, more than the limit refused) and the quotas.
 #[derive(Default)]
 struct World {
-    templates: Vec<Template>,
-    clusters: Vec<ClusterFacts>,
+    api: FakeWorld,
     quotas: Vec<QuotaState>,
     quota_namespaces: Vec<String>,
-    bindings: BTreeMap<String, Vec<ResourceBindingSpec>>,
 }
 
 fn entries<T: serde::de::DeserializeOwned>(v: Option<&Value>) -> Vec<T> {
@@ -66,14 +60,17 @@ impl World {
             return Self::default();
         };
         let mut world = Self {
-            templates: entries(doc.get("templates")),
-            clusters: doc
-                .get("clusters")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .map(karmada_quota_crds::cluster::facts)
-                .collect(),
+            api: FakeWorld {
+                templates: entries(doc.get("templates")),
+                clusters: doc
+                    .get("clusters")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(karmada_quota_crds::cluster::facts)
+                    .collect(),
+                ..FakeWorld::default()
+            },
             ..Self::default()
         };
         for q in entries::<KarmadaQuota>(doc.get("quotas")) {
@@ -86,7 +83,7 @@ impl World {
         }
         if let Some(by_ns) = doc.get("bindings").and_then(Value::as_object) {
             for (ns, list) in by_ns {
-                world.bindings.insert(ns.clone(), entries(Some(list)));
+                world.api.bindings.insert(ns.clone(), entries(Some(list)));
             }
         }
         world
@@ -99,40 +96,6 @@ impl World {
             .filter(|(_, ns)| *ns == namespace)
             .map(|(q, _)| q.clone())
             .collect()
-    }
-}
-
-impl PolicyWorld for World {
-    fn templates<'a>(
-        &'a self,
-        selector: &'a ResourceSelector,
-        namespace: Option<&'a str>,
-        limit: usize,
-    ) -> BoxFuture<'a, Result<Vec<Template>, Skip>> {
-        Box::pin(async move {
-            let found: Vec<Template> = self
-                .templates
-                .iter()
-                .filter(|t| t.api_version == selector.api_version && t.kind == selector.kind)
-                .filter(|t| namespace.is_none_or(|ns| t.metadata.namespace == ns))
-                .cloned()
-                .collect();
-            if found.len() > limit {
-                return Err(Skip(format!("more than {limit} {} objects", selector.kind)));
-            }
-            Ok(found)
-        })
-    }
-
-    fn clusters(&self) -> BoxFuture<'_, Result<Vec<ClusterFacts>, Skip>> {
-        Box::pin(async move { Ok(self.clusters.clone()) })
-    }
-
-    fn bindings<'a>(
-        &'a self,
-        namespace: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ResourceBindingSpec>, Skip>> {
-        Box::pin(async move { Ok(self.bindings.get(namespace).cloned().unwrap_or_default()) })
     }
 }
 
@@ -177,6 +140,7 @@ pub fn run(data: &[u8]) {
     );
 
     let selected: Vec<&Template> = world
+        .api
         .templates
         .iter()
         .filter(|t| policy.selects(t))
@@ -209,7 +173,7 @@ fn dry_run(world: &World, policy: &Policy) -> Verdict {
     let rt = runtime();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     rt.block_on(policy::check(
-        world,
+        &world.api,
         policy,
         |ns| world.quotas_of(ns),
         MAX_TEMPLATES,

@@ -419,8 +419,8 @@ pub fn judged<T: kube::Resource>(req: &AdmissionRequest<T>) -> bool {
         && req.sub_resource.as_deref().is_none_or(str::is_empty)
 }
 
-/// A [`PolicyWorld`] in memory, for tests.
-#[cfg(test)]
+/// A [`PolicyWorld`] in memory, for tests and the fuzzer (feature `fake-world`).
+#[cfg(any(test, feature = "fake-world"))]
 #[derive(Default)]
 pub struct FakeWorld {
     /// Templates, filtered by kind and namespace like the API would.
@@ -433,7 +433,7 @@ pub struct FakeWorld {
     pub latency: std::time::Duration,
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "fake-world"))]
 impl PolicyWorld for FakeWorld {
     fn templates<'a>(
         &'a self,
