@@ -28,13 +28,15 @@ fn dashboard(reviewer: FakeReviewer) -> (watch::Sender<Arc<Snapshot>>, Dashboard
     )
 }
 
-struct Answer {
-    code: StatusCode,
-    headers: axum::http::HeaderMap,
-    body: String,
+/// A response of the router, read whole (shared with `security_tests`).
+pub(crate) struct Answer {
+    pub(crate) code: StatusCode,
+    pub(crate) headers: axum::http::HeaderMap,
+    pub(crate) body: String,
 }
 
-async fn send(d: &Dashboard, req: Request<Body>) -> Answer {
+/// `req` through the dashboard's router.
+pub(crate) async fn send(d: &Dashboard, req: Request<Body>) -> Answer {
     let resp = router(d.clone()).oneshot(req).await.unwrap();
     let code = resp.status();
     let headers = resp.headers().clone();

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode, header};
+use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use tokio::sync::watch;
 use tower::ServiceExt;
 
 use crate::auth::fake::FakeReviewer;
 use crate::auth::{Access, CachePolicy};
+use crate::auth_tests::{Answer, send};
 use crate::session::SessionPolicy;
 use crate::streams::StreamLimits;
 use crate::tests::snapshot;
@@ -39,12 +40,6 @@ fn dashboard() -> Dashboard {
     dashboard_with(Settings::default()).1
 }
 
-struct Answer {
-    code: StatusCode,
-    headers: HeaderMap,
-    body: String,
-}
-
 impl Answer {
     fn cookies(&self) -> Vec<String> {
         self.headers
@@ -68,18 +63,6 @@ impl Answer {
         let marker = format!(r#"name="{name}" value=""#);
         let rest = &self.body[self.body.find(&marker)? + marker.len()..];
         Some(rest[..rest.find('"')?].to_owned())
-    }
-}
-
-async fn send(d: &Dashboard, req: Request<Body>) -> Answer {
-    let resp = router(d.clone()).oneshot(req).await.unwrap();
-    let code = resp.status();
-    let headers = resp.headers().clone();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    Answer {
-        code,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
     }
 }
 

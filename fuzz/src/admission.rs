@@ -19,8 +19,8 @@ use karmada_quota_crds::convert::validate_spec;
 use karmada_quota_webhook::admission::{
     REASON_BAD_REQUEST, decode_binding_review, decode_quota_review,
 };
-use kube::core::admission::{AdmissionResponse, Operation};
 use kube::core::GroupVersionKind;
+use kube::core::admission::{AdmissionResponse, Operation};
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
