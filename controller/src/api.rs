@@ -61,6 +61,32 @@ pub struct QuotaReport {
     pub computed_at: String,
 }
 
+impl QuotaReport {
+    /// For a replica that measures no member (`--role=dashboard`): each cluster's
+    /// `observed` as the controller wrote it in `status` (clusters only the status lists
+    /// are added with its placed usage), and the drift recomputed from them. A value that
+    /// does not parse leaves that cluster unmeasured.
+    pub fn observed_from_status(&mut self, status: &KarmadaQuotaStatus) {
+        use karmada_quota_crds::convert::list_from_api;
+        for c in &status.clusters {
+            let observed = c
+                .observed
+                .as_ref()
+                .and_then(|o| list_from_api(o, "status.clusters.observed").ok());
+            match self.clusters.iter_mut().find(|v| v.name == c.name) {
+                Some(view) => view.observed = observed,
+                None => self.clusters.push(ClusterView {
+                    name: c.name.clone(),
+                    used: list_from_api(&c.used, "status.clusters.used").unwrap_or_default(),
+                    observed,
+                }),
+            }
+        }
+        self.clusters.sort_by(|a, b| a.name.cmp(&b.name));
+        self.drift = karmada_quota_core::status::drift(&self.clusters);
+    }
+}
+
 /// A pending reservation.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -166,5 +192,76 @@ impl QuotaReport {
             }
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::rl;
+    use karmada_quota_crds::convert::list_to_api;
+    use karmada_quota_crds::quota::ClusterUsage;
+
+    fn view(name: &str, used: &[(&str, &str)], observed: Option<&[(&str, &str)]>) -> ClusterView {
+        ClusterView {
+            name: name.into(),
+            used: rl(used),
+            observed: observed.map(rl),
+        }
+    }
+
+    #[test]
+    fn a_dashboard_replica_takes_observed_usage_and_drift_from_the_status() {
+        let mut r = QuotaReport {
+            namespace: "team-a".into(),
+            name: "q".into(),
+            generation: Some(1),
+            hard: rl(&[("cpu", "4")]),
+            used: rl(&[("cpu", "2")]),
+            effective: rl(&[("cpu", "2")]),
+            clusters: vec![
+                view("m1", &[("cpu", "1")], None),
+                view("m2", &[("cpu", "1")], None),
+            ],
+            reservations: Vec::new(),
+            drift: BTreeMap::new(),
+            bindings: 1,
+            top_bindings: Vec::new(),
+            conditions: Vec::new(),
+            namespaces: Vec::new(),
+            error: None,
+            computed_at: "2026-01-01T00:00:00Z".into(),
+        };
+        let usage =
+            |name: &str, used: &[(&str, &str)], observed: Option<&[(&str, &str)]>| ClusterUsage {
+                name: name.into(),
+                used: list_to_api(&rl(used)),
+                observed: observed.map(|o| list_to_api(&rl(o))),
+            };
+        let status = KarmadaQuotaStatus {
+            clusters: vec![
+                usage("m1", &[("cpu", "1")], Some(&[("cpu", "3")])),
+                usage("m2", &[("cpu", "1")], None),
+                // Pods run there outside Karmada: only the status knows the member.
+                usage("m0", &[("cpu", "0")], Some(&[("cpu", "500m")])),
+            ],
+            ..KarmadaQuotaStatus::default()
+        };
+        r.observed_from_status(&status);
+        assert_eq!(
+            r.clusters,
+            vec![
+                view("m0", &[("cpu", "0")], Some(&[("cpu", "500m")])),
+                view("m1", &[("cpu", "1")], Some(&[("cpu", "3")])),
+                view("m2", &[("cpu", "1")], None),
+            ]
+        );
+        assert_eq!(
+            r.drift,
+            BTreeMap::from([
+                ("m0".to_owned(), rl(&[("cpu", "500m")])),
+                ("m1".to_owned(), rl(&[("cpu", "3")])),
+            ])
+        );
     }
 }

@@ -40,6 +40,16 @@ pub struct Args {
     #[command(flatten)]
     pub listener: ListenerArgs,
 
+    /// What this process does. `all` (default): reconcile quotas, measure the members and
+    /// serve the dashboard. `controller`: the same without the dashboard. `dashboard`: serve
+    /// only the dashboard, as an identity of its own that holds no member-cluster credential:
+    /// it watches the control plane read-only (quotas, bindings, namespaces, events), never
+    /// reads a Secret, connects to no member, takes no Lease and writes nothing; what members
+    /// run and whether they are reachable come from the quotas' status, which the
+    /// controller writes. Refuses --member-kubeconfig.
+    #[arg(long, env = "KQ_ROLE", value_enum, default_value_t = Role::All)]
+    pub role: Role,
+
     /// Run a controller for one namespace; default all. Restricts the KarmadaQuota and
     /// ResourceBinding watches and the member clusters' pod watches to NAMESPACE (Cluster
     /// objects and the Lease are read as usual). For one team's controller, or tests that
@@ -206,7 +216,50 @@ pub struct Args {
     pub deleted_memory: Duration,
 }
 
+/// `--role`: which parts of the controller binary run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Reconciler, member measurements and dashboard.
+    All,
+    /// Reconciler and member measurements, no dashboard.
+    Controller,
+    /// The dashboard alone, from the quotas' status (no member credential, no writes).
+    Dashboard,
+}
+
 impl Args {
+    /// Whether this process reconciles and measures members (`--role` all or controller).
+    pub fn controls(&self) -> bool {
+        self.role != Role::Dashboard
+    }
+
+    /// Whether this process serves the dashboard (`--role` all or dashboard).
+    pub fn serves_dashboard(&self) -> bool {
+        self.role != Role::Controller
+    }
+
+    /// Whether member clusters are read from Cluster objects (and their Secrets): never
+    /// for `--role=dashboard`.
+    pub fn reads_member_clusters(&self) -> bool {
+        self.controls() && self.member_clusters_from_api
+    }
+
+    /// The flags `--role` cannot go with, as an error that says why.
+    pub fn check_role(&self) -> Result<(), String> {
+        if self.role == Role::Dashboard && !self.member_kubeconfigs.is_empty() {
+            return Err(format!(
+                "--role=dashboard holds no member-cluster credential: drop --member-kubeconfig ({}); \
+                 the dashboard shows what the controller measured, from the quotas' status",
+                self.member_kubeconfigs
+                    .iter()
+                    .map(|m| m.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        Ok(())
+    }
+
     /// `--allow-insecure-members` as the member tasks read it.
     pub fn allow_insecure(&self) -> crate::members::AllowInsecure {
         crate::members::AllowInsecure::from_values(
@@ -323,6 +376,33 @@ mod tests {
         assert_eq!(
             a.dashboard.dashboard_auth_cache_ttl,
             Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn the_role_says_what_runs_and_a_dashboard_holds_no_member_credential() {
+        let a = parse(&[]);
+        assert_eq!(a.role, Role::All);
+        assert!(a.controls() && a.serves_dashboard() && a.reads_member_clusters());
+        let c = parse(&["--role=controller"]);
+        assert!(c.controls() && !c.serves_dashboard() && c.reads_member_clusters());
+        let d = parse(&["--role=dashboard"]);
+        assert!(!d.controls() && d.serves_dashboard());
+        // Cluster objects lead to their Secrets: a dashboard never reads them.
+        assert!(!d.reads_member_clusters());
+        assert_eq!(d.check_role(), Ok(()));
+        let refused = parse(&["--role=dashboard", "--member-kubeconfig=m1=/k1"])
+            .check_role()
+            .unwrap_err();
+        assert!(refused.contains("--member-kubeconfig (m1)"), "{refused}");
+        assert_eq!(
+            parse(&["--member-kubeconfig=m1=/k1"]).check_role(),
+            Ok(()),
+            "the other roles take member kubeconfigs"
+        );
+        assert!(
+            Args::try_parse_from(["karmada-quota-controller", "--role=viewer"]).is_err(),
+            "an unknown role is refused"
         );
     }
 

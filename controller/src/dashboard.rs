@@ -137,8 +137,8 @@ pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
 pub struct Sources {
     /// Computed reports.
     pub views: Views,
-    /// Members' reachability.
-    pub members: MemberRegistry,
+    /// Members' reachability: measured here, or read from the quotas' status.
+    pub members: MemberSource,
     /// Leadership.
     pub leader: watch::Receiver<bool>,
     /// Namespace → team.
@@ -147,13 +147,55 @@ pub struct Sources {
     pub warnings: Warnings,
 }
 
+/// Where the dashboard learns whether members are reachable.
+#[derive(Clone)]
+pub enum MemberSource {
+    /// This replica measures them.
+    Measured(MemberRegistry),
+    /// This replica measures nothing (`--role=dashboard`): from the quotas' status.
+    FromStatus,
+}
+
+/// Each member's reach as the quotas' status tells it, for a replica that measures none:
+/// unreachable (with its error) when a MembersReachable=False condition names it, else
+/// reachable when a quota shows what it runs, else connecting (listed, not measured yet).
+pub fn reach_from_reports<'a>(
+    reports: impl IntoIterator<Item = &'a QuotaReport>,
+) -> BTreeMap<String, Reach> {
+    let mut reach = BTreeMap::new();
+    for r in reports {
+        for c in &r.clusters {
+            let seen = if c.observed.is_some() {
+                Reach::Reachable
+            } else {
+                Reach::Connecting
+            };
+            let entry = reach.entry(c.name.clone()).or_insert(Reach::Connecting);
+            if *entry == Reach::Connecting {
+                *entry = seen;
+            }
+        }
+        let down = r.conditions.iter().filter(|c| {
+            c.type_ == karmada_quota_crds::quota::CONDITION_MEMBERS_REACHABLE && c.status == "False"
+        });
+        for c in down {
+            for (name, error) in crate::desired::unreachable_members(&c.message) {
+                reach.insert(name.to_owned(), Reach::Unreachable(error.to_owned()));
+            }
+        }
+    }
+    reach
+}
+
 /// The snapshot of `sources` at `now`.
 pub fn snapshot(sources: &Sources, freshness: &mut Freshness, now: i64) -> Snapshot {
     let warnings = sources.warnings.read().unwrap_or_else(|e| e.into_inner());
-    let quotas = sources
-        .views
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
+    let views = sources.views.read().unwrap_or_else(|e| e.into_inner());
+    let reach = match &sources.members {
+        MemberSource::Measured(registry) => registry.reach(),
+        MemberSource::FromStatus => reach_from_reports(views.values()),
+    };
+    let quotas = views
         .values()
         .map(|r| {
             let denials = warnings
@@ -166,9 +208,7 @@ pub fn snapshot(sources: &Sources, freshness: &mut Freshness, now: i64) -> Snaps
     Snapshot {
         generated_at: now,
         leader: *sources.leader.borrow(),
-        members: sources
-            .members
-            .reach()
+        members: reach
             .iter()
             .map(|(name, reach)| freshness.member(name, reach, now))
             .collect(),
@@ -443,6 +483,37 @@ mod tests {
         assert_eq!(row.percent, Some(50.0));
         assert_eq!(q.top_bindings[0].name, "web");
         assert_eq!(q.top_bindings[0].usage, rl(&[("pods", "2")]));
+    }
+
+    #[test]
+    fn a_replica_that_measures_nothing_reads_members_from_the_quotas_status() {
+        let mut down = report();
+        down.clusters.push(ClusterView {
+            name: "m2".into(),
+            used: rl(&[("pods", "1")]),
+            observed: None,
+        });
+        down.conditions.push(ConditionReport {
+            type_: "MembersReachable".into(),
+            status: "False".into(),
+            reason: "Unreachable".into(),
+            message: "m2 unreachable: connection refused; m3 unreachable: timed out".into(),
+            last_transition_time: "2026-01-01T00:00:00Z".into(),
+        });
+        let mut fresh = report();
+        fresh.clusters.push(ClusterView {
+            name: "m4".into(),
+            used: rl(&[("pods", "1")]),
+            observed: None,
+        });
+        let reach = reach_from_reports([&down, &fresh]);
+        assert_eq!(reach["m1"], Reach::Reachable);
+        assert_eq!(reach["m2"], Reach::Unreachable("connection refused".into()));
+        // Named down by a condition, though no quota places anything there.
+        assert_eq!(reach["m3"], Reach::Unreachable("timed out".into()));
+        // Listed, never measured, never said to be down.
+        assert_eq!(reach["m4"], Reach::Connecting);
+        assert_eq!(reach.len(), 4);
     }
 
     #[test]

@@ -140,6 +140,7 @@ pub async fn run_until(
     client: Client,
     external_stop: watch::Receiver<bool>,
 ) -> Result<(), Error> {
+    args.check_role().map_err(Error::Config)?;
     let stop = Stop::following(&external_stop);
     let (metrics, registry) = register_metrics();
     let index = Arc::new(RwLock::new(new_index(&args)));
@@ -155,15 +156,17 @@ pub async fn run_until(
     let admin = start_admin(&args, registry, &ready, &stop);
     watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics);
     let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics);
-    spawn_dashboard(
-        &args,
-        &client,
-        &views,
-        &member_registry,
-        &election.leader,
-        &stop,
-        &metrics,
-    );
+    if args.serves_dashboard() {
+        spawn_dashboard(
+            &args,
+            &client,
+            &views,
+            &member_registry,
+            &election.leader,
+            &stop,
+            &metrics,
+        );
+    }
     tokio::spawn(keep_readiness(
         index.clone(),
         election.lease_ok.clone(),
@@ -241,7 +244,7 @@ fn register_metrics() -> (Arc<Metrics>, Arc<Mutex<Registry>>) {
 fn new_index(args: &Args) -> Index {
     let deleted_memory = i64::try_from(args.deleted_memory.as_secs()).unwrap_or(i64::MAX);
     let mut index = Index::new(deleted_memory);
-    if !args.member_clusters_from_api {
+    if !args.reads_member_clusters() {
         index.skip_clusters();
     }
     index
@@ -291,7 +294,14 @@ fn start_election(
     triggers: &Triggers,
     metrics: &Arc<Metrics>,
 ) -> Election {
-    let election = if args.leader_election_enabled() {
+    let election = if !args.controls() {
+        tracing::info!("--role=dashboard: no Lease, no writes; numbers from the quotas' status");
+        Election {
+            leader: watch::channel(false).1,
+            lease_ok: watch::channel(true).1,
+            task: None,
+        }
+    } else if args.leader_election_enabled() {
         let (elector, leader) = Elector::new(
             client.clone(),
             LeaseSettings {
@@ -375,7 +385,8 @@ fn reconcile_context(
         )
         .with_min_write_interval(args.min_write_interval)
         .with_max_write_backoff(args.max_write_backoff)
-        .with_fold_interval(args.fold_interval),
+        .with_fold_interval(args.fold_interval)
+        .with_observed_from_status(!args.controls()),
     )
 }
 
@@ -499,7 +510,11 @@ fn spawn_dashboard(
 ) {
     let sources = dashboard::Sources {
         views: views.clone(),
-        members: members.clone(),
+        members: if args.controls() {
+            dashboard::MemberSource::Measured(members.clone())
+        } else {
+            dashboard::MemberSource::FromStatus
+        },
         leader: leader.clone(),
         teams: dashboard::Teams::default(),
         warnings: dashboard::Warnings::default(),
@@ -562,6 +577,7 @@ fn spawn_dashboard(
                 max_per_user: args.dashboard.dashboard_max_streams_per_user,
             },
             reports: karmada_quota_dashboard::ReportLimits::default(),
+            from_status: !args.controls(),
         },
         access,
         sources,

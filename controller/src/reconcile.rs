@@ -68,6 +68,9 @@ pub struct Ctx {
     pub failures: Mutex<HashMap<(String, String), u32>>,
     /// When each quota's status may be written (interval, backoff, fold put-off).
     pub pacing: Pacing,
+    /// This replica measures no member (`--role=dashboard`): the views take `observed`
+    /// from the quotas' status.
+    pub observed_from_status: bool,
 }
 
 impl Ctx {
@@ -94,7 +97,31 @@ impl Ctx {
             resync,
             failures: Mutex::new(HashMap::new()),
             pacing: Pacing::default(),
+            observed_from_status: false,
         }
+    }
+
+    /// Take what members run from the quotas' status instead of measuring it (a replica
+    /// that holds no member credential, `--role=dashboard`).
+    #[must_use]
+    pub fn with_observed_from_status(mut self, on: bool) -> Self {
+        self.observed_from_status = on;
+        self
+    }
+
+    /// The view of `quota` computed as `computed`, whose stored status is `status`.
+    pub(crate) fn report(
+        &self,
+        quota: &KarmadaQuota,
+        computed: &Computed,
+        status: &KarmadaQuotaStatus,
+        now: jiff::Timestamp,
+    ) -> QuotaReport {
+        let mut report = QuotaReport::new(quota, computed, status, now);
+        if self.observed_from_status {
+            report.observed_from_status(status);
+        }
+        report
     }
 
     /// Set the longest a fold-only write is put off (zero: never).
@@ -230,19 +257,11 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
             tracing::debug!(quota = %format!("{ns}/{name}"), ?wait, "fold-only change put off");
             fold_after = Some(wait);
         }
-        (
-            QuotaReport::new(&w.base, &computed, &status, now),
-            computed,
-            now,
-        )
+        (ctx.report(&w.base, &computed, &status, now), computed, now)
     } else {
         let (_, (computed, _reach, now)) = ctx.plan(&quota);
         let status = quota.status.clone().unwrap_or_default();
-        (
-            QuotaReport::new(&quota, &computed, &status, now),
-            computed,
-            now,
-        )
+        (ctx.report(&quota, &computed, &status, now), computed, now)
     };
     if let Computed::Valid { view, .. } = &computed {
         ctx.metrics.observe_quota(view);

@@ -42,8 +42,8 @@ where
     }
 }
 
-/// Spawn the ResourceBinding watch and, with `--member-clusters-from-api`, the Cluster
-/// watch.
+/// Spawn the ResourceBinding watch and, with `--member-clusters-from-api` (never for
+/// `--role=dashboard`), the Cluster watch.
 pub(crate) fn spawn_control_plane(
     args: &Args,
     client: &Client,
@@ -59,7 +59,7 @@ pub(crate) fn spawn_control_plane(
         triggers.clone(),
         metrics.clone(),
     ));
-    if args.member_clusters_from_api {
+    if args.reads_member_clusters() {
         tokio::spawn(watch_clusters(
             Api::<Cluster>::all(client.clone()),
             index.clone(),

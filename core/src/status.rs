@@ -134,7 +134,6 @@ pub fn compute_counted<'a>(
         .map(|(n, _)| (n.to_owned(), Quantity::ZERO))
         .collect();
     let mut clusters = Vec::with_capacity(names.len());
-    let mut drift = BTreeMap::new();
     for name in names {
         let mut placed = acc
             .clusters
@@ -154,10 +153,6 @@ pub fn compute_counted<'a>(
             });
         if let Some(mut observed) = observed {
             zero_fill(&mut observed, &placed);
-            let above = observed.above(&placed);
-            if !above.is_empty() {
-                drift.insert(name.to_owned(), above);
-            }
             clusters.push(ClusterView {
                 name: name.to_owned(),
                 used: placed,
@@ -172,6 +167,7 @@ pub fn compute_counted<'a>(
         }
     }
 
+    let drift = drift(&clusters);
     let reservations = prune(&quota.reservations, observe, now);
     let reserved = effective_usage(&ResourceList::new(), &reservations, None).restricted_to(hard);
     let effective = used.plus(&reserved);
@@ -189,6 +185,17 @@ pub fn compute_counted<'a>(
         bindings: matched,
         top_bindings: Vec::new(),
     }
+}
+
+/// The clusters whose observed usage is above the placed one: name → the names above.
+pub fn drift(clusters: &[ClusterView]) -> BTreeMap<String, ResourceList> {
+    clusters
+        .iter()
+        .filter_map(|c| {
+            let above = c.observed.as_ref()?.above(&c.used);
+            (!above.is_empty()).then(|| (c.name.clone(), above))
+        })
+        .collect()
 }
 
 /// Give `list` a zero entry for every name of `names_of` it lacks.

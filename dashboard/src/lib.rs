@@ -97,6 +97,9 @@ pub struct Settings {
     pub streams: StreamLimits,
     /// The Report page's Prometheus queries: cache and rate limit.
     pub reports: ReportLimits,
+    /// Served by a replica that measures no member (`--role=dashboard`): what members run
+    /// and their reachability are the controller's, read from the quotas' status.
+    pub from_status: bool,
 }
 
 impl Default for Settings {
@@ -109,6 +112,7 @@ impl Default for Settings {
             sessions: SessionPolicy::default(),
             streams: StreamLimits::default(),
             reports: ReportLimits::default(),
+            from_status: false,
         }
     }
 }

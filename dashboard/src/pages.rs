@@ -23,8 +23,9 @@ pub struct Chrome {
     pub banners: Vec<String>,
     /// When the snapshot was taken (RFC 3339).
     pub generated: String,
-    /// Whether this replica leads.
-    pub leader: bool,
+    /// What the serving replica is: `leader`, `follower`, or `dashboard-only` (numbers
+    /// from the quotas' status).
+    pub role: &'static str,
     /// Who is logged in (`--dashboard-auth=kubernetes`).
     pub user: Option<String>,
     /// The logout form's CSRF token (only with a session: a viewer who sends an
@@ -45,7 +46,13 @@ impl Chrome {
             active,
             banners: view::banners(s, settings),
             generated: rfc3339(s.generated_at),
-            leader: s.leader,
+            role: if settings.from_status {
+                "dashboard-only"
+            } else if s.leader {
+                "leader"
+            } else {
+                "follower"
+            },
             user: None,
             csrf: None,
         }

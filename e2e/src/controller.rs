@@ -90,15 +90,24 @@ impl MemberApi {
     /// Writes a copy of this member's kubeconfig whose server is `server` (e.g. a proxy in
     /// front of it) to `path`.
     pub fn kubeconfig_via(&self, server: &str, path: &Path) -> Result<PathBuf> {
+        self.kubeconfig_for(server, &self.token, path)
+    }
+
+    /// Writes a kubeconfig for this apiserver whose user is `token` (another identity
+    /// than the admin) to `path`.
+    pub fn kubeconfig_as(&self, token: &str, path: &Path) -> Result<PathBuf> {
+        self.kubeconfig_for(&self.server, token, path)
+    }
+
+    fn kubeconfig_for(&self, server: &str, token: &str, path: &Path) -> Result<PathBuf> {
         let tls = match &self.ca_data {
             Some(ca) => format!("    certificate-authority-data: {ca}"),
             None => "    insecure-skip-tls-verify: true".to_owned(),
         };
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: member\n  cluster:\n    server: {server}\n{tls}\n\
-             users:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: member\n  context:\n    cluster: member\n    user: admin\n\
-             current-context: member\n",
-            self.token
+             users:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: member\n  context:\n    cluster: member\n    user: admin\n\
+             current-context: member\n"
         );
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         Ok(path.to_path_buf())
@@ -120,6 +129,11 @@ pub fn member_apis(env: &Env, n: usize) -> Result<Vec<MemberApi>> {
         .enumerate()
         .map(|(i, p)| member_api(i + 1, p))
         .collect()
+}
+
+/// Apiserver 0 of `env` (the Karmada control plane), described like a member.
+pub fn control_plane_api(env: &Env) -> Result<MemberApi> {
+    member_api(0, env.kubeconfig())
 }
 
 fn member_api(index: usize, path: &Path) -> Result<MemberApi> {
@@ -354,6 +368,7 @@ pub struct ControllerBuilder {
     member_kubeconfigs: Vec<(String, PathBuf)>,
     args: Vec<String>,
     admin_port: Option<u16>,
+    kubeconfig: Option<PathBuf>,
 }
 
 impl ControllerBuilder {
@@ -418,6 +433,13 @@ impl ControllerBuilder {
         self
     }
 
+    /// Reach the control plane as the identity of this kubeconfig (default: the Env's
+    /// admin kubeconfig).
+    pub fn kubeconfig(mut self, path: &Path) -> Self {
+        self.kubeconfig = Some(path.to_path_buf());
+        self
+    }
+
     /// Serve the admin port here (default: a free port).
     pub fn admin_port(mut self, port: u16) -> Self {
         self.admin_port = Some(port);
@@ -451,7 +473,7 @@ impl ControllerBuilder {
         let dashboard_port = free_port()?;
         let mut b = Binary::builder(CONTROLLER_BIN)
             .arg("--kubeconfig")
-            .arg(env.kubeconfig())
+            .arg(self.kubeconfig.as_deref().unwrap_or(env.kubeconfig()))
             .arg(format!("--admin-listen=127.0.0.1:{admin_port}"))
             .arg(format!("--dashboard-listen=127.0.0.1:{dashboard_port}"))
             .arg(format!("--lease-name={lease_name}"))

@@ -13,7 +13,6 @@ use kube::{Resource, ResourceExt};
 use super::NamespaceLabels;
 use super::compute::{self, ClusterComputed};
 use crate::Error;
-use crate::api::QuotaReport;
 use crate::desired::{self, Computed};
 use crate::reconcile::{Ctx, MAX_WRITE_ATTEMPTS};
 
@@ -130,7 +129,7 @@ pub async fn reconcile(
     if let Computed::Valid { view, .. } = &c.computed {
         base.metrics.observe_quota(view);
     }
-    let mut report = QuotaReport::new(&compute::shadow(&object), &c.computed, &stored.quota, now);
+    let mut report = base.report(&compute::shadow(&object), &c.computed, &stored.quota, now);
     report.namespaces = c.namespaces.iter().map(|(n, _)| n.clone()).collect();
     base.views
         .write()

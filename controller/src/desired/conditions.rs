@@ -22,10 +22,16 @@ const UNREACHABLE_SEP: &str = " unreachable: ";
 
 /// The member names a MembersReachable=False message lists.
 pub(super) fn unreachable_names(message: &str) -> BTreeSet<&str> {
+    unreachable_members(message).into_keys().collect()
+}
+
+/// The members a MembersReachable=False message lists, each with its error: how a
+/// replica that measures nothing (`--role=dashboard`) learns which members are down.
+pub fn unreachable_members(message: &str) -> BTreeMap<&str, &str> {
     message
         .split("; ")
-        .filter_map(|part| part.split_once(UNREACHABLE_SEP).map(|(name, _)| name))
-        .filter(|name| !name.is_empty() && !name.contains(' '))
+        .filter_map(|part| part.split_once(UNREACHABLE_SEP))
+        .filter(|(name, _)| !name.is_empty() && !name.contains(' '))
         .collect()
 }
 

@@ -34,6 +34,7 @@ use kube::ResourceExt;
 
 use crate::index::Index;
 use crate::members::Reach;
+pub use conditions::unreachable_members;
 use conditions::{drift_condition, has_condition, members_condition, plural, set_condition};
 pub use notices::{
     EVENT_DRIFT_DETECTED, EVENT_DRIFT_RESOLVED, EVENT_INVALID_SPEC, EVENT_MEMBER_UNREACHABLE,
