@@ -261,15 +261,16 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
         host == counts(&[
             // The Grafana dashboard; the apiserver's AdmissionConfiguration.
             ("ConfigMap", 2),
-            ("Deployment", 2),
+            // webhook, controller, dashboard (dashboard.separate, the default).
+            ("Deployment", 3),
             ("Ingress", 1),
-            ("NetworkPolicy", 2),
+            ("NetworkPolicy", 3),
             ("PodDisruptionBudget", 2),
             ("PrometheusRule", 1),
             // The webhook's serving certificate; the apiserver's client certificate.
             ("Secret", 2),
             ("Service", 3),
-            ("ServiceAccount", 2),
+            ("ServiceAccount", 3),
             ("ServiceMonitor", 1),
         ]),
         "host part: {host:?}"
@@ -277,14 +278,14 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
     let api = kind_counts(&render("karmada-apiserver-auto-values.yaml").await?);
     ensure!(
         api == counts(&[
-            // webhook, controller, the aggregated view role, the quota admin role.
-            ("ClusterRole", 4),
-            ("ClusterRoleBinding", 2),
+            // webhook, controller, dashboard, the aggregated view role, the quota admin role.
+            ("ClusterRole", 5),
+            ("ClusterRoleBinding", 3),
             ("CustomResourceDefinition", 2),
             ("Namespace", 1),
             ("Role", 2),
             ("RoleBinding", 2),
-            ("ServiceAccount", 2),
+            ("ServiceAccount", 3),
             ("ValidatingWebhookConfiguration", 1),
         ]),
         "apiserver part: {api:?}"
@@ -600,15 +601,16 @@ async fn dockerfile_passes_hadolint_and_matches_the_chart() -> Result<()> {
     Ok(())
 }
 
-/// The rules of the controller's ClusterRole that grant `create` on `group`/`resource`.
-fn grants_create(objects: &[Value], group: &str, resource: &str) -> usize {
+/// The rules of `component`'s ClusterRole that grant `create` on `group`/`resource`.
+fn grants_create(objects: &[Value], component: &str, group: &str, resource: &str) -> usize {
+    let suffix = format!("-{component}");
     objects
         .iter()
         .filter(|o| {
             o["kind"] == "ClusterRole"
                 && o["metadata"]["name"]
                     .as_str()
-                    .is_some_and(|n| n.ends_with("-controller"))
+                    .is_some_and(|n| n.ends_with(&suffix))
         })
         .flat_map(|o| o["rules"].as_array().cloned().unwrap_or_default())
         .filter(|r| {
@@ -619,14 +621,16 @@ fn grants_create(objects: &[Value], group: &str, resource: &str) -> usize {
         .count()
 }
 
-fn controller_args(objects: &[Value]) -> Vec<String> {
+/// The container flags of `component`'s Deployment.
+fn component_args(objects: &[Value], component: &str) -> Vec<String> {
+    let suffix = format!("-{component}");
     objects
         .iter()
         .filter(|o| {
             o["kind"] == "Deployment"
                 && o["metadata"]["name"]
                     .as_str()
-                    .is_some_and(|n| n.ends_with("-controller"))
+                    .is_some_and(|n| n.ends_with(&suffix))
         })
         .flat_map(|d| {
             d["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -643,12 +647,21 @@ fn controller_args(objects: &[Value]) -> Vec<String> {
 async fn the_dashboard_needs_a_kubernetes_token_by_default() -> Result<()> {
     let on = render("standalone-auto-values.yaml").await?;
     ensure!(
-        controller_args(&on).contains(&"--dashboard-auth=kubernetes".to_owned()),
-        "controller args: {:?}",
-        controller_args(&on)
+        component_args(&on, "dashboard").contains(&"--dashboard-auth=kubernetes".to_owned()),
+        "dashboard args: {:?}",
+        component_args(&on, "dashboard")
     );
-    ensure!(grants_create(&on, "authentication.k8s.io", "tokenreviews") == 1);
-    ensure!(grants_create(&on, "authorization.k8s.io", "subjectaccessreviews") == 1);
+    ensure!(grants_create(&on, "dashboard", "authentication.k8s.io", "tokenreviews") == 1);
+    ensure!(
+        grants_create(
+            &on,
+            "dashboard",
+            "authorization.k8s.io",
+            "subjectaccessreviews"
+        ) == 1
+    );
+    // The controller serves no dashboard: it needs no review rights.
+    ensure!(grants_create(&on, "controller", "authentication.k8s.io", "tokenreviews") == 0);
     let kube = chart_min_kube_version()?;
     let off = Helm::new()?
         .template(
@@ -662,10 +675,15 @@ async fn the_dashboard_needs_a_kubernetes_token_by_default() -> Result<()> {
             &["--kube-version", &kube],
         )
         .await?;
-    ensure!(controller_args(&off).contains(&"--dashboard-auth=none".to_owned()));
+    ensure!(component_args(&off, "dashboard").contains(&"--dashboard-auth=none".to_owned()));
     ensure!(
-        grants_create(&off, "authentication.k8s.io", "tokenreviews") == 0
-            && grants_create(&off, "authorization.k8s.io", "subjectaccessreviews") == 0,
+        grants_create(&off, "dashboard", "authentication.k8s.io", "tokenreviews") == 0
+            && grants_create(
+                &off,
+                "dashboard",
+                "authorization.k8s.io",
+                "subjectaccessreviews"
+            ) == 0,
         "no review rights without auth"
     );
     Ok(())
@@ -1121,19 +1139,41 @@ async fn listeners_are_given_explicitly_and_an_open_dashboard_must_be_asked_for(
     let objects = render("karmada-host-existingsecret-values.yaml").await?;
     let webhook = container_args(deployment(&objects, "webhook")?);
     let controller = container_args(deployment(&objects, "controller")?);
+    let dashboard = container_args(deployment(&objects, "dashboard")?);
     // The binaries bind loopback by default; the pods must listen on their own address.
     for (args, name, want) in [
         (&webhook, "--listen", "0.0.0.0:9443"),
         (&webhook, "--admin-listen", "0.0.0.0:8080"),
         (&controller, "--admin-listen", "0.0.0.0:8080"),
-        (&controller, "--dashboard-listen", "0.0.0.0:8081"),
-        (&controller, "--dashboard-auth", "kubernetes"),
+        (&controller, "--role", "controller"),
+        (&dashboard, "--role", "dashboard"),
+        (&dashboard, "--admin-listen", "0.0.0.0:8080"),
+        (&dashboard, "--dashboard-listen", "0.0.0.0:8081"),
+        (&dashboard, "--dashboard-auth", "kubernetes"),
     ] {
         ensure!(flag(args, name) == Some(want), "{name}: {args:?}");
     }
     ensure!(
-        flag(&controller, "--dashboard-allow-unauthenticated-remote").is_none(),
-        "{controller:?}"
+        flag(&dashboard, "--dashboard-allow-unauthenticated-remote").is_none()
+            && flag(&controller, "--dashboard-listen").is_none(),
+        "{dashboard:?} {controller:?}"
+    );
+    // dashboard.separate=false: the controller serves it, as before.
+    let together = render_with(
+        "karmada-host-existingsecret-values.yaml",
+        &[("dashboard.separate", "false")],
+        &[],
+    )
+    .await?;
+    let args = container_args(deployment(&together, "controller")?);
+    ensure!(
+        flag(&args, "--role") == Some("all")
+            && flag(&args, "--dashboard-listen") == Some("0.0.0.0:8081"),
+        "{args:?}"
+    );
+    ensure!(
+        deployment(&together, "dashboard").is_err(),
+        "a dashboard Deployment beside a controller that serves it"
     );
     // auth=none on a pod address: refused unless asked for.
     let err = render_fails(
@@ -1154,7 +1194,7 @@ async fn listeners_are_given_explicitly_and_an_open_dashboard_must_be_asked_for(
         &[],
     )
     .await?;
-    let args = container_args(deployment(&open, "controller")?);
+    let args = container_args(deployment(&open, "dashboard")?);
     ensure!(
         flag(&args, "--dashboard-allow-unauthenticated-remote") == Some("true"),
         "{args:?}"
@@ -1166,14 +1206,14 @@ async fn listeners_are_given_explicitly_and_an_open_dashboard_must_be_asked_for(
         &[],
     )
     .await?;
-    let args = container_args(deployment(&local, "controller")?);
+    let args = container_args(deployment(&local, "dashboard")?);
     ensure!(
         flag(&args, "--dashboard-listen") == Some("127.0.0.1:8081"),
         "{args:?}"
     );
     // The dashboard's own TLS, audiences and listener bounds are passed when set.
     let full = render("karmada-host-auto-values.yaml").await?;
-    let args = container_args(deployment(&full, "controller")?);
+    let args = container_args(deployment(&full, "dashboard")?);
     for (name, want) in [
         (
             "--dashboard-tls-cert-file",
@@ -1184,10 +1224,16 @@ async fn listeners_are_given_explicitly_and_an_open_dashboard_must_be_asked_for(
             "/etc/karmada-quota/dashboard-tls/tls.key",
         ),
         ("--dashboard-token-audiences", "karmada-quota-dashboard"),
-        ("--allow-insecure-members", "lab-cluster"),
         ("--max-connections", "256"),
         ("--header-read-timeout", "5s"),
         ("--body-read-timeout", "10s"),
+    ] {
+        ensure!(flag(&args, name) == Some(want), "{name}: {args:?}");
+    }
+    let args = container_args(deployment(&full, "controller")?);
+    for (name, want) in [
+        ("--allow-insecure-members", "lab-cluster"),
+        ("--max-connections", "256"),
     ] {
         ensure!(flag(&args, name) == Some(want), "{name}: {args:?}");
     }
@@ -1243,7 +1289,11 @@ fn peers_of(policy: &Value, port: &str) -> Option<Value> {
 async fn network_policies_let_only_the_apiserver_the_scraper_and_the_ingress_in() -> Result<()> {
     let objects = render("karmada-host-existingsecret-values.yaml").await?;
     let policy = |c: &str| find(&objects, "NetworkPolicy", &format!("karmada-quota-{c}"));
-    let (webhook, controller) = (policy("webhook")?, policy("controller")?);
+    let (webhook, controller, dashboard) = (
+        policy("webhook")?,
+        policy("controller")?,
+        policy("dashboard")?,
+    );
     let apiserver = json!([{"podSelector": {"matchLabels": {"app": "karmada-apiserver"}}}]);
     let scraper = json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
                           "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]);
@@ -1255,18 +1305,25 @@ async fn network_policies_let_only_the_apiserver_the_scraper_and_the_ingress_in(
         "{webhook}"
     );
     ensure!(
-        peers_of(controller, "metrics") == Some(scraper),
+        peers_of(controller, "metrics") == Some(scraper.clone()),
         "{controller}"
     );
     ensure!(
-        peers_of(controller, "dashboard") == Some(ingress),
-        "{controller}"
+        peers_of(dashboard, "metrics") == Some(scraper),
+        "{dashboard}"
     );
     ensure!(
-        peers_of(controller, "https").is_none() && peers_of(webhook, "dashboard").is_none(),
+        peers_of(dashboard, "dashboard") == Some(ingress),
+        "{dashboard}"
+    );
+    ensure!(
+        peers_of(controller, "https").is_none()
+            && peers_of(webhook, "dashboard").is_none()
+            && peers_of(controller, "dashboard").is_none()
+            && peers_of(dashboard, "https").is_none(),
         "a port is open that the component does not serve"
     );
-    for p in [webhook, controller] {
+    for p in [webhook, controller, dashboard] {
         // No rule without peers (it would admit everyone); egress open by default.
         for rule in p["spec"]["ingress"].as_array().into_iter().flatten() {
             ensure!(
@@ -1474,9 +1531,44 @@ async fn each_component_gets_its_own_identity_and_never_the_admin_kubeconfig() -
         controller == BTreeSet::from(["karmada-quota-controller-kubeconfig".to_owned()]),
         "controller mounts {controller:?}"
     );
+    let dashboard = mounted_secrets(deployment(&objects, "dashboard")?);
     ensure!(
-        !webhook.contains("karmada-kubeconfig") && !controller.contains("karmada-kubeconfig"),
+        dashboard == BTreeSet::from(["karmada-quota-dashboard-kubeconfig".to_owned()]),
+        "dashboard mounts {dashboard:?}"
+    );
+    ensure!(
+        ![&webhook, &controller, &dashboard]
+            .iter()
+            .any(|m| m.contains("karmada-kubeconfig")),
         "Karmada's admin kubeconfig is mounted"
+    );
+    // The dashboard's identity may read no Secret (no member credential) and write
+    // nothing: only get/list/watch and the viewers' reviews.
+    let api = render("karmada-apiserver-existingsecret-values.yaml").await?;
+    let role = find(&api, "ClusterRole", "karmada-quota-dashboard")?;
+    for rule in role["rules"].as_array().into_iter().flatten() {
+        let resources = rule["resources"].to_string();
+        let verbs = rule["verbs"].to_string();
+        ensure!(
+            !resources.contains("secrets") && !resources.contains("status"),
+            "the dashboard's role reaches {resources}"
+        );
+        let reviews =
+            resources.contains("tokenreviews") || resources.contains("subjectaccessreviews");
+        ensure!(
+            reviews == verbs.contains("create")
+                && !["update", "patch", "delete", "\"*\""]
+                    .iter()
+                    .any(|v| verbs.contains(v)),
+            "the dashboard's role may {verbs} {resources}"
+        );
+    }
+    ensure!(
+        !api.iter().any(|o| o["kind"] == "RoleBinding"
+            && o["subjects"]
+                .to_string()
+                .contains("karmada-quota-dashboard")),
+        "the dashboard is bound to a Role (the members' Secrets live behind one)"
     );
     Ok(())
 }

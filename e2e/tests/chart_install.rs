@@ -502,7 +502,8 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     let webhook_port = free_port()?;
     let webhook_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
     let controller_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-    let controller_dashboard: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let dashboard_admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let dashboard: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
 
     let apiserver_client = ApiserverClientCert::of(env).await?;
     // One values file for both parts, as an admin would keep it.
@@ -662,7 +663,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     step("[Create] tokens of the chart's ServiceAccounts → kubeconfig Secrets in the host");
     let (server, ca_data) = server_of(env.kubeconfig())?;
     let mut identities = BTreeMap::new();
-    for component in ["webhook", "controller"] {
+    for component in ["webhook", "controller", "dashboard"] {
         let sa = format!("{fullname}-{component}");
         let token = sa_token(&karmada, &system_ns, &sa).await?;
         let kubeconfig = token_kubeconfig(&server, ca_data.as_deref(), &token);
@@ -728,8 +729,6 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(true, "update", "coordination.k8s.io", "leases", None, Some(lease)),
         Access::new(true, "create", "events.k8s.io", "events", None, Some(t)),
         Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
-        Access::new(true, "list", "", "events", None, None),
-        Access::new(true, "watch", "", "events", None, None),
         Access::new(true, "list", "", "namespaces", None, None),
         Access::new(true, "watch", "", "namespaces", None, None),
         Access::new(false, "get", "", "namespaces", None, None),
@@ -739,14 +738,40 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(false, "get", "", "secrets", None, Some(t)),
         Access::new(false, "delete", "coordination.k8s.io", "leases", None, Some(lease)),
         Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(t)),
+        // The dashboard runs on its own (dashboard.separate): no viewer reviews, no feed.
+        Access::new(false, "create", "authentication.k8s.io", "tokenreviews", None, None),
+        Access::new(false, "create", "authorization.k8s.io", "subjectaccessreviews", None, None),
+        Access::new(false, "list", "", "events", None, None),
+    ];
+    #[rustfmt::skip]
+    let dashboard_table = [
+        Access::new(true, "get", q, "karmadaquotas", None, Some(t)),
+        Access::new(true, "list", q, "karmadaquotas", None, None),
+        Access::new(true, "watch", q, "karmadaquotas", None, None),
+        Access::new(true, "watch", q, "karmadaclusterquotas", None, None),
+        Access::new(true, "list", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(true, "watch", "work.karmada.io", "resourcebindings", None, None),
+        Access::new(true, "list", "", "namespaces", None, None),
+        Access::new(true, "watch", "", "events", None, None),
         // dashboard.auth=kubernetes (the default): the viewers' TokenReviews and SARs.
         Access::new(true, "create", "authentication.k8s.io", "tokenreviews", None, None),
         Access::new(true, "create", "authorization.k8s.io", "subjectaccessreviews", None, None),
+        // No member credential: no Secret anywhere, no Cluster (its secretRef).
+        Access::new(false, "get", "", "secrets", None, Some("karmada-cluster")),
+        Access::new(false, "list", "", "secrets", None, None),
+        Access::new(false, "list", "cluster.karmada.io", "clusters", None, None),
+        // Writes nothing.
+        Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t)),
+        Access::new(false, "update", q, "karmadaclusterquotas", Some("status"), None),
+        Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
+        Access::new(false, "create", "events.k8s.io", "events", None, Some(t)),
+        Access::new(false, "create", "coordination.k8s.io", "leases", None, Some(lease)),
     ];
     let mut wrong = Vec::new();
     for (who, table) in [
         ("webhook", &webhook_table[..]),
         ("controller", &controller_table[..]),
+        ("dashboard", &dashboard_table[..]),
     ] {
         for a in table {
             let got = a.check(&identities[who]).await?;
@@ -811,7 +836,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         wrong.join("\n  ")
     );
 
-    step("[Create] the webhook and the controller from the installed Deployments, on loopback");
+    step("[Create] the webhook, the controller and the dashboard from the installed Deployments, on loopback");
     let webhook_spec = from_deployment(
         &host,
         &host_ns,
@@ -828,14 +853,23 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         &host_ns,
         &format!("{fullname}-controller"),
         &work.join("controller"),
+        &[("--admin-listen", controller_admin.to_string())],
+    )
+    .await?;
+    let dashboard_spec = from_deployment(
+        &host,
+        &host_ns,
+        &format!("{fullname}-dashboard"),
+        &work.join("dashboard"),
         &[
-            ("--admin-listen", controller_admin.to_string()),
-            ("--dashboard-listen", controller_dashboard.to_string()),
+            ("--admin-listen", dashboard_admin.to_string()),
+            ("--dashboard-listen", dashboard.to_string()),
         ],
     )
     .await?;
     let webhook = start(env, &webhook_spec, webhook_admin).await?;
     let controller = start(env, &controller_spec, controller_admin).await?;
+    let dashboard_process = start(env, &dashboard_spec, dashboard_admin).await?;
 
     step("[Create] member cluster (apiserver 2) registered as Karmada stores it");
     let member_name = format!("{}-member", ns.name());
@@ -957,14 +991,15 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         "[Get] the dashboard (dashboard.auth=kubernetes by default): 401 without a token; a viewer sees only what RBAC lets it list",
     );
     ensure!(
-        controller_spec
+        dashboard_spec
             .args
             .iter()
-            .any(|a| a == "--dashboard-auth=kubernetes"),
-        "the chart turns the dashboard's auth on: {:?}",
-        controller_spec.args
+            .any(|a| a == "--dashboard-auth=kubernetes")
+            && dashboard_spec.args.iter().any(|a| a == "--role=dashboard"),
+        "the chart runs the dashboard on its own, auth on: {:?}",
+        dashboard_spec.args
     );
-    let (code, body) = http_get(controller_dashboard, "/api/v1/overview").await?;
+    let (code, body) = http_get(dashboard, "/api/v1/overview").await?;
     ensure!(code == 401, "no token: {code} {body}");
     let viewer = Viewer::create(&karmada, ns.name(), "viewer", &[ns.name()]).await?;
     let outsider = Viewer::create(&karmada, ns.name(), "outsider", &[]).await?;
@@ -972,20 +1007,17 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     let seen = wait_for("the viewer sees the quota", API_TIMEOUT, || {
         let (bearer, key) = (viewer.bearer(), key.clone());
         async move {
-            let (code, body) = http_get_with(
-                controller_dashboard,
-                "/api/v1/overview",
-                &[("Authorization", &bearer)],
-            )
-            .await
-            .ok()?;
+            let (code, body) =
+                http_get_with(dashboard, "/api/v1/overview", &[("Authorization", &bearer)])
+                    .await
+                    .ok()?;
             (code == 200 && body.contains(&key)).then_some(body)
         }
     })
     .await?;
     eprintln!("viewer {}: {} bytes of overview", viewer.user, seen.len());
     let (code, body) = http_get_with(
-        controller_dashboard,
+        dashboard,
         "/api/v1/overview",
         &[("Authorization", &outsider.bearer())],
     )
@@ -995,7 +1027,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         "a viewer without RBAC sees the quota: {code} {body}"
     );
     let (code, _) = http_get_with(
-        controller_dashboard,
+        dashboard,
         &format!("/api/v1/quotas/{}/compute", ns.name()),
         &[("Authorization", &outsider.bearer())],
     )
@@ -1026,6 +1058,31 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     )
     .await?;
     eprintln!("events: {events:?}");
+    step(
+        "[Get] the dashboard, holding no member credential, shows what the controller measured in the member",
+    );
+    let path = format!("/api/v1/quotas/{}/compute", ns.name());
+    let measured = wait_for(
+        "the member's observed usage on the dashboard",
+        API_TIMEOUT,
+        || {
+            let (bearer, path, member_name) = (viewer.bearer(), path.clone(), member_name.clone());
+            async move {
+                let (code, body) = http_get_with(dashboard, &path, &[("Authorization", &bearer)])
+                    .await
+                    .ok()?;
+                let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+                let member = v["quota"]["clusters"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["name"] == member_name.as_str())?
+                    .clone();
+                (code == 200 && member["observed"]["requests.cpu"] == "2").then_some(member)
+            }
+        },
+    )
+    .await?;
+    eprintln!("the dashboard shows {measured}");
 
     step("[Update] helm upgrade of the host part keeps the generated certificate (lookup)");
     let out = helm1
@@ -1093,6 +1150,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
 
     drop(webhook);
     drop(controller);
+    drop(dashboard_process);
     clusters.cleanup().await?;
     ns.delete(&karmada).await?;
     Ok(())

@@ -288,3 +288,63 @@ render or read back from the existing client Secret (lookup). JSON {ca, crt, key
 - --body-read-timeout={{ . }}
 {{- end }}
 {{- end -}}
+
+{{/* Whether the dashboard runs as a Deployment and identity of its own (--role=dashboard). */}}
+{{- define "karmada-quota.dashboardSeparate" -}}
+{{- if .Values.dashboard.separate }}true{{ end -}}
+{{- end -}}
+
+{{/* The component whose pods serve the dashboard: `dashboard` or `controller`. */}}
+{{- define "karmada-quota.dashboardComponent" -}}
+{{- if include "karmada-quota.dashboardSeparate" . }}dashboard{{ else }}controller{{ end -}}
+{{- end -}}
+
+{{/* The components with a ServiceAccount, a kubeconfig and RBAC of their own. */}}
+{{- define "karmada-quota.components" -}}
+{{- if include "karmada-quota.dashboardSeparate" . }}webhook controller dashboard{{ else }}webhook controller{{ end -}}
+{{- end -}}
+
+{{/* The render checks and the container flags of whoever serves the dashboard. */}}
+{{- define "karmada-quota.dashboardArgs" -}}
+{{- $dash := .Values.dashboard -}}
+{{- if and (eq $dash.auth "none") (not (include "karmada-quota.loopbackListen" .)) (not $dash.allowUnauthenticatedRemote) }}
+{{- fail (printf "dashboard.auth=none on %s would show every quota to anyone who reaches the dashboard port: use dashboard.auth=kubernetes, or set dashboard.allowUnauthenticatedRemote=true to accept that" .Values.listenHost) }}
+{{- end }}
+{{- if and $dash.tls.enabled (not $dash.tls.secretName) }}
+{{- fail "dashboard.tls.enabled needs dashboard.tls.secretName (a kubernetes.io/tls Secret in the release namespace)" }}
+{{- end -}}
+- --dashboard-listen={{ .Values.listenHost }}:{{ $dash.port }}
+- --dashboard-auth={{ $dash.auth }}
+{{- if $dash.allowUnauthenticatedRemote }}
+- --dashboard-allow-unauthenticated-remote=true
+{{- end }}
+{{- with $dash.tokenAudiences }}
+- --dashboard-token-audiences={{ join "," . }}
+{{- end }}
+{{- if $dash.tls.enabled }}
+- --dashboard-tls-cert-file={{ include "karmada-quota.dashboardTlsDir" . }}/tls.crt
+- --dashboard-tls-private-key-file={{ include "karmada-quota.dashboardTlsDir" . }}/tls.key
+{{- end }}
+{{- with $dash.prometheusUrl }}
+- --dashboard-prometheus={{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The RBAC rules serving the dashboard needs, whoever serves it (indented as rules). */}}
+{{- define "karmada-quota.dashboardRules" }}
+  # The dashboard's feed of the quotas' Warning events (field selector
+  # involvedObject.kind=KarmadaQuota,type=Warning).
+  - apiGroups: [""]
+    resources: ["events"]
+    verbs: ["list", "watch"]
+  {{- if eq .Values.dashboard.auth "kubernetes" }}
+  # dashboard.auth=kubernetes: who a viewer's bearer token is (TokenReview), and whether
+  # they may list KarmadaQuotas in a namespace (SubjectAccessReview).
+  - apiGroups: ["authentication.k8s.io"]
+    resources: ["tokenreviews"]
+    verbs: ["create"]
+  - apiGroups: ["authorization.k8s.io"]
+    resources: ["subjectaccessreviews"]
+    verbs: ["create"]
+  {{- end }}
+{{- end }}
