@@ -107,6 +107,9 @@ pub struct Settings {
     pub policy_max_templates: usize,
     /// Longest a watch may fail before the view is stale (`--max-cache-staleness`).
     pub max_cache_staleness: Duration,
+    /// Who may create, delete or change the spec of quota objects
+    /// (`--quota-admin-users`, `--quota-admin-groups`).
+    pub quota_admins: crate::tenancy::QuotaAdmins,
 }
 
 impl Default for Settings {
@@ -117,6 +120,7 @@ impl Default for Settings {
             policy_enforcement: Enforcement::Warn,
             policy_max_templates: 200,
             max_cache_staleness: Duration::from_secs(60),
+            quota_admins: crate::tenancy::QuotaAdmins::default(),
         }
     }
 }

@@ -121,6 +121,31 @@ pub struct Args {
     #[arg(long, env = "KQ_MAX_CACHE_STALENESS", default_value = "60s", value_parser = karmada_quota_runtime::duration::parse)]
     pub max_cache_staleness: Duration,
 
+    /// Comma-separated groups whose members may create and delete KarmadaQuotas and
+    /// KarmadaClusterQuotas and change their spec, labels and ownerReferences (everyone
+    /// else: only annotations and finalizers; status is never reviewed). Karmada's admin
+    /// kubeconfig is in `system:masters`. Empty: no group.
+    #[arg(
+        long,
+        env = "KQ_QUOTA_ADMIN_GROUPS",
+        value_delimiter = ',',
+        default_value = crate::tenancy::DEFAULT_GROUPS,
+        value_name = "GROUPS"
+    )]
+    pub quota_admin_groups: Vec<String>,
+
+    /// Comma-separated users who may do what --quota-admin-groups may. The default names
+    /// the kube-controller-manager's namespace controller and garbage collector, so that
+    /// a deleted namespace takes its quotas with it. Empty: no user.
+    #[arg(
+        long,
+        env = "KQ_QUOTA_ADMIN_USERS",
+        value_delimiter = ',',
+        default_value = crate::tenancy::DEFAULT_USERS,
+        value_name = "USERS"
+    )]
+    pub quota_admin_users: Vec<String>,
+
     #[command(flatten)]
     #[allow(missing_docs)]
     pub admin: AdminArgs,
@@ -165,6 +190,23 @@ mod tests {
         assert_eq!(a.event_interval, Duration::from_secs(10));
         assert_eq!(a.denial_log_interval, Duration::from_secs(10));
         assert_eq!(a.max_cache_staleness, Duration::from_secs(60));
+        let admins = crate::tenancy::QuotaAdmins::new(a.quota_admin_users, a.quota_admin_groups);
+        assert_eq!(admins, crate::tenancy::QuotaAdmins::default());
+    }
+
+    #[test]
+    fn quota_admins_are_lists_and_can_be_emptied() {
+        let a = Args::try_parse_from([
+            "karmada-quota-webhook",
+            "--tls-cert-file=c.pem",
+            "--tls-private-key-file=k.pem",
+            "--quota-admin-groups=platform,system:masters",
+            "--quota-admin-users=",
+        ])
+        .unwrap();
+        let admins = crate::tenancy::QuotaAdmins::new(a.quota_admin_users, a.quota_admin_groups);
+        assert_eq!(admins.groups, ["platform", "system:masters"]);
+        assert!(admins.users.is_empty());
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod policy;
 pub mod reserve;
 pub mod selection;
 pub mod server;
+pub mod tenancy;
 
 #[cfg(test)]
 mod tests;

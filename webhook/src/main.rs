@@ -74,6 +74,10 @@ async fn main() -> anyhow::Result<()> {
             policy_enforcement: args.policy_enforcement,
             policy_max_templates: args.policy_max_templates,
             max_cache_staleness: args.max_cache_staleness,
+            quota_admins: karmada_quota_webhook::tenancy::QuotaAdmins::new(
+                args.quota_admin_users.clone(),
+                args.quota_admin_groups.clone(),
+            ),
         },
         policies: Some(std::sync::Arc::new(
             karmada_quota_webhook::policy::KubePolicyWorld::new(client),

@@ -348,3 +348,10 @@ render or read back from the existing client Secret (lookup). JSON {ca, crt, key
     verbs: ["create"]
   {{- end }}
 {{- end }}
+
+{{/* The webhook's quota administrators (webhook.quotaAdmins): who may create, delete or
+change the spec of quota objects. Empty lists render empty flags (no one). */}}
+{{- define "karmada-quota.quotaAdminArgs" -}}
+- --quota-admin-groups={{ join "," .Values.webhook.quotaAdmins.groups }}
+- --quota-admin-users={{ join "," .Values.webhook.quotaAdmins.users }}
+{{- end -}}

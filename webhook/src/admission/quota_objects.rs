@@ -26,24 +26,60 @@ fn invalid<T: Resource, E: ToString>(
 }
 
 /// The object of a CREATE or UPDATE of the main resource whose spec changed, or the answer
-/// that ends its review here: `NotChecked` (other operations, subresources), 400 (no
-/// object; `key` names it), `Unchanged` (metadata-only edits — labels, finalizers — of an
-/// existing quota are not re-judged).
+/// that ends its review here: `NotChecked` (CONNECT, subresources — `status` included:
+/// every reservation is a status write, guarded by RBAC alone), 403 (a change only quota
+/// administrators may make, by someone else: [`crate::tenancy`]), an allowed DELETE (by an
+/// administrator; its `oldObject` is not needed), 400 (no object; `key` names it),
+/// `Unchanged` (edits of annotations or finalizers of an existing quota are not
+/// re-judged).
 fn to_judge<'a, T: Resource, S: PartialEq>(
+    st: &AppState,
     req: &'a AdmissionRequest<T>,
     kind: &str,
-    key: impl FnOnce() -> String,
+    key: impl Fn(Option<&kube::core::ObjectMeta>) -> String,
     spec: impl Fn(&T) -> &S,
 ) -> Result<&'a T, Box<Answer>> {
-    if !matches!(req.operation, Operation::Create | Operation::Update)
-        || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
+    if !matches!(
+        req.operation,
+        Operation::Create | Operation::Update | Operation::Delete
+    ) || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
     {
         return Err(Box::new(allowed(req, "NotChecked")));
+    }
+    let parts = |o: &'a T| (spec(o), o.meta());
+    if let Some(what) = crate::tenancy::guarded(
+        &req.operation,
+        req.old_object.as_ref().map(parts),
+        req.object.as_ref().map(parts),
+    ) {
+        let admins = &st.settings.quota_admins;
+        let user = req.user_info.username.as_deref();
+        let groups = req.user_info.groups.as_deref().unwrap_or_default();
+        if !admins.admits(user, groups) {
+            let meta = req
+                .object
+                .as_ref()
+                .or(req.old_object.as_ref())
+                .map(|o| o.meta());
+            let message = admins.refusal(&format!("{kind} {}", key(meta)), what, user, groups);
+            tracing::info!(%message, "quota object change refused");
+            return Err(Box::new(refused(
+                req,
+                karmada_quota_core::decision::CODE_FORBIDDEN,
+                REASON_FORBIDDEN,
+                &message,
+                DENIED,
+                REASON_NOT_QUOTA_ADMIN,
+            )));
+        }
+    }
+    if req.operation == Operation::Delete {
+        return Err(Box::new(allowed(req, "Allowed")));
     }
     let Some(new) = req.object.as_ref() else {
         return Err(Box::new(bad_request(
             req,
-            &format!("{kind} {}: the review has no object", key()),
+            &format!("{kind} {}: the review has no object", key(None)),
         )));
     };
     if req
@@ -55,6 +91,11 @@ fn to_judge<'a, T: Resource, S: PartialEq>(
     }
     Ok(new)
 }
+
+/// `status.reason` of a change only quota administrators may make.
+const REASON_FORBIDDEN: &str = "Forbidden";
+/// Metric reason of that refusal.
+const REASON_NOT_QUOTA_ADMIN: &str = "NotQuotaAdmin";
 
 pub(super) async fn validate_quota(
     State(st): State<AppState>,
@@ -70,7 +111,13 @@ fn review_quota(st: &AppState, body: &[u8]) -> Answer {
         Decoded::Request(r) => r,
         Decoded::Answer(a) => return *a,
     };
-    let new = match to_judge(&req, "KarmadaQuota", || object_key(&req, None), |q| &q.spec) {
+    let new = match to_judge(
+        st,
+        &req,
+        "KarmadaQuota",
+        |meta| object_key(&req, meta),
+        |q| &q.spec,
+    ) {
         Ok(new) => new,
         Err(answer) => return *answer,
     };
@@ -119,9 +166,14 @@ fn review_cluster_quota(st: &AppState, body: &[u8]) -> Answer {
         Decoded::Answer(a) => return *a,
     };
     let new = match to_judge(
+        st,
         &req,
         "KarmadaClusterQuota",
-        || req.name.clone(),
+        |meta| {
+            meta.and_then(|m| m.name.as_deref())
+                .filter(|n| !n.is_empty())
+                .map_or_else(|| clip(&req.name).to_string(), |n| clip(n).to_string())
+        },
         |q| &q.spec,
     ) {
         Ok(new) => new,
