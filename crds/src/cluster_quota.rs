@@ -63,8 +63,9 @@ pub struct KarmadaClusterQuotaSpec {
     /// out of it moves its usage at the controller's next reconcile; what was admitted
     /// stays admitted.
     // Optional in Rust so that an object without it still decodes and the webhook can
-    // name the field; required in the schema.
+    // name the field; required and not nullable in the schema (`selector_schema`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "selector_schema")]
     pub namespace_selector: Option<LabelSelector>,
 
     /// `hard` and `scopeSelector`, exactly as in a KarmadaQuota.
@@ -99,15 +100,14 @@ pub struct NamespaceUsage {
     pub used: BTreeMap<String, Quantity>,
 }
 
-/// The schema requires `namespaceSelector` and does not take `null` for it.
+/// A LabelSelector's schema, not an `Option`'s: the generator marks an `Option` field
+/// `nullable` after every container transform, and `null` must not pass the apiserver.
+fn selector_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    g.subschema_for::<LabelSelector>()
+}
+
+/// The schema requires `namespaceSelector` (not nullable: [`selector_schema`]).
 fn selector_required(schema: &mut schemars::Schema) {
-    if let Some(selector) = schema
-        .get_mut("properties")
-        .and_then(|p| p.get_mut("namespaceSelector"))
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        selector.remove("nullable");
-    }
     let required = schema
         .ensure_object()
         .entry("required")

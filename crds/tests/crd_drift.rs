@@ -86,6 +86,10 @@ fn cluster_crd_is_cluster_scoped_requires_a_selector_and_has_printer_columns() {
     let schema = serde_json::to_value(&v.schema).unwrap();
     let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(spec["required"], serde_json::json!(["namespaceSelector"]));
+    // Required and not nullable: the apiserver refuses `namespaceSelector: null` itself.
+    let selector = &spec["properties"]["namespaceSelector"];
+    assert_eq!(selector["type"], "object", "{selector}");
+    assert!(selector.get("nullable").is_none(), "nullable: {selector}");
     // The KarmadaQuota fields sit at the same paths (flattened).
     assert!(spec["properties"]["hard"].is_object());
     assert!(spec["properties"]["scopeSelector"].is_object());

@@ -269,3 +269,41 @@ async fn crd_quota_and_bindings_round_trip() -> Result<()> {
     ns.delete(&client).await?;
     Ok(())
 }
+
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_cluster_quota_without_a_namespace_selector_is_refused_by_the_schema() -> Result<()> {
+    // No webhook judges these objects (no test's configuration selects them: they carry
+    // no registration label), so the refusal is the CRD schema's alone.
+    let env = Env::get().await?;
+    let client = env.client()?;
+    let object = |selector: Option<Value>| {
+        let mut q = json!({
+            "apiVersion": "quota.karmada.io/v1alpha1",
+            "kind": "KarmadaClusterQuota",
+            "metadata": {"name": "kcq-schema-null-selector"},
+            "spec": {"hard": {"pods": "1"}}
+        });
+        if let Some(s) = selector {
+            q["spec"]["namespaceSelector"] = s;
+        }
+        q
+    };
+    step("[Create] a KarmadaClusterQuota with namespaceSelector: null is refused by the schema");
+    let message = rejects(
+        &client,
+        &object(Some(Value::Null)),
+        "spec.namespaceSelector",
+    )
+    .await?;
+    eprintln!("    apiserver said: {message}");
+    step("[Create] a KarmadaClusterQuota without namespaceSelector is refused by the schema");
+    let message = rejects(
+        &client,
+        &object(None),
+        "spec.namespaceSelector: Required value",
+    )
+    .await?;
+    eprintln!("    apiserver said: {message}");
+    Ok(())
+}
