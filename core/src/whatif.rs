@@ -8,7 +8,10 @@
 //!     │ Policy::binding_for (interpreter + placement over the known clusters)
 //!     │ old charge = the template's existing binding, if any (the increase counts)
 //!     ▼
-//!  decision::decide_batch per namespace against the quotas' states (used + entries)
+//!  decision::decide_batch per namespace against the quotas' states (used + entries): the
+//!  namespace's KarmadaQuotas and every KarmadaClusterQuota selecting it; a cluster quota
+//!  is one state for all its namespaces, so each namespace's share counts against its
+//!  hard over all of them
 //!     ▼
 //!  Outcome: per quota current / added / hard, refusals with the webhook's message
 //! ```
@@ -31,6 +34,12 @@ pub struct Current {
     /// Quotas per namespace (a quota without `used` for a name is taken as 0 there: a new
     /// quota, or one the controller has not synced).
     pub quotas: BTreeMap<String, Vec<QuotaState>>,
+    /// KarmadaClusterQuotas (`covers` a selector; `used` is their total over every
+    /// namespace they select), by name.
+    pub cluster_quotas: Vec<QuotaState>,
+    /// Namespace → the names of the cluster quotas that select it (a namespace missing
+    /// here is selected by none).
+    pub selected: BTreeMap<String, Vec<String>>,
     /// Member clusters (for Duplicated placements).
     pub clusters: Vec<ClusterFacts>,
     /// Existing bindings per namespace, for the increase over what already runs.
@@ -40,8 +49,11 @@ pub struct Current {
 /// One quota's numbers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuotaChange {
-    /// Namespace.
+    /// Namespace (empty for a cluster quota).
     pub namespace: String,
+    /// A KarmadaClusterQuota: `current` and `hard` are its totals over every namespace
+    /// it selects, `added` what the change adds in all of them.
+    pub cluster: bool,
     /// Name.
     pub name: String,
     /// used + entries now, restricted to the hard names.
@@ -148,28 +160,45 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
             .push((describe(t), binding, old, new));
     }
 
+    // One state per cluster quota, shared by every namespace it selects.
+    let mut cluster_states: BTreeMap<String, QuotaState> = current
+        .cluster_quotas
+        .iter()
+        .map(|q| (q.name.clone(), with_zero_used(q)))
+        .collect();
+    let mut cluster_changes: BTreeMap<String, QuotaChange> = BTreeMap::new();
     for (ns, list) in &charges {
-        let Some(quotas) = current.quotas.get(ns) else {
-            continue; // no quota in the namespace: nothing to check
-        };
-        let mut states: Vec<QuotaState> = quotas.iter().map(with_zero_used).collect();
-        let mut changes: Vec<QuotaChange> = states
-            .iter()
-            .map(|q| QuotaChange {
-                namespace: ns.clone(),
-                name: q.name.clone(),
-                current: effective_usage(
-                    q.used.as_ref().unwrap_or(&ResourceList::new()),
-                    &q.reservations,
-                    None,
-                )
-                .restricted_to(&q.spec.hard),
-                added: ResourceList::new(),
-                hard: q.spec.hard.clone(),
-                refused: false,
+        let selecting: Vec<&String> = current
+            .selected
+            .get(ns)
+            .map(|names| {
+                names
+                    .iter()
+                    .filter(|n| cluster_states.contains_key(*n))
+                    .collect()
             })
+            .unwrap_or_default();
+        let own = current
+            .quotas
+            .get(ns)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if own.is_empty() && selecting.is_empty() {
+            continue; // no quota covers the namespace: nothing to check
+        }
+        let mut states: Vec<QuotaState> = own.iter().map(with_zero_used).collect();
+        let own_len = states.len();
+        states.extend(selecting.iter().map(|n| cluster_states[*n].clone()));
+        let mut changes: Vec<QuotaChange> =
+            states[..own_len].iter().map(|q| change_of(ns, q)).collect();
+        for q in &states[own_len..] {
+            cluster_changes
+                .entry(q.name.clone())
+                .or_insert_with(|| change_of("", q));
+        }
+        let uids: Vec<String> = (0..list.len())
+            .map(|i| format!("what-if-{ns}-{i}"))
             .collect();
-        let uids: Vec<String> = (0..list.len()).map(|i| format!("what-if-{i}")).collect();
         let reqs: Vec<AdmissionRequest<'_>> = list
             .iter()
             .zip(&uids)
@@ -185,17 +214,28 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
                 max_reservations: usize::MAX,
             })
             .collect();
-        for ((template, ..), decision) in list.iter().zip(decide_batch(&mut states, &reqs)) {
+        let decisions = decide_batch(&mut states, &reqs);
+        for ((template, ..), decision) in list.iter().zip(decisions) {
             match decision {
                 Decision::Allow(entries) => {
                     for (quota, entry) in entries {
-                        if let Some(c) = changes.iter_mut().find(|c| c.name == quota.name()) {
+                        let change = if quota.namespace().is_none() {
+                            cluster_changes.get_mut(quota.name())
+                        } else {
+                            changes.iter_mut().find(|c| c.name == quota.name())
+                        };
+                        if let Some(c) = change {
                             c.added.add_assign(&entry.reserved);
                         }
                     }
                 }
                 Decision::Deny(denial) => {
-                    if let Some(c) = changes.iter_mut().find(|c| c.name == denial.quota) {
+                    let change = if denial.cluster {
+                        cluster_changes.get_mut(&denial.quota)
+                    } else {
+                        changes.iter_mut().find(|c| c.name == denial.quota)
+                    };
+                    if let Some(c) = change {
                         c.refused = true;
                     }
                     outcome.refused.push(Refusal {
@@ -206,12 +246,35 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
                 }
             }
         }
+        // The cluster quotas carry this namespace's admitted entries to the next one.
+        for q in states.drain(own_len..) {
+            cluster_states.insert(q.name.clone(), q);
+        }
         outcome.quotas.extend(changes);
     }
+    outcome.quotas.extend(cluster_changes.into_values());
     outcome
         .quotas
         .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     outcome
+}
+
+/// `q`'s numbers before the change, as `namespace`'s (empty: a cluster quota's).
+fn change_of(namespace: &str, q: &QuotaState) -> QuotaChange {
+    QuotaChange {
+        namespace: namespace.to_owned(),
+        cluster: q.covers.is_cluster(),
+        name: q.name.clone(),
+        current: effective_usage(
+            q.used.as_ref().unwrap_or(&ResourceList::new()),
+            &q.reservations,
+            None,
+        )
+        .restricted_to(&q.spec.hard),
+        added: ResourceList::new(),
+        hard: q.spec.hard.clone(),
+        refused: false,
+    }
 }
 
 /// `q` with every hard name present in `used` (0 where the controller has not said).
@@ -295,6 +358,50 @@ mod tests {
             "exceeded quota: q, requested: requests.cpu=2, used: requests.cpu=0, limited: requests.cpu=1500m"
         );
         assert!(!out.quotas[0].fits());
+    }
+
+    #[test]
+    fn a_cluster_quota_counts_every_selected_namespace_against_its_hard() {
+        let mut biz = quota(
+            "biz",
+            &[("requests.cpu", "3")],
+            Some(&[("requests.cpu", "1")]),
+        );
+        biz.covers = crate::selection::Covers::Selected(Default::default());
+        let mut current = Current::default();
+        current.cluster_quotas.push(biz);
+        for ns in ["a", "b"] {
+            current.selected.insert(ns.into(), vec!["biz".into()]);
+        }
+        // Unselected namespace c: not charged to biz.
+        let cpp = policy(
+            "{kind: ClusterPropagationPolicy, spec: {resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}], placement: {replicaScheduling: {replicaSchedulingType: Divided}}}}",
+        );
+        let in_ns = |ns: &str, replicas: u32| {
+            template(
+                &WEB.replace("namespace: a", &format!("namespace: {ns}"))
+                    .replace("replicas: 4", &format!("replicas: {replicas}")),
+            )
+        };
+        // a: 4 × 500m = 2 → 1 + 2 = 3 of 3; b: 2 × 500m = 1 more → refused; c: free.
+        let out = what_if(
+            &[in_ns("a", 4), in_ns("b", 2), in_ns("c", 8)],
+            &[cpp],
+            &current,
+        );
+        assert_eq!(out.refused.len(), 1, "{:?}", out.refused);
+        assert_eq!(out.refused[0].template, "Deployment b/web");
+        assert!(out.refused[0].denial.cluster);
+        assert_eq!(
+            out.refused[0].denial.message,
+            "exceeded cluster quota: biz, requested: requests.cpu=1, used: requests.cpu=3, limited: requests.cpu=3"
+        );
+        assert_eq!(out.quotas.len(), 1, "{:?}", out.quotas);
+        let c = &out.quotas[0];
+        assert!(c.cluster && c.namespace.is_empty() && c.name == "biz");
+        assert_eq!(c.current, mk_list(&[("requests.cpu", "1")]));
+        assert_eq!(c.added, mk_list(&[("requests.cpu", "2")]));
+        assert!(c.refused && !c.fits());
     }
 
     #[test]

@@ -310,7 +310,8 @@ pub enum Verdict {
 }
 
 /// The dry run for `policy`: templates from `world`, quotas from `quotas` (per namespace,
-/// the cache's parsed states), bounded by `deadline`.
+/// the cache's parsed states: its KarmadaQuotas and the KarmadaClusterQuotas selecting
+/// it, told apart by `covers`), bounded by `deadline`.
 pub async fn check(
     world: &dyn PolicyWorld,
     policy: &Policy,
@@ -329,10 +330,17 @@ pub async fn check(
                 .refused
                 .iter()
                 .map(|r| {
-                    format!(
-                        "this policy would exceed quota {}/{} with {}: {}",
-                        r.namespace, r.denial.quota, r.template, r.denial.message
-                    )
+                    if r.denial.cluster {
+                        format!(
+                            "this policy would exceed cluster quota {} with {}: {}",
+                            r.denial.quota, r.template, r.denial.message
+                        )
+                    } else {
+                        format!(
+                            "this policy would exceed quota {}/{} with {}: {}",
+                            r.namespace, r.denial.quota, r.template, r.denial.message
+                        )
+                    }
                 })
                 .collect();
             lines.extend(
@@ -391,22 +399,36 @@ async fn gather(
     namespaces.dedup();
     let mut with_quota = BTreeMap::new();
     for ns in namespaces {
-        let states = quotas(ns);
-        if !states.is_empty() {
-            with_quota.insert(ns.to_owned(), states);
+        let (clusters, own): (Vec<_>, Vec<_>) =
+            quotas(ns).into_iter().partition(|q| q.covers.is_cluster());
+        if !clusters.is_empty() {
+            current.selected.insert(
+                ns.to_owned(),
+                clusters.iter().map(|q| q.name.clone()).collect(),
+            );
+            for q in clusters {
+                if !current.cluster_quotas.iter().any(|k| k.name == q.name) {
+                    current.cluster_quotas.push(q);
+                }
+            }
+        }
+        if !own.is_empty() {
+            with_quota.insert(ns.to_owned(), own);
         }
     }
-    if with_quota.is_empty() {
+    if with_quota.is_empty() && current.selected.is_empty() {
         return Ok((Vec::new(), current)); // no quota applies: nothing to read
     }
     let duplicated = policy.spec.placement.is_duplicated();
     if duplicated {
         current.clusters = world.clusters().await?;
     }
-    for ns in with_quota.keys() {
-        current
-            .bindings
-            .insert(ns.clone(), world.bindings(ns).await?);
+    let mut charged: Vec<&String> = with_quota.keys().chain(current.selected.keys()).collect();
+    charged.sort_unstable();
+    charged.dedup();
+    for ns in charged {
+        let bindings = world.bindings(ns).await?;
+        current.bindings.insert(ns.clone(), bindings);
     }
     current.quotas = with_quota;
     Ok((templates, current))

@@ -105,11 +105,17 @@ async fn review_policy(st: &AppState, body: &[u8], deadline: Instant) -> Answer 
     let Some(world) = &st.policies else {
         return allowed(&req, "NotChecked");
     };
+    // The namespace's KarmadaQuotas and the KarmadaClusterQuotas selecting it.
     let quotas = |ns: &str| {
-        st.cache
-            .in_namespace(ns)
-            .iter()
+        let own = st.cache.in_namespace(ns);
+        let clusters = st.cache.cluster_quotas_covering(ns);
+        own.iter()
             .filter_map(|c| c.parsed.as_ref().ok().map(|p| p.state.clone()))
+            .chain(
+                clusters
+                    .iter()
+                    .filter_map(|c| c.parsed.as_ref().ok().map(|p| p.state.clone())),
+            )
             .collect()
     };
     let verdict = match st.cache.stale(st.settings.max_cache_staleness) {

@@ -425,3 +425,66 @@ async fn the_cluster_quota_is_validated_with_field_named_messages() {
         "{nothing}"
     );
 }
+
+#[tokio::test]
+async fn a_propagation_policy_is_priced_against_the_cluster_quota_selecting_its_namespace() {
+    // biz: 4 cpu over a-dev and a-prod, 3 used in total (a-prod's, say); a-dev has no
+    // KarmadaQuota of its own. A policy placing 2 × 1 cpu in a-dev exceeds it.
+    let mut c = cluster_harness(
+        &[("a-dev", Some("a")), ("a-prod", Some("a"))],
+        &[],
+        &[mk_cluster_quota(
+            "biz",
+            "a",
+            &[("requests.cpu", "4")],
+            &[("requests.cpu", "3")],
+        )],
+    );
+    let web: karmada_quota_core::template::Template = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "a-dev"},
+        "spec": {"replicas": 2, "template": {"spec": {"containers": [
+            {"resources": {"requests": {"cpu": "1"}}}
+        ]}}}
+    }))
+    .unwrap();
+    c.h.state.policies = Some(Arc::new(crate::policy::FakeWorld {
+        templates: vec![web],
+        ..Default::default()
+    }));
+    let policy = json!({
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "web", "namespace": "a-dev"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}
+        }
+    });
+    let mut review = mk_review(
+        "CREATE",
+        ("policy.karmada.io", "v1alpha1", "PropagationPolicy"),
+        "propagationpolicies",
+        Some(policy),
+        None,
+        false,
+    );
+    review["request"]["namespace"] = json!("a-dev");
+    let (code, body) =
+        c.h.post(
+            crate::policy::PROPAGATIONPOLICY_PATH,
+            review.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(code, axum::http::StatusCode::OK, "{body}");
+    let resp = &body["response"];
+    assert!(verdict(resp).0, "{resp}");
+    assert_eq!(
+        resp["warnings"],
+        json!([
+            "this policy would exceed cluster quota biz with Deployment a-dev/web: exceeded \
+             cluster quota: biz, requested: requests.cpu=2, used: requests.cpu=3, limited: \
+             requests.cpu=4"
+        ]),
+        "{resp}"
+    );
+}
