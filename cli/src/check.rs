@@ -18,8 +18,8 @@ use karmada_quota_core::placement::ClusterFacts;
 use karmada_quota_core::policy::Policy;
 use karmada_quota_core::template::Template;
 use karmada_quota_core::whatif;
-use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_crds::convert::quota_state;
+use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -28,6 +28,8 @@ use serde_json::Value;
 pub struct Inputs {
     /// KarmadaQuotas (their spec replaces the cluster's).
     pub quotas: Vec<KarmadaQuota>,
+    /// KarmadaClusterQuotas (their spec replaces the cluster's).
+    pub cluster_quotas: Vec<KarmadaClusterQuota>,
     /// PropagationPolicies and ClusterPropagationPolicies.
     pub policies: Vec<Policy>,
     /// Everything else: resource templates.
@@ -89,6 +91,12 @@ impl Inputs {
                 ("quota.karmada.io", "KarmadaQuota") => self.quotas.push(
                     serde_json::from_value(doc).map_err(|e| err(format!("KarmadaQuota: {e}")))?,
                 ),
+                ("quota.karmada.io", "KarmadaClusterQuota") => {
+                    self.cluster_quotas.push(
+                        serde_json::from_value(doc)
+                            .map_err(|e| err(format!("KarmadaClusterQuota: {e}")))?,
+                    );
+                }
                 ("policy.karmada.io", "PropagationPolicy" | "ClusterPropagationPolicy") => self
                     .policies
                     .push(serde_json::from_value(doc).map_err(|e| err(format!("{kind}: {e}")))?),
@@ -109,6 +117,12 @@ impl Inputs {
 pub struct Current {
     /// Quotas as they are (status used and reservations; spec when the manifests have none).
     pub quotas: Vec<KarmadaQuota>,
+    /// KarmadaClusterQuotas as they are (`used`: their total over every namespace).
+    pub cluster_quotas: Vec<KarmadaClusterQuota>,
+    /// Labels of the namespaces the manifests touch. A namespace missing here (a tenant
+    /// may not read Namespaces) is selected by the cluster quotas whose
+    /// `status.namespaces` lists it.
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// Member clusters.
     pub clusters: Vec<ClusterFacts>,
     /// Existing bindings (namespace → specs), for the increase over what runs.
@@ -119,8 +133,12 @@ pub struct Current {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QuotaOutcome {
-    /// Namespace.
+    /// Namespace (empty for a KarmadaClusterQuota).
     pub namespace: String,
+    /// A KarmadaClusterQuota: `current`, `added` and `hard` are over every namespace it
+    /// selects.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cluster: bool,
     /// Name.
     pub name: String,
     /// used + reservations now.
@@ -141,7 +159,7 @@ pub struct QuotaOutcome {
 pub struct Refusal {
     /// `Deployment team-a/web`.
     pub template: String,
-    /// The quota that refuses it.
+    /// The quota that refuses it: `namespace/name`, or a cluster quota's name.
     pub quota: String,
     /// The webhook's message.
     pub message: String,
@@ -181,6 +199,23 @@ fn key(q: &KarmadaQuota) -> (String, String) {
     )
 }
 
+/// Whether cluster quota `q` selects namespace `ns`: by its selector when the namespace's
+/// `labels` are known (as the webhook decides), else by its `status.namespaces` (the
+/// controller's last word).
+pub fn selects(
+    q: &KarmadaClusterQuota,
+    ns: &str,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    match (labels, cluster_quota_state(q)) {
+        (Some(labels), Ok(state)) => state.covers.covers(ns, Some(labels)),
+        _ => q
+            .status
+            .as_ref()
+            .is_some_and(|s| s.namespaces.iter().any(|n| n.name == ns)),
+    }
+}
+
 /// Check `inputs` against `current`: core's what-if (a dry run of the webhook's decision)
 /// over the quotas as the manifests define them (their spec wins, the status is the
 /// current one).
@@ -215,12 +250,56 @@ pub fn check(inputs: &Inputs, current: &Current) -> Report {
             }
         }
     }
+    let mut clusters: BTreeMap<String, KarmadaClusterQuota> = current
+        .cluster_quotas
+        .iter()
+        .map(|q| (q.metadata.name.clone().unwrap_or_default(), q.clone()))
+        .collect();
+    for q in &inputs.cluster_quotas {
+        let name = q.metadata.name.clone().unwrap_or_default();
+        let status = clusters.get(&name).and_then(|c| c.status.clone());
+        let mut q = q.clone();
+        q.status = status;
+        clusters.insert(name, q);
+    }
+    for (name, q) in &clusters {
+        match cluster_quota_state(q) {
+            Ok(s) => state.cluster_quotas.push(s),
+            Err(errors) => {
+                let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                report
+                    .errors
+                    .push(format!("KarmadaClusterQuota {name}: {}", errors.join("; ")));
+            }
+        }
+    }
+    for t in &inputs.templates {
+        let ns = &t.metadata.namespace;
+        if ns.is_empty() || state.selected.contains_key(ns) {
+            continue;
+        }
+        let names: Vec<String> = clusters
+            .iter()
+            .filter(|(_, q)| selects(q, ns, current.namespace_labels.get(ns)))
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !names.is_empty() {
+            state.selected.insert(ns.clone(), names);
+        }
+    }
     let outcome = whatif::what_if(&inputs.templates, &inputs.policies, &state);
     let defined = |ns: &str, name: &str| {
-        inputs
-            .quotas
-            .iter()
-            .any(|m| key(m) == (ns.to_owned(), name.to_owned()))
+        if ns.is_empty() {
+            inputs
+                .cluster_quotas
+                .iter()
+                .any(|m| m.metadata.name.as_deref() == Some(name))
+        } else {
+            inputs
+                .quotas
+                .iter()
+                .any(|m| key(m) == (ns.to_owned(), name.to_owned()))
+        }
     };
     for c in &outcome.quotas {
         let touched = !c.added.is_empty() || c.refused;
@@ -229,6 +308,7 @@ pub fn check(inputs: &Inputs, current: &Current) -> Report {
         }
         report.quotas.push(QuotaOutcome {
             namespace: c.namespace.clone(),
+            cluster: c.cluster,
             name: c.name.clone(),
             current: strings(&c.current),
             added: strings(&c.added),
@@ -242,7 +322,11 @@ pub fn check(inputs: &Inputs, current: &Current) -> Report {
         .iter()
         .map(|r| Refusal {
             template: r.template.clone(),
-            quota: format!("{}/{}", r.namespace, r.denial.quota),
+            quota: if r.denial.cluster {
+                r.denial.quota.clone()
+            } else {
+                format!("{}/{}", r.namespace, r.denial.quota)
+            },
             message: r.denial.message.clone(),
         })
         .collect();

@@ -79,6 +79,22 @@ impl Access {
         Ok(list)
     }
 
+    /// The labels of namespace `name` (`None`: it does not exist). A tenant may not be
+    /// allowed to read Namespaces: callers fall back on the cluster quotas'
+    /// `status.namespaces`.
+    pub async fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>> {
+        Ok(
+            Api::<k8s_openapi::api::core::v1::Namespace>::all(self.client.clone())
+                .get_opt(name)
+                .await
+                .with_context(|| format!("reading namespace {name}"))?
+                .map(|n| n.metadata.labels.unwrap_or_default()),
+        )
+    }
+
     /// One KarmadaClusterQuota, `None` when it does not exist.
     pub async fn cluster_quota(&self, name: &str) -> Result<Option<KarmadaClusterQuota>> {
         Api::<KarmadaClusterQuota>::all(self.client.clone())

@@ -193,7 +193,25 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
             let access = Access::new(&global).await.map_err(api)?;
             let ns = global.namespace.as_deref();
             let quotas = access.quotas(ns).await.map_err(api)?;
-            let summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of).collect();
+            let mut summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of).collect();
+            // With -n, the KarmadaClusterQuotas selecting that namespace (their totals over
+            // every namespace they select); without, all of them.
+            match access.cluster_quotas().await {
+                Ok(list) => {
+                    let labels = match ns {
+                        Some(n) => access.namespace_labels(n).await.ok().flatten(),
+                        None => None,
+                    };
+                    summaries.extend(
+                        list.iter()
+                            .filter(|q| ns.is_none_or(|n| check::selects(q, n, labels.as_ref())))
+                            .map(QuotaSummary::of_cluster),
+                    );
+                }
+                Err(e) => eprintln!(
+                    "note: KarmadaClusterQuotas not listed ({e:#}): showing KarmadaQuotas only"
+                ),
+            }
             Ok((render::top(&summaries, limit, style), exit::OK))
         }
         Command::Check(check) => run_check(&global, &check).await,
@@ -236,8 +254,9 @@ async fn run_check(global: &args::Global, args: &CheckArgs) -> Result<(String, u
             }
             Current {
                 quotas: usage.quotas,
+                cluster_quotas: usage.cluster_quotas,
                 clusters: usage.clusters,
-                bindings: Default::default(),
+                ..Default::default()
             }
         }
         // Default: the cluster when a kubeconfig works, else zero usage.
@@ -287,7 +306,20 @@ async fn from_cluster(global: &args::Global, inputs: &Inputs) -> Result<Current>
         clusters: access.clusters().await?,
         ..Default::default()
     };
+    // KarmadaClusterQuotas are cluster-scoped: a tenant may not list them (then the check
+    // prices KarmadaQuotas only, and says so).
+    match access.cluster_quotas().await {
+        Ok(list) => current.cluster_quotas = list,
+        Err(e) => eprintln!(
+            "note: KarmadaClusterQuotas not read ({e:#}): checking against KarmadaQuotas only"
+        ),
+    }
     for ns in namespaces {
+        if !current.cluster_quotas.is_empty()
+            && let Ok(Some(labels)) = access.namespace_labels(&ns).await
+        {
+            current.namespace_labels.insert(ns.clone(), labels);
+        }
         current.quotas.extend(access.quotas(Some(&ns)).await?);
         let bindings = access.bindings(&ns).await?;
         current

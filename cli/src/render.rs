@@ -371,8 +371,13 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
     out
 }
 
+/// `top`'s NAMESPACE cell of a KarmadaClusterQuota (its numbers are over every namespace
+/// it selects).
+pub const CLUSTER_SCOPED: &str = "(cluster)";
+
 /// `top`: the quotas closest to their limits, each with its most pressed resource,
-/// highest first; at most `limit` rows.
+/// highest first; at most `limit` rows. A KarmadaClusterQuota's NAMESPACE is
+/// [`CLUSTER_SCOPED`].
 pub fn top(quotas: &[QuotaSummary], limit: usize, style: Style) -> String {
     let mut pressed: Vec<(&QuotaSummary, &crate::model::ResourceRow)> = quotas
         .iter()
@@ -399,7 +404,11 @@ pub fn top(quotas: &[QuotaSummary], limit: usize, style: Style) -> String {
         .take(limit)
         .map(|(q, r)| {
             vec![
-                q.namespace.clone(),
+                if q.selector.is_some() {
+                    CLUSTER_SCOPED.to_owned()
+                } else {
+                    q.namespace.clone()
+                },
                 q.name.clone(),
                 r.resource.clone(),
                 r.used.clone().unwrap_or_default(),

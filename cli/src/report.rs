@@ -17,15 +17,26 @@ pub fn render(report: &Report) -> String {
     for q in &report.quotas {
         let names: Vec<&String> = q.hard.keys().collect();
         let verdict = if q.fits { "fits" } else { "EXCEEDS" };
-        out.push_str(&format!(
-            "KarmadaQuota {}/{}: {verdict}\n",
-            q.namespace, q.name
-        ));
+        if q.cluster {
+            out.push_str(&format!(
+                "KarmadaClusterQuota {} (every namespace it selects): {verdict}\n",
+                q.name
+            ));
+        } else {
+            out.push_str(&format!(
+                "KarmadaQuota {}/{}: {verdict}\n",
+                q.namespace, q.name
+            ));
+        }
         out.push_str(&format!("  now:    {}\n", list(&q.current, &names)));
         out.push_str(&format!("  adds:   {}\n", list(&q.added, &names)));
         out.push_str(&format!("  after:  {}\n", list(&q.after, &names)));
         out.push_str(&format!("  hard:   {}\n", list(&q.hard, &names)));
-        let key = format!("{}/{}", q.namespace, q.name);
+        let key = if q.cluster {
+            q.name.clone()
+        } else {
+            format!("{}/{}", q.namespace, q.name)
+        };
         let refused = report.refused.iter().filter(|r| r.quota == key).count();
         if refused > 0 {
             // `adds` and `after` count the templates that fit; say so, or an all-refused
@@ -37,7 +48,7 @@ pub fn render(report: &Report) -> String {
         }
     }
     if report.quotas.is_empty() {
-        out.push_str("No KarmadaQuota applies to these manifests.\n");
+        out.push_str("No KarmadaQuota or KarmadaClusterQuota applies to these manifests.\n");
     }
     for r in &report.refused {
         out.push_str(&format!(

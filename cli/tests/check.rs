@@ -147,3 +147,44 @@ fn help_and_completion() {
         stdout(&o)
     );
 }
+
+#[test]
+fn a_cluster_quota_selecting_the_namespace_prices_the_change_over_all_its_namespaces() {
+    // usage.yaml's team-a/compute has room (7 + 2 ≤ 10); business-a (team-a and team-b)
+    // holds 3 of 4 cpu in total: web's 2 cpu would make 5 > 4.
+    let dir = std::env::temp_dir().join(format!("kq-check-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let usage = dir.join("usage.yaml");
+    std::fs::write(
+        &usage,
+        format!(
+            "{}\n---\n{}",
+            std::fs::read_to_string(fixture("usage.yaml")).unwrap(),
+            std::fs::read_to_string(fixture("usage-cluster.yaml")).unwrap()
+        ),
+    )
+    .unwrap();
+    let o = plugin(&[
+        "check",
+        "-f",
+        &fixture("app/web.yaml"),
+        "--usage",
+        usage.to_str().unwrap(),
+    ]);
+    let out = stdout(&o);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("KarmadaClusterQuota business-a (every namespace it selects): EXCEEDS\n"),
+        "{out}"
+    );
+    assert!(out.contains("  now:    requests.cpu=3\n"), "{out}");
+    assert!(out.contains("  hard:   requests.cpu=4\n"), "{out}");
+    assert!(
+        out.contains(
+            "REFUSED Deployment team-a/web by business-a: exceeded cluster quota: business-a, \
+             requested: requests.cpu=2, used: requests.cpu=3, limited: requests.cpu=4"
+        ),
+        "{out}"
+    );
+}

@@ -118,3 +118,18 @@ fn describe_and_get_a_cluster_quota_with_its_selector_and_namespaces() {
         "cluster-scoped: no NAMESPACE column\n{listed}"
     );
 }
+
+#[test]
+fn top_lists_a_cluster_quota_beside_the_namespaced_ones() {
+    let q: karmada_quota_crds::KarmadaClusterQuota =
+        serde_saphyr::from_str(include_str!("../../testdata/karmadaclusterquota.yaml"))
+            .expect("the example parses");
+    let mut all = fixtures();
+    all.push(QuotaSummary::of_cluster(&q));
+    let out = render::top(&all, 10, PLAIN);
+    let row = out
+        .lines()
+        .find(|l| l.contains("business-a"))
+        .unwrap_or_else(|| panic!("no cluster quota row:\n{out}"));
+    assert!(row.starts_with(render::CLUSTER_SCOPED), "{out}");
+}
