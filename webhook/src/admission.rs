@@ -9,6 +9,9 @@
 //! - `POST /validate/karmadaclusterquota`: `crds::convert::validate_cluster_spec` (the
 //!   namespace selector required and not empty, then as a KarmadaQuota); field errors →
 //!   422 Invalid; a selector that matches no namespace now → allowed with a warning.
+//! - On both quota paths, first: CREATE, DELETE and changes of spec, labels or
+//!   ownerReferences only by quota administrators (`crate::tenancy`), else 403 Forbidden;
+//!   subresources (`status`) are never judged.
 //! - Anything else: 404. A body over `--max-body-bytes`: 413.
 //!
 //! Bad input gets HTTP 200 with `allowed: false`, code 400 and a message naming the object

@@ -1,6 +1,8 @@
-//! Validation of the quota objects themselves: `/validate/karmadaquota` and
-//! `/validate/karmadaclusterquota` (field-named refusals from crds' validation; warnings for
-//! a namespace's second quota and for a selector that selects nothing yet).
+//! Review of the quota objects themselves: `/validate/karmadaquota` and
+//! `/validate/karmadaclusterquota`. First who may make the change (`crate::tenancy`: only
+//! quota administrators create, delete or change spec, labels or owners), then field-named
+//! refusals from crds' validation; warnings for a namespace's second quota and for a
+//! selector that selects nothing yet.
 
 use super::*;
 
