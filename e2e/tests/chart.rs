@@ -1625,3 +1625,43 @@ async fn only_the_project_identities_may_write_quota_status() -> Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn the_quota_webhooks_review_delete_and_never_status() -> Result<()> {
+    // Issue 22: only quota administrators delete quotas, so the quota webhooks see DELETE;
+    // status is RBAC's alone (every reservation is a status write), never reviewed.
+    let objects = render("karmada-apiserver-auto-values.yaml").await?;
+    let vwc = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .ok_or_else(|| anyhow!("no ValidatingWebhookConfiguration rendered"))?;
+    let hooks = vwc["webhooks"].as_array().cloned().unwrap_or_default();
+    for name in [
+        "karmadaquotas.quota.karmada.io",
+        "karmadaclusterquotas.quota.karmada.io",
+    ] {
+        let hook = hooks
+            .iter()
+            .find(|h| h["name"] == name)
+            .ok_or_else(|| anyhow!("no webhook {name}"))?;
+        ensure!(
+            hook["rules"][0]["operations"] == json!(["CREATE", "UPDATE", "DELETE"]),
+            "{name}: {}",
+            hook["rules"]
+        );
+    }
+    for hook in &hooks {
+        for rule in hook["rules"].as_array().into_iter().flatten() {
+            let resources = rule["resources"].as_array().cloned().unwrap_or_default();
+            ensure!(
+                resources
+                    .iter()
+                    .all(|r| r.as_str().is_some_and(|r| !r.contains('/') && r != "*")),
+                "{}: reviews a subresource: {resources:?}",
+                hook["name"]
+            );
+        }
+    }
+    Ok(())
+}
