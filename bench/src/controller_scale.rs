@@ -64,6 +64,7 @@ pub fn quota(ns: &str) -> KarmadaQuota {
         KarmadaQuotaSpec {
             hard,
             scope_selector: None,
+            ..Default::default()
         },
     );
     q.metadata.namespace = Some(ns.to_owned());

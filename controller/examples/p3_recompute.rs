@@ -98,6 +98,7 @@ fn main() {
                 KarmadaQuotaSpec {
                     hard,
                     scope_selector: None,
+                    ..Default::default()
                 },
             );
             q.metadata.namespace = Some(format!("ns-{ns}"));

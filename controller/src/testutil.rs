@@ -40,6 +40,7 @@ pub fn mk_quota(ns: &str, name: &str, hard: &[(&str, &str)]) -> KarmadaQuota {
         KarmadaQuotaSpec {
             hard: api_map(hard),
             scope_selector: None,
+            ..Default::default()
         },
     );
     q.metadata.namespace = Some(ns.to_owned());

@@ -72,9 +72,14 @@ fn quota(name: &str, scope: ScopeSelector) -> QuotaState {
         })
         .collect();
     QuotaState {
+        clusters: Vec::new(),
         name: name.into(),
         covers: Default::default(),
-        spec: QuotaSpec { hard, scope },
+        spec: QuotaSpec {
+            policy: Default::default(),
+            hard,
+            scope,
+        },
         used: Some(used),
         reservations,
     }

@@ -192,6 +192,7 @@ mod tests {
     #[test]
     fn incomplete_names_are_the_hard_count_names_of_matched_gaps() {
         let spec = QuotaSpec {
+            policy: Default::default(),
             hard: rl(&[
                 ("count/widgets.example.com", "5"),
                 ("count/deployments.apps", "5"),

@@ -8,8 +8,8 @@
 
 use crate::ledger::{counts, upsert};
 use crate::quantity::Quantity;
-use crate::quota::{QuotaState, Reservation, ReservedBy};
-use crate::resources::{PODS, ResourceList};
+use crate::quota::{ObservedLimit, QuotaState, Reservation, ReservedBy, Unaccounted};
+use crate::resources::{PODS, ResourceList, is_object_count};
 use crate::selection::{Labels, QuotaKey};
 use crate::usage::{BINDING_API_VERSION, BINDING_KIND, BindingCharge, MUST_SPECIFY};
 
@@ -53,6 +53,12 @@ pub enum DenyReason {
     MustSpecify,
     /// The quota holds `max_reservations` pending entries (retryable).
     TooManyReservations,
+    /// The members already run more than `hard` of a resource the request increases
+    /// (`spec.observedLimit: Enforce`).
+    ObservedOverLimit,
+    /// A workload whose pods nothing counts, under a quota that tracks compute
+    /// (`spec.unaccountedWorkloads: Deny`).
+    Unaccounted,
 }
 
 /// A denial with Kubernetes-style status fields.
@@ -90,6 +96,8 @@ impl DenyReason {
             DenyReason::StatusUnknown => "QuotaStatusUnknown",
             DenyReason::MustSpecify => "MustSpecifyRequests",
             DenyReason::TooManyReservations => "TooManyReservations",
+            DenyReason::ObservedOverLimit => "ObservedOverLimit",
+            DenyReason::Unaccounted => "UnaccountedWorkload",
         }
     }
 }
@@ -159,6 +167,9 @@ fn decide_among(mut ordered: Vec<&QuotaState>, req: &AdmissionRequest<'_>) -> De
         let Some(new) = req.new.view(&quota.spec.scope) else {
             continue;
         };
+        if let Some(denial) = unaccounted(quota, req) {
+            return Decision::Deny(denial);
+        }
         let old = req.old.and_then(|o| o.view(&quota.spec.scope));
         let (delta, shares_a_name) = charge_delta(
             hard,
@@ -195,6 +206,9 @@ fn decide_among(mut ordered: Vec<&QuotaState>, req: &AdmissionRequest<'_>) -> De
         }
         if delta.is_empty() {
             continue;
+        }
+        if let Some(denial) = observed_over_limit(quota, &delta) {
+            return Decision::Deny(denial);
         }
         if let Some(denial) = check_quota(quota, &delta, req) {
             return Decision::Deny(denial);
@@ -324,6 +338,110 @@ fn charge_delta<'q>(
 }
 
 /// Steps 5–6 for one quota and a non-empty delta (sorted by name): the denial, if any.
+/// `spec.unaccountedWorkloads: Deny` (the default): a binding whose template runs pods
+/// nothing counts is refused by a quota that tracks compute — on CREATE, and on an UPDATE
+/// that makes it uncountable (one admitted before stays admitted).
+fn unaccounted(quota: &QuotaState, req: &AdmissionRequest<'_>) -> Option<Denial> {
+    let t = req.new.unaccounted.as_ref()?;
+    if quota.spec.policy.unaccounted.unwrap_or_default() != Unaccounted::Deny
+        || req.old.is_some_and(|o| o.unaccounted.is_some())
+    {
+        return None;
+    }
+    let compute: Vec<&str> = quota
+        .spec
+        .hard
+        .names()
+        .filter(|n| !is_object_count(n))
+        .collect();
+    if compute.is_empty() {
+        return None;
+    }
+    let group = crate::pod_kinds::group_of(&t.api_version);
+    let pod_less = if group.is_empty() || !group.contains('.') {
+        String::new()
+    } else {
+        format!(
+            "; if {} runs no pods, list {group} in the webhook's --pod-less-groups",
+            t.kind
+        )
+    };
+    Some(Denial {
+        reason: DenyReason::Unaccounted,
+        quota: quota.name.clone(),
+        cluster: quota.covers.is_cluster(),
+        code: CODE_FORBIDDEN,
+        message: format!(
+            "{kind} {ns}/{name} ({api}) runs pods that no replica count covers (ResourceBinding \
+             {ns}/{binding} has no replicaRequirements), and {noun} {quota} tracks {compute}: \
+             refused by its unaccountedWorkloads policy (Deny). Set spec.unaccountedWorkloads \
+             to Observed (charged by the pods the members run for it) or Allow (not charged), \
+             or give Karmada a replica interpreter for {kind}{pod_less}",
+            kind = t.kind,
+            ns = req.namespace,
+            name = t.name,
+            api = t.api_version,
+            binding = req.name,
+            noun = quota.covers.noun(),
+            quota = quota.name,
+            compute = compute.join(","),
+        ),
+    })
+}
+
+/// `spec.observedLimit: Enforce` (the default): while the members run more than `hard` of
+/// a name the request increases, refuse, naming the drift per member (observed vs placed).
+fn observed_over_limit(quota: &QuotaState, delta: &[Increase<'_>]) -> Option<Denial> {
+    if quota.spec.policy.observed != ObservedLimit::Enforce {
+        return None;
+    }
+    let mut observed = ResourceList::new();
+    for c in &quota.clusters {
+        if let Some(o) = &c.observed {
+            observed.add_assign(o);
+        }
+    }
+    let (mut requested, mut over, mut limited) = (
+        ResourceList::new(),
+        ResourceList::new(),
+        ResourceList::new(),
+    );
+    for row in delta {
+        let seen = observed.get_or_zero(row.name);
+        if seen > row.hard {
+            requested.insert(row.name, row.increase);
+            over.insert(row.name, seen);
+            limited.insert(row.name, row.hard);
+        }
+    }
+    if requested.is_empty() {
+        return None;
+    }
+    let members = quota
+        .clusters
+        .iter()
+        .filter_map(|c| {
+            let o = c.observed.as_ref()?.select(over.names());
+            let p = c.placed.select(over.names());
+            (!o.is_empty()).then(|| format!("{}: observed {o}, placed {p}", c.name))
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some(Denial {
+        reason: DenyReason::ObservedOverLimit,
+        quota: quota.name.clone(),
+        cluster: quota.covers.is_cluster(),
+        code: CODE_FORBIDDEN,
+        message: format!(
+            "exceeded {}: {}, requested: {requested}, observed: {over}, limited: {limited}: the \
+             member clusters already run more than the quota allows ({members}); scale down or \
+             remove what runs outside Karmada, or set spec.observedLimit to Ignore",
+            quota.covers.noun(),
+            quota.name
+        ),
+    })
+}
+
 fn check_quota(
     quota: &QuotaState,
     delta: &[Increase<'_>],
@@ -424,7 +542,8 @@ fn check_quota(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quota::QuotaSpec;
+    use crate::binding::ResourceBindingSpec;
+    use crate::quota::{MemberUsage, QuotaSpec};
     use crate::scope::ScopeSelector;
     use crate::testutil::*;
 
@@ -433,9 +552,11 @@ mod tests {
 
     fn mk_quota(name: &str, hard: &[(&str, &str)], used: Option<&[(&str, &str)]>) -> QuotaState {
         QuotaState {
+            clusters: Vec::new(),
             name: name.into(),
             covers: Default::default(),
             spec: QuotaSpec {
+                policy: Default::default(),
                 hard: mk_list(hard),
                 scope: ScopeSelector::default(),
             },
@@ -490,6 +611,135 @@ mod tests {
             Decision::Allow(e) => e,
             Decision::Deny(d) => panic!("expected Allow, got {d:?}"),
         }
+    }
+
+    // --- what the members run, and what nothing counts (issue 22) ---
+
+    fn member(name: &str, placed: &[(&str, &str)], observed: &[(&str, &str)]) -> MemberUsage {
+        MemberUsage {
+            name: name.into(),
+            placed: mk_list(placed),
+            observed: Some(mk_list(observed)),
+        }
+    }
+
+    #[test]
+    fn observed_usage_over_hard_stops_growth_and_lets_decreases_and_other_names_pass() {
+        let mut quota = mk_quota("compute", &[("cpu", "4")], Some(&[("cpu", "2")]));
+        // Pods made around Karmada: member1 runs 3 cpu where 1 is placed, member2 2 of 1.
+        quota.clusters = vec![
+            member(
+                "member1",
+                &[("cpu", "1")],
+                &[("cpu", "3"), ("memory", "1Gi")],
+            ),
+            member("member2", &[("cpu", "1")], &[("cpu", "2")]),
+            MemberUsage {
+                name: "member3".into(),
+                placed: mk_list(&[("cpu", "0")]),
+                observed: None,
+            },
+        ];
+        let small = mk_cpu_charge(1, "100m");
+        let d = decide(std::slice::from_ref(&quota), &mk_req(None, &small));
+        assert_eq!(
+            denial(&d).message,
+            "exceeded quota: compute, requested: cpu=100m, observed: cpu=5, limited: cpu=4: the \
+             member clusters already run more than the quota allows (member1: observed cpu=3, \
+             placed cpu=1; member2: observed cpu=2, placed cpu=1); scale down or remove what \
+             runs outside Karmada, or set spec.observedLimit to Ignore"
+        );
+        assert_eq!(denial(&d).reason, DenyReason::ObservedOverLimit);
+        assert_eq!(denial(&d).code, CODE_FORBIDDEN);
+        // A scale-down passes.
+        let big = mk_cpu_charge(2, "500m");
+        assert!(decide(std::slice::from_ref(&quota), &mk_req(Some(&big), &small)).is_allowed());
+        // Memory is not over: a memory-only increase passes.
+        let mut mem = mk_quota("mem", &[("memory", "8Gi")], Some(&[("memory", "1Gi")]));
+        mem.clusters = quota.clusters.clone();
+        let charge = mk_charge(&ResourceBindingSpec {
+            replicas: 1,
+            replica_requirements: Some(crate::binding::ReplicaRequirements {
+                resource_request: mk_list(&[("memory", "1Gi")]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert!(decide(&[mem], &mk_req(None, &charge)).is_allowed());
+        // The off switch.
+        quota.spec.policy.observed = ObservedLimit::Ignore;
+        assert!(decide(&[quota], &mk_req(None, &small)).is_allowed());
+    }
+
+    fn daemonset() -> BindingCharge {
+        mk_charge(&ResourceBindingSpec {
+            resource: crate::binding::ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "DaemonSet".into(),
+                name: "gpu-agent".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_workload_nothing_counts_is_refused_by_a_compute_quota_unless_its_policy_admits_it() {
+        let ds = daemonset();
+        assert_eq!(
+            ds.unaccounted.as_ref().map(|t| t.kind.as_str()),
+            Some("DaemonSet")
+        );
+        let mut gpu = mk_quota(
+            "gpus",
+            &[("requests.nvidia.com/gpu", "8")],
+            Some(&[("requests.nvidia.com/gpu", "0")]),
+        );
+        let d = decide(std::slice::from_ref(&gpu), &mk_req(None, &ds));
+        assert_eq!(denial(&d).reason, DenyReason::Unaccounted);
+        assert_eq!(
+            denial(&d).message,
+            "DaemonSet team-a/gpu-agent (apps/v1) runs pods that no replica count covers \
+             (ResourceBinding team-a/web-deployment has no replicaRequirements), and quota gpus \
+             tracks requests.nvidia.com/gpu: refused by its unaccountedWorkloads policy (Deny). \
+             Set spec.unaccountedWorkloads to Observed (charged by the pods the members run for \
+             it) or Allow (not charged), or give Karmada a replica interpreter for DaemonSet"
+        );
+        // Already admitted (an UPDATE of an uncountable binding) stays admitted.
+        assert!(decide(std::slice::from_ref(&gpu), &mk_req(Some(&ds), &ds)).is_allowed());
+        // A quota of object counts only does not care.
+        let objects = mk_quota(
+            "objects",
+            &[("count/daemonsets.apps", "5")],
+            Some(&[("count/daemonsets.apps", "0")]),
+        );
+        assert!(decide(&[objects], &mk_req(None, &ds)).is_allowed());
+        for policy in [Unaccounted::Observed, Unaccounted::Allow] {
+            gpu.spec.policy.unaccounted = Some(policy);
+            assert!(
+                decide(std::slice::from_ref(&gpu), &mk_req(None, &ds)).is_allowed(),
+                "{policy:?}"
+            );
+        }
+        // A custom kind's refusal says how to declare it pod-less.
+        let cr = mk_charge(&ResourceBindingSpec {
+            resource: crate::binding::ObjectReference {
+                api_version: "example.io/v1".into(),
+                kind: "Widget".into(),
+                name: "w".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        gpu.spec.policy.unaccounted = None;
+        let d = decide(&[gpu], &mk_req(None, &cr));
+        assert!(
+            denial(&d).message.ends_with(
+                "; if Widget runs no pods, list example.io in the webhook's --pod-less-groups"
+            ),
+            "{}",
+            denial(&d).message
+        );
     }
 
     // --- Karmada's webhook cases, transposed (values in cpu) ---

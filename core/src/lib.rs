@@ -37,6 +37,7 @@ pub mod decision;
 pub mod field;
 pub mod ledger;
 pub mod placement;
+pub mod pod_kinds;
 pub mod policy;
 pub mod quantity;
 pub mod quota;

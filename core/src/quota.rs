@@ -9,10 +9,60 @@ use crate::selection::{Covers, QuotaKey};
 /// A validated quota spec.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QuotaSpec {
+    /// What the quota decides beyond `hard` (observed usage, uncountable workloads).
+    pub policy: QuotaPolicy,
     /// Global hard limits.
     pub hard: ResourceList,
     /// Which bindings the quota applies to.
     pub scope: ScopeSelector,
+}
+
+/// A quota's admission policy beyond its limits (docs/design.md §5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QuotaPolicy {
+    /// Whether what the members run counts at admission.
+    pub observed: ObservedLimit,
+    /// What a binding costs whose template runs pods nothing can count; `None`: the
+    /// webhook's default (`--unaccounted-workloads`).
+    pub unaccounted: Option<Unaccounted>,
+}
+
+/// `spec.observedLimit`: while the usage the members observe exceeds `hard` for a
+/// resource, are admissions that increase it refused?
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ObservedLimit {
+    /// Refused (the default): drift past the limit stops growth.
+    #[default]
+    Enforce,
+    /// Only reported (the Drift condition): for federations that run pods outside Karmada
+    /// on purpose.
+    Ignore,
+}
+
+/// `spec.unaccountedWorkloads`: a binding whose template runs pods but carries no replica
+/// requirements (a DaemonSet, a CronJob, a custom kind Karmada has no interpreter for),
+/// under a quota that tracks compute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unaccounted {
+    /// Refused, naming the kind and how to allow it (the safe default).
+    #[default]
+    Deny,
+    /// Admitted; charged, in `used`, by the pods the members run for it (the controller
+    /// attributes pods to the workload by their owner).
+    Observed,
+    /// Admitted with its object count only, as before this policy existed.
+    Allow,
+}
+
+/// One member's row of the stored status, as admission reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberUsage {
+    /// Member cluster name.
+    pub name: String,
+    /// What Karmada placed there (`status.clusters[].used`).
+    pub placed: ResourceList,
+    /// What the member runs (`status.clusters[].observed`); `None`: not measured.
+    pub observed: Option<ResourceList>,
 }
 
 /// Who holds a reservation (`status.reservations[].reservedBy`).
@@ -58,6 +108,8 @@ pub struct QuotaState {
     pub used: Option<ResourceList>,
     /// `status.reservations`.
     pub reservations: Vec<Reservation>,
+    /// `status.clusters`: placed and observed usage per member.
+    pub clusters: Vec<MemberUsage>,
 }
 
 impl QuotaState {
@@ -127,6 +179,7 @@ pub fn validate_spec<'a>(
     });
     if errors.is_empty() {
         Ok(QuotaSpec {
+            policy: QuotaPolicy::default(),
             hard: limits,
             scope,
         })

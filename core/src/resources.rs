@@ -36,6 +36,12 @@ pub(crate) const LEGACY_COUNTS: [(&str, &str); 6] = [
     ("Service", "services"),
 ];
 
+/// Whether `name` counts objects (`count/…` or a legacy name), which are charged per
+/// binding, not per member cluster; every other name is compute (what pods use).
+pub fn is_object_count(name: &str) -> bool {
+    name.starts_with(COUNT_PREFIX) || LEGACY_COUNTS.iter().any(|(_, n)| *n == name)
+}
+
 /// Kubernetes' quota names that a ResourceBinding cannot be charged for, and why.
 const UNENFORCEABLE: [(&str, &str); 4] = [
     (

@@ -331,9 +331,11 @@ mod tests {
 
     fn business(name: &str, hard: &[(&str, &str)], used: &[(&str, &str)]) -> QuotaState {
         QuotaState {
+            clusters: Vec::new(),
             name: name.into(),
             covers: Covers::Selected(selector("{matchLabels: {business: a}}")),
             spec: QuotaSpec {
+                policy: Default::default(),
                 hard: mk_list(hard),
                 scope: ScopeSelector::default(),
             },
@@ -349,6 +351,7 @@ mod tests {
         used: &[(&str, &str)],
     ) -> QuotaState {
         QuotaState {
+            clusters: Vec::new(),
             covers: Covers::Namespace(ns.into()),
             ..business(name, hard, used)
         }
@@ -637,7 +640,9 @@ mod tests {
             ]
         );
         let state = QuotaState {
+            clusters: Vec::new(),
             spec: QuotaSpec {
+                policy: Default::default(),
                 hard: hard.clone(),
                 scope: ScopeSelector::default(),
             },

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use crate::ledger::{Observation, effective_usage, prune};
 use crate::quantity::Quantity;
 use crate::quota::{QuotaState, Reservation, ReservedBy};
-use crate::resources::{COUNT_PREFIX, LEGACY_COUNTS, PODS, ResourceList};
+use crate::resources::{PODS, ResourceList, is_object_count};
 use crate::usage::{BindingCharge, ScopedUsage};
 
 /// Pods observed in the member clusters, for one namespace: cluster name → the
@@ -207,12 +207,6 @@ fn zero_fill(list: &mut ResourceList, names_of: &ResourceList) {
     }
 }
 
-/// Whether `name` counts objects (`count/…` or a legacy name), which are charged per
-/// binding, not per member cluster.
-fn is_object_count(name: &str) -> bool {
-    name.starts_with(COUNT_PREFIX) || LEGACY_COUNTS.iter().any(|(_, n)| *n == name)
-}
-
 /// Display order of names in messages meant for people: requests first, then pods, then
 /// object counts; alphabetical within a group.
 fn display_rank(name: &str) -> u8 {
@@ -326,6 +320,7 @@ mod tests {
         let hard = doc.spec.hard.iter().map(|(k, v)| (k.as_str(), v.as_str()));
         let spec = validate_spec(hard, &raw).expect("example spec is valid");
         QuotaState {
+            clusters: Vec::new(),
             name: "team-a-compute".into(),
             covers: Default::default(),
             spec,
@@ -472,9 +467,11 @@ mod tests {
     #[test]
     fn used_lists_every_hard_name_even_when_nothing_matches() {
         let state = QuotaState {
+            clusters: Vec::new(),
             name: "q".into(),
             covers: Default::default(),
             spec: QuotaSpec {
+                policy: Default::default(),
                 hard: mk_list(&[("pods", "5"), ("requests.cpu", "2")]),
                 ..Default::default()
             },
@@ -497,9 +494,11 @@ mod tests {
     #[test]
     fn an_unreachable_member_has_no_observed_usage_and_no_drift() {
         let state = QuotaState {
+            clusters: Vec::new(),
             name: "q".into(),
             covers: Default::default(),
             spec: QuotaSpec {
+                policy: Default::default(),
                 hard: mk_list(&[("pods", "50")]),
                 ..Default::default()
             },
@@ -522,9 +521,11 @@ mod tests {
         // carries every per-cluster hard name (not the object count), zero where nothing
         // is placed or measured — never an empty map beside zero-filled ones.
         let state = QuotaState {
+            clusters: Vec::new(),
             name: "q".into(),
             covers: Default::default(),
             spec: QuotaSpec {
+                policy: Default::default(),
                 hard: mk_list(&[
                     ("pods", "50"),
                     ("requests.cpu", "10"),
@@ -557,9 +558,11 @@ mod tests {
     #[test]
     fn counted_charges_give_the_view_of_every_binding() {
         let state = QuotaState {
+            clusters: Vec::new(),
             name: "q".into(),
             covers: Default::default(),
             spec: QuotaSpec {
+                policy: Default::default(),
                 hard: mk_list(&[
                     ("pods", "50"),
                     ("requests.cpu", "10"),

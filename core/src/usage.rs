@@ -60,6 +60,22 @@ pub struct BindingCharge {
     pub parts: Vec<ChargePart>,
     /// Object counts: `count/<plural>[.<group>]` = 1 and the legacy name if any.
     pub objects: ResourceList,
+    /// Not a workload by its spec, yet its template may run pods
+    /// ([`crate::pod_kinds::runs_uncounted_pods`]): a DaemonSet, a CronJob, a custom kind without
+    /// an interpreter. Its pods are uncounted here; each quota's `unaccountedWorkloads`
+    /// decides (refuse, charge what the members observe, or allow).
+    pub unaccounted: Option<UncountedTemplate>,
+}
+
+/// The template of an uncountable workload ([`BindingCharge::unaccounted`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UncountedTemplate {
+    /// `apiVersion` of the template.
+    pub api_version: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its name (the pods it runs name it as their owner).
+    pub name: String,
 }
 
 /// A charge restricted to one quota's scope.
@@ -187,10 +203,19 @@ impl BindingCharge {
         } else {
             component_parts(spec)
         };
+        let t = &spec.resource;
+        let unaccounted = (!workload
+            && crate::pod_kinds::runs_uncounted_pods(&t.api_version, &t.kind, &[]))
+        .then(|| UncountedTemplate {
+            api_version: t.api_version.clone(),
+            kind: t.kind.clone(),
+            name: t.name.clone(),
+        });
         BindingCharge {
             workload,
             parts,
             objects,
+            unaccounted,
         }
     }
 

@@ -305,9 +305,11 @@ mod tests {
 
     fn quota(name: &str, hard: &[(&str, &str)], used: Option<&[(&str, &str)]>) -> QuotaState {
         QuotaState {
+            clusters: Vec::new(),
             name: name.into(),
             covers: Default::default(),
             spec: QuotaSpec {
+                policy: Default::default(),
                 hard: mk_list(hard),
                 ..Default::default()
             },

@@ -9,7 +9,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karmada_quota_core::placement::{LabelSelector, SelectorRequirement};
-use karmada_quota_core::quota::{self as cq, FieldError, QuotaSpec, QuotaState};
+use karmada_quota_core::quota::{
+    self as cq, FieldError, MemberUsage, ObservedLimit, QuotaPolicy, QuotaSpec, QuotaState,
+    Unaccounted,
+};
 use karmada_quota_core::scope::RawRequirement;
 use karmada_quota_core::selection::{Covers, validate_cluster_spec as core_validate_cluster};
 use karmada_quota_core::{Quantity, ResourceList};
@@ -18,16 +21,20 @@ use kube::ResourceExt;
 use crate::cluster_quota::KarmadaClusterQuota;
 use crate::quota::{KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus, Reservation, ReservedBy};
 
-/// Validate a KarmadaQuota spec with the engine's rules (names, quantities, scopes).
+/// Validate a KarmadaQuota spec with the engine's rules (names, quantities, scopes,
+/// the admission policy's values): every error at once.
 pub fn validate_spec(spec: &KarmadaQuotaSpec) -> Result<QuotaSpec, Vec<FieldError>> {
-    cq::validate_spec(
+    let checked = cq::validate_spec(
         spec.hard.iter().map(|(k, v)| (k.as_str(), v.0.as_str())),
         &raw_scope(spec),
-    )
+    );
+    let (mut q, policy) = both(checked, policy_of(spec))?;
+    q.policy = policy;
+    Ok(q)
 }
 
 /// Validate a KarmadaClusterQuota spec: the namespace selector (required, not empty,
-/// well formed), then `hard` and `scopeSelector` as a KarmadaQuota's.
+/// well formed), then `hard`, `scopeSelector` and the policy as a KarmadaQuota's.
 pub fn validate_cluster_spec(
     cluster: &KarmadaClusterQuota,
 ) -> Result<(LabelSelector, QuotaSpec), Vec<FieldError>> {
@@ -37,11 +44,69 @@ pub fn validate_cluster_spec(
         .namespace_selector
         .as_ref()
         .map(selector_from_api);
-    core_validate_cluster(
+    let checked = core_validate_cluster(
         selector.as_ref(),
         spec.hard.iter().map(|(k, v)| (k.as_str(), v.0.as_str())),
         &raw_scope(spec),
-    )
+    );
+    let ((selector, mut q), policy) = both(checked, policy_of(spec))?;
+    q.policy = policy;
+    Ok((selector, q))
+}
+
+/// Both results, or every error of either.
+fn both<A, B>(
+    a: Result<A, Vec<FieldError>>,
+    b: Result<B, Vec<FieldError>>,
+) -> Result<(A, B), Vec<FieldError>> {
+    match (a, b) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
+        (Err(mut a), Err(mut b)) => {
+            a.append(&mut b);
+            Err(a)
+        }
+    }
+}
+
+/// `spec.observedLimit` and `spec.unaccountedWorkloads`; an unknown value is an error
+/// naming the field and the values it takes (the schema refuses it too).
+fn policy_of(spec: &KarmadaQuotaSpec) -> Result<QuotaPolicy, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let observed = match spec.observed_limit.as_deref() {
+        None | Some("Enforce") => ObservedLimit::Enforce,
+        Some("Ignore") => ObservedLimit::Ignore,
+        Some(other) => {
+            errors.push(FieldError::invalid(
+                "spec.observedLimit",
+                other,
+                "supported values: \"Enforce\", \"Ignore\"",
+            ));
+            ObservedLimit::Enforce
+        }
+    };
+    let unaccounted = match spec.unaccounted_workloads.as_deref() {
+        None => None,
+        Some("Deny") => Some(Unaccounted::Deny),
+        Some("Observed") => Some(Unaccounted::Observed),
+        Some("Allow") => Some(Unaccounted::Allow),
+        Some(other) => {
+            errors.push(FieldError::invalid(
+                "spec.unaccountedWorkloads",
+                other,
+                "supported values: \"Deny\", \"Observed\", \"Allow\"",
+            ));
+            None
+        }
+    };
+    if errors.is_empty() {
+        Ok(QuotaPolicy {
+            observed,
+            unaccounted,
+        })
+    } else {
+        Err(errors)
+    }
 }
 
 /// The API's label selector as core's (same fields, same semantics).
@@ -119,6 +184,27 @@ pub fn parse_status(status: Option<&KarmadaQuotaStatus>) -> StoredStatus {
     out
 }
 
+/// `status.clusters` as admission reads it (placed and observed usage per member). A row
+/// whose values do not parse counts as not measured: observed usage only ever refuses
+/// (`spec.observedLimit`), so a row it cannot read refuses nothing.
+pub fn members_of(status: Option<&KarmadaQuotaStatus>) -> Vec<MemberUsage> {
+    status
+        .map(|s| {
+            s.clusters
+                .iter()
+                .map(|c| MemberUsage {
+                    name: c.name.clone(),
+                    placed: list_from_api(&c.used, "status.clusters.used").unwrap_or_default(),
+                    observed: c
+                        .observed
+                        .as_ref()
+                        .and_then(|o| list_from_api(o, "status.clusters.observed").ok()),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The engine's view of a quota (validated spec + status) for the webhook's decision:
 /// any spec or status error refuses it (the quota must not be enforced from a guess).
 pub fn quota_state(q: &KarmadaQuota) -> Result<QuotaState, Vec<FieldError>> {
@@ -128,6 +214,7 @@ pub fn quota_state(q: &KarmadaQuota) -> Result<QuotaState, Vec<FieldError>> {
         return Err(stored.errors);
     }
     Ok(QuotaState {
+        clusters: members_of(q.status.as_ref()),
         name: q.name_any(),
         covers: Covers::Namespace(q.namespace().unwrap_or_default()),
         spec,
@@ -145,6 +232,7 @@ pub fn cluster_quota_state(q: &KarmadaClusterQuota) -> Result<QuotaState, Vec<Fi
         return Err(stored.errors);
     }
     Ok(QuotaState {
+        clusters: members_of(q.status.as_ref().map(|s| &s.quota)),
         name: q.name_any(),
         covers: Covers::Selected(selector),
         spec,

@@ -75,6 +75,25 @@ pub struct KarmadaQuotaSpec {
     /// Absent: the quota applies to every binding in the namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope_selector: Option<ScopeSelector>,
+
+    /// Whether what the member clusters run counts at admission. `Enforce` (absent): while
+    /// the pods the members observe exceed `hard` for a resource (pods made around Karmada,
+    /// a workload nothing counts), admissions that increase it are refused, naming the
+    /// drift per member. `Ignore`: only the Drift condition reports it (for federations
+    /// that run pods outside Karmada on purpose).
+    #[schemars(extend("enum" = ["Enforce", "Ignore"]))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_limit: Option<String>,
+
+    /// A binding whose template runs pods but carries no replica requirements (a
+    /// DaemonSet, ReplicaSet, CronJob, or a custom kind Karmada has no interpreter for),
+    /// when this quota tracks compute: `Deny` (refused, naming the kind), `Observed`
+    /// (admitted, and charged in `used` by the pods the members run for it) or `Allow`
+    /// (admitted with its object count only). Absent: the webhook's
+    /// `--unaccounted-workloads` (default `Deny`).
+    #[schemars(extend("enum" = ["Deny", "Observed", "Allow"]))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unaccounted_workloads: Option<String>,
 }
 
 /// A conjunction of scope requirements (Kubernetes' ScopeSelector).

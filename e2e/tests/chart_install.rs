@@ -836,7 +836,9 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         wrong.join("\n  ")
     );
 
-    step("[Create] the webhook, the controller and the dashboard from the installed Deployments, on loopback");
+    step(
+        "[Create] the webhook, the controller and the dashboard from the installed Deployments, on loopback",
+    );
     let webhook_spec = from_deployment(
         &host,
         &host_ns,

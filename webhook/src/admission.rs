@@ -113,6 +113,8 @@ pub struct Settings {
     /// Who may create, delete or change the spec of quota objects
     /// (`--quota-admin-users`, `--quota-admin-groups`).
     pub quota_admins: crate::tenancy::QuotaAdmins,
+    /// API groups whose kinds run no pods (`--pod-less-groups`).
+    pub pod_less_groups: Vec<String>,
 }
 
 impl Default for Settings {
@@ -124,6 +126,7 @@ impl Default for Settings {
             policy_max_templates: 200,
             max_cache_staleness: Duration::from_secs(60),
             quota_admins: crate::tenancy::QuotaAdmins::default(),
+            pod_less_groups: Vec::new(),
         }
     }
 }
@@ -526,7 +529,7 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
             quota,
         });
     }
-    let new_charge = BindingCharge::compute(&new.spec, count.as_deref());
+    let new_charge = charge(&new.spec, count.as_deref(), &st.settings);
     let old_charge = match (&req.operation, req.old_object.as_ref()) {
         (Operation::Update, Some(old)) => {
             let t = &old.spec.resource;
@@ -538,7 +541,7 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
                     Err(_) => return error(Error::Timeout),
                 }
             };
-            Some(BindingCharge::compute(&old.spec, old_count.as_deref()))
+            Some(charge(&old.spec, old_count.as_deref(), &st.settings))
         }
         _ => None,
     };
@@ -650,4 +653,24 @@ fn counts_group<K>(quotas: &[Arc<crate::cache::Cached<K>>], api_version: &str) -
             })
             .then(|| q.name().to_owned())
     })
+}
+
+/// What a binding costs ([`BindingCharge::compute`]); a template of a group the operator
+/// says runs no pods (`--pod-less-groups`) is an object, never an uncountable workload.
+fn charge(
+    spec: &karmada_quota_core::binding::ResourceBindingSpec,
+    count: Option<&str>,
+    settings: &Settings,
+) -> BindingCharge {
+    let mut c = BindingCharge::compute(spec, count);
+    if c.unaccounted.as_ref().is_some_and(|t| {
+        !karmada_quota_core::pod_kinds::runs_uncounted_pods(
+            &t.api_version,
+            &t.kind,
+            &settings.pod_less_groups,
+        )
+    }) {
+        c.unaccounted = None;
+    }
+    c
 }

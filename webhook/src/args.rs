@@ -85,6 +85,32 @@ pub struct Args {
     )]
     pub policy_enforcement: crate::policy::Enforcement,
 
+    /// What a binding costs whose template runs pods but carries no replica requirements
+    /// (a DaemonSet, ReplicaSet, CronJob, or a custom kind Karmada has no interpreter
+    /// for), under a quota that tracks compute and does not say itself
+    /// (`spec.unaccountedWorkloads`): `deny` (refused, naming the kind), `observed`
+    /// (admitted; the controller charges the pods the members run for it) or `allow`
+    /// (admitted with its object count only).
+    #[arg(
+        long,
+        env = "KQ_UNACCOUNTED_WORKLOADS",
+        value_enum,
+        default_value = "deny"
+    )]
+    pub unaccounted_workloads: UnaccountedArg,
+
+    /// API groups whose kinds run no pods (comma-separated), e.g.
+    /// `cert-manager.io,monitoring.coreos.com`: a binding of such a kind is an object, never
+    /// an uncountable workload. Kubernetes' and Karmada's own groups are known already;
+    /// any other group is taken to possibly run pods.
+    #[arg(
+        long,
+        env = "KQ_POD_LESS_GROUPS",
+        value_name = "GROUPS",
+        value_delimiter = ','
+    )]
+    pub pod_less_groups: Vec<String>,
+
     /// Most templates one policy check reads; a policy selecting more is allowed with a
     /// warning that the check was skipped.
     #[arg(long, env = "KQ_POLICY_MAX_TEMPLATES", default_value_t = 200)]
@@ -262,6 +288,27 @@ mod tests {
                 arg.get_env().is_some(),
                 "--{id} has no environment variable"
             );
+        }
+    }
+}
+
+/// `--unaccounted-workloads`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UnaccountedArg {
+    /// Refuse.
+    Deny,
+    /// Charge what the members observe.
+    Observed,
+    /// Admit with the object count only.
+    Allow,
+}
+
+impl From<UnaccountedArg> for karmada_quota_core::quota::Unaccounted {
+    fn from(a: UnaccountedArg) -> Self {
+        match a {
+            UnaccountedArg::Deny => Self::Deny,
+            UnaccountedArg::Observed => Self::Observed,
+            UnaccountedArg::Allow => Self::Allow,
         }
     }
 }

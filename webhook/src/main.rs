@@ -43,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
         BatcherConfig {
             reservation_ttl: args.reservation_ttl,
             max_reservations: args.max_reservations,
+            unaccounted_default: args.unaccounted_workloads.into(),
             ..BatcherConfig::default()
         },
         Batcher::wall_clock(),
@@ -78,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
                 args.quota_admin_users.clone(),
                 args.quota_admin_groups.clone(),
             ),
+            pod_less_groups: args.pod_less_groups.clone(),
         },
         policies: Some(std::sync::Arc::new(
             karmada_quota_webhook::policy::KubePolicyWorld::new(client),

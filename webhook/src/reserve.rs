@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch_selected};
-use karmada_quota_core::quota::Reservation;
+use karmada_quota_core::quota::{QuotaState, Reservation, Unaccounted};
 use karmada_quota_core::selection::{Labels, QuotaKey};
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
@@ -64,6 +64,9 @@ pub struct BatcherConfig {
     pub max_attempts: u32,
     /// Most requests decided in one batch; the rest wait for the next one.
     pub max_batch: usize,
+    /// The `unaccountedWorkloads` policy of a quota that does not set one
+    /// (`--unaccounted-workloads`).
+    pub unaccounted_default: Unaccounted,
 }
 
 impl Default for BatcherConfig {
@@ -77,6 +80,7 @@ impl Default for BatcherConfig {
             // Bounds the work (and latency) of one round; 512 requests of one namespace
             // in flight at once is far beyond what one apiserver sends.
             max_batch: 512,
+            unaccounted_default: Unaccounted::Deny,
         }
     }
 }
@@ -347,15 +351,29 @@ impl Batcher {
         if let Some(bad) = invalid_covering(&copies, ns, &labels) {
             return Err(bad);
         }
-        let mut states: Vec<_> = copies
-            .values()
-            .filter_map(|c| c.state().ok().cloned())
-            .collect();
         let c = &self.inner.config;
+        let states = enforced_states(&copies, c);
         let now = (self.inner.clock)();
         let req = request.as_core(now, ttl_secs(c.reservation_ttl), c.max_reservations);
+        let mut states = states;
         Ok(decide_batch_selected(&mut states, &[req], |n| labels.get(n)).remove(0))
     }
+}
+
+/// The states the decision enforces: every quota that parses, a policy it leaves unset
+/// given the webhook's default.
+fn enforced_states(copies: &BTreeMap<QuotaKey, QuotaCopy>, c: &BatcherConfig) -> Vec<QuotaState> {
+    copies
+        .values()
+        .filter_map(|q| q.state().ok().cloned())
+        .map(|mut s| {
+            s.spec
+                .policy
+                .unaccounted
+                .get_or_insert(c.unaccounted_default);
+            s
+        })
+        .collect()
 }
 
 /// The cache's copies of `quotas` and `clusters`, by key.
@@ -570,10 +588,7 @@ impl Inner {
                 s.answer(Err(e));
             }
         }
-        let mut states: Vec<_> = copies
-            .values()
-            .filter_map(|c| c.state().ok().cloned())
-            .collect();
+        let mut states = enforced_states(&copies, &self.config);
         let now = (self.clock)();
         let (ttl, max) = (
             ttl_secs(self.config.reservation_ttl),

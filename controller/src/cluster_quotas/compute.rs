@@ -163,6 +163,7 @@ mod tests {
                 quota: KarmadaQuotaSpec {
                     hard: api_map(hard),
                     scope_selector: None,
+                    ..Default::default()
                 },
             },
         );

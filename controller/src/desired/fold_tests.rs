@@ -135,10 +135,12 @@ fn check(index: &Index, step: usize) {
     let pods: ObservedPods = BTreeMap::from([("member3".to_owned(), Some(Vec::new()))]);
     for scope in scopes() {
         let spec = QuotaSpec {
+            policy: Default::default(),
             hard: hard.clone(),
             scope: scope.clone(),
         };
         let state = karmada_quota_core::quota::QuotaState {
+            clusters: Vec::new(),
             name: "q".into(),
             covers: Default::default(),
             spec: spec.clone(),
@@ -299,6 +301,7 @@ fn a_quota_computed_from_the_tallies_is_the_full_recompute() {
     };
     let spec = validate_spec(&q.spec).unwrap();
     let state = karmada_quota_core::quota::QuotaState {
+        clusters: Vec::new(),
         name: "compute".into(),
         covers: Default::default(),
         spec: spec.clone(),

@@ -130,6 +130,7 @@ pub fn compute_over(
     }
     let reservations = stored.reservations;
     let state = QuotaState {
+        clusters: Vec::new(),
         name: quota.name_any(),
         covers: Default::default(),
         spec,

@@ -104,6 +104,7 @@ mod tests {
                 ..ChargePart::default()
             }],
             objects: karmada_quota_core::ResourceList::default(),
+            unaccounted: None,
         }
     }
 

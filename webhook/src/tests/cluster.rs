@@ -42,6 +42,7 @@ pub(super) fn mk_cluster_quota(
             quota: KarmadaQuotaSpec {
                 hard: list(hard),
                 scope_selector: None,
+                ..Default::default()
             },
         },
     );

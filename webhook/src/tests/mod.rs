@@ -54,6 +54,7 @@ pub fn mk_quota(name: &str, hard: &[(&str, &str)], used: &[(&str, &str)]) -> Kar
         KarmadaQuotaSpec {
             hard: list(hard),
             scope_selector: None,
+            ..Default::default()
         },
     );
     q.metadata.namespace = Some(NS.to_owned());
