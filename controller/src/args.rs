@@ -205,6 +205,18 @@ pub struct Args {
     )]
     pub allow_insecure_members: Vec<String>,
 
+    /// The `spec.unaccountedWorkloads` of a quota that sets none (keep it equal to the
+    /// webhook's `--unaccounted-workloads`): with `observed`, the pods the members run for
+    /// a workload nothing counts (a DaemonSet, a CronJob, a custom kind without
+    /// interpreter) are charged to the quota's `used`, attributed by their owner.
+    #[arg(
+        long,
+        env = "KQ_UNACCOUNTED_WORKLOADS",
+        value_enum,
+        default_value = "deny"
+    )]
+    pub unaccounted_workloads: UnaccountedArg,
+
     #[command(flatten)]
     #[allow(missing_docs)]
     pub dashboard: DashboardArgs,
@@ -214,6 +226,27 @@ pub struct Args {
     /// --reservation-ttl (after which the entry would expire anyway).
     #[arg(long, env = "KQ_DELETED_MEMORY", default_value = "10m", value_parser = duration::parse)]
     pub deleted_memory: Duration,
+}
+
+/// `--unaccounted-workloads`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UnaccountedArg {
+    /// Refused by the webhook: nothing to charge.
+    Deny,
+    /// Charged by the pods the members run for it.
+    Observed,
+    /// Admitted with its object count only.
+    Allow,
+}
+
+impl From<UnaccountedArg> for karmada_quota_core::quota::Unaccounted {
+    fn from(a: UnaccountedArg) -> Self {
+        match a {
+            UnaccountedArg::Deny => Self::Deny,
+            UnaccountedArg::Observed => Self::Observed,
+            UnaccountedArg::Allow => Self::Allow,
+        }
+    }
 }
 
 /// `--role`: which parts of the controller binary run.

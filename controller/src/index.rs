@@ -136,6 +136,9 @@ pub struct Index {
     clusters_synced: bool,
 
     /// Whether the quota watch (whose objects the reflector store holds) listed once.
+    /// The `unaccountedWorkloads` policy of a quota that sets none
+    /// (`--unaccounted-workloads`, the same as the webhook's).
+    pub unaccounted_default: karmada_quota_core::quota::Unaccounted,
     quotas_synced: bool,
 }
 
@@ -157,6 +160,7 @@ impl Index {
             clusters_relist: Relist::default(),
             clusters_synced: false,
             quotas_synced: false,
+            unaccounted_default: karmada_quota_core::quota::Unaccounted::Deny,
         }
     }
 

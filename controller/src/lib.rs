@@ -244,6 +244,7 @@ fn register_metrics() -> (Arc<Metrics>, Arc<Mutex<Registry>>) {
 fn new_index(args: &Args) -> Index {
     let deleted_memory = i64::try_from(args.deleted_memory.as_secs()).unwrap_or(i64::MAX);
     let mut index = Index::new(deleted_memory);
+    index.unaccounted_default = args.unaccounted_workloads.into();
     if !args.reads_member_clusters() {
         index.skip_clusters();
     }

@@ -161,13 +161,17 @@ pub fn mk_pod(ns: &str, name: &str, uid: &str, class: &str, cpus: &[&str], phase
 }
 
 /// What core says a one-container pod requesting `cpu` uses, with its class.
-pub fn pod_usage_of(class: &str, cpu: &str) -> (String, ResourceList) {
+pub fn pod_usage_of(class: &str, cpu: &str) -> karmada_quota_core::status::ObservedPod {
     let view = PodView {
         priority_class: class.to_owned(),
         containers: vec![rl(&[("cpu", cpu)])],
         ..PodView::default()
     };
-    (class.to_owned(), pod_usage(&view))
+    karmada_quota_core::status::ObservedPod {
+        class: class.to_owned(),
+        usage: pod_usage(&view),
+        owner: None,
+    }
 }
 
 /// A reservation entry for binding `name`/`uid` at `generation`, expiring at `exp` (Unix s).

@@ -11,14 +11,59 @@ use std::collections::BTreeMap;
 
 use crate::ledger::{Observation, effective_usage, prune};
 use crate::quantity::Quantity;
-use crate::quota::{QuotaState, Reservation, ReservedBy};
+use crate::quota::{QuotaState, Reservation, ReservedBy, Unaccounted};
 use crate::resources::{PODS, ResourceList, is_object_count};
 use crate::usage::{BindingCharge, ScopedUsage};
 
 /// Pods observed in the member clusters, for one namespace: cluster name → the
 /// non-terminal pods as (priority class, [`crate::usage::pod_usage`]), or `None` when
 /// the member is unreachable or not yet listed.
-pub type ObservedPods = BTreeMap<String, Option<Vec<(String, ResourceList)>>>;
+pub type ObservedPods = BTreeMap<String, Option<Vec<ObservedPod>>>;
+
+/// One non-terminal pod a member runs, reduced to what quota needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObservedPod {
+    /// `spec.priorityClassName` (empty = none): the scope it is matched by.
+    pub class: String,
+    /// core's `pod_usage`.
+    pub usage: ResourceList,
+    /// Its controlling owner: how the pods of a workload nothing counts are charged to it
+    /// (`spec.unaccountedWorkloads: Observed`).
+    pub owner: Option<PodOwner>,
+}
+
+/// A pod's controlling owner (`metadata.ownerReferences[controller=true]`) and namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodOwner {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The owner's kind.
+    pub kind: String,
+    /// The owner's name.
+    pub name: String,
+}
+
+impl PodOwner {
+    /// Whether a pod with this owner was made for `t`: owned by it directly (a DaemonSet,
+    /// a ReplicaSet, a custom kind whose operator owns its pods), or, for a CronJob, by one
+    /// of the Jobs it made (`<cronjob>-<schedule time>`). A template without a namespace
+    /// matches pods of any namespace the quota covers.
+    pub fn made_for(&self, t: &crate::usage::UncountedTemplate) -> bool {
+        if !t.namespace.is_empty() && t.namespace != self.namespace {
+            return false;
+        }
+        if self.kind == t.kind && self.name == t.name {
+            return true;
+        }
+        t.kind == "CronJob"
+            && self.kind == "Job"
+            && self
+                .name
+                .strip_prefix(t.name.as_str())
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    }
+}
 
 /// One member cluster's row.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -114,6 +159,11 @@ pub fn compute_counted<'a>(
         let times = i64::try_from(n).unwrap_or(i64::MAX);
         if charge.add_scoped_times_to(scope, &mut acc, times) {
             matched += n;
+            if let Some(t) = &charge.unaccounted
+                && quota.spec.policy.unaccounted == Some(Unaccounted::Observed)
+            {
+                add_observed_pods(t, scope, observed_pods, &mut acc);
+            }
         }
     }
     let used: ResourceList = hard
@@ -146,8 +196,8 @@ pub fn compute_counted<'a>(
             .and_then(Option::as_ref)
             .map(|pods| {
                 let mut sum = ResourceList::new();
-                for (_, usage) in pods.iter().filter(|(class, _)| scope.matches(class)) {
-                    sum.add_assign(usage);
+                for pod in pods.iter().filter(|p| scope.matches(&p.class)) {
+                    sum.add_assign(&pod.usage);
                 }
                 sum.restricted_to(hard)
             });
@@ -184,6 +234,31 @@ pub fn compute_counted<'a>(
         drift,
         bindings: matched,
         top_bindings: Vec::new(),
+    }
+}
+
+/// Charge `acc` with the pods the members run for the uncountable workload `t` (those
+/// `scope` matches), per member: `spec.unaccountedWorkloads: Observed`.
+fn add_observed_pods(
+    t: &crate::usage::UncountedTemplate,
+    scope: &crate::scope::ScopeSelector,
+    observed_pods: &ObservedPods,
+    acc: &mut ScopedUsage,
+) {
+    for (member, pods) in observed_pods {
+        let mut sum = ResourceList::new();
+        for pod in pods.iter().flatten() {
+            if scope.matches(&pod.class) && pod.owner.as_ref().is_some_and(|o| o.made_for(t)) {
+                sum.add_assign(&pod.usage);
+            }
+        }
+        if !sum.is_empty() {
+            acc.total.add_assign(&sum);
+            acc.clusters
+                .entry(member.clone())
+                .or_default()
+                .add_assign(&sum);
+        }
     }
 }
 
@@ -330,13 +405,20 @@ mod tests {
     }
 
     /// `n` pods of one container with `requests`, as the member reports them.
-    fn mk_pods(n: usize, class: &str, requests: &[(&str, &str)]) -> Vec<(String, ResourceList)> {
+    fn mk_pods(n: usize, class: &str, requests: &[(&str, &str)]) -> Vec<ObservedPod> {
         let pod = PodView {
             priority_class: class.into(),
             containers: vec![mk_list(requests)],
             ..Default::default()
         };
-        vec![(class.to_owned(), pod_usage(&pod)); n]
+        vec![
+            ObservedPod {
+                class: class.to_owned(),
+                usage: pod_usage(&pod),
+                owner: None,
+            };
+            n
+        ]
     }
 
     /// What the members run for web (high) and trainer (no class); member2 also runs two
@@ -628,5 +710,113 @@ mod tests {
             drift_message("m1", &observed, &placed),
             "m1 runs pods=3, count/pods=9 but Karmada placed pods=1, count/pods=0"
         );
+    }
+
+    #[test]
+    fn an_uncountable_workload_under_observed_is_charged_the_pods_its_owner_runs() {
+        use crate::quota::{QuotaPolicy, QuotaSpec, Unaccounted};
+        let ds = crate::testutil::mk_charge(&crate::binding::ResourceBindingSpec {
+            resource: crate::binding::ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "DaemonSet".into(),
+                namespace: "team-a".into(),
+                name: "gpu-agent".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let pod = |owner: Option<(&str, &str)>, gpu: &str| ObservedPod {
+            class: String::new(),
+            usage: mk_list(&[("requests.nvidia.com/gpu", gpu), ("pods", "1")]),
+            owner: owner.map(|(kind, name)| PodOwner {
+                namespace: "team-a".into(),
+                kind: kind.into(),
+                name: name.into(),
+            }),
+        };
+        let pods: ObservedPods = BTreeMap::from([
+            (
+                "member1".to_owned(),
+                Some(vec![
+                    pod(Some(("DaemonSet", "gpu-agent")), "1"),
+                    pod(Some(("DaemonSet", "other")), "1"),
+                    pod(None, "1"),
+                ]),
+            ),
+            (
+                "member2".to_owned(),
+                Some(vec![pod(Some(("DaemonSet", "gpu-agent")), "2")]),
+            ),
+            ("member3".to_owned(), None),
+        ]);
+        let state = |unaccounted| QuotaState {
+            clusters: Vec::new(),
+            name: "gpus".into(),
+            covers: Default::default(),
+            spec: QuotaSpec {
+                policy: QuotaPolicy {
+                    unaccounted: Some(unaccounted),
+                    ..QuotaPolicy::default()
+                },
+                hard: mk_list(&[("requests.nvidia.com/gpu", "8"), ("pods", "10")]),
+                scope: Default::default(),
+            },
+            used: None,
+            reservations: Vec::new(),
+        };
+        let observe = |_: &ReservedBy| Observation::NotSeen;
+        let view = compute(
+            "team-a",
+            &state(Unaccounted::Observed),
+            [&ds],
+            observe,
+            &pods,
+            0,
+        );
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.nvidia.com/gpu", "3"), ("pods", "2")])
+        );
+        let member2 = view.clusters.iter().find(|c| c.name == "member2").unwrap();
+        assert_eq!(
+            member2
+                .used
+                .get_or_zero("requests.nvidia.com/gpu")
+                .to_string(),
+            "2"
+        );
+        // Allow: its object count only.
+        let view = compute(
+            "team-a",
+            &state(Unaccounted::Allow),
+            [&ds],
+            observe,
+            &pods,
+            0,
+        );
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.nvidia.com/gpu", "0"), ("pods", "0")])
+        );
+    }
+
+    #[test]
+    fn a_cronjobs_pods_are_those_of_the_jobs_it_made() {
+        let t = crate::usage::UncountedTemplate {
+            namespace: "team-a".into(),
+            api_version: "batch/v1".into(),
+            kind: "CronJob".into(),
+            name: "nightly".into(),
+        };
+        let owner = |ns: &str, kind: &str, name: &str| PodOwner {
+            namespace: ns.into(),
+            kind: kind.into(),
+            name: name.into(),
+        };
+        assert!(owner("team-a", "Job", "nightly-29012345").made_for(&t));
+        assert!(!owner("team-a", "Job", "nightly-extra-1").made_for(&t));
+        assert!(!owner("team-a", "Job", "nightly-").made_for(&t));
+        assert!(!owner("team-b", "Job", "nightly-29012345").made_for(&t));
+        assert!(owner("team-a", "CronJob", "nightly").made_for(&t));
     }
 }

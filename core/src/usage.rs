@@ -70,6 +70,8 @@ pub struct BindingCharge {
 /// The template of an uncountable workload ([`BindingCharge::unaccounted`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct UncountedTemplate {
+    /// Namespace of the template (empty when the binding does not say).
+    pub namespace: String,
     /// `apiVersion` of the template.
     pub api_version: String,
     /// Its kind.
@@ -207,6 +209,7 @@ impl BindingCharge {
         let unaccounted = (!workload
             && crate::pod_kinds::runs_uncounted_pods(&t.api_version, &t.kind, &[]))
         .then(|| UncountedTemplate {
+            namespace: t.namespace.clone(),
             api_version: t.api_version.clone(),
             kind: t.kind.clone(),
             name: t.name.clone(),

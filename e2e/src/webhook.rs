@@ -749,6 +749,16 @@ impl Rb {
         }
     }
 
+    /// A binding of any template kind, without replicas (a DaemonSet's, a CronJob's, a
+    /// custom kind's that Karmada has no interpreter for).
+    pub fn template(name: &str, api_version: &str, kind: &str) -> Rb {
+        Rb {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            ..Rb::deployment(name, 0)
+        }
+    }
+
     /// Adds a per-replica request (`cpu`, `500m`).
     pub fn request(mut self, name: &str, quantity: &str) -> Rb {
         self.request.push((name.to_owned(), quantity.to_owned()));

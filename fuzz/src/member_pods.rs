@@ -83,7 +83,7 @@ pub fn run(data: &[u8]) {
     assert!(index.is_empty(), "pods left after every delete");
 }
 
-/// Per namespace the (priority class, usage) of each pod, sorted.
+/// Per namespace the (priority class, usage, owner) of each pod, sorted.
 fn snapshot(
     index: &MemberPods,
     expected: &BTreeMap<(String, String), ()>,
@@ -93,7 +93,7 @@ fn snapshot(
         let mut pods: Vec<String> = index
             .in_namespace(ns)
             .into_iter()
-            .map(|(class, usage)| format!("{class} {usage:?}"))
+            .map(|p| format!("{} {:?} {:?}", p.class, p.usage, p.owner))
             .collect();
         pods.sort();
         out.insert(ns.clone(), pods);

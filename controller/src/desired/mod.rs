@@ -129,6 +129,10 @@ pub fn compute_over(
         tracing::warn!(quota = %format!("{ns}/{}", quota.name_any()), errors = ?stored.errors, "keeping unparseable reservations until they expire");
     }
     let reservations = stored.reservations;
+    let mut spec = spec;
+    spec.policy
+        .unaccounted
+        .get_or_insert(index.unaccounted_default);
     let state = QuotaState {
         clusters: Vec::new(),
         name: quota.name_any(),

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Pod;
 use karmada_quota_core::ResourceList;
+use karmada_quota_core::status::{ObservedPod, PodOwner};
 use karmada_quota_core::usage::{PodView, pod_usage};
 use karmada_quota_crds::convert::list_from_api;
 use karmada_quota_runtime::relist::{Relist, Step};
@@ -18,6 +19,8 @@ pub struct PodEntry {
     pub priority_class: String,
     /// core's `pod_usage`.
     pub usage: ResourceList,
+    /// Kind and name of its controlling owner, if any.
+    pub owner: Option<(String, String)>,
 }
 
 /// The quota-relevant view of a pod (requests parsed; unparseable values skipped — the
@@ -86,9 +89,17 @@ pub fn pod_entry(pod: &Pod) -> Option<PodEntry> {
     if view.terminal {
         return None;
     }
+    let owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| (o.kind.clone(), o.name.clone()));
     Some(PodEntry {
         priority_class: view.priority_class.clone(),
         usage: pod_usage(&view),
+        owner,
     })
 }
 
@@ -166,13 +177,21 @@ impl MemberPods {
         }
     }
 
-    /// The pods of `namespace` as (priority class, usage).
-    pub fn in_namespace(&self, namespace: &str) -> Vec<(String, ResourceList)> {
+    /// The pods of `namespace`: priority class, usage, owner.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<ObservedPod> {
         self.pods
             .get(namespace)
             .map(|m| {
                 m.values()
-                    .map(|e| (e.priority_class.clone(), e.usage.clone()))
+                    .map(|e| ObservedPod {
+                        class: e.priority_class.clone(),
+                        usage: e.usage.clone(),
+                        owner: e.owner.as_ref().map(|(kind, name)| PodOwner {
+                            namespace: namespace.to_owned(),
+                            kind: kind.clone(),
+                            name: name.clone(),
+                        }),
+                    })
                     .collect()
             })
             .unwrap_or_default()
@@ -219,9 +238,9 @@ mod tests {
         assert_eq!(p.len(), 2);
         let pods = p.in_namespace("team-a");
         assert_eq!(pods.len(), 2);
-        assert!(pods.iter().any(|(class, usage)| {
-            class == "batch"
-                && usage
+        assert!(pods.iter().any(|p| {
+            p.class == "batch"
+                && p.usage
                     .get("requests.cpu")
                     .map(ToString::to_string)
                     .as_deref()

@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(pods.len(), 1);
         assert_eq!(
             pods[0]
-                .1
+                .usage
                 .get("requests.cpu")
                 .map(ToString::to_string)
                 .as_deref(),
