@@ -215,7 +215,7 @@ pub struct Args {
         value_enum,
         default_value = "deny"
     )]
-    pub unaccounted_workloads: UnaccountedArg,
+    pub unaccounted_workloads: karmada_quota_runtime::UnaccountedArg,
 
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -226,27 +226,6 @@ pub struct Args {
     /// --reservation-ttl (after which the entry would expire anyway).
     #[arg(long, env = "KQ_DELETED_MEMORY", default_value = "10m", value_parser = duration::parse)]
     pub deleted_memory: Duration,
-}
-
-/// `--unaccounted-workloads`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum UnaccountedArg {
-    /// Refused by the webhook: nothing to charge.
-    Deny,
-    /// Charged by the pods the members run for it.
-    Observed,
-    /// Admitted with its object count only.
-    Allow,
-}
-
-impl From<UnaccountedArg> for karmada_quota_core::quota::Unaccounted {
-    fn from(a: UnaccountedArg) -> Self {
-        match a {
-            UnaccountedArg::Deny => Self::Deny,
-            UnaccountedArg::Observed => Self::Observed,
-            UnaccountedArg::Allow => Self::Allow,
-        }
-    }
 }
 
 /// `--role`: which parts of the controller binary run.

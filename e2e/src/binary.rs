@@ -222,6 +222,23 @@ impl Binary {
         Ok(())
     }
 
+    /// Waits until the child exits (a start it must refuse), at most `within`: its exit
+    /// and its whole log (with RUST_BACKTRACE set, the error is followed by a backtrace
+    /// longer than the tail). Fails if it still runs.
+    pub async fn exit_message(&mut self, within: Duration) -> Result<String> {
+        let started = std::time::Instant::now();
+        loop {
+            if let Err(e) = self.check_running() {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                return Ok(format!("{e:#}\n{log}"));
+            }
+            if started.elapsed() >= within {
+                bail!("{} still runs after {within:?}", self.name);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Waits until `path` (`/readyz`, `/livez`) on the child's admin address `admin`
     /// answers 200; fails early if the child exits, and with its log tail on timeout.
     pub async fn wait_admin(

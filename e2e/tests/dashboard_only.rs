@@ -318,21 +318,7 @@ async fn a_dashboard_only_replica_refuses_member_credentials() -> Result<()> {
             apis[0].kubeconfig.display()
         ))
         .start(env)?;
-    let started = Instant::now();
-    let exited = loop {
-        if let Err(e) = refused.check_running() {
-            break e;
-        }
-        ensure!(
-            started.elapsed() < Duration::from_secs(20),
-            "--role=dashboard still runs with a member kubeconfig"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let msg = format!(
-        "{exited:#}\n{}",
-        std::fs::read_to_string(refused.log_path()).unwrap_or_default()
-    );
+    let msg = refused.exit_message(Duration::from_secs(20)).await?;
     ensure!(
         msg.contains("--role=dashboard holds no member-cluster credential")
             && msg.contains("--member-kubeconfig (member1)"),

@@ -21,6 +21,8 @@ pub mod listener;
 pub mod plurals;
 pub mod prometheus;
 pub mod relist;
+pub mod unaccounted;
+pub use unaccounted::UnaccountedArg;
 pub mod untrusted;
 
 use std::net::SocketAddr;

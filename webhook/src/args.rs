@@ -97,7 +97,7 @@ pub struct Args {
         value_enum,
         default_value = "deny"
     )]
-    pub unaccounted_workloads: UnaccountedArg,
+    pub unaccounted_workloads: karmada_quota_runtime::UnaccountedArg,
 
     /// API groups whose kinds run no pods (comma-separated), e.g.
     /// `cert-manager.io,monitoring.coreos.com`: a binding of such a kind is an object, never
@@ -288,27 +288,6 @@ mod tests {
                 arg.get_env().is_some(),
                 "--{id} has no environment variable"
             );
-        }
-    }
-}
-
-/// `--unaccounted-workloads`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum UnaccountedArg {
-    /// Refuse.
-    Deny,
-    /// Charge what the members observe.
-    Observed,
-    /// Admit with the object count only.
-    Allow,
-}
-
-impl From<UnaccountedArg> for karmada_quota_core::quota::Unaccounted {
-    fn from(a: UnaccountedArg) -> Self {
-        match a {
-            UnaccountedArg::Deny => Self::Deny,
-            UnaccountedArg::Observed => Self::Observed,
-            UnaccountedArg::Allow => Self::Allow,
         }
     }
 }
