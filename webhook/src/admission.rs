@@ -552,7 +552,13 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         operation = ?req.operation,
         user = req.user_info.username.as_deref().unwrap_or(""),
         clusters = new.spec.clusters.len(),
-        replicas = new.spec.replicas,
+        // A multi-template binding carries its replicas in its components.
+        replicas = if new.spec.components.is_empty() {
+            i64::from(new.spec.replicas)
+        } else {
+            new.spec.components.iter().map(|c| i64::from(c.replicas)).sum()
+        },
+        components = new.spec.components.len(),
         dry_run = req.dry_run,
         "ResourceBinding review"
     );
