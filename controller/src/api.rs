@@ -54,6 +54,9 @@ pub struct QuotaReport {
     /// A KarmadaClusterQuota (`namespace` empty): the namespaces it selects.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,
+    /// A KarmadaClusterQuota: each selected namespace's usage.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub shares: BTreeMap<String, ResourceList>,
     /// Why nothing was computed (invalid spec).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -152,6 +155,7 @@ impl QuotaReport {
             bindings: 0,
             top_bindings: Vec::new(),
             namespaces: Vec::new(),
+            shares: BTreeMap::new(),
             conditions,
             error: None,
             computed_at: now.to_string(),
@@ -229,6 +233,7 @@ mod tests {
             top_bindings: Vec::new(),
             conditions: Vec::new(),
             namespaces: Vec::new(),
+            shares: BTreeMap::new(),
             error: None,
             computed_at: "2026-01-01T00:00:00Z".into(),
         };

@@ -129,6 +129,7 @@ pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
         denials,
         top_bindings: r.top_bindings.clone(),
         namespaces: r.namespaces.clone(),
+        shares: r.shares.clone(),
     }
 }
 
@@ -459,6 +460,7 @@ mod tests {
                 clusters: vec!["m1".into()],
             }],
             namespaces: Vec::new(),
+            shares: BTreeMap::new(),
             conditions: vec![ConditionReport {
                 type_: "Ready".into(),
                 status: "True".into(),

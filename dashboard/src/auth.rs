@@ -196,7 +196,16 @@ impl Access {
         if self.may_list(user, None).await {
             return s.clone();
         }
-        let namespaces: BTreeSet<&str> = s.quotas.iter().map(|q| q.namespace.as_str()).collect();
+        // The quotas' namespaces, and those the cluster quotas select (a viewer of one of
+        // them sees its share of the cluster quota).
+        let namespaces: BTreeSet<&str> = s
+            .quotas
+            .iter()
+            .flat_map(|q| {
+                std::iter::once(q.namespace.as_str()).chain(q.namespaces.iter().map(String::as_str))
+            })
+            .filter(|ns| !ns.is_empty())
+            .collect();
         let answers = futures::future::join_all(
             namespaces
                 .iter()
@@ -303,6 +312,62 @@ mod tests {
 
     fn namespaces(s: &Snapshot) -> Vec<&str> {
         s.quotas.iter().map(|q| q.namespace.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_viewer_sees_its_share_of_the_cluster_quota_over_its_namespace_and_nothing_else() {
+        use crate::model::{Quota, Reservation};
+        use karmada_quota_core::ResourceList;
+        let list = |cpu: &str| ResourceList::parse_map([("requests.cpu", cpu)]).unwrap();
+        let mut s = snapshot();
+        s.quotas.push(Quota {
+            name: "business".into(),
+            hard: list("100"),
+            used: list("30"),
+            namespaces: vec!["ml-train".into(), "web".into()],
+            shares: [("ml-train".into(), list("10")), ("web".into(), list("20"))].into(),
+            reservations: vec![Reservation {
+                binding: "web-frontend".into(),
+                ..Reservation::default()
+            }],
+            ..Quota::default()
+        });
+        let (_, a) = access(FakeReviewer::teams(), CachePolicy::default());
+        let team_a = a.user("ta").await.unwrap().unwrap();
+        let seen = a.restrict(&s, &team_a).await;
+        let business = seen.quotas.iter().find(|q| q.name == "business").unwrap();
+        // Limits and totals, and team A's share only: not web's, not web's binding names.
+        assert_eq!(
+            (business.hard.clone(), business.used.clone()),
+            (list("100"), list("30"))
+        );
+        assert_eq!(business.namespaces, ["ml-train"]);
+        assert_eq!(business.shares.keys().collect::<Vec<_>>(), ["ml-train"]);
+        assert!(business.reservations.is_empty() && business.top_bindings.is_empty());
+        let json = serde_json::to_string(&seen).unwrap();
+        assert!(
+            !json.contains("web-frontend") && !json.contains("\"web\""),
+            "{json}"
+        );
+        // Nobody's namespace: nothing of it.
+        let mut f = FakeReviewer::teams();
+        f.grants.clear();
+        let (_, none) = access(f, CachePolicy::default());
+        let nobody = none.user("ta").await.unwrap().unwrap();
+        assert!(none.restrict(&s, &nobody).await.quotas.is_empty());
+        // The cluster-wide viewer sees it whole.
+        let admin = a.user("adm").await.unwrap().unwrap();
+        let whole = a.restrict(&s, &admin).await;
+        assert_eq!(
+            whole
+                .quotas
+                .iter()
+                .find(|q| q.name == "business")
+                .unwrap()
+                .shares
+                .len(),
+            2
+        );
     }
 
     #[tokio::test]

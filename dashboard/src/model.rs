@@ -103,6 +103,40 @@ pub struct Quota {
     /// A KarmadaClusterQuota (`namespace` empty): the namespaces it selects, sorted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,
+    /// A KarmadaClusterQuota: each selected namespace's share of `used`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub shares: BTreeMap<String, ResourceList>,
+}
+
+impl Quota {
+    /// What a viewer allowed in some of the namespaces a cluster quota selects sees of
+    /// it: its limits and totals, the shares of `allowed` namespaces only, and nothing that
+    /// names another namespace's objects (reservations, top bindings, denials). `None`
+    /// when it selects none of them.
+    pub fn share_for(&self, allowed: impl Fn(&str) -> bool) -> Option<Quota> {
+        let namespaces: Vec<String> = self
+            .namespaces
+            .iter()
+            .filter(|ns| allowed(ns))
+            .cloned()
+            .collect();
+        if namespaces.is_empty() {
+            return None;
+        }
+        Some(Quota {
+            shares: self
+                .shares
+                .iter()
+                .filter(|(ns, _)| allowed(ns))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            namespaces,
+            reservations: Vec::new(),
+            top_bindings: Vec::new(),
+            denials: Vec::new(),
+            ..self.clone()
+        })
+    }
 }
 
 /// A quota's usage in one member cluster.
@@ -347,8 +381,14 @@ impl Snapshot {
             quotas: self
                 .quotas
                 .iter()
-                .filter(|q| allowed(&q.namespace))
-                .cloned()
+                .filter_map(|q| {
+                    if q.namespace.is_empty() {
+                        // A cluster quota: the share of the viewer's namespaces it selects.
+                        q.share_for(&allowed)
+                    } else {
+                        allowed(&q.namespace).then(|| q.clone())
+                    }
+                })
                 .collect(),
             teams: self
                 .teams

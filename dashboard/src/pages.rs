@@ -119,6 +119,8 @@ pub struct QuotaPage {
     pub denials: Vec<Denial>,
     /// The bindings that use the most.
     pub top_bindings: Vec<TopBindingView>,
+    /// A KarmadaClusterQuota: (namespace, its usage as text), those the viewer may see.
+    pub shares: Vec<(String, String)>,
 }
 
 /// A pending reservation, printed.
@@ -158,6 +160,18 @@ impl QuotaPage {
             conditions: quota.conditions.clone(),
             denials: quota.denials.clone(),
             top_bindings: view::top_bindings(quota),
+            shares: quota
+                .shares
+                .iter()
+                .map(|(ns, used)| {
+                    let text = used
+                        .iter()
+                        .map(|(n, v)| format!("{n}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    (ns.clone(), text)
+                })
+                .collect(),
         })
     }
 }

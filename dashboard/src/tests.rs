@@ -1,6 +1,7 @@
 //! Router tests (`oneshot` against [`router`](crate::router)) and the fixture snapshot the
 //! other modules' tests share.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,6 +84,7 @@ pub(crate) fn snapshot() -> Snapshot {
             },
         ],
         namespaces: vec![],
+        shares: BTreeMap::new(),
     };
     let serve = Quota {
         namespace: "ml-serve".into(),

@@ -16,11 +16,12 @@ use karmada_quota_crds::KarmadaClusterQuota;
 use karmada_quota_e2e::controller::Controller;
 use karmada_quota_e2e::proxy::TcpProxy;
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
+use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{
     NS_LABEL, Outcome, Rb, Registration, Webhook, binding_denied, bindings, create,
     expect_admitted, expect_refused, wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, TestNs, wait_for};
+use karmada_quota_e2e::{Env, TestNs, http_get_with, wait_for};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -502,6 +503,40 @@ async fn a_relabelled_namespace_moves_its_usage_at_the_next_reconcile() -> Resul
         view.is_some() || listed.to_string().contains(&quota),
         "the view lists {quota}: {listed}"
     );
+
+    step(
+        "[Get] a viewer of ns1 alone, on a dashboard with logins: ns1's share of the cluster quota, nothing of ns2",
+    );
+    let viewer = Viewer::create(c, &names[1], "cq-viewer", &[&names[1]]).await?;
+    let dash = Controller::builder()
+        .arg("--role=dashboard")
+        .arg("--dashboard-auth=kubernetes")
+        .arg(format!("--cluster-quota-selector={selector}"))
+        .arg("--namespaced-quotas=false")
+        .start(env)
+        .await?;
+    let path = format!("/api/v1/cluster-quotas/{quota}");
+    let bearer = viewer.bearer();
+    let body = wait_for("the viewer's share", Duration::from_secs(20), || async {
+        let (code, body) =
+            http_get_with(dash.dashboard_addr(), &path, &[("Authorization", &bearer)])
+                .await
+                .ok()?;
+        (code == 200).then_some(body)
+    })
+    .await?;
+    let v: Value = serde_json::from_str(&body)?;
+    let q = &v["quota"];
+    ensure!(
+        q["used"]["requests.cpu"] == "6"
+            && q["namespaces"] == json!([names[1]])
+            && q["shares"][&names[1]]["requests.cpu"] == "2"
+            && q["shares"].as_object().is_some_and(|m| m.len() == 1)
+            && !body.contains(&names[2]),
+        "the viewer of {} sees: {body}",
+        names[1]
+    );
+    drop(dash);
 
     delete_cluster_quota(c, &quota).await;
     drop(ctl);

@@ -131,6 +131,7 @@ pub async fn reconcile(
     }
     let mut report = base.report(&compute::shadow(&object), &c.computed, &stored.quota, now);
     report.namespaces = c.namespaces.iter().map(|(n, _)| n.clone()).collect();
+    report.shares = c.namespaces.iter().cloned().collect();
     base.views
         .write()
         .unwrap_or_else(|e| e.into_inner())
