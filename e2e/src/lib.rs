@@ -43,6 +43,7 @@ pub mod base64;
 mod binary;
 pub mod browser;
 pub mod chart;
+pub mod commands;
 pub mod controller;
 mod env;
 pub mod faults;

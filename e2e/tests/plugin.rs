@@ -2,38 +2,14 @@
 //! quotas, bindings and Clusters the apiserver serves, with kubectl's flags.
 
 use std::path::Path;
-use std::process::Output;
 
 use anyhow::{Context, Result, ensure};
+use karmada_quota_e2e::commands::{plugin, text};
 use karmada_quota_e2e::webhook::{quota, seed_used};
-use karmada_quota_e2e::{Binary, Env, TestNs, accepts};
-
-/// The plugin's binary name (run by kubectl as `kubectl karmada-quota`).
-const PLUGIN: &str = "kubectl-karmada_quota";
+use karmada_quota_e2e::{Env, TestNs, accepts};
 
 fn step(s: &str) {
     eprintln!("{s}");
-}
-
-/// Run the plugin with `--kubeconfig <env's>` and `args`.
-async fn plugin(env: &Env, args: &[&str]) -> Result<Output> {
-    let path = Binary::path(PLUGIN)?;
-    tokio::process::Command::new(&path)
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .await
-        .with_context(|| format!("running {}", path.display()))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn write(dir: &Path, name: &str, yaml: &str) -> Result<String> {

@@ -4,8 +4,9 @@
 
 use std::process::Output;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use karmada_quota_e2e::accepts;
+use karmada_quota_e2e::commands::text;
 use karmada_quota_e2e::setup::{WebhookSetup, step};
 use karmada_quota_e2e::webhook::{Webhook, WebhookBuilder, quota, seed_used};
 
@@ -31,20 +32,7 @@ impl Setup {
 
     /// `kubectl apply -f -` of `yaml`: the whole output (warnings are on stderr).
     async fn apply(&self, yaml: &str) -> Result<Output> {
-        use tokio::io::AsyncWriteExt;
-        let mut child = tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.inner.env.kubeconfig())
-            .args(["apply", "-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .context("running kubectl")?;
-        let mut stdin = child.stdin.take().context("kubectl stdin")?;
-        stdin.write_all(yaml.as_bytes()).await?;
-        drop(stdin);
-        Ok(child.wait_with_output().await?)
+        karmada_quota_e2e::commands::kubectl_apply(self.inner.env, yaml).await
     }
 
     fn deployment(&self, name: &str, replicas: u32) -> String {
@@ -80,14 +68,6 @@ fn big_exceeds(n: &str) -> String {
     format!(
         "Warning: this policy would exceed quota {n}/compute with Deployment {n}/big: exceeded \
          quota: compute, requested: requests.cpu=2, used: requests.cpu=1, limited: requests.cpu=2"
-    )
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
     )
 }
 

@@ -10,7 +10,6 @@
 //!   `top` and the PropagationPolicy review with its totals.
 
 use std::collections::BTreeSet;
-use std::process::Output;
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::authorization::v1::{
@@ -20,9 +19,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
 use karmada_quota_e2e::chart::Helm;
+use karmada_quota_e2e::commands::{kubectl_apply, plugin, text};
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
 use karmada_quota_e2e::webhook::NS_LABEL;
-use karmada_quota_e2e::{Binary, Env, try_wait_for};
+use karmada_quota_e2e::{Env, try_wait_for};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -309,45 +309,6 @@ async fn a_tenant_cannot_raise_or_delete_its_quota_nor_write_status_while_an_adm
         cr.delete(&role, &DeleteParams::default()).await?;
     }
     s.teardown().await
-}
-
-/// `kubectl apply -f -` of `yaml` as the environment's admin: the whole output (warnings
-/// are on stderr).
-async fn kubectl_apply(env: &Env, yaml: &str) -> Result<Output> {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .args(["apply", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .context("running kubectl")?;
-    let mut stdin = child.stdin.take().context("kubectl stdin")?;
-    stdin.write_all(yaml.as_bytes()).await?;
-    drop(stdin);
-    Ok(child.wait_with_output().await?)
-}
-
-async fn plugin(env: &Env, args: &[&str]) -> Result<Output> {
-    let path = Binary::path("kubectl-karmada_quota")?;
-    tokio::process::Command::new(&path)
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .await
-        .with_context(|| format!("running {}", path.display()))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[tokio::test]
