@@ -210,10 +210,20 @@ impl Placement {
     /// counted too: the webhook does not know which clusters exist, so it charges what the
     /// placement asks for.
     pub fn named_duplicated_clusters(&self) -> Option<Vec<&str>> {
-        if !self.is_duplicated()
-            || !self.cluster_affinities.is_empty()
-            || !self.spread_constraints.is_empty()
-        {
+        if !self.is_duplicated() {
+            return None;
+        }
+        self.named_clusters()
+    }
+
+    /// The clusters this placement names by `clusterAffinity.clusterNames` alone (no
+    /// selector, no affinity groups, no spread constraints), minus those it excludes,
+    /// whatever its replica scheduling (sorted, without duplicates); `None` otherwise.
+    /// A multi-template workload runs every component in each cluster it is placed on
+    /// unless the scheduler splits the components, so before scheduling this is how many
+    /// copies of each component the placement may ask for.
+    pub fn named_clusters(&self) -> Option<Vec<&str>> {
+        if !self.cluster_affinities.is_empty() || !self.spread_constraints.is_empty() {
             return None;
         }
         let affinity = self.cluster_affinity.as_ref()?;

@@ -406,6 +406,23 @@ fn clusters_before_scheduling(spec: &ResourceBindingSpec) -> i64 {
         })
 }
 
+/// Before scheduling, the clusters a placement names (Divided or Duplicated): a
+/// multi-template workload is charged one copy of each component per named cluster at
+/// CREATE — what the scheduler's placement will need unless it splits the components — so
+/// over-quota is refused up front instead of leaving an unschedulable binding holding
+/// quota. 1 once scheduled, or when the clusters are chosen by the scheduler.
+fn named_before_scheduling(spec: &ResourceBindingSpec) -> i64 {
+    if !spec.clusters.is_empty() {
+        return 1;
+    }
+    spec.placement
+        .as_ref()
+        .and_then(|p| p.named_clusters())
+        .map_or(1, |names| {
+            i64::try_from(names.len()).unwrap_or(i64::MAX).max(1)
+        })
+}
+
 /// A single-component workload: R = max(spec.replicas × n, Σ clusters[].replicas), where n
 /// is the number of clusters a Duplicated placement names before scheduling (else 1).
 fn single_part(spec: &ResourceBindingSpec) -> ChargePart {
@@ -451,7 +468,7 @@ fn component_parts(spec: &ResourceBindingSpec) -> Vec<ChargePart> {
     let split = spec.clusters.iter().any(|c| !c.components.is_empty());
     let targets = i64::try_from(spec.clusters.len())
         .unwrap_or(i64::MAX)
-        .max(clusters_before_scheduling(spec));
+        .max(named_before_scheduling(spec));
     let empty = ResourceList::new();
     spec.components
         .iter()
@@ -936,6 +953,35 @@ mod tests {
         let usage = mk_charge(&spec).scoped(&ScopeSelector::default()).unwrap();
         assert_eq!(usage.total.get("cpu"), Some(&q("15")));
         assert_eq!(usage.total.get("pods"), Some(&q("9")));
+    }
+
+    #[test]
+    fn divided_components_naming_their_clusters_are_charged_a_copy_per_cluster_at_create() {
+        // Issue 27: a Divided RayCluster naming two members was charged head + workers
+        // once at CREATE, refused at the scheduler's UPDATE (a copy of each component on
+        // each member), and left unscheduled holding quota. Charged for both up front.
+        let spec = with_placement(
+            mk_components(
+                &[
+                    ("head", 1, &[("cpu", "500m")], ""),
+                    ("workers", 3, &[("cpu", "250m")], ""),
+                ],
+                &[],
+            ),
+            "{clusterAffinity: {clusterNames: [member1, member2]}, replicaScheduling: {replicaSchedulingType: Divided}}",
+        );
+        let usage = mk_charge(&spec).scoped(&ScopeSelector::default()).unwrap();
+        assert_eq!(usage.total.get("cpu"), Some(&q("2500m")));
+        assert_eq!(usage.total.get("pods"), Some(&q("8")));
+        // Clusters chosen by a selector: not known before scheduling, charged once.
+        let by_label = with_placement(
+            mk_components(&[("head", 1, &[("cpu", "500m")], "")], &[]),
+            "{clusterAffinity: {labelSelector: {matchLabels: {gpu: \"true\"}}}, replicaScheduling: {replicaSchedulingType: Divided}}",
+        );
+        let usage = mk_charge(&by_label)
+            .scoped(&ScopeSelector::default())
+            .unwrap();
+        assert_eq!(usage.total.get("cpu"), Some(&q("500m")));
     }
 
     #[test]
