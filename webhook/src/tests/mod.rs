@@ -158,31 +158,18 @@ impl Harness {
         }
         writer.apply_watcher_event(&Event::InitDone);
         let store = FakeStore::with(quotas);
-        let metrics = Arc::new(Metrics::default());
-        let batcher = Batcher::with_clock(
-            store.clone(),
-            cache.clone(),
-            metrics.clone(),
-            BatcherConfig::default(),
-            clock,
-        );
-        Self {
-            state: AppState {
-                cache,
-                batcher,
-                plurals: PluralResolver::builtin_only(),
-                metrics: metrics.clone(),
-                settings: Settings {
-                    decision_timeout: timeout,
-                    max_body_bytes: 64 * 1024,
-                    ..Settings::default()
-                },
-                policies: None,
-                denials: crate::Denials::new(Duration::from_secs(10), None, metrics.clone()),
-            },
+        let no_cluster_quotas: &[karmada_quota_crds::KarmadaClusterQuota] = &[];
+        Self::over(
+            cache,
             store,
-            writer: Arc::new(Mutex::new(writer)),
-        }
+            FakeStore::with(no_cluster_quotas),
+            writer,
+            Settings {
+                decision_timeout: timeout,
+                max_body_bytes: 64 * 1024,
+                ..Settings::default()
+            },
+        )
     }
 
     /// POST `body` to `path`; the HTTP status and the JSON body (Null if not JSON).
