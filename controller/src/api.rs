@@ -70,18 +70,14 @@ impl QuotaReport {
     /// are added with its placed usage), and the drift recomputed from them. A value that
     /// does not parse leaves that cluster unmeasured.
     pub fn observed_from_status(&mut self, status: &KarmadaQuotaStatus) {
-        use karmada_quota_crds::convert::list_from_api;
-        for c in &status.clusters {
-            let observed = c
-                .observed
-                .as_ref()
-                .and_then(|o| list_from_api(o, "status.clusters.observed").ok());
-            match self.clusters.iter_mut().find(|v| v.name == c.name) {
-                Some(view) => view.observed = observed,
+        // The one parse of `status.clusters` (the webhook's too).
+        for m in karmada_quota_crds::convert::members_of(Some(status)) {
+            match self.clusters.iter_mut().find(|v| v.name == m.name) {
+                Some(view) => view.observed = m.observed,
                 None => self.clusters.push(ClusterView {
-                    name: c.name.clone(),
-                    used: list_from_api(&c.used, "status.clusters.used").unwrap_or_default(),
-                    observed,
+                    name: m.name,
+                    used: m.placed,
+                    observed: m.observed,
                 }),
             }
         }
