@@ -187,6 +187,16 @@ impl BindingCharge {
     /// template with no requests and no node claim, and such a workload must still be charged its
     /// `pods` and refused by a quota that tracks cpu or memory (`must specify …`).
     pub fn compute(spec: &ResourceBindingSpec, count_name: Option<&str>) -> BindingCharge {
+        Self::compute_with(spec, count_name, &[])
+    }
+
+    /// [`Self::compute`], where the template kinds of `pod_less_groups` (the webhook's
+    /// `--pod-less-groups`) are objects, never uncountable workloads.
+    pub fn compute_with(
+        spec: &ResourceBindingSpec,
+        count_name: Option<&str>,
+        pod_less_groups: &[String],
+    ) -> BindingCharge {
         let mut objects = ResourceList::new();
         if let Some(name) = count_name {
             objects.insert(name, one());
@@ -207,7 +217,7 @@ impl BindingCharge {
         };
         let t = &spec.resource;
         let unaccounted = (!workload
-            && crate::pod_kinds::runs_uncounted_pods(&t.api_version, &t.kind, &[]))
+            && crate::pod_kinds::runs_uncounted_pods(&t.api_version, &t.kind, pod_less_groups))
         .then(|| UncountedTemplate {
             namespace: t.namespace.clone(),
             api_version: t.api_version.clone(),
@@ -982,6 +992,26 @@ mod tests {
             .scoped(&ScopeSelector::default())
             .unwrap();
         assert_eq!(usage.total.get("cpu"), Some(&q("500m")));
+    }
+
+    #[test]
+    fn a_kind_of_a_pod_less_group_is_an_object_not_an_uncountable_workload() {
+        let spec = ResourceBindingSpec {
+            resource: crate::binding::ObjectReference {
+                api_version: "cert-manager.io/v1".into(),
+                kind: "Certificate".into(),
+                name: "tls".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(BindingCharge::compute(&spec, None).unaccounted.is_some());
+        let pod_less = ["cert-manager.io".to_owned()];
+        assert!(
+            BindingCharge::compute_with(&spec, None, &pod_less)
+                .unaccounted
+                .is_none()
+        );
     }
 
     #[test]

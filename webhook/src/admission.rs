@@ -529,7 +529,8 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
             quota,
         });
     }
-    let new_charge = charge(&new.spec, count.as_deref(), &st.settings);
+    let pod_less = &st.settings.pod_less_groups;
+    let new_charge = BindingCharge::compute_with(&new.spec, count.as_deref(), pod_less);
     let old_charge = match (&req.operation, req.old_object.as_ref()) {
         (Operation::Update, Some(old)) => {
             let t = &old.spec.resource;
@@ -541,7 +542,11 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
                     Err(_) => return error(Error::Timeout),
                 }
             };
-            Some(charge(&old.spec, old_count.as_deref(), &st.settings))
+            Some(BindingCharge::compute_with(
+                &old.spec,
+                old_count.as_deref(),
+                pod_less,
+            ))
         }
         _ => None,
     };
@@ -659,24 +664,4 @@ fn counts_group<K>(quotas: &[Arc<crate::cache::Cached<K>>], api_version: &str) -
             })
             .then(|| q.name().to_owned())
     })
-}
-
-/// What a binding costs ([`BindingCharge::compute`]); a template of a group the operator
-/// says runs no pods (`--pod-less-groups`) is an object, never an uncountable workload.
-fn charge(
-    spec: &karmada_quota_core::binding::ResourceBindingSpec,
-    count: Option<&str>,
-    settings: &Settings,
-) -> BindingCharge {
-    let mut c = BindingCharge::compute(spec, count);
-    if c.unaccounted.as_ref().is_some_and(|t| {
-        !karmada_quota_core::pod_kinds::runs_uncounted_pods(
-            &t.api_version,
-            &t.kind,
-            &settings.pod_less_groups,
-        )
-    }) {
-        c.unaccounted = None;
-    }
-    c
 }
