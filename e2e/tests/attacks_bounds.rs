@@ -71,7 +71,8 @@ fn measure(s: &mut WebhookSetup) -> Result<(u64, u64)> {
     Ok((rss(pid)?, file_len(bin.log_path())?))
 }
 
-fn report(what: &str, before: (u64, u64), after: (u64, u64)) -> (u64, u64) {
+/// Reports the RSS and log growth of `what`, and fails when either passes its bound.
+fn within_bounds(what: &str, before: (u64, u64), after: (u64, u64)) -> Result<()> {
     let rss_growth = after.0.saturating_sub(before.0);
     let log_growth = after.1.saturating_sub(before.1);
     step(&format!(
@@ -81,7 +82,15 @@ fn report(what: &str, before: (u64, u64), after: (u64, u64)) -> (u64, u64) {
         rss_growth as f64 / 1048576.0,
         log_growth / 1024
     ));
-    (rss_growth, log_growth)
+    ensure!(
+        rss_growth < MAX_RSS_GROWTH,
+        "RSS grew by {rss_growth} bytes (bound {MAX_RSS_GROWTH})"
+    );
+    ensure!(
+        log_growth < MAX_LOG_GROWTH,
+        "the log grew by {log_growth} bytes (bound {MAX_LOG_GROWTH})"
+    );
+    Ok(())
 }
 
 #[tokio::test]
@@ -111,15 +120,7 @@ async fn huge_template_api_versions_grow_neither_the_webhooks_memory_nor_its_log
         outcomes.push(send(i).await?);
     }
     let after = measure(&mut s)?;
-    let (rss_growth, log_growth) = report("60 × 1 MB template apiVersion", before, after);
-    ensure!(
-        rss_growth < MAX_RSS_GROWTH,
-        "RSS grew by {rss_growth} bytes (bound {MAX_RSS_GROWTH})"
-    );
-    ensure!(
-        log_growth < MAX_LOG_GROWTH,
-        "the log grew by {log_growth} bytes (bound {MAX_LOG_GROWTH})"
-    );
+    within_bounds("60 × 1 MB template apiVersion", before, after)?;
     for outcome in outcomes {
         let refused = outcome.err().context("a 1 MB apiVersion was admitted")?;
         ensure!(
@@ -191,15 +192,7 @@ async fn huge_policy_selector_api_versions_grow_neither_the_webhooks_memory_nor_
         send(i).await?;
     }
     let after = measure(&mut s)?;
-    let (rss_growth, log_growth) = report("40 × 1 MB policy selector apiVersion", before, after);
-    ensure!(
-        rss_growth < MAX_RSS_GROWTH,
-        "RSS grew by {rss_growth} bytes (bound {MAX_RSS_GROWTH})"
-    );
-    ensure!(
-        log_growth < MAX_LOG_GROWTH,
-        "the log grew by {log_growth} bytes (bound {MAX_LOG_GROWTH})"
-    );
+    within_bounds("40 × 1 MB policy selector apiVersion", before, after)?;
     s.teardown().await
 }
 
