@@ -15,6 +15,8 @@ crds: ## Regenerate the checked-in CRD from the Rust types (and the chart's copy
 	cp crds/quota.karmada.io_karmadaquotas.yaml charts/karmada-quota/files/
 	cargo run -q -p karmada-quota-crds --bin crdgen cluster > crds/quota.karmada.io_karmadaclusterquotas.yaml
 	cp crds/quota.karmada.io_karmadaclusterquotas.yaml charts/karmada-quota/files/
+	cargo run -q -p karmada-quota-crds --bin crdgen share > crds/quota.karmada.io_karmadaclusterquotashares.yaml
+	cp crds/quota.karmada.io_karmadaclusterquotashares.yaml charts/karmada-quota/files/
 
 image: ## Build the container image the chart deploys by default (needs docker)
 	docker build -t karmada-quota:$$(sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/karmada-quota/Chart.yaml) .

@@ -68,6 +68,20 @@ pub struct Args {
     )]
     pub cluster_quota_selector: String,
 
+    /// Keep, in every namespace a KarmadaClusterQuota selects, a read-only
+    /// KarmadaClusterQuotaShare of the same name (its limits, totals and that namespace's
+    /// share), so tenants without cluster-scoped rights can read the quota that binds them
+    /// (`kubectl get kcqshare`, the plugin). Needs write access to
+    /// karmadaclusterquotashares.
+    #[arg(
+        long,
+        env = "KQ_CLUSTER_QUOTA_SHARES",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub cluster_quota_shares: bool,
+
     /// Reconcile KarmadaQuotas (true) or only KarmadaClusterQuotas (false), e.g. to run
     /// the cluster quotas in a replica set of their own.
     #[arg(

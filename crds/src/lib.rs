@@ -10,11 +10,15 @@
 //!   the API share one definition.
 //! - [`KarmadaClusterQuota`]: the same quota over the namespaces a label selector matches
 //!   (`crds/quota.karmada.io_karmadaclusterquotas.yaml`, generated the same way).
+//! - [`KarmadaClusterQuotaShare`]: a cluster quota's read-only mirror in each namespace it
+//!   selects (`crds/quota.karmada.io_karmadaclusterquotashares.yaml`), written by the
+//!   controller for tenants without cluster-scoped read rights.
 //! - [`QuotaObject`]: what both kinds offer the status writer, webhook and controller.
 //! - [`convert`]: both kinds ⇄ the engine's `QuotaState` / `Reservation`.
 
 pub mod cluster;
 pub mod cluster_quota;
+pub mod cluster_quota_share;
 pub mod convert;
 pub mod object;
 pub mod quota;
@@ -22,6 +26,7 @@ pub mod resourcebinding;
 
 pub use cluster::Cluster;
 pub use cluster_quota::{KarmadaClusterQuota, KarmadaClusterQuotaSpec, KarmadaClusterQuotaStatus};
+pub use cluster_quota_share::{KarmadaClusterQuotaShare, share_of};
 pub use object::QuotaObject;
 pub use quota::{KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus};
 pub use resourcebinding::ResourceBinding;
@@ -30,6 +35,9 @@ pub use resourcebinding::ResourceBinding;
 pub const CRD_PATH: &str = "crds/quota.karmada.io_karmadaquotas.yaml";
 /// Path of the generated KarmadaClusterQuota CRD, relative to the repository root.
 pub const CLUSTER_CRD_PATH: &str = "crds/quota.karmada.io_karmadaclusterquotas.yaml";
+
+/// Path of the generated KarmadaClusterQuotaShare CRD, relative to the repository root.
+pub const SHARE_CRD_PATH: &str = "crds/quota.karmada.io_karmadaclusterquotashares.yaml";
 
 /// The CRD as YAML, exactly as `crdgen` prints it and as it is checked in.
 pub fn crd_yaml() -> String {
@@ -45,6 +53,17 @@ pub fn cluster_crd_yaml() -> String {
         &KarmadaClusterQuota::crd(),
         " cluster",
         "crds/src/cluster_quota.rs",
+    )
+}
+
+/// The KarmadaClusterQuotaShare CRD as YAML, as `crdgen share` prints it and as it is
+/// checked in.
+pub fn share_crd_yaml() -> String {
+    use kube::CustomResourceExt;
+    generated(
+        &KarmadaClusterQuotaShare::crd(),
+        " share",
+        "crds/src/cluster_quota_share.rs",
     )
 }
 

@@ -105,3 +105,62 @@ fn cluster_crd_is_cluster_scoped_requires_a_selector_and_has_printer_columns() {
         assert!(status[field].is_object(), "status.{field} missing");
     }
 }
+
+#[test]
+fn checked_in_share_crd_matches_the_rust_types() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("quota.karmada.io_karmadaclusterquotashares.yaml");
+    let generated = karmada_quota_crds::share_crd_yaml();
+    if std::env::var_os("KQ_UPDATE_CRD").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "{} is out of date with crds/src/cluster_quota_share.rs; regenerate it with `make crds`",
+        path.display()
+    );
+}
+
+#[test]
+fn share_crd_is_namespaced_with_the_cluster_quota_fields_and_printer_columns() {
+    use kube::CustomResourceExt;
+    let crd = karmada_quota_crds::KarmadaClusterQuotaShare::crd();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("karmadaclusterquotashares.quota.karmada.io")
+    );
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(
+        crd.spec.names.short_names,
+        Some(vec!["kcqshare".to_owned()])
+    );
+    let v = &crd.spec.versions[0];
+    let cols: Vec<_> = v
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(cols, ["Total", "This-Namespace", "Ready", "Age"]);
+    let schema = serde_json::to_value(&v.schema).unwrap();
+    let props = &schema["openAPIV3Schema"]["properties"];
+    for field in ["namespaceSelector", "hard", "scopeSelector"] {
+        assert!(
+            props["spec"]["properties"][field].is_object(),
+            "spec.{field} missing"
+        );
+    }
+    for field in [
+        "used",
+        "clusters",
+        "namespaces",
+        "summary",
+        "namespaceSummary",
+    ] {
+        assert!(
+            props["status"]["properties"][field].is_object(),
+            "status.{field} missing"
+        );
+    }
+}

@@ -418,10 +418,12 @@ install_crds() {
     else
         echo "    warning: $own does not exist yet; KarmadaQuota CRD not installed" >&2
     fi
-    local own_cluster=$REPO_ROOT/crds/quota.karmada.io_karmadaclusterquotas.yaml
-    if [[ -f $own_cluster ]]; then
-        files+=("$own_cluster")
-    fi
+    local own_more
+    for own_more in karmadaclusterquotas karmadaclusterquotashares; do
+        if [[ -f $REPO_ROOT/crds/quota.karmada.io_$own_more.yaml ]]; then
+            files+=("$REPO_ROOT/crds/quota.karmada.io_$own_more.yaml")
+        fi
+    done
     [[ ${#files[@]} -gt 0 ]] || return 0
     local args=() names
     for f in "${files[@]}"; do args+=(-f "$f"); done

@@ -10,6 +10,8 @@
 //!         and entries) + core::selection::namespace_usage (per namespace)
 //!      ─► desired_status of the KarmadaQuota-shaped part + status.namespaces
 //!      ─► status::update (CAS; only the leader)
+//!      ─► shares: the KarmadaClusterQuotaShare of each selected namespace mirrors it
+//!  watch KarmadaClusterQuotaShare ─► store ─► any change: reconcile the cluster quota
 //! ```
 //!
 //! A relabelled namespace moves its usage at the next reconcile (the label change
@@ -21,6 +23,7 @@
 
 mod compute;
 mod reconcile;
+pub mod shares;
 
 use std::sync::{Arc, RwLock};
 
@@ -29,12 +32,12 @@ use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_core::selection::Labels;
 use karmada_quota_crds::KarmadaClusterQuota;
 use karmada_quota_status::StatusStore;
-use kube::Client;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
+use kube::{Client, ResourceExt};
 
 pub use compute::{namespaces_selected, observed_in};
 pub use reconcile::{ClusterCtx, error_policy, reconcile};
@@ -100,7 +103,14 @@ pub(crate) fn run(
         config = config.labels(&selector);
     }
     let (reader, writer) = reflector::store::<KarmadaClusterQuota>();
+    let (shares, share_changes) = if args.cluster_quota_shares {
+        let (shares, changes) = shares::Shares::watch(client, metrics.clone());
+        (Some(shares), changes.boxed())
+    } else {
+        (None, stream::empty().boxed())
+    };
     let (errors, forget_ctx) = (metrics.clone(), base.clone());
+    let forget_shares = shares.clone();
     let store_for_forget = reader.clone();
     let quota_events = watch(
         kube::Api::<KarmadaClusterQuota>::all(client.clone()),
@@ -117,6 +127,10 @@ pub(crate) fn run(
     .inspect(move |ev| {
         if let Ok(ev) = ev {
             forget_deleted(ev, &store_for_forget, &forget_ctx);
+            if let (Event::Delete(q), Some(shares)) = (ev, &forget_shares) {
+                let (shares, name) = (shares.clone(), q.name_any());
+                tokio::spawn(async move { shares.forget(&name).await });
+            }
         }
     })
     .applied_objects();
@@ -125,11 +139,13 @@ pub(crate) fn run(
         store: Arc::new(karmada_quota_status::KubeStore::new(client.clone()))
             as Arc<dyn StatusStore<KarmadaClusterQuota>>,
         labels: labels.clone(),
+        shares,
     });
     let store = reader.clone();
     let refs = cluster_namespaces
         .map(move |ns| stream::iter(selecting(&store, &labels, &ns)))
         .flatten();
+    let refs = stream::select(refs, share_changes.map(shares::Shares::owner));
     let concurrency = args.concurrency;
     Controller::for_stream(quota_events, reader)
         .with_config(controller::Config::default().concurrency(concurrency))
@@ -180,7 +196,6 @@ fn selecting(
 /// After the store applied `ev`: forget the views and metrics of cluster quotas it no
 /// longer has (keyed with an empty namespace).
 fn forget_deleted(ev: &Event<KarmadaClusterQuota>, store: &Store<KarmadaClusterQuota>, ctx: &Ctx) {
-    use kube::ResourceExt;
     match ev {
         Event::Delete(q) => crate::reconcile::forget(ctx, "", &q.name_any()),
         Event::InitDone => {

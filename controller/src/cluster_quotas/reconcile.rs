@@ -1,6 +1,7 @@
 //! The KarmadaClusterQuota reconciler: the KarmadaQuota reconciler's steps (not synced →
 //! requeue; leader → compare-and-swap write, throttled; follower → view only), with the
-//! cluster quota's own store, computation and events.
+//! cluster quota's own store, computation and events; then the leader makes its shares
+//! (`shares`) mirror what it wrote.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use kube::{Resource, ResourceExt};
 
 use super::NamespaceLabels;
 use super::compute::{self, ClusterComputed};
+use super::shares::Shares;
 use crate::Error;
 use crate::desired::{self, Computed};
 use crate::reconcile::{Ctx, MAX_WRITE_ATTEMPTS};
@@ -28,6 +30,8 @@ pub struct ClusterCtx {
     pub store: Arc<dyn StatusStore<KarmadaClusterQuota>>,
     /// The namespaces' labels.
     pub labels: NamespaceLabels,
+    /// The KarmadaClusterQuotaShare mirrors (`None`: --cluster-quota-shares=false).
+    pub shares: Option<Shares>,
 }
 
 impl ClusterCtx {
@@ -125,6 +129,15 @@ pub async fn reconcile(
             (*cq).clone(),
         )
     };
+    if leader
+        && *base.leader.borrow()
+        && let Some(shares) = &ctx.shares
+    {
+        let n = shares.sync(&object).await?;
+        if n > 0 {
+            tracing::debug!(cluster_quota = %name, changed = n, "shares mirrored");
+        }
+    }
     let (c, now) = computed;
     if let Computed::Valid { view, .. } = &c.computed {
         base.metrics.observe_quota(view);

@@ -1,11 +1,13 @@
 //! Prints the KarmadaQuota CRD as YAML (`cargo run -p karmada-quota-crds --bin crdgen`), or
-//! the KarmadaClusterQuota CRD with the argument `cluster`.
+//! the KarmadaClusterQuota CRD with the argument `cluster`, the KarmadaClusterQuotaShare CRD
+//! with `share`.
 fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("cluster") => print!("{}", karmada_quota_crds::cluster_crd_yaml()),
+        Some("share") => print!("{}", karmada_quota_crds::share_crd_yaml()),
         None => print!("{}", karmada_quota_crds::crd_yaml()),
         Some(other) => {
-            eprintln!("crdgen: unknown argument {other:?}; usage: crdgen [cluster]");
+            eprintln!("crdgen: unknown argument {other:?}; usage: crdgen [cluster|share]");
             std::process::exit(2);
         }
     }
