@@ -66,8 +66,8 @@ pub enum Command {
     Get {
         /// One quota by name.
         name: Option<String>,
-        /// KarmadaClusterQuotas (cluster-scoped: -n and -A do not apply) instead of
-        /// KarmadaQuotas.
+        /// KarmadaClusterQuotas instead of KarmadaQuotas (cluster-scoped; to a tenant who
+        /// may not read them, their KarmadaClusterQuotaShares in the namespace of -n).
         #[arg(short = 'c', long)]
         cluster: bool,
         /// table, wide (per member cluster columns), csv, json or yaml.

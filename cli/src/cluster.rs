@@ -3,7 +3,9 @@
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Event;
 use karmada_quota_core::placement::ClusterFacts;
-use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, ResourceBinding};
+use karmada_quota_crds::{
+    KarmadaClusterQuota, KarmadaClusterQuotaShare, KarmadaQuota, ResourceBinding,
+};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -79,6 +81,61 @@ impl Access {
         Ok(list)
     }
 
+    /// Every KarmadaClusterQuota, or — when listing them is forbidden, as it is to a tenant
+    /// — those over `namespaces` as their KarmadaClusterQuotaShares there show them (the
+    /// totals and those namespaces' shares), with a note saying so for stderr.
+    pub async fn cluster_quotas_for(
+        &self,
+        namespaces: &[String],
+    ) -> Result<(Vec<KarmadaClusterQuota>, Option<String>)> {
+        match self.cluster_quotas().await {
+            Ok(list) => Ok((list, None)),
+            Err(e) if forbidden(&e) && !namespaces.is_empty() => {
+                let list = self.cluster_quota_shares(namespaces).await?;
+                let note = format!(
+                    "note: you may not list KarmadaClusterQuotas (403 Forbidden): read through \
+                     their KarmadaClusterQuotaShares in {}",
+                    namespaces.join(", ")
+                );
+                Ok((list, Some(note)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The cluster quotas over `namespaces`, from the KarmadaClusterQuotaShares the
+    /// controller keeps there: one per name, with the shares of all of `namespaces` it
+    /// selects.
+    pub async fn cluster_quota_shares(
+        &self,
+        namespaces: &[String],
+    ) -> Result<Vec<KarmadaClusterQuota>> {
+        let mut out: Vec<KarmadaClusterQuota> = Vec::new();
+        for ns in namespaces {
+            let shares = Api::<KarmadaClusterQuotaShare>::namespaced(self.client.clone(), ns)
+                .list(&ListParams::default())
+                .await
+                .with_context(|| {
+                    format!("listing KarmadaClusterQuotaShares (quota.karmada.io/v1alpha1) in {ns}")
+                })?
+                .items;
+            for share in shares {
+                let q = share.as_cluster_quota();
+                match out.iter_mut().find(|o| o.metadata.name == q.metadata.name) {
+                    Some(seen) => {
+                        if let (Some(into), Some(from)) = (seen.status.as_mut(), q.status) {
+                            into.namespaces.extend(from.namespaces);
+                            into.namespaces.sort_by(|a, b| a.name.cmp(&b.name));
+                        }
+                    }
+                    None => out.push(q),
+                }
+            }
+        }
+        out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        Ok(out)
+    }
+
     /// The labels of namespace `name` (`None`: it does not exist). A tenant may not be
     /// allowed to read Namespaces: callers fall back on the cluster quotas'
     /// `status.namespaces`.
@@ -95,12 +152,33 @@ impl Access {
         )
     }
 
-    /// One KarmadaClusterQuota, `None` when it does not exist.
-    pub async fn cluster_quota(&self, name: &str) -> Result<Option<KarmadaClusterQuota>> {
-        Api::<KarmadaClusterQuota>::all(self.client.clone())
+    /// One KarmadaClusterQuota, `None` when it does not exist; when reading it is
+    /// forbidden, its KarmadaClusterQuotaShare in the current namespace (a note for stderr
+    /// says so).
+    pub async fn cluster_quota(
+        &self,
+        name: &str,
+    ) -> Result<(Option<KarmadaClusterQuota>, Option<String>)> {
+        let read = Api::<KarmadaClusterQuota>::all(self.client.clone())
             .get_opt(name)
             .await
-            .with_context(|| format!("reading KarmadaClusterQuota {name}"))
+            .with_context(|| format!("reading KarmadaClusterQuota {name}"));
+        match read {
+            Ok(q) => Ok((q, None)),
+            Err(e) if forbidden(&e) => {
+                let ns = &self.namespace;
+                let share = Api::<KarmadaClusterQuotaShare>::namespaced(self.client.clone(), ns)
+                    .get_opt(name)
+                    .await
+                    .with_context(|| format!("reading KarmadaClusterQuotaShare {ns}/{name}"))?;
+                let note = format!(
+                    "note: you may not read KarmadaClusterQuota {name} (403 Forbidden): read \
+                     through its KarmadaClusterQuotaShare in {ns}"
+                );
+                Ok((share.map(|s| s.as_cluster_quota()), Some(note)))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// One quota, `None` when it does not exist.
@@ -196,4 +274,9 @@ pub fn age(now: jiff::Timestamp, then: jiff::Timestamp) -> String {
         s if s < 2 * 86400 => format!("{}h", s / 3600),
         s => format!("{}d", s / 86400),
     }
+}
+
+/// Whether the API refused the call as forbidden (403): RBAC, not a failure.
+fn forbidden(e: &anyhow::Error) -> bool {
+    matches!(e.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if s.code == 403)
 }

@@ -93,7 +93,7 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
         } => {
             let access = Access::new(&global).await.map_err(api)?;
             let quotas = match &name {
-                Some(n) => match access.cluster_quota(n).await.map_err(api)? {
+                Some(n) => match note_on_stderr(access.cluster_quota(n).await.map_err(api)?) {
                     Some(q) => vec![q],
                     None => {
                         return Err(Failure {
@@ -102,7 +102,12 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
                         });
                     }
                 },
-                None => access.cluster_quotas().await.map_err(api)?,
+                None => note_on_stderr(
+                    access
+                        .cluster_quotas_for(std::slice::from_ref(&access.namespace))
+                        .await
+                        .map_err(api)?,
+                ),
             };
             if quotas.is_empty() && output == render::Output::Table {
                 return Ok(("No KarmadaClusterQuotas found.\n".to_owned(), exit::OK));
@@ -119,7 +124,7 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
             cluster: true,
         } => {
             let access = Access::new(&global).await.map_err(api)?;
-            let Some(q) = access.cluster_quota(&name).await.map_err(api)? else {
+            let Some(q) = note_on_stderr(access.cluster_quota(&name).await.map_err(api)?) else {
                 return Err(Failure {
                     code: exit::EXCEEDS,
                     error: anyhow::anyhow!("karmadaclusterquotas \"{name}\" not found"),
@@ -196,7 +201,9 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
             let mut summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of).collect();
             // With -n, the KarmadaClusterQuotas selecting that namespace (their totals over
             // every namespace they select); without, all of them.
-            match access.cluster_quotas().await {
+            // A tenant may not list cluster quotas: with -n, their shares there stand in.
+            let here: Vec<String> = ns.iter().map(|n| (*n).to_owned()).collect();
+            match access.cluster_quotas_for(&here).await.map(note_on_stderr) {
                 Ok(list) => {
                     let labels = match ns {
                         Some(n) => access.namespace_labels(n).await.ok().flatten(),
@@ -306,9 +313,14 @@ async fn from_cluster(global: &args::Global, inputs: &Inputs) -> Result<Current>
         clusters: access.clusters().await?,
         ..Default::default()
     };
-    // KarmadaClusterQuotas are cluster-scoped: a tenant may not list them (then the check
-    // prices KarmadaQuotas only, and says so).
-    match access.cluster_quotas().await {
+    // KarmadaClusterQuotas are cluster-scoped: a tenant may not list them (then their
+    // shares in the manifests' namespaces stand in; without those the check prices
+    // KarmadaQuotas only, and says so).
+    match access
+        .cluster_quotas_for(&namespaces)
+        .await
+        .map(note_on_stderr)
+    {
         Ok(list) => current.cluster_quotas = list,
         Err(e) => eprintln!(
             "note: KarmadaClusterQuotas not read ({e:#}): checking against KarmadaQuotas only"
@@ -327,4 +339,12 @@ async fn from_cluster(global: &args::Global, inputs: &Inputs) -> Result<Current>
             .insert(ns, bindings.into_iter().map(|b| b.spec).collect());
     }
     Ok(current)
+}
+
+/// The value, after printing its note (if any) on stderr.
+fn note_on_stderr<T>((value, note): (T, Option<String>)) -> T {
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
+    value
 }

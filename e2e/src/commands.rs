@@ -12,10 +12,16 @@ pub const PLUGIN: &str = "kubectl-karmada_quota";
 
 /// Runs the plugin with `--kubeconfig <env's>` and `args`.
 pub async fn plugin(env: &Env, args: &[&str]) -> Result<Output> {
+    plugin_with(env.kubeconfig(), args).await
+}
+
+/// The kubectl plugin with `args` and `--kubeconfig <kubeconfig>` (another identity than
+/// the Env's admin).
+pub async fn plugin_with(kubeconfig: &std::path::Path, args: &[&str]) -> Result<Output> {
     let path = Binary::path(PLUGIN)?;
     tokio::process::Command::new(&path)
         .arg("--kubeconfig")
-        .arg(env.kubeconfig())
+        .arg(kubeconfig)
         .args(args)
         .env("NO_COLOR", "1")
         .output()

@@ -281,7 +281,7 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
             // webhook, controller, dashboard, the aggregated view role, the quota admin role.
             ("ClusterRole", 5),
             ("ClusterRoleBinding", 3),
-            ("CustomResourceDefinition", 2),
+            ("CustomResourceDefinition", 3),
             ("Namespace", 1),
             ("Role", 2),
             ("RoleBinding", 2),
@@ -1596,7 +1596,8 @@ async fn only_the_project_identities_may_write_quota_status() -> Result<()> {
     ensure!(
         view["rules"]
             == json!([{"apiGroups": ["quota.karmada.io"],
-                       "resources": ["karmadaquotas", "karmadaclusterquotas"],
+                       "resources": ["karmadaquotas", "karmadaclusterquotas",
+                                     "karmadaclusterquotashares"],
                        "verbs": ["get", "list", "watch"]}]),
         "{}",
         view["rules"]

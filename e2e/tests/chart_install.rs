@@ -59,6 +59,7 @@ use serde_json::{Value, json};
 
 const CRD_NAME: &str = "karmadaquotas.quota.karmada.io";
 const CLUSTER_CRD_NAME: &str = "karmadaclusterquotas.quota.karmada.io";
+const SHARE_CRD_NAME: &str = "karmadaclusterquotashares.quota.karmada.io";
 /// Label of the test namespace the installed webhook configuration selects.
 const NS_LABEL: &str = "e2e.karmada-quota/chart";
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -574,7 +575,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     // Karmada-cluster holds the members' Secrets (the controller's Role lives there).
     ensure_namespace(&karmada, "karmada-cluster").await?;
     // The control plane came up with the CRDs applied by hand: let the release adopt them.
-    for crd in [CRD_NAME, CLUSTER_CRD_NAME] {
+    for crd in [CRD_NAME, CLUSTER_CRD_NAME, SHARE_CRD_NAME] {
         Api::<CustomResourceDefinition>::all(karmada.clone())
             .patch(
                 crd,
@@ -719,6 +720,11 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(true, "list", q, "karmadaclusterquotas", None, None),
         Access::new(true, "update", q, "karmadaclusterquotas", Some("status"), None),
         Access::new(false, "delete", q, "karmadaclusterquotas", None, None),
+        // The KarmadaClusterQuotaShare mirrors (controller.clusterQuotaShares).
+        Access::new(true, "watch", q, "karmadaclusterquotashares", None, None),
+        Access::new(true, "patch", q, "karmadaclusterquotashares", None, Some(t)),
+        Access::new(true, "patch", q, "karmadaclusterquotashares", Some("status"), Some(t)),
+        Access::new(true, "delete", q, "karmadaclusterquotashares", None, Some(t)),
         Access::new(true, "list", "work.karmada.io", "resourcebindings", None, None),
         Access::new(true, "watch", "work.karmada.io", "resourcebindings", None, None),
         Access::new(true, "list", "cluster.karmada.io", "clusters", None, None),
@@ -764,6 +770,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t)),
         Access::new(false, "update", q, "karmadaclusterquotas", Some("status"), None),
         Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
+        Access::new(false, "patch", q, "karmadaclusterquotashares", None, Some(t)),
         Access::new(false, "create", "events.k8s.io", "events", None, Some(t)),
         Access::new(false, "create", "coordination.k8s.io", "leases", None, Some(lease)),
     ];
@@ -810,6 +817,9 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         (VIEWER, Access::new(false, "create", q, "karmadaquotas", None, Some(t))),
         (VIEWER, Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t))),
         (VIEWER, Access::new(false, "list", q, "karmadaquotas", None, None)),
+        // Its namespace's shares of the cluster quotas over it: read, never written.
+        (VIEWER, Access::new(true, "get", q, "karmadaclusterquotashares", None, Some(t))),
+        (VIEWER, Access::new(false, "patch", q, "karmadaclusterquotashares", None, Some(t))),
         // The namespace's admin (built-in admin) and the quota admin (<fullname>-admin):
         // set quotas, never reservations or usage.
         (QUOTA_ADMIN, Access::new(true, "update", q, "karmadaquotas", None, Some(t))),
@@ -817,6 +827,9 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         (QUOTA_ADMIN, Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t))),
         (QUOTA_ADMIN, Access::new(false, "patch", q, "karmadaquotas", Some("status"), Some(t))),
         (QUOTA_ADMIN, Access::new(false, "update", q, "karmadaclusterquotas", Some("status"), None)),
+        // The shares are the controller's alone.
+        (QUOTA_ADMIN, Access::new(false, "update", q, "karmadaclusterquotashares", None, Some(t))),
+        (QUOTA_ADMIN, Access::new(false, "patch", q, "karmadaclusterquotashares", Some("status"), Some(t))),
     ];
     let mut wrong = Vec::new();
     for (user, a) in &people_table {

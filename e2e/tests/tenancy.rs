@@ -7,7 +7,11 @@
 //!   admin group (`system:masters`, Karmada's admin kubeconfig) can; the tenant's roles
 //!   grant no status write;
 //! - a KarmadaClusterQuota over team A's namespaces prices `kubectl karmada-quota check`,
-//!   `top` and the PropagationPolicy review with its totals.
+//!   `top` and the PropagationPolicy review with its totals;
+//! - a tenant with only the chart's view role in its namespace reads the cluster quota
+//!   over it through the KarmadaClusterQuotaShare the controller keeps there (`kubectl get
+//!   kcqshare`, the plugin's `top` and `get --cluster`), and nothing of another namespace
+//!   (item 4).
 
 use std::collections::BTreeSet;
 
@@ -17,15 +21,18 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
-use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaClusterQuotaShare, KarmadaQuota};
 use karmada_quota_e2e::chart::Helm;
-use karmada_quota_e2e::commands::{kubectl_apply, plugin, text};
+use karmada_quota_e2e::commands::{kubectl_apply, plugin, plugin_with, text};
+use karmada_quota_e2e::controller::Controller;
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
 use karmada_quota_e2e::webhook::NS_LABEL;
-use karmada_quota_e2e::{Env, try_wait_for};
+use karmada_quota_e2e::webhook::Rb;
+use karmada_quota_e2e::{Env, TestNs, try_wait_for, wait_for};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use std::time::Duration;
 
 const TENANT: &str = "team-a-admin";
 const TENANT_GROUP: &str = "team-a-admins";
@@ -454,4 +461,290 @@ async fn the_plugin_and_the_policy_review_price_the_cluster_quota_over_its_names
 
     kcqs.delete(&name, &DeleteParams::default()).await?;
     s.teardown().await
+}
+
+/// A copy of the Env's kubeconfig (as JSON, which kubectl and kube read as YAML) whose
+/// user impersonates `user` in `groups`, at `path`.
+fn kubeconfig_as(env: &Env, user: &str, groups: &[&str], path: &std::path::Path) -> Result<()> {
+    let mut config = kube::config::Kubeconfig::read_from(env.kubeconfig())?;
+    for a in &mut config.auth_infos {
+        if let Some(info) = a.auth_info.as_mut() {
+            info.impersonate = Some(user.to_owned());
+            info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
+        }
+    }
+    std::fs::write(path, serde_json::to_vec(&config)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// `kubectl --kubeconfig <kubeconfig> <args>`.
+async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Result<std::process::Output> {
+    tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .await
+        .context("running kubectl")
+}
+
+async fn label_business(c: &Client, ns: &str, business: Option<&str>) -> Result<()> {
+    Api::<Namespace>::all(c.clone())
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"e2e.karmada-quota/business": business}}}),
+            ),
+        )
+        .await
+        .with_context(|| format!("labelling namespace {ns}"))?;
+    Ok(())
+}
+
+/// The share `name` in `ns` as the admin reads it: (total used cpu, this namespace's cpu).
+async fn share_cpu(c: &Client, ns: &str, name: &str) -> Option<(String, String)> {
+    let s = Api::<KarmadaClusterQuotaShare>::namespaced(c.clone(), ns)
+        .get_opt(name)
+        .await
+        .ok()??;
+    let st = s.status?;
+    let total = st.cluster_quota.quota.used.get("requests.cpu")?.0.clone();
+    let mine = st
+        .cluster_quota
+        .namespaces
+        .first()?
+        .used
+        .get("requests.cpu")?
+        .0
+        .clone();
+    Some((total, mine))
+}
+
+#[tokio::test]
+#[ignore = "needs the loopback control plane and the chart tools: make test runs it"]
+async fn a_tenant_reads_the_cluster_quota_over_its_namespace_through_its_share() -> Result<()> {
+    let env = Env::get().await?;
+    let admin = &env.client()?;
+    let (ns_a, ns_b) = (
+        TestNs::new(admin, "tenancy_share").await?,
+        TestNs::new(admin, "tenancy_share").await?,
+    );
+    let (a, b) = (ns_a.name().to_owned(), ns_b.name().to_owned());
+    let suffix = a.rsplit('-').next().unwrap_or(&a).to_owned();
+    let (business, name, fullname) = (
+        format!("share-{suffix}"),
+        format!("kcq-share-{suffix}"),
+        format!("kq-share-{suffix}"),
+    );
+    let selector = format!("e2e.karmada-quota/business={business}");
+
+    step("[Setup] the chart's view ClusterRole, bound to tenant team-a-viewer in namespace A only");
+    let roles = chart_people_roles(&fullname).await?;
+    let cr: Api<ClusterRole> = Api::all(admin.clone());
+    let view = roles
+        .iter()
+        .find(|r| r.name_any() == format!("{fullname}-view"))
+        .context("no view role")?;
+    cr.create(&PostParams::default(), view).await?;
+    Api::<RoleBinding>::namespaced(admin.clone(), &a)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "team-a-viewer"},
+                "roleRef": {"kind": "ClusterRole", "name": view.name_any(),
+                            "apiGroup": "rbac.authorization.k8s.io"},
+                "subjects": [{"kind": "User", "name": "team-a-viewer",
+                              "apiGroup": "rbac.authorization.k8s.io"}]
+            }))?,
+        )
+        .await?;
+    let dir = env
+        .cp_dir()
+        .unwrap_or(env.log_dir())
+        .join(format!("tenancy-share-{suffix}"));
+    std::fs::create_dir_all(&dir)?;
+    let tenant_config = dir.join("tenant.kubeconfig");
+    kubeconfig_as(env, "team-a-viewer", &["team-a"], &tenant_config)?;
+
+    step(
+        "[Setup] a controller for this test's cluster quota; KarmadaClusterQuota over A and B, cpu=10",
+    );
+    label_business(admin, &a, Some(&business)).await?;
+    label_business(admin, &b, Some(&business)).await?;
+    let _ctl = Controller::builder()
+        .arg(format!("--cluster-quota-selector={selector}"))
+        .arg("--namespaced-quotas=false")
+        .start(env)
+        .await?;
+    let kcqs: Api<KarmadaClusterQuota> = Api::all(admin.clone());
+    kcqs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "quota.karmada.io/v1alpha1", "kind": "KarmadaClusterQuota",
+            "metadata": {"name": name, "labels": {"e2e.karmada-quota/business": business}},
+            "spec": {"namespaceSelector": {"matchLabels": {"e2e.karmada-quota/business": business}},
+                     "hard": {"requests.cpu": "10"}}
+        }))?,
+    )
+    .await?;
+    step("[Create] 1 cpu of bindings in A, 2 in B (no webhook: straight in)");
+    for (ns, replicas) in [(&a, 1), (&b, 2)] {
+        let rb = Rb::deployment("web", replicas).request("cpu", "1").json(ns);
+        karmada_quota_e2e::accepts(admin, &rb).await?;
+    }
+    let want = Some(("3".to_owned(), "1".to_owned()));
+    wait_for(
+        "A's share: 3 in total, 1 in A",
+        Duration::from_secs(30),
+        || async {
+            share_cpu(admin, &a, &name)
+                .await
+                .filter(|v| Some(v) == want.as_ref())
+        },
+    )
+    .await?;
+    wait_for("B's share: 2 in B", Duration::from_secs(30), || async {
+        share_cpu(admin, &b, &name)
+            .await
+            .filter(|v| *v == ("3".to_owned(), "2".to_owned()))
+    })
+    .await?;
+
+    step("[Get] as the tenant: the cluster-scoped KarmadaClusterQuota is forbidden");
+    let o = kubectl(&tenant_config, &["get", "karmadaclusterquota", &name]).await?;
+    ensure!(
+        !o.status.success() && text(&o).contains("forbidden"),
+        "the tenant read the cluster quota: {}",
+        text(&o)
+    );
+
+    step("[Get] as the tenant: kubectl get kcqshare -n A → total 3/10, A's 1; nothing of B");
+    let o = kubectl(&tenant_config, &["get", "kcqshare", "-n", &a]).await?;
+    let out = text(&o);
+    eprintln!("{out}");
+    ensure!(o.status.success(), "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(&name))
+        .with_context(|| format!("no {name} row:\n{out}"))?;
+    ensure!(
+        row.contains("requests.cpu: 3/10")
+            && row.contains("requests.cpu: 1")
+            && row.contains("True"),
+        "row: {row}"
+    );
+    let o = kubectl(
+        &tenant_config,
+        &["get", "kcqshare", "-n", &a, &name, "-o", "json"],
+    )
+    .await?;
+    let json_out = text(&o);
+    ensure!(o.status.success(), "{json_out}");
+    ensure!(
+        !json_out.contains(&b) && json_out.contains("\"hard\""),
+        "A's share names B or lacks hard: {json_out}"
+    );
+    let o = kubectl(&tenant_config, &["get", "kcqshare", "-n", &b]).await?;
+    ensure!(
+        !o.status.success(),
+        "the tenant read B's share: {}",
+        text(&o)
+    );
+
+    step(
+        "[Top] as the tenant: the plugin's top -n A lists the cluster quota, read through the share",
+    );
+    let o = plugin_with(&tenant_config, &["top", "-n", &a]).await?;
+    let out = text(&o);
+    eprintln!("{out}");
+    ensure!(o.status.success(), "top failed: {out}");
+    let row = out
+        .lines()
+        .find(|l| l.contains(&name))
+        .with_context(|| format!("no {name} row:\n{out}"))?;
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    ensure!(
+        cells
+            == [
+                "(cluster)",
+                name.as_str(),
+                "requests.cpu",
+                "3",
+                "0",
+                "10",
+                "30%"
+            ],
+        "row {cells:?}\n{out}"
+    );
+    ensure!(
+        out.contains(&format!("note: you may not list KarmadaClusterQuotas (403 Forbidden): read through their KarmadaClusterQuotaShares in {a}\n")),
+        "no note on stderr: {out}"
+    );
+    let o = plugin_with(&tenant_config, &["-n", &a, "get", "--cluster", &name]).await?;
+    let out = text(&o);
+    ensure!(
+        o.status.success() && out.contains(&name),
+        "get --cluster: {out}"
+    );
+
+    step("[Auth] the tenant may not write its share (RBAC: the controller's alone)");
+    let tenant = impersonating(env, "team-a-viewer", &["team-a"])?;
+    let shares = |c: &Client, ns: &str| Api::<KarmadaClusterQuotaShare>::namespaced(c.clone(), ns);
+    let raise = Patch::Merge(json!({"spec": {"hard": {"requests.cpu": "1000"}}}));
+    let s403 = refusal(
+        "the tenant's share edit",
+        shares(&tenant, &a)
+            .patch(&name, &PatchParams::default(), &raise)
+            .await,
+    )?;
+    ensure!(s403.code == 403, "{s403:?}");
+
+    step("[Update] an edit of the share by hand (as the admin) is written back");
+    shares(admin, &a)
+        .patch(&name, &PatchParams::default(), &raise)
+        .await?;
+    wait_for(
+        "the share's hard back at 10",
+        Duration::from_secs(30),
+        || async {
+            shares(admin, &a).get(&name).await.ok().filter(|s| {
+                s.spec
+                    .cluster_quota
+                    .quota
+                    .hard
+                    .get("requests.cpu")
+                    .map(|q| q.0.as_str())
+                    == Some("10")
+            })
+        },
+    )
+    .await?;
+
+    step("[Label] B leaves the business → its share is deleted; A's total falls to 1");
+    label_business(admin, &b, None).await?;
+    wait_for("B's share gone", Duration::from_secs(30), || async {
+        matches!(shares(admin, &b).get_opt(&name).await, Ok(None)).then_some(())
+    })
+    .await?;
+    wait_for("A's share: 1 in total", Duration::from_secs(30), || async {
+        share_cpu(admin, &a, &name)
+            .await
+            .filter(|v| *v == ("1".to_owned(), "1".to_owned()))
+    })
+    .await?;
+
+    step("[Delete] the cluster quota → the controller deletes A's share too");
+    kcqs.delete(&name, &DeleteParams::default()).await?;
+    wait_for("A's share gone", Duration::from_secs(30), || async {
+        matches!(shares(admin, &a).get_opt(&name).await, Ok(None)).then_some(())
+    })
+    .await?;
+
+    cr.delete(&view.name_any(), &DeleteParams::default())
+        .await?;
+    std::fs::remove_dir_all(&dir).ok();
+    ns_a.delete(admin).await?;
+    ns_b.delete(admin).await?;
+    Ok(())
 }

@@ -103,7 +103,8 @@ pub(crate) fn run(
         config = config.labels(&selector);
     }
     let (reader, writer) = reflector::store::<KarmadaClusterQuota>();
-    let (shares, share_changes) = if args.cluster_quota_shares {
+    // The dashboard-only role writes nothing (and may not read shares): no mirror.
+    let (shares, share_changes) = if args.cluster_quota_shares && args.controls() {
         let (shares, changes) = shares::Shares::watch(client, metrics.clone());
         (Some(shares), changes.boxed())
     } else {
