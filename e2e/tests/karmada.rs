@@ -699,3 +699,184 @@ async fn a_named_duplicated_placement_over_the_limit_is_refused_at_create() -> R
     )?;
     k.teardown().await
 }
+
+/// DaemonSet `name` requesting `cpu` per pod (Karmada's interpreter knows no replica count
+/// for it: its binding carries none).
+fn daemonset(ns: &str, name: &str, cpu: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{
+                    "name": "agent",
+                    "image": "registry.invalid/agent:1",
+                    "resources": {"requests": {"cpu": cpu}}
+                }]}
+            }
+        }
+    })
+}
+
+#[tokio::test]
+#[ignore = "needs real Karmada: make e2e-karmada runs it"]
+async fn a_propagated_daemonset_is_refused_then_charged_by_its_observed_pods() -> Result<()> {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use kube::api::{Api, DeleteParams, Patch, PatchParams};
+    use serde_json::json;
+
+    let Some(k) = KarmadaSetup::start("karmada_daemonset", HARD).await? else {
+        return Ok(());
+    };
+    let (c, ns) = (k.client().clone(), k.ns().to_owned());
+    let env = Env::get().await?;
+    let rb_name = "agents-daemonset";
+
+    step("[Apply] PropagationPolicy agents → DaemonSet agents (250m per pod) to both members");
+    apply(
+        &c,
+        &ns,
+        json!({
+            "apiVersion": "policy.karmada.io/v1alpha1",
+            "kind": "PropagationPolicy",
+            "metadata": {"name": "agents", "namespace": ns},
+            "spec": {
+                "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agents"}],
+                "placement": {"clusterAffinity": {"clusterNames": MEMBERS}}
+            }
+        }),
+    )
+    .await?;
+    apply(&c, &ns, daemonset(&ns, "agents", "250m")).await?;
+
+    step(
+        "[Check] the detector's CREATE is refused (Deny, the default): UnaccountedWorkload on the DaemonSet",
+    );
+    wait_event(
+        &c,
+        &ns,
+        "DaemonSet",
+        "agents",
+        "UnaccountedWorkload",
+        &format!("DaemonSet {ns}/agents (apps/v1) runs pods that no replica count covers"),
+    )
+    .await?;
+    ensure!(
+        bindings(&c, &ns).get_opt(rb_name).await?.is_none(),
+        "the refused binding exists"
+    );
+    try_wait_for(
+        "the denial in the webhook's log",
+        Duration::from_secs(10),
+        || async {
+            Ok::<_, anyhow::Error>(
+                k.denials()?
+                    .into_iter()
+                    .find(|d| d.binding == rb_name && d.reason == "UnaccountedWorkload"),
+            )
+        },
+    )
+    .await?;
+    for m in env.member_clients()? {
+        ensure!(
+            Api::<DaemonSet>::namespaced(m, &ns)
+                .get_opt("agents")
+                .await?
+                .is_none(),
+            "a member runs the refused DaemonSet"
+        );
+    }
+
+    step(
+        "[Update] quota q: unaccountedWorkloads Observed (as the admin); the detector's retry is admitted",
+    );
+    Api::<KarmadaQuota>::namespaced(c.clone(), &ns)
+        .patch(
+            QUOTA,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unaccountedWorkloads": "Observed"}})),
+        )
+        .await?;
+    // Nudge the detector (its retries back off): a label change re-queues the template.
+    let mut attempt = 0;
+    try_wait_for("the DaemonSet's binding", SYNC_TIMEOUT, || {
+        attempt += 1;
+        let (c, ns) = (c.clone(), ns.clone());
+        async move {
+            Api::<DaemonSet>::namespaced(c.clone(), &ns)
+                .patch(
+                    "agents",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {"nudge": attempt.to_string()}}})),
+                )
+                .await?;
+            Ok::<_, anyhow::Error>(bindings(&c, &ns).get_opt(rb_name).await?)
+        }
+    })
+    .await?;
+    let rb = wait_scheduled(&c, &ns, rb_name).await?;
+    let mut names: Vec<String> = placed(&rb).into_iter().map(|(n, _)| n).collect();
+    names.sort();
+    ensure!(names == MEMBERS, "the scheduler placed {names:?}");
+
+    step(
+        "[Create] in each member, the pod its DaemonSet controller would make (owner DaemonSet/agents)",
+    );
+    try_wait_for("the DaemonSet in both members", SYNC_TIMEOUT, || async {
+        let mut all = true;
+        for m in env.member_clients()? {
+            all &= Api::<DaemonSet>::namespaced(m, &ns)
+                .get_opt("agents")
+                .await?
+                .is_some();
+        }
+        Ok::<_, anyhow::Error>(all.then_some(()))
+    })
+    .await?;
+    for (i, m) in env.member_clients()?.into_iter().enumerate() {
+        let owner = Api::<DaemonSet>::namespaced(m.clone(), &ns)
+            .get("agents")
+            .await?;
+        karmada_quota_e2e::apply_json(
+            &m,
+            &ns,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("agents-{i}"), "namespace": ns,
+                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                                  "name": "agents",
+                                                  "uid": owner.metadata.uid, "controller": true}]},
+                "spec": {"containers": [{"name": "agent", "image": "registry.invalid/agent:1",
+                                         "resources": {"requests": {"cpu": "250m"}}}]}
+            }),
+        )
+        .await?;
+    }
+    step("[Check] quota q: used 500m and 2 pods, the DaemonSet's pods as the members run them");
+    wait_quota(
+        &c,
+        &ns,
+        QUOTA,
+        "used requests.cpu=500m, pods=2",
+        SYNC_TIMEOUT,
+        |q| used_is(q, &[("requests.cpu", "500m"), ("pods", "2")]),
+    )
+    .await?;
+
+    step("[Delete] the DaemonSet and its binding (as the garbage collector would)");
+    Api::<DaemonSet>::namespaced(c.clone(), &ns)
+        .delete("agents", &DeleteParams::background())
+        .await?;
+    let _ = bindings(&c, &ns)
+        .delete(rb_name, &DeleteParams::background())
+        .await;
+    for (i, m) in env.member_clients()?.into_iter().enumerate() {
+        let _ = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(m, &ns)
+            .delete(&format!("agents-{i}"), &DeleteParams::default())
+            .await;
+    }
+    k.teardown().await
+}
