@@ -163,6 +163,8 @@ pub struct Refusal {
     pub quota: String,
     /// The webhook's message.
     pub message: String,
+    /// What the template would add to that quota (all of it, not only what does not fit).
+    pub charge: BTreeMap<String, String>,
 }
 
 /// The whole answer.
@@ -328,6 +330,7 @@ pub fn check(inputs: &Inputs, current: &Current) -> Report {
                 format!("{}/{}", r.namespace, r.denial.quota)
             },
             message: r.denial.message.clone(),
+            charge: strings(&r.charge),
         })
         .collect();
     report.unselected = outcome.unselected;

@@ -55,6 +55,10 @@ pub fn render(report: &Report) -> String {
             "REFUSED {} by {}: {}\n",
             r.template, r.quota, r.message
         ));
+        if !r.charge.is_empty() {
+            let names: Vec<&String> = r.charge.keys().collect();
+            out.push_str(&format!("  it would add: {}\n", list(&r.charge, &names)));
+        }
     }
     for u in &report.unselected {
         out.push_str(&format!(

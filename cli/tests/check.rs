@@ -188,3 +188,49 @@ fn a_cluster_quota_selecting_the_namespace_prices_the_change_over_all_its_namesp
         "{out}"
     );
 }
+
+#[test]
+fn a_raycluster_is_priced_by_its_components_not_as_zero() {
+    // Head 1 × 1 cpu + workers 3 × (2 cpu, 1 GPU) on member1 = 7 cpu, 3 GPUs, 4 pods:
+    // over the 2 GPUs of ai/gpu.
+    let o = plugin(&[
+        "check",
+        "-f",
+        &fixture("ai/raycluster.yaml"),
+        "--usage",
+        "none",
+    ]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(
+            "REFUSED RayCluster ai/llm by ai/gpu: exceeded quota: gpu, requested: \
+             requests.nvidia.com/gpu=3, used: requests.nvidia.com/gpu=0, limited: \
+             requests.nvidia.com/gpu=2\n  it would add: pods=4, requests.cpu=7, \
+             requests.nvidia.com/gpu=3\n"
+        ),
+        "{out}"
+    );
+    // With room for the GPUs, it fits and adds the same numbers.
+    let dir = std::env::temp_dir().join(format!("kq-check-ray-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let roomy = dir.join("raycluster.yaml");
+    std::fs::write(
+        &roomy,
+        std::fs::read_to_string(fixture("ai/raycluster.yaml"))
+            .unwrap()
+            .replace(
+                "requests.nvidia.com/gpu: \"2\"",
+                "requests.nvidia.com/gpu: \"4\"",
+            ),
+    )
+    .unwrap();
+    let o = plugin(&["check", "-f", roomy.to_str().unwrap(), "--usage", "none"]);
+    let out = stdout(&o);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("  adds:   pods=4, requests.cpu=7, requests.nvidia.com/gpu=3\n"),
+        "{out}"
+    );
+}

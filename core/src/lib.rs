@@ -49,6 +49,7 @@ pub mod template;
 pub mod top;
 pub mod usage;
 pub mod whatif;
+pub mod workload_kinds;
 
 #[cfg(test)]
 mod testutil;

@@ -20,6 +20,10 @@ const UNCOUNTED_POD_KINDS: &[(&str, &str)] = &[
 /// Groups of Kubernetes itself besides those ending in `.k8s.io` (which are its own too).
 const KUBERNETES_GROUPS: &[&str] = &["", "apps", "batch", "policy", "autoscaling"];
 
+/// Groups ending in `.k8s.io` that are not Kubernetes' own API but operators' custom
+/// resources running pods (the Spark operator's SparkApplication).
+const OPERATOR_K8S_IO_GROUPS: &[&str] = &["sparkoperator.k8s.io"];
+
 /// The API group of an `apiVersion` (`apps/v1` → `apps`, `v1` → ``).
 pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(group, _)| group)
@@ -33,7 +37,9 @@ pub fn group_of(api_version: &str) -> &str {
 /// Job or Pod without replicas runs none.
 pub fn runs_uncounted_pods(api_version: &str, kind: &str, pod_less_groups: &[String]) -> bool {
     let group = group_of(api_version);
-    if KUBERNETES_GROUPS.contains(&group) || group.ends_with(".k8s.io") {
+    if KUBERNETES_GROUPS.contains(&group)
+        || (group.ends_with(".k8s.io") && !OPERATOR_K8S_IO_GROUPS.contains(&group))
+    {
         return UNCOUNTED_POD_KINDS.contains(&(group, kind));
     }
     if group == "karmada.io" || group.ends_with(".karmada.io") {
@@ -78,6 +84,12 @@ mod tests {
     #[test]
     fn a_custom_kind_runs_uncounted_pods_unless_its_group_is_said_to_run_none() {
         assert!(runs_uncounted_pods("ray.io/v1", "RayCluster", &[]));
+        // An operator's group under k8s.io is not Kubernetes' own API.
+        assert!(runs_uncounted_pods(
+            "sparkoperator.k8s.io/v1beta2",
+            "SparkApplication",
+            &[]
+        ));
         assert!(runs_uncounted_pods(
             "cert-manager.io/v1",
             "Certificate",

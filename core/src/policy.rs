@@ -109,7 +109,8 @@ impl Policy {
         known: &[ClusterFacts],
     ) -> Result<ResourceBindingSpec, TemplateError> {
         let mut spec = template.binding()?;
-        let workload = spec.replica_requirements.is_some() || spec.replicas > 0;
+        let workload =
+            spec.replica_requirements.is_some() || spec.replicas > 0 || !spec.components.is_empty();
         if workload && self.spec.placement.is_duplicated() {
             spec.clusters = self
                 .spec

@@ -10,6 +10,7 @@
 //! | Deployment, StatefulSet (`apps/v1`) | `spec.replicas` (absent: 0) | `spec.template.spec` |
 //! | Job (`batch/v1`) | `spec.parallelism`, at most `spec.completions` when set | `spec.template.spec` |
 //! | Pod (`v1`) | 1 | `spec` |
+//! | the multi-template kinds of [`crate::workload_kinds`] (RayCluster, PyTorchJob, FlinkDeployment, …) | `spec.components[]`, as with `MultiplePodTemplatesScheduling` | each component's pod template |
 //! | anything else (ReplicaSet, CronJob, ConfigMap, custom kinds…) | none: an object | — |
 //!
 //! Karmada v1.14 has no default replica interpreter for ReplicaSet or CronJob: their
@@ -73,6 +74,9 @@ pub struct TemplateSpec {
     /// Pod: the pod spec's fields, inline.
     #[serde(flatten)]
     pub pod: PodSpec,
+    /// The multi-template kinds' fields (`crate::workload_kinds`).
+    #[serde(flatten)]
+    pub multi: crate::workload_kinds::MultiSpec,
 }
 
 /// `spec.template`.
@@ -126,7 +130,7 @@ pub enum RawQuantity {
 }
 
 impl RawQuantity {
-    fn parse(&self) -> Result<Quantity, String> {
+    pub(crate) fn parse(&self) -> Result<Quantity, String> {
         let text = match self {
             RawQuantity::Text(t) => t.clone(),
             RawQuantity::Number(n) => n.to_string(),
@@ -177,8 +181,20 @@ impl Template {
             ..Default::default()
         };
         let Some(path) = pod_spec_path(&self.api_version, &self.kind) else {
+            let components =
+                crate::workload_kinds::components(&self.api_version, &self.kind, &self.spec.multi)
+                    .transpose()
+                    .map_err(|(field, message)| TemplateError {
+                        kind: self.kind.clone(),
+                        namespace: self.metadata.namespace.clone(),
+                        name: self.metadata.name.clone(),
+                        field,
+                        message,
+                    })?
+                    .unwrap_or_default();
             return Ok(ResourceBindingSpec {
                 resource,
+                components,
                 ..Default::default()
             });
         };
@@ -269,7 +285,7 @@ fn rounded(name: &str, q: Quantity) -> Quantity {
 
 /// The per-replica request of a pod spec (see the module doc); `(field, message)` on a
 /// value that does not parse.
-fn pod_request(pod: &PodSpec) -> Result<ResourceList, (String, String)> {
+pub(crate) fn pod_request(pod: &PodSpec) -> Result<ResourceList, (String, String)> {
     let mut sum = ResourceList::new();
     for (i, c) in pod.containers.iter().enumerate() {
         for (name, q) in container_requests(c, &format!("containers[{i}]"))?.iter() {

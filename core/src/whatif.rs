@@ -87,6 +87,10 @@ pub struct Refusal {
     pub namespace: String,
     /// The decision's denial (quota, reason, message).
     pub denial: Denial,
+    /// What the template would add to that quota (the increase over its existing
+    /// binding, in the quota's scope, restricted to its hard names): the whole charge,
+    /// not only the part that does not fit.
+    pub charge: ResourceList,
 }
 
 /// What the change does.
@@ -215,7 +219,7 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
             })
             .collect();
         let decisions = decide_batch(&mut states, &reqs);
-        for ((template, ..), decision) in list.iter().zip(decisions) {
+        for ((template, _, old, new), decision) in list.iter().zip(decisions) {
             match decision {
                 Decision::Allow(entries) => {
                     for (quota, entry) in entries {
@@ -238,10 +242,16 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
                     if let Some(c) = change {
                         c.refused = true;
                     }
+                    let charge = states
+                        .iter()
+                        .find(|q| q.name == denial.quota && q.covers.is_cluster() == denial.cluster)
+                        .map(|q| increase(old.as_ref(), new, q))
+                        .unwrap_or_default();
                     outcome.refused.push(Refusal {
                         template: template.clone(),
                         namespace: ns.clone(),
                         denial,
+                        charge,
                     });
                 }
             }
@@ -257,6 +267,13 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
         .quotas
         .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     outcome
+}
+
+/// What `new` adds over `old` to quota `q` (its scope, its hard names).
+fn increase(old: Option<&BindingCharge>, new: &BindingCharge, q: &QuotaState) -> ResourceList {
+    let of = |c: &BindingCharge| c.scoped(&q.spec.scope).map(|u| u.total).unwrap_or_default();
+    let before = old.map(of).unwrap_or_default();
+    of(new).sub_clamped(&before).restricted_to(&q.spec.hard)
 }
 
 /// `q`'s numbers before the change, as `namespace`'s (empty: a cluster quota's).
