@@ -19,8 +19,13 @@
 #                    built from that tree are (default $CACHE/karmada-$KARMADA_VERSION).
 #                    This script does not build Karmada: build the three commands with
 #                    Karmada's own instructions and put them there.
-#   KARMADA_VERSION  the tag the above are (default v1.14.10, the version this suite was
-#                    run against).
+#   KARMADA_VERSION  the tag the above are (default v1.14.10; the suite also runs on v1.18.2,
+#                    docs/karmada.md).
+#   KARMADA_FEATURE_GATES  --feature-gates for karmada-controller-manager, -scheduler and
+#                    -webhook (default: none, Karmada's defaults), e.g. on v1.18:
+#                    MultiplePodTemplatesScheduling=true,Failover=true,GracefulEviction=true
+#                    (v1.14 knows no MultiplePodTemplatesScheduling and refuses it). Tests
+#                    that need a gate skip with the reason when it is off.
 #   CACHE            ${XDG_CACHE_HOME:-~/.cache}/karmada-quota (as controlplane.sh).
 #
 # Garbage collection: no kube-controller-manager runs, so a deleted Deployment's binding is
@@ -33,6 +38,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 KARMADA_VERSION=${KARMADA_VERSION:-v1.14.10}
+KARMADA_FEATURE_GATES=${KARMADA_FEATURE_GATES:-}
+gate_args=()
+if [[ -n $KARMADA_FEATURE_GATES ]]; then
+    gate_args=(--feature-gates="$KARMADA_FEATURE_GATES")
+fi
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/karmada-quota
 bin_dir=${KARMADA_BIN_DIR:-$cache/karmada-$KARMADA_VERSION}
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -42,7 +52,7 @@ case ${1:-} in
 --up-only) up_only=1 ;;
 "") ;;
 -h | --help)
-    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 *)
@@ -134,6 +144,12 @@ k() {
     shift
     kubectl --kubeconfig "$dir/kubeconfig-$i" --cache-dir "$dir/kubectl-cache" "$@"
 }
+
+step "the project's stand-in CRDs of multi-template workloads (RayCluster, PyTorchJob, FlinkDeployment) in every apiserver"
+for i in 0 1 2; do
+    k "$i" apply -f e2e/karmada/workload-crds/ >/dev/null
+    k "$i" wait --for condition=established --timeout=60s -f e2e/karmada/workload-crds/ >/dev/null
+done
 
 # Prints N free TCP ports on 127.0.0.1.
 free_ports() {
@@ -248,7 +264,7 @@ openssl x509 -req -days 30 -in "$certs/tls.csr" -CA "$certs/ca.crt" -CAkey "$cer
 spawn karmada-webhook "$bin_dir/karmada-webhook" --kubeconfig "$dir/kubeconfig-karmada-webhook" \
     --bind-address 127.0.0.1 --secure-port "$wh_port" --cert-dir "$certs" \
     --metrics-bind-address "127.0.0.1:${ports[1]}" \
-    --health-probe-bind-address "127.0.0.1:${ports[2]}" --v=2
+    --health-probe-bind-address "127.0.0.1:${ports[2]}" "${gate_args[@]}" --v=2
 wait_url karmada-webhook "https://127.0.0.1:$wh_port/readyz" --cacert "$certs/ca.crt"
 sed -e "s#https://karmada-webhook.karmada-system.svc:443/#https://127.0.0.1:$wh_port/#" \
     -e "s#{{caBundle}}#$(base64 -w0 "$certs/ca.crt")#" "$webhook_config" \
@@ -263,11 +279,11 @@ spawn karmada-controller-manager "$bin_dir/karmada-controller-manager" \
     --kubeconfig "$dir/kubeconfig-karmada-controller-manager" --leader-elect=false \
     --controllers="$controllers" \
     --metrics-bind-address "127.0.0.1:${ports[3]}" \
-    --health-probe-bind-address "127.0.0.1:${ports[4]}" --v=2
+    --health-probe-bind-address "127.0.0.1:${ports[4]}" "${gate_args[@]}" --v=2
 spawn karmada-scheduler "$bin_dir/karmada-scheduler" \
     --kubeconfig "$dir/kubeconfig-karmada-scheduler" \
     --leader-elect=false --metrics-bind-address "127.0.0.1:${ports[5]}" \
-    --health-probe-bind-address "127.0.0.1:${ports[6]}" --v=2
+    --health-probe-bind-address "127.0.0.1:${ports[6]}" "${gate_args[@]}" --v=2
 wait_url karmada-controller-manager "http://127.0.0.1:${ports[4]}/healthz"
 wait_url karmada-scheduler "http://127.0.0.1:${ports[6]}/healthz"
 
@@ -279,6 +295,7 @@ k 0 wait --for condition=Ready --timeout=120s cluster/member1 cluster/member2 >&
 {
     echo "KARMADA_VERSION=$KARMADA_VERSION"
     echo "KARMADA_WEBHOOK_PORT=$wh_port"
+    echo "KARMADA_FEATURE_GATES=$KARMADA_FEATURE_GATES"
 } >>"$dir/env"
 echo "    up in $((SECONDS - t_start)) s" >&2
 
@@ -287,8 +304,8 @@ if [[ $up_only -eq 1 ]]; then
 
 Karmada is running against $dir (logs in $dir/logs).
   kubectl --kubeconfig $dir/kubeconfig-0 get clusters
-  E2E_CONTROLPLANE_DIR=$dir E2E_KARMADA_DIR=$dir \\
-    cargo nextest run --workspace --features karmada-quota-e2e/karmada --test karmada \\
+  E2E_CONTROLPLANE_DIR=$dir E2E_KARMADA_DIR=$dir E2E_KARMADA_FEATURE_GATES=$KARMADA_FEATURE_GATES \\
+    cargo nextest run --workspace --features karmada-quota-e2e/karmada --test 'karmada*' \\
       --run-ignored all
 Press Ctrl-C to stop everything.
 EOF
@@ -301,21 +318,21 @@ fi
 # ---------------------------------------------------------------------------------------
 # Tests
 # ---------------------------------------------------------------------------------------
-step "run the Karmada e2e tests (e2e/tests/karmada.rs)"
-export E2E_CONTROLPLANE_DIR=$dir E2E_KARMADA_DIR=$dir
+step "run the Karmada e2e tests (e2e/tests/karmada*.rs)"
+export E2E_CONTROLPLANE_DIR=$dir E2E_KARMADA_DIR=$dir E2E_KARMADA_FEATURE_GATES=$KARMADA_FEATURE_GATES
 t_tests=$SECONDS
 status=0 # pipefail: a failing test run fails the pipe through tee
 if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --locked "${features[@]}" --test karmada --run-ignored all \
+    cargo nextest run --locked "${features[@]}" --test 'karmada*' --run-ignored all \
         --no-fail-fast --test-threads 2 --success-output immediate 2>&1 | tee "$dir/logs/tests.log" || status=$?
 else
     echo "(cargo-nextest not found: using cargo test)"
-    cargo test --locked "${features[@]}" --test karmada --no-fail-fast \
+    cargo test --locked "${features[@]}" --test 'karmada*' --no-fail-fast \
         -- --include-ignored --test-threads 2 --nocapture 2>&1 | tee "$dir/logs/tests.log" || status=$?
 fi
 stop_all
 trap - EXIT
-printf '\ne2e-karmada: Karmada %s, tests %s in %d s (whole run %d s); logs in %s/logs\n' \
-    "$KARMADA_VERSION" "$([[ $status -eq 0 ]] && echo passed || echo FAILED)" \
+printf '\ne2e-karmada: Karmada %s (gates: %s), tests %s in %d s (whole run %d s); logs in %s/logs\n' \
+    "$KARMADA_VERSION" "${KARMADA_FEATURE_GATES:-defaults}" "$([[ $status -eq 0 ]] && echo passed || echo FAILED)" \
     $((SECONDS - t_tests)) $((SECONDS - t_start)) "$dir" >&2
 exit "$status"

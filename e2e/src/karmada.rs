@@ -37,6 +37,27 @@ use crate::{Env, accepts, apply_json, try_wait_for};
 /// Variable set by `hack/e2e-karmada.sh` once Karmada's components run against the
 /// control plane of `E2E_CONTROLPLANE_DIR`; its value is that directory.
 pub const ENV_KARMADA_DIR: &str = "E2E_KARMADA_DIR";
+/// The Karmada feature gates the script started Karmada with (`--feature-gates`).
+pub const ENV_KARMADA_FEATURE_GATES: &str = "E2E_KARMADA_FEATURE_GATES";
+
+/// Whether Karmada runs with feature gate `gate` set to true; when not, prints why the
+/// calling test skips. Only gates the script set count (Karmada's defaults are not
+/// assumed).
+pub fn gate_on(gate: &str) -> bool {
+    let gates = std::env::var(ENV_KARMADA_FEATURE_GATES).unwrap_or_default();
+    let on = gates
+        .split(',')
+        .filter_map(|g| g.split_once('='))
+        .any(|(name, value)| name.trim() == gate && value.trim().eq_ignore_ascii_case("true"));
+    if !on {
+        eprintln!(
+            "skipped: Karmada runs without {gate}=true (KARMADA_FEATURE_GATES={gates:?}); \
+             `KARMADA_FEATURE_GATES={gate}=true make e2e-karmada` on a Karmada that has it"
+        );
+    }
+    on
+}
+
 /// The quota every test makes.
 pub const QUOTA: &str = "q";
 /// Label the script puts on both member Clusters (a selector that names no cluster).
