@@ -44,6 +44,9 @@ pub struct Current {
     pub clusters: Vec<ClusterFacts>,
     /// Existing bindings per namespace, for the increase over what already runs.
     pub bindings: BTreeMap<String, Vec<ResourceBindingSpec>>,
+    /// API groups whose kinds run no pods (the webhook's `--pod-less-groups`): their
+    /// templates are objects, never uncountable workloads, as the webhook decides.
+    pub pod_less_groups: Vec<String>,
 }
 
 /// One quota's numbers.
@@ -144,7 +147,7 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
             }
         };
         let count = builtin_plural(&t.api_version, &t.kind).map(|p| count_name(&t.api_version, p));
-        let new = BindingCharge::compute(&spec, count.as_deref());
+        let new = BindingCharge::compute_with(&spec, count.as_deref(), &current.pod_less_groups);
         let old = current
             .bindings
             .get(&t.metadata.namespace)
@@ -155,7 +158,7 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
                         && b.resource.name == t.metadata.name
                 })
             })
-            .map(|b| BindingCharge::compute(b, count.as_deref()));
+            .map(|b| BindingCharge::compute_with(b, count.as_deref(), &current.pod_less_groups));
         // Karmada names a binding `<name>-<kind>` in lower case.
         let binding = format!("{}-{}", t.metadata.name, t.kind.to_lowercase());
         charges
@@ -377,6 +380,35 @@ mod tests {
             "exceeded quota: q, requested: requests.cpu=2, used: requests.cpu=0, limited: requests.cpu=1500m"
         );
         assert!(!out.quotas[0].fits());
+    }
+
+    #[test]
+    fn a_kind_of_a_pod_less_group_is_an_object_as_the_webhook_decides() {
+        let mut current = Current::default();
+        current
+            .quotas
+            .insert("a".into(), vec![quota("q", &[("requests.cpu", "1")], None)]);
+        let cert = template(
+            "{apiVersion: cert-manager.io/v1, kind: Certificate, metadata: {name: c, namespace: a}}",
+        );
+        let any = policy(
+            "{kind: PropagationPolicy, metadata: {namespace: a}, spec: {resourceSelectors: [{apiVersion: cert-manager.io/v1, kind: Certificate}]}}",
+        );
+        // Unknown to the engine: a custom kind may run pods nothing counts.
+        let out = what_if(
+            std::slice::from_ref(&cert),
+            std::slice::from_ref(&any),
+            &current,
+        );
+        assert_eq!(out.refused.len(), 1, "{out:?}");
+        assert_eq!(
+            out.refused[0].denial.reason,
+            crate::decision::DenyReason::Unaccounted
+        );
+        // Told its group runs no pods (--pod-less-groups), it is an object and fits.
+        current.pod_less_groups = vec!["cert-manager.io".into()];
+        let out = what_if(&[cert], &[any], &current);
+        assert_eq!(out.refused, []);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use karmada_quota_e2e::Env;
 use karmada_quota_e2e::commands::{kubectl_apply, plugin, text};
 use karmada_quota_e2e::controller::{used_is, wait_quota};
 use karmada_quota_e2e::karmada::{
@@ -20,7 +21,6 @@ use karmada_quota_e2e::karmada::{
 };
 use karmada_quota_e2e::setup::step;
 use karmada_quota_e2e::webhook::bindings;
-use karmada_quota_e2e::Env;
 use serde_json::{Value, json};
 
 /// 2 cpu, 20 pods: one RayCluster of 1250m fits, two copies do not.

@@ -318,13 +318,15 @@ pub async fn check(
     quotas: impl Fn(&str) -> Vec<karmada_quota_core::quota::QuotaState>,
     max_templates: usize,
     deadline: Instant,
+    pod_less_groups: &[String],
 ) -> Verdict {
     match timeout_at(deadline, gather(world, policy, &quotas, max_templates)).await {
         Err(_) => Verdict::Skipped(
             "the quota check did not finish within the decision timeout".to_owned(),
         ),
         Ok(Err(Skip(why))) => Verdict::Skipped(why),
-        Ok(Ok((templates, current))) => {
+        Ok(Ok((templates, mut current))) => {
+            current.pod_less_groups = pod_less_groups.to_vec();
             let outcome = whatif::what_if(&templates, std::slice::from_ref(policy), &current);
             let mut lines: Vec<String> = outcome
                 .refused

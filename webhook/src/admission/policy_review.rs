@@ -127,6 +127,7 @@ async fn review_policy(st: &AppState, body: &[u8], deadline: Instant) -> Answer 
                 quotas,
                 st.settings.policy_max_templates,
                 deadline,
+                &st.settings.pod_less_groups,
             )
             .await
         }
