@@ -226,7 +226,8 @@ async fn policies_selecting_by_label_or_by_kind_are_warned_through_karmada() -> 
         ensure!(o.status.success(), "{out}");
         ensure!(
             out.contains(&format!(
-                "Warning: this policy would exceed quota q with Deployment {ns}/dep5"
+                "Warning: this policy would exceed quota {ns}/q with Deployment {ns}/dep5: \
+                 exceeded quota: q, requested: requests.cpu=4"
             )),
             "no warning for the {name} policy: {out}"
         );

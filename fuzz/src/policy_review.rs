@@ -178,5 +178,6 @@ fn dry_run(world: &World, policy: &Policy) -> Verdict {
         |ns| world.quotas_of(ns),
         MAX_TEMPLATES,
         deadline,
+        &[],
     ))
 }
