@@ -6,7 +6,7 @@
 //!
 //! | kind (group) | components: replicas × pod template |
 //! |---|---|
-//! | RayCluster (`ray.io`) | `head`: 1 × `spec.headGroupSpec.template`; each `spec.workerGroupSpecs[]` (`groupName`): `replicas` (absent: 0) × `numOfHosts` (absent: 1) × `template`; a suspended cluster or group: 0 |
+//! | RayCluster (`ray.io`) | `ray-head` (the name Karmada v1.18 gives it): 1 × `spec.headGroupSpec.template`; each `spec.workerGroupSpecs[]` (`groupName`): `replicas` (absent: 0) × `numOfHosts` (absent: 1) × `template`; a suspended cluster or group: 0 |
 //! | RayJob (`ray.io`) | the RayCluster rules over `spec.rayClusterSpec`; the submitter when `spec.submitterPodTemplate` is given (1 ×) |
 //! | PyTorchJob, TFJob, XGBoostJob, PaddleJob (`kubeflow.org`), MPIJob (`kubeflow.org`) | each entry of `spec.<kind>ReplicaSpecs` (`pytorchReplicaSpecs`, `tfReplicaSpecs`, `xgbReplicaSpecs`, `paddleReplicaSpecs`, `mpiReplicaSpecs`), named by its type in lower case: `replicas` (absent: 1) × `template` |
 //! | Job (`batch.volcano.sh`) | each `spec.tasks[]` (`name`): `replicas` (absent: 0) × `template` |
@@ -278,7 +278,7 @@ fn ray(spec: &RayClusterSpec, path: &str) -> Result<Vec<Component>, FieldError> 
     if let Some(head) = &spec.head_group_spec {
         let n = if suspended { 0 } else { 1 };
         out.push(component(
-            "head",
+            "ray-head",
             n,
             pod(head.template.as_ref()),
             &format!("{path}.headGroupSpec.template.spec"),
@@ -450,7 +450,7 @@ spec:
         assert_eq!(
             components(RAY),
             [
-                ("head".to_owned(), 1, "cpu=1,memory=2Gi".to_owned()),
+                ("ray-head".to_owned(), 1, "cpu=1,memory=2Gi".to_owned()),
                 ("gpu".to_owned(), 3, "cpu=2,nvidia.com/gpu=1".to_owned()),
             ]
         );
@@ -479,7 +479,7 @@ spec:
                 .map(|(n, r, _)| (n, r))
                 .collect::<Vec<_>>(),
             [
-                ("head".to_owned(), 1),
+                ("ray-head".to_owned(), 1),
                 ("tpu".to_owned(), 8),
                 ("idle".to_owned(), 0),
                 ("worker-2".to_owned(), 0)
@@ -502,7 +502,7 @@ spec:
         assert_eq!(
             components(job),
             [
-                ("head".to_owned(), 1, "cpu=1".to_owned()),
+                ("ray-head".to_owned(), 1, "cpu=1".to_owned()),
                 ("w".to_owned(), 2, "cpu=2".to_owned()),
                 ("submitter".to_owned(), 1, "cpu=500m".to_owned()),
             ]
