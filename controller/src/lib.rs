@@ -540,7 +540,7 @@ fn spawn_dashboard(
         .dashboard_prometheus
         .as_deref()
         .and_then(|url| {
-            report::page_source(url)
+            report::page_source(url, &args.dashboard.prometheus_access)
                 .inspect_err(|e| tracing::error!(error = %e, "dashboard Report page off"))
                 .ok()
         });

@@ -28,8 +28,12 @@ struct PrometheusQueries(Prometheus);
 
 /// The Report page's source for `url`, or why the URL cannot be used (logged by the caller:
 /// the controller runs on without the page).
-pub fn page_source(url: &str) -> Result<PageSource, String> {
-    let prometheus = Prometheus::new(url, DEFAULT_TIMEOUT).map_err(|e| e.to_string())?;
+pub fn page_source(
+    url: &str,
+    access: &karmada_quota_runtime::prometheus_access::PrometheusAccess,
+) -> Result<PageSource, String> {
+    let prometheus =
+        Prometheus::with_access(url, DEFAULT_TIMEOUT, access).map_err(|e| e.to_string())?;
     Ok(PageSource {
         url: prometheus.url().to_owned(),
         api: Arc::new(PrometheusQueries(prometheus)),

@@ -51,6 +51,7 @@ pub mod karmada;
 mod metrics;
 mod ns;
 pub mod prometheus;
+pub mod prometheus_gateway;
 pub mod proxy;
 mod quota_status;
 pub mod setup;

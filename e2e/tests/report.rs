@@ -308,6 +308,62 @@ async fn the_report_matches_the_usage_prometheus_scraped_from_the_controller() -
         "the Report page lacks the team or its core-hours:\n{page}"
     );
 
+    step(
+        "[Report] through an HTTPS front end that wants a bearer token and a tenant (X-Scope-OrgID): the same CSV with --prometheus-ca-file, --prometheus-bearer-token-file, --prometheus-header; refused without them",
+    );
+    let gw_dir = env
+        .log_dir()
+        .join(format!("prometheus-gateway-{}", ns.name()));
+    let gateway = karmada_quota_e2e::prometheus_gateway::Gateway::start(
+        &gw_dir,
+        prom_addr,
+        "t0ken-of-team",
+        team.as_str(),
+    )
+    .await?;
+    let token_file = gw_dir.join("token");
+    std::fs::write(&token_file, "t0ken-of-team\n")?;
+    let through = |extra: &[String]| -> Vec<String> {
+        let mut a = args("csv");
+        a[2] = gateway.url();
+        a.extend(extra.iter().cloned());
+        a
+    };
+    let access = [
+        format!("--prometheus-ca-file={}", gateway.ca().display()),
+        format!("--prometheus-bearer-token-file={}", token_file.display()),
+        format!("--prometheus-header=X-Scope-OrgID={team}"),
+    ];
+    ensure!(
+        plugin(&through(&access)).await? == csv,
+        "the report through the front end differs from the direct one"
+    );
+    for (missing, want) in [
+        (1, "HTTP 401: authentication required"),
+        (2, "HTTP 403: no org id"),
+        (0, "unreachable"),
+    ] {
+        let partial: Vec<String> = access
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != missing)
+            .map(|(_, a)| a.clone())
+            .collect();
+        let err = plugin(&through(&partial))
+            .await
+            .err()
+            .with_context(|| format!("the report went through without {}", access[missing]))?;
+        let text = format!("{err:#}");
+        ensure!(
+            text.contains("exited Some(3)") && text.contains(want),
+            "without {}: {text}",
+            access[missing]
+        );
+        step(&format!("    ✓ without {}: {want}", access[missing]));
+    }
+    drop(gateway);
+    std::fs::remove_dir_all(&gw_dir).ok();
+
     step("[Browser] the Report page in headless chromium shows the team's core-hours");
     let driver = Driver::start().await?;
     let profile = browser::fresh_dir(

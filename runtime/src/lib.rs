@@ -20,6 +20,7 @@ pub mod duration;
 pub mod listener;
 pub mod plurals;
 pub mod prometheus;
+pub mod prometheus_access;
 pub mod relist;
 pub mod unaccounted;
 pub use unaccounted::UnaccountedArg;

@@ -3,8 +3,9 @@
 //! queries run through core's `billing`.
 //!
 //! ```text
-//!  Prometheus::new(url) ── kube's HTTP stack (hyper + rustls, the OS's roots, timeouts),
-//!       │                  no credentials: a Config with the URL as its base
+//!  Prometheus::new(url, timeout, access) ── kube's HTTP stack (hyper + rustls, timeouts),
+//!       │                  a Config with the URL as its base and `access`'s CA, token,
+//!       │                  basic auth, client certificate and headers (prometheus_access)
 //!       ▼
 //!  query_range(promql, window) ── GET <url>/api/v1/query_range?query=…&start=…&end=…&step=…
 //!       │ 2xx or Prometheus' own error JSON ─► billing::PromResponse ─► series
@@ -31,6 +32,14 @@ pub enum Error {
     #[error("invalid Prometheus URL {url:?}: {reason}")]
     Url {
         /// The URL given.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The credentials or TLS settings cannot be used (the reason names the flag).
+    #[error("Prometheus at {url}: {reason}")]
+    Access {
+        /// The URL.
         url: String,
         /// Why.
         reason: String,
@@ -94,6 +103,19 @@ impl Prometheus {
     /// such as `https://example.org/prometheus`), each query bounded by `timeout`. Must be
     /// called within a tokio runtime.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, Error> {
+        Self::with_access(
+            url,
+            timeout,
+            &crate::prometheus_access::PrometheusAccess::default(),
+        )
+    }
+
+    /// [`Self::new`], reaching Prometheus with `access` (TLS roots, credentials, headers).
+    pub fn with_access(
+        url: &str,
+        timeout: Duration,
+        access: &crate::prometheus_access::PrometheusAccess,
+    ) -> Result<Self, Error> {
         let trimmed = check_url(url).map_err(|reason| Error::Url {
             url: url.to_owned(),
             reason,
@@ -110,6 +132,10 @@ impl Prometheus {
         // Prometheus answers 503 for a query that timed out: retrying it would only triple
         // the wait. Its answers are final.
         config.default_retry = false;
+        access.apply(&mut config).map_err(|reason| Error::Access {
+            url: trimmed.to_owned(),
+            reason,
+        })?;
         let client = kube::Client::try_from(config).map_err(|source| Error::Client {
             url: trimmed.to_owned(),
             source,

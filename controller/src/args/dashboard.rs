@@ -77,6 +77,10 @@ pub struct DashboardArgs {
     #[arg(long, env = "KQ_DASHBOARD_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_runtime::prometheus::check_url)]
     pub dashboard_prometheus: Option<String>,
 
+    /// TLS and credentials for --dashboard-prometheus (`--prometheus-*`).
+    #[command(flatten)]
+    pub prometheus_access: karmada_quota_runtime::prometheus_access::PrometheusAccess,
+
     /// Allow `--dashboard-auth=none` on an address other than loopback, i.e. show every
     /// quota, reservation and binding name to anyone who can reach the port. Without it
     /// the controller refuses to start with that combination.
