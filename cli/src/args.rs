@@ -94,7 +94,7 @@ pub enum Command {
     /// GiB-hours, GPU-hours…) per team, namespace or member cluster (exit 2 bad input, 3
     /// Prometheus unreachable or refusing).
     #[command(long_about = REPORT_LONG_ABOUT, after_help = REPORT_EXAMPLES)]
-    Report(ReportArgs),
+    Report(Box<ReportArgs>),
     /// Print a shell completion script.
     Completion {
         /// bash, zsh, fish, elvish or powershell.
