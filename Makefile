@@ -1,5 +1,5 @@
 # The README's commands. Each target is a script under hack/ so it also runs without make.
-.PHONY: demo test e2e-karmada crds fmt lint bench image fuzz
+.PHONY: demo test e2e-karmada crds fmt lint bench image fuzz plugin-dist
 
 demo: ## Local control plane + webhook + controller + samples; Ctrl-C stops it all
 	bash hack/demo.sh
@@ -33,3 +33,6 @@ bench: ## Engine micro-benchmarks (criterion)
 
 fuzz: ## Coverage-guided fuzzing of every parser, FUZZ_SECONDS per target (installs cargo-afl)
 	bash hack/fuzz.sh
+
+plugin-dist: ## The kubectl plugin as a krew-style archive and manifest (target/plugin-dist)
+	bash hack/plugin-dist.sh
