@@ -5,6 +5,7 @@ mod batcher;
 mod bounds;
 mod cluster;
 mod policy;
+mod policy_lua;
 mod router;
 mod tenancy;
 
