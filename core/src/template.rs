@@ -15,7 +15,7 @@
 //!
 //! Karmada v1.14 has no default replica interpreter for ReplicaSet or CronJob: their
 //! bindings carry no replicas, so they are charged as objects only (a Lua customization in
-//! the cluster would change that; it is not read here).
+//! the cluster changes that: the caller fills [`Template::interpreted`], which wins).
 //!
 //! Per-replica request (Karmada's `AddPodTemplateRequest`): each container's requests, a
 //! limit standing in for a request it lacks; the sum over app containers, then per
