@@ -23,12 +23,15 @@ const HARD: &[(&str, &str)] = &[("requests.cpu", "4"), ("pods", "20")];
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 const API_VERSION: &str = "e2e.karmada-quota.io/v1";
 
-/// Karmada's style: `spec.size` replicas of `spec.podTemplate`, by kube.accuratePodRequirements.
+/// Karmada's style: `spec.size` replicas (absent: 1) of `spec.podTemplate`, by
+/// kube.accuratePodRequirements.
 const GET_REPLICAS: &str = r#"
-local kube = require("kube")
 function GetReplicas(obj)
-  local requirement = kube.accuratePodRequirements(obj.spec.podTemplate)
-  return obj.spec.size, requirement
+  local size = 1
+  if obj.spec.size ~= nil then
+    size = obj.spec.size
+  end
+  return size, require("kube").accuratePodRequirements(obj.spec.podTemplate)
 end
 "#;
 
@@ -113,30 +116,14 @@ async fn a_custom_kind_is_charged_what_its_customizations_lua_gives() -> Result<
     step(
         "[Check] kubectl karmada-quota check of the Widget and its policy, the customization read live",
     );
-    let dir = env.log_dir().join(format!("widget-check-{ns}"));
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join("widget.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "{}\n---\n{}\n",
-            serde_json::to_string(&policy(&ns, "w"))?,
-            serde_json::to_string(&widget(&ns, "w"))?
-        ),
-    )?;
-    let o = plugin(
-        env,
-        &[
-            "check",
-            "-f",
-            &file.display().to_string(),
-            "--usage",
-            "cluster",
-            "-o",
-            "json",
-        ],
-    )
-    .await?;
+    // One List document (check unpacks it): the policy and the Widget.
+    let manifests = json!({"apiVersion": "v1", "kind": "List",
+                           "items": [policy(&ns, "w"), widget(&ns, "w")]});
+    let file = env.log_dir().join(format!("widget-check-{ns}.json"));
+    std::fs::write(&file, serde_json::to_vec(&manifests)?)?;
+    let path = file.display().to_string();
+    let args = ["check", "-f", &path, "--usage", "cluster", "-o", "json"];
+    let o = plugin(env, &args).await?;
     let out = text(&o);
     eprintln!("{out}");
     ensure!(o.status.success(), "check: {out}");
@@ -208,20 +195,23 @@ async fn a_custom_kind_is_charged_what_its_customizations_lua_gives() -> Result<
         |q| used_is(q, &want),
     )
     .await?;
-    kube::Api::<kube::api::DynamicObject>::all_with(
-        c.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "config.karmada.io",
-                "v1alpha1",
-                "ResourceInterpreterCustomization",
-            ),
-            "resourceinterpretercustomizations",
-        ),
-    )
-    .delete(&ric, &Default::default())
-    .await
-    .with_context(|| format!("deleting {ric}"))?;
-    std::fs::remove_dir_all(&dir).ok();
+    // The customization is cluster-scoped: the namespace's teardown does not take it.
+    let deleted = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig())
+        .args([
+            "delete",
+            "resourceinterpretercustomizations.config.karmada.io",
+            &ric,
+        ])
+        .output()
+        .await
+        .context("running kubectl delete")?;
+    ensure!(
+        deleted.status.success(),
+        "deleting {ric}: {}",
+        text(&deleted)
+    );
+    std::fs::remove_file(&file).ok();
     k.teardown().await
 }

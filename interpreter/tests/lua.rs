@@ -62,30 +62,26 @@ function GetComponents(obj)
 end
 "#;
 
-fn replicas_script(source: &str) -> Scripts {
+/// The scripts of customization `widgets` for Widget, with these sources.
+fn scripts(replica_script: &str, component_script: &str) -> Scripts {
     Customizations::new(vec![Customization {
         name: "widgets".to_owned(),
         api_version: TARGET.to_owned(),
         kind: "Widget".to_owned(),
-        replica_script: source.to_owned(),
-        ..Default::default()
+        replica_script: replica_script.to_owned(),
+        component_script: component_script.to_owned(),
     }])
     .scripts(TARGET, "Widget")
     .cloned()
     .expect("scripts")
 }
 
+fn replicas_script(source: &str) -> Scripts {
+    scripts(source, "")
+}
+
 fn components_script(source: &str) -> Scripts {
-    Customizations::new(vec![Customization {
-        name: "widgets".to_owned(),
-        api_version: TARGET.to_owned(),
-        kind: "Widget".to_owned(),
-        component_script: source.to_owned(),
-        ..Default::default()
-    }])
-    .scripts(TARGET, "Widget")
-    .cloned()
-    .expect("scripts")
+    scripts("", source)
 }
 
 fn run(source: &str) -> Result<Interpreted, InterpretError> {
@@ -298,8 +294,11 @@ fn error(source: &str) -> InterpretError {
     run(source).expect_err("an error")
 }
 
-fn stopped(source: &str) -> InterpretError {
-    interpret(&replicas_script(source), &widget(3), no_clock()).expect_err("stopped")
+/// `source` is stopped by the limit `says` names, and the error names the customization.
+fn assert_stopped(source: &str, says: &str) {
+    let e = interpret(&replicas_script(source), &widget(3), no_clock()).expect_err("stopped");
+    assert_eq!(e.customization, "widgets");
+    assert!(e.message.contains(says), "{source}: {e}");
 }
 
 #[test]
@@ -348,57 +347,76 @@ end"#,
 
 #[test]
 fn wrong_shapes_name_the_field() {
-    let cases: [(&str, &str); 7] = [
-        ("function GetReplicas(o) return '3' end", "replica"),
-        ("function GetReplicas(o) return -1 end", "replica"),
-        ("function GetReplicas(o) return 1, 5 end", "requirement"),
+    type Case = (fn(&str) -> Scripts, &'static str, &'static str);
+    let replicas: fn(&str) -> Scripts = replicas_script;
+    let components: fn(&str) -> Scripts = components_script;
+    let cases: [Case; 12] = [
         (
+            replicas,
+            "function GetReplicas(o) return '3' end",
+            "replica",
+        ),
+        (replicas, "function GetReplicas(o) return -1 end", "replica"),
+        (
+            replicas,
+            "function GetReplicas(o) return 1, 5 end",
+            "requirement",
+        ),
+        (
+            replicas,
             "function GetReplicas(o) return 1, {resourceRequest = {cpu = 'lots'}} end",
             "requirement.resourceRequest[cpu]",
         ),
         (
+            replicas,
             "function GetReplicas(o) return 1, {resourceRequest = {cpu = true}} end",
             "requirement.resourceRequest[cpu]",
         ),
         (
+            replicas,
             "function GetReplicas(o) return 1, {resourceRequest = {'1', '2'}} end",
             "requirement.resourceRequest",
         ),
         (
+            replicas,
             "function GetReplicas(o) return 1, {priorityClassName = function() end} end",
             "requirement.priorityClassName",
         ),
-    ];
-    for (source, field) in cases {
-        let e = error(source);
-        assert_eq!(e.field, field, "{source}: {e}");
-    }
-    let components = |source: &str| {
-        interpret(&components_script(source), &widget(1), Limits::default()).expect_err("an error")
-    };
-    let cases: [(&str, &str); 5] = [
-        ("function GetComponents(o) return 'x' end", "components"),
         (
+            components,
+            "function GetComponents(o) return 'x' end",
+            "components",
+        ),
+        (
+            components,
             "function GetComponents(o) return {a = {}} end",
             "components",
         ),
         (
+            components,
             "function GetComponents(o) return {{replicas = 1}} end",
             "components[0].name",
         ),
         (
+            components,
             "function GetComponents(o) return {{name = 'a', replicas = 1.5}} end",
             "components[0].replicas",
         ),
         (
+            components,
             "function GetComponents(o) return {{name = 'a', replicas = 1, replicaRequirements = {resourceRequest = {memory = '1Zi'}}}} end",
             "components[0].replicaRequirements.resourceRequest[memory]",
         ),
     ];
-    for (source, field) in cases {
-        let e = components(source);
+    for (scripts, source, field) in cases {
+        let e = interpret(&scripts(source), &widget(1), Limits::default()).expect_err("an error");
         assert_eq!(e.field, field, "{source}: {e}");
-        assert_eq!(e.function, "GetComponents");
+        let function = if source.contains("GetComponents") {
+            "GetComponents"
+        } else {
+            "GetReplicas"
+        };
+        assert_eq!(e.function, function, "{source}");
     }
     // A table that contains itself is refused, not followed forever.
     let e = error("function GetReplicas(o) local t = {} t.me = t return 1, t end");
@@ -425,13 +443,7 @@ fn a_runaway_loop_is_stopped_by_the_instruction_limit() {
         // Tail recursion never overflows the stack.
         "local function f() return f() end function GetReplicas(o) return f() end",
     ] {
-        let e = stopped(source);
-        assert_eq!(e.customization, "widgets");
-        assert!(
-            e.message
-                .contains("stopped: more than 10000000 Lua instructions"),
-            "{source}: {e}"
-        );
+        assert_stopped(source, "stopped: more than 10000000 Lua instructions");
     }
 }
 
@@ -474,12 +486,7 @@ fn a_memory_bomb_is_stopped_by_the_memory_limit() {
         // pcall cannot swallow it either.
         "function GetReplicas(o) local t = {} while true do pcall(function() t[#t + 1] = string.rep('y', 4096) .. #t end) end end",
     ] {
-        let e = stopped(source);
-        assert!(
-            e.message
-                .contains("stopped: allocated more than 33554432 bytes"),
-            "{source}: {e}"
-        );
+        assert_stopped(source, "stopped: allocated more than 33554432 bytes");
     }
     let grown_mib = rss_kib().saturating_sub(before) / 1024;
     // 32 MiB per state, freed with it; a bound lost would take GiBs.

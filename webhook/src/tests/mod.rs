@@ -5,7 +5,6 @@ mod batcher;
 mod bounds;
 mod cluster;
 mod policy;
-mod policy_lua;
 mod router;
 mod tenancy;
 

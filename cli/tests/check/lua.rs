@@ -1,28 +1,14 @@
-//! `check` pricing a custom kind through a ResourceInterpreterCustomization's Lua read
+//! (A module of check.rs.) `check` pricing a custom kind through a ResourceInterpreterCustomization's Lua read
 //! from the `-f` files, offline (`--usage none`): the customization wins over the
 //! built-in rules; without it the kind is reported as unpriced, never as 0; a script that
 //! fails or runs away fails the check naming the customization.
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+use super::{plugin, stdout};
 
 fn fixture(path: &str) -> String {
-    format!(
-        "{}/tests/fixtures/check/lua/{path}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
-fn plugin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-karmada_quota"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .env("HOME", "/nonexistent")
-        .output()
-        .expect("run the plugin")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    super::fixture(&format!("lua/{path}"))
 }
 
 /// The fixture's Widget and quota with `script` as the customization's GetReplicas body
@@ -55,13 +41,8 @@ fn with_script(tag: &str, size: u32, script: Option<&str>) -> (std::path::PathBu
 fn a_custom_kind_is_priced_by_its_customizations_lua() {
     // 3 widgets × (1 cpu, 512Mi, 1 GPU) on member1 and member2: 6 pods, 6 cpu, 3Gi, 6 GPUs.
     let o = plugin(&["check", "-f", &fixture(""), "--usage", "none"]);
-    let out = stdout(&o);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let (out, err) = (stdout(&o), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{out}{err}");
     assert!(
         out.contains(
             "  adds:   pods=6, requests.cpu=6, requests.memory=3Gi, requests.nvidia.com/gpu=6\n"

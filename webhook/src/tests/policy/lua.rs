@@ -3,14 +3,13 @@
 //! review warns with the numbers the Lua gave; a failing script skips the check naming the
 //! customization.
 
-use std::sync::Arc;
-
 use karmada_quota_interpreter::{Customization, Customizations};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 
-use super::*;
+use super::{NS, harness, review_of};
 use crate::policy::{Enforcement, FakeWorld, Skip, interpreted_template};
+use karmada_quota_core::template::Template;
 
 fn widget_resource() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("example.io", "v1", "Widget"))
@@ -44,19 +43,24 @@ function GetReplicas(obj)
 end
 "#;
 
+/// Widget of `size` read as the review reads it, with `script` as the customization's
+/// GetReplicas and `end` as the end of the review's Lua budget.
+fn priced(size: i64, script: &str, end: std::time::Instant) -> Result<Template, Skip> {
+    interpreted_template(
+        &widget_resource(),
+        widget(size),
+        &customizations(script),
+        end,
+    )
+}
+
 fn later() -> std::time::Instant {
     std::time::Instant::now() + std::time::Duration::from_secs(5)
 }
 
 #[test]
 fn a_listed_custom_kind_is_priced_by_its_customization() {
-    let t = interpreted_template(
-        &widget_resource(),
-        widget(3),
-        &customizations(GET_REPLICAS),
-        later(),
-    )
-    .unwrap();
+    let t = priced(3, GET_REPLICAS, later()).unwrap();
     let b = t.binding().unwrap();
     assert_eq!(b.replicas, 3);
     assert_eq!(
@@ -74,12 +78,7 @@ fn a_failing_or_runaway_script_skips_naming_the_customization() {
         ("function GetReplicas(o) error('broken') end", "broken"),
         ("function GetReplicas(o) while true do end end", "stopped:"),
     ] {
-        let Err(Skip(why)) = interpreted_template(
-            &widget_resource(),
-            widget(3),
-            &customizations(script),
-            later(),
-        ) else {
+        let Err(Skip(why)) = priced(3, script, later()) else {
             panic!("{script}: priced");
         };
         assert!(
@@ -91,12 +90,7 @@ fn a_failing_or_runaway_script_skips_naming_the_customization() {
         assert!(why.contains(says), "{why}");
     }
     // The review's budget spent: skipped without running the script.
-    let Err(Skip(why)) = interpreted_template(
-        &widget_resource(),
-        widget(3),
-        &customizations(GET_REPLICAS),
-        std::time::Instant::now(),
-    ) else {
+    let Err(Skip(why)) = priced(3, GET_REPLICAS, std::time::Instant::now()) else {
         panic!("priced after the budget");
     };
     assert!(why.contains("ran longer than"), "{why}");
@@ -104,23 +98,12 @@ fn a_failing_or_runaway_script_skips_naming_the_customization() {
 
 #[tokio::test]
 async fn the_review_warns_with_the_charge_the_lua_gives() {
-    let t = interpreted_template(
-        &widget_resource(),
-        widget(3),
-        &customizations(GET_REPLICAS),
-        later(),
-    )
-    .unwrap();
-    let mut h = Harness::new(&[mk_quota(
-        "compute",
-        &[("requests.cpu", "10")],
-        &[("requests.cpu", "8")],
-    )]);
-    h.state.policies = Some(Arc::new(FakeWorld {
-        templates: vec![t],
+    let world = FakeWorld {
+        templates: vec![priced(3, GET_REPLICAS, later()).unwrap()],
         ..Default::default()
-    }));
-    h.state.settings.policy_enforcement = Enforcement::Warn;
+    };
+    // compute: 8 of 10 cpu used; 3 widgets × 1 cpu.
+    let h = harness(world, Enforcement::Warn);
     let policy = json!({
         "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
         "metadata": {"name": "widgets", "namespace": NS},
@@ -129,28 +112,12 @@ async fn the_review_warns_with_the_charge_the_lua_gives() {
             "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}
         }
     });
-    let body = mk_review(
-        "CREATE",
-        ("policy.karmada.io", "v1alpha1", "PropagationPolicy"),
-        "propagationpolicies",
-        Some(policy),
-        None,
-        false,
-    );
-    let (status, response) = h
-        .post(
-            crate::policy::PROPAGATIONPOLICY_PATH,
-            serde_json::to_vec(&body).unwrap(),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    let r: Value = response["response"].clone();
+    let r = review_of(&h, policy).await;
     assert_eq!(r["allowed"], true);
-    assert_eq!(
-        r["warnings"],
-        json!([format!(
-            "this policy would exceed quota {NS}/compute with Widget {NS}/w: exceeded quota: \
-             compute, requested: requests.cpu=3, used: requests.cpu=8, limited: requests.cpu=10"
-        )])
+    let warnings = r["warnings"].as_array().cloned().unwrap_or_default();
+    let want = format!(
+        "this policy would exceed quota {NS}/compute with Widget {NS}/w: exceeded quota: \
+         compute, requested: requests.cpu=3, used: requests.cpu=8, limited: requests.cpu=10"
     );
+    assert_eq!(warnings, vec![Value::String(want)], "{r}");
 }
