@@ -2,9 +2,11 @@
 //! and the current usage, what would the change add to each quota, and would it fit?
 //!
 //! ```text
-//!  manifests ─► Inputs { quotas, policies, templates, clusters }
-//!  usage (cluster | file | none) ─► Current: quotas (used + reservations), bindings
+//!  manifests ─► Inputs { quotas, policies, templates, clusters, customizations }
+//!  usage (cluster | file | none) ─► Current: quotas (used + reservations), bindings,
+//!        │ the cluster's ResourceInterpreterCustomizations
 //!        │ quotas: the manifests' spec with the current status ─► engine states
+//!        │ templates a customization targets: priced by its Lua (`interpreted`)
 //!        ▼
 //!  core::whatif::what_if (the interpreter, the placement, the webhook's decision as a
 //!  dry run) ─► Report for people and bots
@@ -20,6 +22,7 @@ use karmada_quota_core::template::Template;
 use karmada_quota_core::whatif;
 use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
+use karmada_quota_interpreter::{Customization, Customizations, Limits};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -34,6 +37,11 @@ pub struct Inputs {
     pub policies: Vec<Policy>,
     /// Everything else: resource templates.
     pub templates: Vec<Template>,
+    /// The templates as written (same order), for a customization's Lua.
+    pub template_objects: Vec<Value>,
+    /// ResourceInterpreterCustomizations (config.karmada.io): they replace the cluster's
+    /// of the same name.
+    pub customizations: Vec<Value>,
     /// Cluster objects (for Duplicated placements).
     pub clusters: Vec<ClusterFacts>,
 }
@@ -103,9 +111,17 @@ impl Inputs {
                 ("cluster.karmada.io", "Cluster") => {
                     self.clusters.push(karmada_quota_crds::cluster::facts(&doc));
                 }
-                _ => self
-                    .templates
-                    .push(serde_json::from_value(doc).map_err(|e| err(format!("{kind}: {e}")))?),
+                _ if karmada_quota_interpreter::is_customization(&doc) => {
+                    Customization::from_object(&doc).map_err(err)?;
+                    self.customizations.push(doc);
+                }
+                _ => {
+                    self.templates.push(
+                        serde_json::from_value(doc.clone())
+                            .map_err(|e| err(format!("{kind}: {e}")))?,
+                    );
+                    self.template_objects.push(doc);
+                }
             }
         }
         Ok(())
@@ -127,6 +143,8 @@ pub struct Current {
     pub clusters: Vec<ClusterFacts>,
     /// Existing bindings (namespace → specs), for the increase over what runs.
     pub bindings: BTreeMap<String, Vec<ResourceBindingSpec>>,
+    /// The cluster's ResourceInterpreterCustomizations, as objects.
+    pub customizations: Vec<Value>,
 }
 
 /// One quota's outcome.
@@ -218,6 +236,34 @@ pub fn selects(
     }
 }
 
+/// The templates, those a customization (the manifests' first, then the cluster's of
+/// other names) targets priced by its Lua, which wins over the built-in rules as in
+/// Karmada. A script that fails is an error of the check; its template keeps the built-in
+/// reading (a kind nothing prices stays an unpriced workload, never 0).
+fn interpreted(inputs: &Inputs, current: &Current, errors: &mut Vec<String>) -> Vec<Template> {
+    let mut list: Vec<Customization> = Vec::new();
+    for doc in inputs.customizations.iter().chain(&current.customizations) {
+        match Customization::from_object(doc) {
+            Ok(c) if !list.iter().any(|seen| seen.name == c.name) => list.push(c),
+            Ok(_) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    let customizations = Customizations::new(list);
+    let mut templates = inputs.templates.clone();
+    if customizations.is_empty() {
+        return templates;
+    }
+    for (t, object) in templates.iter_mut().zip(&inputs.template_objects) {
+        match customizations.interpret(object, Limits::default()) {
+            None => {}
+            Some(Ok(i)) => t.interpreted = Some(i),
+            Some(Err(e)) => errors.push(format!("{}: {e}", whatif::describe(t))),
+        }
+    }
+    templates
+}
+
 /// Check `inputs` against `current`: core's what-if (a dry run of the webhook's decision)
 /// over the quotas as the manifests define them (their spec wins, the status is the
 /// current one).
@@ -289,7 +335,8 @@ pub fn check(inputs: &Inputs, current: &Current) -> Report {
             state.selected.insert(ns.clone(), names);
         }
     }
-    let outcome = whatif::what_if(&inputs.templates, &inputs.policies, &state);
+    let templates = interpreted(inputs, current, &mut report.errors);
+    let outcome = whatif::what_if(&templates, &inputs.policies, &state);
     let defined = |ns: &str, name: &str| {
         if ns.is_empty() {
             inputs

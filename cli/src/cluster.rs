@@ -253,6 +253,38 @@ impl Access {
         }
     }
 
+    /// The cluster's ResourceInterpreterCustomizations (config.karmada.io/v1alpha1), as
+    /// objects; `Ok((empty, note))` when the kind is not served (404) or listing it is
+    /// forbidden (403): kinds only they price are then reported as not priced.
+    pub async fn customizations(&self) -> Result<(Vec<serde_json::Value>, Option<String>)> {
+        use karmada_quota_interpreter::customization::{GROUP, PLURAL};
+        let gvk = GroupVersionKind::gvk(GROUP, "v1alpha1", "ResourceInterpreterCustomization");
+        let api: Api<DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &ApiResource::from_gvk_with_plural(&gvk, PLURAL),
+        );
+        match api.list(&ListParams::default()).await {
+            Ok(list) => Ok((
+                list.items
+                    .iter()
+                    .filter_map(|o| serde_json::to_value(o).ok())
+                    .collect(),
+                None,
+            )),
+            Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => Ok((
+                Vec::new(),
+                Some(format!(
+                    "note: ResourceInterpreterCustomizations not read ({} {}): kinds only \
+                     they price are reported as not priced",
+                    s.code, s.reason
+                )),
+            )),
+            Err(e) => {
+                Err(e).context("listing ResourceInterpreterCustomizations (config.karmada.io)")
+            }
+        }
+    }
+
     /// The ResourceBindings of `namespace`.
     pub async fn bindings(&self, namespace: &str) -> Result<Vec<ResourceBinding>> {
         Ok(

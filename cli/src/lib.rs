@@ -330,6 +330,7 @@ async fn from_cluster(global: &args::Global, inputs: &Inputs) -> Result<Current>
             "note: KarmadaClusterQuotas not read ({e:#}): checking against KarmadaQuotas only"
         ),
     }
+    current.customizations = note_on_stderr(access.customizations().await?);
     for ns in namespaces {
         if !current.cluster_quotas.is_empty()
             && let Ok(Some(labels)) = access.namespace_labels(&ns).await

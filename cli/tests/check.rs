@@ -3,6 +3,10 @@
 
 use std::process::{Command, Output};
 
+/// Custom kinds priced by a ResourceInterpreterCustomization's Lua.
+#[path = "check/lua.rs"]
+mod lua;
+
 fn fixture(path: &str) -> String {
     format!("{}/tests/fixtures/check/{path}", env!("CARGO_MANIFEST_DIR"))
 }

@@ -15,7 +15,7 @@
 //!
 //! Karmada v1.14 has no default replica interpreter for ReplicaSet or CronJob: their
 //! bindings carry no replicas, so they are charged as objects only (a Lua customization in
-//! the cluster would change that; it is not read here).
+//! the cluster changes that: the caller fills [`Template::interpreted`], which wins).
 //!
 //! Per-replica request (Karmada's `AddPodTemplateRequest`): each container's requests, a
 //! limit standing in for a request it lacks; the sum over app containers, then per
@@ -43,6 +43,23 @@ pub struct Template {
     pub metadata: TemplateMeta,
     /// The fields of every supported kind's spec (each kind reads its own).
     pub spec: TemplateSpec,
+    /// What a ResourceInterpreterCustomization's Lua made of this template (filled by the
+    /// caller, `karmada-quota-interpreter`): when set it wins over the built-in rules, as a
+    /// customization does in Karmada.
+    #[serde(skip)]
+    pub interpreted: Option<Interpreted>,
+}
+
+/// A template's replicas and requirements as a customization's Lua gave them
+/// (`GetReplicas`, or `GetComponents`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Interpreted {
+    /// `GetReplicas`' replicas (0 with components).
+    pub replicas: i32,
+    /// `GetReplicas`' per-replica requirements.
+    pub replica_requirements: Option<ReplicaRequirements>,
+    /// `GetComponents`' components.
+    pub components: Vec<crate::binding::Component>,
 }
 
 /// `metadata` of a template.
@@ -180,6 +197,15 @@ impl Template {
             uid: self.metadata.uid.clone(),
             ..Default::default()
         };
+        if let Some(i) = &self.interpreted {
+            return Ok(ResourceBindingSpec {
+                resource,
+                replicas: i.replicas,
+                replica_requirements: i.replica_requirements.clone(),
+                components: i.components.clone(),
+                ..Default::default()
+            });
+        }
         let Some(path) = pod_spec_path(&self.api_version, &self.kind) else {
             let components =
                 crate::workload_kinds::components(&self.api_version, &self.kind, &self.spec.multi)
@@ -281,6 +307,13 @@ fn rounded(name: &str, q: Quantity) -> Quantity {
             };
         Quantity::from_units(units, format)
     }
+}
+
+/// The per-replica request of a pod spec by the default interpreter's rule (see the module
+/// doc), for callers outside core (a customization's `kube.accuratePodRequirements`);
+/// `(field under the pod spec, message)` on a value that does not parse.
+pub fn pod_template_request(pod: &PodSpec) -> Result<ResourceList, (String, String)> {
+    pod_request(pod)
 }
 
 /// The per-replica request of a pod spec (see the module doc); `(field, message)` on a

@@ -16,6 +16,13 @@
 //!  timeout → allowed with a warning saying the check was skipped and why.
 //! ```
 //!
+//! A template whose kind a ResourceInterpreterCustomization prices (its `replicaResource`
+//! or `componentResource` Lua) is priced by that Lua (`karmada-quota-interpreter`), which
+//! wins over the built-in rules as in Karmada. The customizations are listed at most every
+//! [`CUSTOMIZATIONS_TTL`]; their scripts run off the async workers, each call in the
+//! interpreter's limits and all of one selector's templates within [`LUA_BUDGET`]; a script
+//! that fails skips the check naming the customization.
+//!
 //! A selector's apiVersion and kind are the policy writer's: the discovery cache keyed by
 //! them holds at most [`MAX_KINDS`] entries (least recently used evicted), refuses a key
 //! longer than Kubernetes allows without a lookup, keeps a failed lookup only
@@ -32,6 +39,7 @@ use karmada_quota_core::policy::{PROPAGATION_POLICY, Policy, ResourceSelector};
 use karmada_quota_core::template::Template;
 use karmada_quota_core::whatif::{self, Current};
 use karmada_quota_crds::ResourceBinding;
+use karmada_quota_interpreter::{Customization, Customizations, Limits, customization, interpret};
 use karmada_quota_runtime::bounded::LruMap;
 use karmada_quota_runtime::untrusted::{self, clip};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -44,6 +52,11 @@ use tokio::time::{Instant, timeout_at};
 pub const MAX_KINDS: usize = 256;
 /// How long a kind discovery did not find (or could not ask about) stays cached.
 pub const FAILED_LOOKUP_TTL: Duration = Duration::from_secs(10);
+
+/// How long a listing of the ResourceInterpreterCustomizations is reused.
+pub const CUSTOMIZATIONS_TTL: Duration = Duration::from_secs(10);
+/// Wall-clock bound on running customizations' Lua over the templates of one selector.
+pub const LUA_BUDGET: Duration = Duration::from_secs(2);
 
 /// Path of the PropagationPolicy check.
 pub const PROPAGATIONPOLICY_PATH: &str = "/validate/propagationpolicy";
@@ -98,6 +111,7 @@ type Answered = (Discovered, Instant);
 pub struct KubePolicyWorld {
     client: Client,
     kinds: Mutex<LruMap<(String, String), Answered>>,
+    customizations: Mutex<Option<(Instant, Arc<Customizations>)>>,
 }
 
 impl KubePolicyWorld {
@@ -106,7 +120,55 @@ impl KubePolicyWorld {
         Self {
             client,
             kinds: Mutex::new(LruMap::new(MAX_KINDS)),
+            customizations: Mutex::new(None),
         }
+    }
+
+    /// The cluster's ResourceInterpreterCustomizations, listed at most every
+    /// [`CUSTOMIZATIONS_TTL`]. A list that fails (RBAC, not served) counts as none, logged:
+    /// the kinds only they price are then reported as not priced.
+    async fn customizations(&self) -> Arc<Customizations> {
+        let cached = self
+            .customizations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some((at, c)) = cached
+            && at.elapsed() < CUSTOMIZATIONS_TTL
+        {
+            return c;
+        }
+        let gvk = GroupVersionKind::gvk(customization::GROUP, "v1alpha1", customization::KIND);
+        let api: Api<DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &ApiResource::from_gvk_with_plural(&gvk, customization::PLURAL),
+        );
+        let mut list = Vec::new();
+        match api.list(&ListParams::default()).await {
+            Ok(objects) => {
+                for o in &objects.items {
+                    let read = serde_json::to_value(o)
+                        .map_err(|e| e.to_string())
+                        .and_then(|v| Customization::from_object(&v));
+                    match read {
+                        Ok(c) => list.push(c),
+                        Err(e) => {
+                            tracing::warn!(error = %clip(&e), "ResourceInterpreterCustomization not read")
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(
+                error = %clip(&e.to_string()),
+                "ResourceInterpreterCustomizations not listed: kinds only they price are not priced"
+            ),
+        }
+        let c = Arc::new(Customizations::new(list));
+        *self
+            .customizations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), c.clone()));
+        c
     }
 
     /// The API resource of (apiVersion, kind) and whether it is namespaced; `Ok(None)` when
@@ -171,6 +233,30 @@ fn label_selector(selector: &ResourceSelector) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(","))
 }
 
+impl KubePolicyWorld {
+    /// The templates of `objects`, those a customization targets priced by its Lua off the
+    /// async workers.
+    async fn to_templates(
+        &self,
+        ar: ApiResource,
+        objects: Vec<DynamicObject>,
+    ) -> Result<Vec<Template>, Skip> {
+        let customizations = self.customizations().await;
+        if customizations.is_empty() {
+            return objects.into_iter().map(|o| to_template(&ar, o)).collect();
+        }
+        tokio::task::spawn_blocking(move || {
+            let end = std::time::Instant::now() + LUA_BUDGET;
+            objects
+                .into_iter()
+                .map(|o| interpreted_template(&ar, o, &customizations, end))
+                .collect()
+        })
+        .await
+        .map_err(|e| Skip(format!("pricing by interpreter customizations failed: {e}")))?
+    }
+}
+
 impl PolicyWorld for KubePolicyWorld {
     fn templates<'a>(
         &'a self,
@@ -223,11 +309,7 @@ impl PolicyWorld for KubePolicyWorld {
                             .map_err(|e| {
                                 Skip(format!("cannot list {what}: {}", clip(&e.to_string())))
                             })?;
-                        return list
-                            .items
-                            .into_iter()
-                            .map(|o| to_template(&ar, o))
-                            .collect();
+                        return self.to_templates(ar, list.items).await;
                     }
                     (false, _) => Api::all_with(self.client.clone(), &ar),
                 };
@@ -237,7 +319,7 @@ impl PolicyWorld for KubePolicyWorld {
                     .into_iter()
                     .collect()
             };
-            objects.into_iter().map(|o| to_template(&ar, o)).collect()
+            self.to_templates(ar, objects).await
         })
     }
 
@@ -279,7 +361,19 @@ impl PolicyWorld for KubePolicyWorld {
 /// `apiVersion`/`kind` (only the list does), so they get `ar`'s: without them no selector
 /// would select the template (`ResourceSelector::selects` compares both), and a policy
 /// selecting by label or by kind alone would always be judged to fit.
-pub(crate) fn to_template(ar: &ApiResource, mut o: DynamicObject) -> Result<Template, Skip> {
+pub(crate) fn to_template(ar: &ApiResource, o: DynamicObject) -> Result<Template, Skip> {
+    interpreted_template(ar, o, &Customizations::default(), std::time::Instant::now())
+}
+
+/// [`to_template`], priced by the customization of its kind when there is one (calls
+/// bounded by the interpreter's limits and by `end`); a script that fails is a [`Skip`]
+/// naming the template and the customization.
+pub(crate) fn interpreted_template(
+    ar: &ApiResource,
+    mut o: DynamicObject,
+    customizations: &Customizations,
+    end: std::time::Instant,
+) -> Result<Template, Skip> {
     let types = o.types.get_or_insert_with(Default::default);
     if types.api_version.is_empty() {
         types.api_version.clone_from(&ar.api_version);
@@ -288,14 +382,38 @@ pub(crate) fn to_template(ar: &ApiResource, mut o: DynamicObject) -> Result<Temp
         types.kind.clone_from(&ar.kind);
     }
     let name = o.metadata.name.clone().unwrap_or_default();
-    serde_json::to_value(&o)
-        .and_then(serde_json::from_value)
-        .map_err(|e| {
+    let unreadable = |e: serde_json::Error| {
+        Skip(format!(
+            "cannot read template {name}: {}",
+            clip(&e.to_string())
+        ))
+    };
+    let value = serde_json::to_value(&o).map_err(unreadable)?;
+    let mut t: Template = serde_json::from_value(value.clone()).map_err(unreadable)?;
+    if let Some(scripts) = customizations.scripts(&t.api_version, &t.kind) {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(Skip(format!(
+                "the interpreter customizations' Lua ran longer than {LUA_BUDGET:?} over the \
+                 templates of {} ({})",
+                clip(&t.kind),
+                clip(&t.api_version)
+            )));
+        }
+        let limits = Limits {
+            timeout: left.min(Limits::default().timeout),
+            ..Limits::default()
+        };
+        let priced = interpret(scripts, &value, limits).map_err(|e| {
             Skip(format!(
-                "cannot read template {name}: {}",
+                "cannot price {}: {}",
+                clip(&whatif::describe(&t)),
                 clip(&e.to_string())
             ))
-        })
+        })?;
+        t.interpreted = Some(priced);
+    }
+    Ok(t)
 }
 
 /// How the check ended.

@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use super::*;
 use crate::policy::{Enforcement, FakeWorld};
 
+/// Custom kinds priced by a ResourceInterpreterCustomization's Lua.
+mod lua;
+
 const PP: (&str, &str, &str) = ("policy.karmada.io", "v1alpha1", "PropagationPolicy");
 
 /// A Deployment in the test namespace: `replicas` × `cpu`.
@@ -47,11 +50,16 @@ fn harness(world: FakeWorld, enforcement: Enforcement) -> Harness {
 }
 
 async fn review(h: &Harness, placement: Value) -> Value {
+    review_of(h, policy(placement)).await
+}
+
+/// The router's answer to the CREATE of PropagationPolicy `policy`.
+async fn review_of(h: &Harness, policy: Value) -> Value {
     let body = mk_review(
         "CREATE",
         PP,
         "propagationpolicies",
-        Some(policy(placement)),
+        Some(policy),
         None,
         false,
     );
