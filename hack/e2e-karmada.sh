@@ -145,7 +145,7 @@ k() {
     kubectl --kubeconfig "$dir/kubeconfig-$i" --cache-dir "$dir/kubectl-cache" "$@"
 }
 
-step "the project's stand-in CRDs of multi-template workloads (RayCluster, PyTorchJob, FlinkDeployment) in every apiserver"
+step "the project's stand-in CRDs of workloads (RayCluster, PyTorchJob, FlinkDeployment, the Widget of the interpreter test) in every apiserver"
 for i in 0 1 2; do
     k "$i" apply -f e2e/karmada/workload-crds/ >/dev/null
     k "$i" wait --for condition=established --timeout=60s -f e2e/karmada/workload-crds/ >/dev/null
