@@ -444,6 +444,7 @@ mod tests {
                 name: "m1".into(),
                 used: rl(&[("pods", "3")]),
                 observed: Some(rl(&[("pods", "4")])),
+                ..ClusterView::default()
             }],
             reservations: vec![ReservationReport {
                 binding: "b".into(),
@@ -494,6 +495,7 @@ mod tests {
             name: "m2".into(),
             used: rl(&[("pods", "1")]),
             observed: None,
+            ..ClusterView::default()
         });
         down.conditions.push(ConditionReport {
             type_: "MembersReachable".into(),
@@ -507,6 +509,7 @@ mod tests {
             name: "m4".into(),
             used: rl(&[("pods", "1")]),
             observed: None,
+            ..ClusterView::default()
         });
         let reach = reach_from_reports([&down, &fresh]);
         assert_eq!(reach["m1"], Reach::Reachable);
