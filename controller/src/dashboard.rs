@@ -100,6 +100,8 @@ pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
                 name: c.name.clone(),
                 placed: c.used.clone(),
                 observed: c.observed.clone(),
+                draining: c.draining.clone(),
+                draining_unknown: c.draining_unknown,
             })
             .collect(),
         reservations: r
