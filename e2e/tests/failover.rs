@@ -9,20 +9,23 @@
 //! scheduler then puts the replicas on the remaining member. Pods are created in the member
 //! apiservers as their kubelets would run them: the old replicas keep running in member1.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::quota::CONDITION_DRIFT;
 use karmada_quota_e2e::controller::{
-    Controller, cluster_usage, cluster_used_is, condition, condition_is, ensure_namespace, has,
+    Controller, cluster_observed_is, cluster_usage, cluster_used_is, condition, condition_is, ensure_namespace, has,
     member_apis, member_pod as pod, quota_events, used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::webhook::{
     Rb, Registration, Webhook, create, create_with, expect_admitted, quota, quota_usage, update,
     wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, TestNs, accepts, apply_json};
+use fantoccini::Locator;
+use karmada_quota_e2e::browser::{self, Driver};
+use karmada_quota_e2e::{Env, TestNs, accepts, apply_json, wait_for};
 use kube::Client;
 use kube::core::Status;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -86,6 +89,57 @@ async fn refused_once_seen(client: &Client, obj: &serde_json::Value) -> Result<B
     }
 }
 
+/// Opens the quota page in a headless chromium, waits for member1's Draining badge and
+/// its `+200m draining` cell, and saves a screenshot under
+/// `<target>/tmp/dashboard-screenshots/quota-failover.png`.
+async fn dashboard_shows_draining(dash: &str, ns: &str) -> Result<()> {
+    let driver = Driver::start().await?;
+    let profile = browser::fresh_dir(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chromium-profile-{ns}")),
+    )?;
+    let b = driver.browser(&profile).await?;
+    let res = async {
+        b.goto(&format!("{dash}/quotas/{ns}/q")).await?;
+        let row = r#"tr[data-cluster="member1"]"#;
+        let cells = wait_for("member1's Draining badge and cells", FOLLOW, || async {
+            let badge = b
+                .find(Locator::Css(&format!("{row} .tag.draining")))
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            let mut cells = Vec::new();
+            for el in b
+                .find_all(Locator::Css(&format!("{row} .v-draining")))
+                .await
+                .ok()?
+            {
+                cells.push(el.text().await.ok()?);
+            }
+            (badge == "Draining" && !cells.is_empty()).then_some(cells)
+        })
+        .await?;
+        ensure!(
+            cells.iter().any(|c| c == "+200m draining") && cells.iter().any(|c| c == "+2 draining"),
+            "member1's draining cells: {cells:?}"
+        );
+        let path = browser::screenshot(
+            &b,
+            &PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots"),
+            "quota-failover.png",
+        )
+        .await?;
+        eprintln!("    ✓ member1: Draining, {cells:?}; screenshot {}", path.display());
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    let _ = b.close().await;
+    drop(driver);
+    let _ = std::fs::remove_dir_all(&profile);
+    res
+}
+
 /// Whether member `cluster` shows `want` draining.
 fn draining_is(q: &KarmadaQuota, cluster: &str, want: &[(&str, &str)]) -> bool {
     cluster_usage(q, cluster)
@@ -109,8 +163,8 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
     let env = Env::get().await?;
     let client = env.client()?;
     member_apis(env, 2)?;
-    let ns = TestNs::new(&client, "failover::draining").await?;
-    let ns_name = ns.name().to_owned();
+    let test_ns = TestNs::new(&client, "failover::draining").await?;
+    let ns_name = test_ns.name().to_owned();
     let members = env.member_clients()?;
     for m in &members {
         ensure_namespace(m, &ns_name).await?;
@@ -156,10 +210,12 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
     let before = wait(
         c,
         ns,
-        "used 400m / 4 pods, no reservation, Drift=False",
+        "used 400m / 4 pods, no reservation, each member observed 200m, Drift=False",
         |q| {
             used_is(q, &[("requests.cpu", "400m"), ("pods", "4")])
                 && q.status.as_ref().is_some_and(|s| s.reservations.is_empty())
+                && cluster_observed_is(q, "member1", &[("requests.cpu", "200m")])
+                && cluster_observed_is(q, "member2", &[("requests.cpu", "200m")])
                 && condition_is(q, CONDITION_DRIFT, "False")
                 && nothing_drains(q)
         },
@@ -191,11 +247,13 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
     let shown = wait(
         c,
         ns,
-        "member1 shows 200m / 2 pods draining; used unchanged (Show); member2 placed 400m",
+        "member1 shows 200m / 2 pods draining (and runs them); used unchanged (Show); member2 placed and runs 400m",
         |q| {
             draining_is(q, "member1", &[("requests.cpu", "200m"), ("pods", "2")])
                 && cluster_used_is(q, "member1", &[("requests.cpu", "0"), ("pods", "0")])
                 && cluster_used_is(q, "member2", &[("requests.cpu", "400m"), ("pods", "4")])
+                && cluster_observed_is(q, "member1", &[("requests.cpu", "200m")])
+                && cluster_observed_is(q, "member2", &[("requests.cpu", "400m")])
                 && used_is(q, &[("requests.cpu", "400m"), ("pods", "4")])
         },
     )
@@ -214,6 +272,9 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
         "a DriftDetected event for draining replicas: {events:?}"
     );
     eprintln!("    ✓ Drift stayed False since {}", drift_since.0);
+
+    step("[Dashboard] the quota page shows member1 draining (a browser; screenshot)");
+    dashboard_shows_draining(&ctl.dashboard_url(), ns).await?;
 
     step("[Show] one more 100m replica fits (400m + 100m ≤ 500m): a dry-run create is admitted");
     let more = Rb::deployment("more", 1)
@@ -281,5 +342,5 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
     })
     .await?;
 
-    ns.delete(&client).await
+    test_ns.delete(&client).await
 }
