@@ -37,7 +37,8 @@ pub struct QuotaSummary {
     pub selector: Option<String>,
     /// A KarmadaClusterQuota: the usage of each selected namespace (`status.namespaces`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub namespaces: Vec<NamespaceRow>,    /// `spec.drainingReplicas` when set (`Show` or `Count`): whether replicas draining
+    pub namespaces: Vec<NamespaceRow>,
+    /// `spec.drainingReplicas` when set (`Show` or `Count`): whether replicas draining
     /// after a failover count in `used`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub draining_replicas: Option<String>,

@@ -141,7 +141,11 @@ fn describe_and_get_wide_show_what_drains_per_member_after_a_failover() {
     let q = QuotaSummary::of(&quota);
     let member1 = &q.clusters[0];
     assert_eq!(
-        member1.draining.as_ref().and_then(|d| d.get("pods")).map(String::as_str),
+        member1
+            .draining
+            .as_ref()
+            .and_then(|d| d.get("pods"))
+            .map(String::as_str),
         Some("2")
     );
     // The old replicas member1 runs are expected while they drain: no drift.

@@ -141,7 +141,10 @@ mod tests {
         spec.graceful_eviction_tasks = vec![task("member1", Some(2)), task("member3", None)];
         assert_eq!(
             single_draining(&spec),
-            [("member1".to_owned(), Some(2)), ("member3".to_owned(), None)]
+            [
+                ("member1".to_owned(), Some(2)),
+                ("member3".to_owned(), None)
+            ]
         );
         // A workload scaled to zero drains nothing, even from a task without replicas.
         let mut zero = mk_deployment(0, &[("cpu", "100m")], "", &[]);
@@ -227,13 +230,22 @@ mod tests {
         assert!(!usage.draining.contains_key("member3"));
         assert!(usage.draining_unknown.contains("member3"));
         // A scope that does not match the part sees nothing draining.
-        assert!(mk_charge(&spec).scoped(&mk_scope("In", &["batch"])).is_none());
+        assert!(
+            mk_charge(&spec)
+                .scoped(&mk_scope("In", &["batch"]))
+                .is_none()
+        );
 
         // Components: each drains its own charge, summed per member; scoped by class.
         let mut comps = mk_components(
             &[
                 ("head", 1, &[("cpu", "500m")], "high"),
-                ("workers", 3, &[("cpu", "250m"), ("nvidia.com/gpu", "1")], "batch"),
+                (
+                    "workers",
+                    3,
+                    &[("cpu", "250m"), ("nvidia.com/gpu", "1")],
+                    "batch",
+                ),
             ],
             &["member2"],
         );
@@ -248,7 +260,10 @@ mod tests {
         let batch = mk_charge(&comps)
             .scoped(&mk_scope("In", &["batch"]))
             .expect("workers match");
-        assert_eq!(batch.draining["member1"].get("requests.cpu"), Some(&q("750m")));
+        assert_eq!(
+            batch.draining["member1"].get("requests.cpu"),
+            Some(&q("750m"))
+        );
         // Many bindings of the same charge drain that many times over.
         let mut acc = crate::usage::ScopedUsage::default();
         mk_charge(&spec).add_scoped_times_to(&ScopeSelector::default(), &mut acc, 3);

@@ -913,7 +913,10 @@ mod tests {
     #[test]
     fn draining_replicas_are_shown_per_member_not_counted_and_are_not_drift() {
         let (view, _) = failover(crate::quota::DrainingReplicas::Show);
-        assert_eq!(view.used, mk_list(&[("requests.cpu", "400m"), ("pods", "4")]));
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.cpu", "400m"), ("pods", "4")])
+        );
         let member1 = view.clusters.iter().find(|c| c.name == "member1").unwrap();
         assert_eq!(
             member1.used,
@@ -940,7 +943,10 @@ mod tests {
     #[test]
     fn draining_replicas_count_in_used_under_count() {
         let (view, state) = failover(crate::quota::DrainingReplicas::Count);
-        assert_eq!(view.used, mk_list(&[("requests.cpu", "600m"), ("pods", "6")]));
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.cpu", "600m"), ("pods", "6")])
+        );
         assert_eq!(view.effective, view.used);
         // Per member, placed usage stays what Karmada placed; draining is beside it.
         let member1 = view.clusters.iter().find(|c| c.name == "member1").unwrap();
@@ -956,7 +962,10 @@ mod tests {
             &ObservedPods::new(),
             0,
         );
-        assert_eq!(view.used, mk_list(&[("requests.cpu", "400m"), ("pods", "4")]));
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.cpu", "400m"), ("pods", "4")])
+        );
         assert!(view.clusters.iter().all(|c| c.draining.is_none()));
     }
 
@@ -986,7 +995,9 @@ mod tests {
         assert_eq!(member1.draining, None);
         assert!(view.drift.is_empty());
         // Nothing known to count: used is the binding's charge.
-        assert_eq!(view.used, mk_list(&[("requests.cpu", "400m"), ("pods", "4")]));
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.cpu", "400m"), ("pods", "4")])
+        );
     }
 }
-

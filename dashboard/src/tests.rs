@@ -225,8 +225,14 @@ async fn quota_page_shows_what_drains_in_a_member_after_a_failover_without_drift
     gpus.clusters[1] = ClusterUsage {
         name: "member2".into(),
         placed: rl(&[("requests.nvidia.com/gpu", "0"), ("requests.cpu", "0")]),
-        observed: Some(rl(&[("requests.nvidia.com/gpu", "2"), ("requests.cpu", "4")])),
-        draining: Some(rl(&[("requests.nvidia.com/gpu", "2"), ("requests.cpu", "4")])),
+        observed: Some(rl(&[
+            ("requests.nvidia.com/gpu", "2"),
+            ("requests.cpu", "4"),
+        ])),
+        draining: Some(rl(&[
+            ("requests.nvidia.com/gpu", "2"),
+            ("requests.cpu", "4"),
+        ])),
         draining_unknown: false,
     };
     let (_tx, d) = dashboard(s);

@@ -13,22 +13,23 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use fantoccini::Locator;
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::quota::CONDITION_DRIFT;
+use karmada_quota_e2e::browser::{self, Driver};
 use karmada_quota_e2e::controller::{
-    Controller, cluster_observed_is, cluster_usage, cluster_used_is, condition, condition_is, ensure_namespace, has,
-    member_apis, member_pod as pod, quota_events, used_is, wait_quota, wait_synced,
+    Controller, cluster_observed_is, cluster_usage, cluster_used_is, condition, condition_is,
+    ensure_namespace, has, member_apis, member_pod as pod, quota_events, used_is, wait_quota,
+    wait_synced,
 };
 use karmada_quota_e2e::webhook::{
     Rb, Registration, Webhook, create, create_with, expect_admitted, quota, quota_usage, update,
     wait_until_status_seen,
 };
-use fantoccini::Locator;
-use karmada_quota_e2e::browser::{self, Driver};
 use karmada_quota_e2e::{Env, TestNs, accepts, apply_json, wait_for};
 use kube::Client;
-use kube::core::Status;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::core::Status;
 
 /// How long the status may take to follow a change.
 const FOLLOW: Duration = Duration::from_secs(15);
@@ -130,7 +131,10 @@ async fn dashboard_shows_draining(dash: &str, ns: &str) -> Result<()> {
             "quota-failover.png",
         )
         .await?;
-        eprintln!("    ✓ member1: Draining, {cells:?}; screenshot {}", path.display());
+        eprintln!(
+            "    ✓ member1: Draining, {cells:?}; screenshot {}",
+            path.display()
+        );
         Ok::<_, anyhow::Error>(())
     }
     .await;
@@ -187,7 +191,9 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
     // 500m: room for one more 100m replica beside web's 400m, unless the draining 200m
     // count. observedLimit: Ignore, so a refusal below is `used` alone (the members run
     // 600m while the old replicas drain, which Enforce would refuse increases on too).
-    step("[Create] quota q: requests.cpu 500m, pods 6, observedLimit Ignore (drainingReplicas absent: Show)");
+    step(
+        "[Create] quota q: requests.cpu 500m, pods 6, observedLimit Ignore (drainingReplicas absent: Show)",
+    );
     let mut q = quota(ns, "q", &[("requests.cpu", "500m"), ("pods", "6")]);
     q["spec"]["observedLimit"] = serde_json::json!("Ignore");
     accepts(c, &q).await?;
@@ -225,7 +231,9 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
         .map(|d| d.last_transition_time.clone())
         .context("no Drift condition")?;
 
-    step("[Failover] taint manager: member1 leaves clusters, a task holds its 2 replicas → admitted");
+    step(
+        "[Failover] taint manager: member1 leaves clusters, a task holds its 2 replicas → admitted",
+    );
     let evicted = web(&[("member2", 2)], &[("member1", Some(2))]).json(ns);
     let stored = expect_admitted(update(c, &evicted).await?)?;
     ensure!(
@@ -259,7 +267,10 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
     )
     .await?;
     let member2 = cluster_usage(&shown, "member2").context("member2")?;
-    ensure!(member2.draining.is_none(), "member2 drains nothing: {member2:?}");
+    ensure!(
+        member2.draining.is_none(),
+        "member2 drains nothing: {member2:?}"
+    );
     // member1 runs 2 pods where Karmada placed none: expected while they drain, not drift.
     let drift = condition(&shown, CONDITION_DRIFT).context("no Drift condition")?;
     ensure!(
@@ -285,10 +296,15 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
 
     step("[Count] spec.drainingReplicas: Count → used includes the draining 200m / 2 pods");
     patch_spec(c, ns, serde_json::json!({"drainingReplicas": "Count"})).await?;
-    wait(c, ns, "used 600m / 6 pods (400m placed + 200m draining)", |q| {
-        used_is(q, &[("requests.cpu", "600m"), ("pods", "6")])
-            && draining_is(q, "member1", &[("requests.cpu", "200m")])
-    })
+    wait(
+        c,
+        ns,
+        "used 600m / 6 pods (400m placed + 200m draining)",
+        |q| {
+            used_is(q, &[("requests.cpu", "600m"), ("pods", "6")])
+                && draining_is(q, "member1", &[("requests.cpu", "200m")])
+        },
+    )
     .await?;
     let status = refused_once_seen(c, &more).await?;
     eprintln!(
@@ -300,10 +316,15 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
     expect_admitted(update(c, &web(&[("member2", 4)], &[("member1", Some(2))]).json(ns)).await?)?;
     step("[Count] …and so is a task without a replica count (unknown draining)");
     expect_admitted(update(c, &web(&[("member2", 4)], &[("member1", None)]).json(ns)).await?)?;
-    wait(c, ns, "member1 drains an unknown count: listed, not counted", |q| {
-        cluster_usage(q, "member1").is_some_and(|m| m.draining_unknown && m.draining.is_none())
-            && used_is(q, &[("requests.cpu", "400m")])
-    })
+    wait(
+        c,
+        ns,
+        "member1 drains an unknown count: listed, not counted",
+        |q| {
+            cluster_usage(q, "member1").is_some_and(|m| m.draining_unknown && m.draining.is_none())
+                && used_is(q, &[("requests.cpu", "400m")])
+        },
+    )
     .await?;
     expect_admitted(update(c, &web(&[("member2", 4)], &[("member1", Some(2))]).json(ns)).await?)?;
     wait(c, ns, "used back at 600m with the task's 2 replicas", |q| {
@@ -332,9 +353,12 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
     step("[Done] the eviction completes: the old pods go, then the task → used 400m again");
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(members[0].clone(), ns);
     for i in 0..2 {
-        pods.delete(&format!("web-old-{i}"), &DeleteParams::default().grace_period(0))
-            .await
-            .with_context(|| format!("deleting member1 pod web-old-{i}"))?;
+        pods.delete(
+            &format!("web-old-{i}"),
+            &DeleteParams::default().grace_period(0),
+        )
+        .await
+        .with_context(|| format!("deleting member1 pod web-old-{i}"))?;
     }
     expect_admitted(update(c, &web(&[("member2", 4)], &[]).json(ns)).await?)?;
     wait(c, ns, "used 400m / 4 pods, nothing drains", |q| {
