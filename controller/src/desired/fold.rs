@@ -16,9 +16,12 @@ use karmada_quota_core::ledger::effective_usage;
 use karmada_quota_crds::KarmadaQuotaStatus;
 use karmada_quota_crds::convert::parse_status;
 
+/// One member's draining: name, `draining`, `drainingUnknown`.
+type Draining<'a> = (&'a str, Option<&'a BTreeMap<String, Quantity>>, bool);
+
 /// What drains per member after a failover (`status.clusters[].draining`,
 /// `drainingUnknown`), of the members where something drains.
-fn draining(s: &KarmadaQuotaStatus) -> Vec<(&str, Option<&BTreeMap<String, Quantity>>, bool)> {
+fn draining(s: &KarmadaQuotaStatus) -> Vec<Draining<'_>> {
     s.clusters
         .iter()
         .filter(|c| c.draining.is_some() || c.draining_unknown)
