@@ -862,6 +862,18 @@ mod tests {
         assert!(!owner("team-b", "Job", "nightly-29012345").made_for(&t));
         assert!(owner("team-a", "CronJob", "nightly").made_for(&t));
     }
+    /// The view of `state` over the one binding `charge` and the members' `pods`.
+    fn view_of(state: &QuotaState, charge: &BindingCharge, pods: &ObservedPods) -> QuotaView {
+        compute(
+            "team-a",
+            state,
+            [charge],
+            |_: &ReservedBy| Observation::NotSeen,
+            pods,
+            0,
+        )
+    }
+
     /// Issue 27's failover: quota 400m / 4 pods; a 4 × 100m Deployment moved from member1
     /// to member2 while member1 still runs 2 old replicas.
     fn failover(draining: crate::quota::DrainingReplicas) -> (QuotaView, QuotaState) {
@@ -899,15 +911,7 @@ mod tests {
                 Some(mk_pods(4, "", &[("cpu", "100m")])),
             ),
         ]);
-        let view = compute(
-            "team-a",
-            &state,
-            [&charge],
-            |_: &ReservedBy| Observation::NotSeen,
-            &pods,
-            0,
-        );
-        (view, state)
+        (view_of(&state, &charge, &pods), state)
     }
 
     #[test]
@@ -954,14 +958,7 @@ mod tests {
         assert!(view.drift.is_empty());
         // The eviction completes (task gone): used falls back to the binding's charge.
         let done = mk_charge(&mk_deployment(4, &[("cpu", "100m")], "", &[("member2", 4)]));
-        let view = compute(
-            "team-a",
-            &state,
-            [&done],
-            |_: &ReservedBy| Observation::NotSeen,
-            &ObservedPods::new(),
-            0,
-        );
+        let view = view_of(&state, &done, &ObservedPods::new());
         assert_eq!(
             view.used,
             mk_list(&[("requests.cpu", "400m"), ("pods", "4")])
@@ -982,14 +979,7 @@ mod tests {
             "member1".to_owned(),
             Some(mk_pods(3, "", &[("cpu", "100m")])),
         )]);
-        let view = compute(
-            "team-a",
-            &state,
-            [&charge],
-            |_: &ReservedBy| Observation::NotSeen,
-            &pods,
-            0,
-        );
+        let view = view_of(&state, &charge, &pods);
         let member1 = view.clusters.iter().find(|c| c.name == "member1").unwrap();
         assert!(member1.draining_unknown);
         assert_eq!(member1.draining, None);
