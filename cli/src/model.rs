@@ -38,6 +38,10 @@ pub struct QuotaSummary {
     /// A KarmadaClusterQuota: the usage of each selected namespace (`status.namespaces`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<NamespaceRow>,
+    /// `spec.drainingReplicas` when set (`Show` or `Count`): whether replicas draining
+    /// after a failover count in `used`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draining_replicas: Option<String>,
 }
 
 /// One namespace a KarmadaClusterQuota selects.
@@ -76,8 +80,16 @@ pub struct ClusterRow {
     pub placed: BTreeMap<String, String>,
     /// Per resource: what the member really runs (`None`: not measured).
     pub observed: Option<BTreeMap<String, String>>,
-    /// The resources the member runs more of than Karmada placed there.
+    /// The resources the member runs more of than Karmada placed there (plus what drains
+    /// there after a failover: old replicas are expected while they drain).
     pub drift: Vec<String>,
+    /// Failover: per resource, what still drains there after Karmada moved workloads off
+    /// the member (`None`: nothing drains).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draining: Option<BTreeMap<String, String>>,
+    /// Replicas of unknown count drain there.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub draining_unknown: bool,
 }
 
 /// A condition of the quota.
@@ -137,15 +149,25 @@ impl QuotaSummary {
                     .observed
                     .as_ref()
                     .map(|o| list_from_api(o, "observed").unwrap_or_default());
+                let draining = c
+                    .draining
+                    .as_ref()
+                    .map(|d| list_from_api(d, "draining").unwrap_or_default());
+                let expected = draining
+                    .as_ref()
+                    .map_or_else(|| placed.clone(), |d| placed.plus(d));
                 let drift = observed
                     .as_ref()
-                    .map(|o| o.above(&placed).names().map(str::to_owned).collect())
+                    .filter(|_| !c.draining_unknown)
+                    .map(|o| o.above(&expected).names().map(str::to_owned).collect())
                     .unwrap_or_default();
                 ClusterRow {
                     name: c.name.clone(),
                     placed: strings(&placed),
                     observed: observed.as_ref().map(strings),
                     drift,
+                    draining: draining.as_ref().map(strings),
+                    draining_unknown: c.draining_unknown,
                 }
             })
             .collect();
@@ -182,6 +204,7 @@ impl QuotaSummary {
             errors,
             selector: None,
             namespaces: Vec::new(),
+            draining_replicas: q.spec.draining_replicas.clone(),
         }
     }
 
@@ -243,6 +266,13 @@ impl QuotaSummary {
     /// The member clusters' names.
     pub fn cluster_names(&self) -> Vec<&str> {
         self.clusters.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// Whether anything drains in a member after a failover.
+    pub fn draining(&self) -> bool {
+        self.clusters
+            .iter()
+            .any(|c| c.draining.is_some() || c.draining_unknown)
     }
 }
 

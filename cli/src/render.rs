@@ -95,19 +95,29 @@ fn get_rows(quotas: &[QuotaSummary], clusters: &[String], style: Style) -> Vec<V
                 r.hard.clone(),
             ];
             for c in clusters {
-                row.push(
-                    q.clusters
-                        .iter()
-                        .find(|k| k.name == *c)
-                        .and_then(|k| k.placed.get(&r.resource).cloned())
-                        .unwrap_or_else(|| "-".to_owned()),
-                );
+                let member = q.clusters.iter().find(|k| k.name == *c);
+                let placed = member
+                    .and_then(|k| k.placed.get(&r.resource).cloned())
+                    .unwrap_or_else(|| "-".to_owned());
+                row.push(match member.map(|k| draining_of(k, &r.resource)) {
+                    Some(Some(d)) => format!("{placed} (+{d} draining)"),
+                    _ => placed,
+                });
             }
             row.push(colored(percent(r.percent), r.percent, style));
             rows.push(row);
         }
     }
     rows
+}
+
+/// What drains of `resource` in member `c` after a failover: its value, `unknown` when a
+/// task names no count, `None` when nothing drains there.
+fn draining_of(c: &crate::model::ClusterRow, resource: &str) -> Option<String> {
+    match &c.draining {
+        Some(d) => Some(d.get(resource).cloned().unwrap_or_else(|| "0".to_owned())),
+        None => c.draining_unknown.then(|| "unknown".to_owned()),
+    }
 }
 
 fn get_header(clusters: &[String]) -> Vec<String> {
@@ -209,6 +219,16 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
             q.scopes.join("; ")
         }
     ));
+    if let Some(mode) = &q.draining_replicas {
+        out.push_str(&format!(
+            "Draining:    {mode} (replicas left draining by a failover{})\n",
+            if mode == "Count" {
+                " count in Used"
+            } else {
+                " are shown, not counted"
+            }
+        ));
+    }
     out.push_str(&format!(
         "Pending:     {} reservation{}\n",
         q.pending_reservations,
@@ -272,12 +292,24 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
         }
     }
     if !q.clusters.is_empty() {
-        out.push_str("\nMember clusters (placed by Karmada / observed in the member):\n");
-        let mut rows = vec![
-            ["-------", "--------", "------", "--------", "-----"]
-                .map(str::to_owned)
-                .to_vec(),
-        ];
+        // The Draining column only when something drains (a failover in progress).
+        let draining = q.draining();
+        if draining {
+            out.push_str(
+                "\nMember clusters (placed by Karmada / observed in the member / draining after a failover):\n",
+            );
+        } else {
+            out.push_str("\nMember clusters (placed by Karmada / observed in the member):\n");
+        }
+        let mut dashes = vec!["-------", "--------", "------", "--------"];
+        let mut header = vec!["Cluster", "Resource", "Placed", "Observed"];
+        if draining {
+            dashes.push("--------");
+            header.push("Draining");
+        }
+        dashes.push("-----");
+        header.push("Drift");
+        let mut rows = vec![dashes.into_iter().map(str::to_owned).collect::<Vec<_>>()];
         for c in &q.clusters {
             for r in &q.resources {
                 let placed = c
@@ -297,19 +329,16 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
                 } else {
                     ""
                 };
-                rows.push(vec![
-                    c.name.clone(),
-                    r.resource.clone(),
-                    placed,
-                    observed,
-                    drift.to_owned(),
-                ]);
+                let mut row = vec![c.name.clone(), r.resource.clone(), placed, observed];
+                if draining {
+                    row.push(draining_of(c, &r.resource).unwrap_or_default());
+                }
+                row.push(drift.to_owned());
+                rows.push(row);
             }
         }
         out.push_str(&table(
-            ["Cluster", "Resource", "Placed", "Observed", "Drift"]
-                .map(str::to_owned)
-                .to_vec(),
+            header.into_iter().map(str::to_owned).collect(),
             rows,
         ));
     }

@@ -133,3 +133,31 @@ fn top_lists_a_cluster_quota_beside_the_namespaced_ones() {
         .unwrap_or_else(|| panic!("no cluster quota row:\n{out}"));
     assert!(row.starts_with(render::CLUSTER_SCOPED), "{out}");
 }
+
+#[test]
+fn describe_and_get_wide_show_what_drains_per_member_after_a_failover() {
+    let text = include_str!("fixtures/failover.yaml");
+    let quota: KarmadaQuota = serde_saphyr::from_str(text).expect("fixture");
+    let q = QuotaSummary::of(&quota);
+    let member1 = &q.clusters[0];
+    assert_eq!(
+        member1
+            .draining
+            .as_ref()
+            .and_then(|d| d.get("pods"))
+            .map(String::as_str),
+        Some("2")
+    );
+    // The old replicas member1 runs are expected while they drain: no drift.
+    assert!(q.clusters.iter().all(|c| c.drift.is_empty()), "{q:?}");
+    assert!(q.clusters[2].draining_unknown);
+    let described = render::describe(&q, &[], PLAIN);
+    golden("describe-failover.txt", &described);
+    assert!(described.contains("Draining:    Count"));
+    let wide = render::get(std::slice::from_ref(&q), Output::Wide, PLAIN).unwrap();
+    golden("get-wide-failover.txt", &wide);
+    assert!(wide.contains("0 (+200m draining)"), "{wide}");
+    // JSON carries the numbers.
+    let json = render::get(std::slice::from_ref(&q), Output::Json, PLAIN).unwrap();
+    assert!(json.contains(r#""drainingReplicas": "Count""#), "{json}");
+}

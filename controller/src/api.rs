@@ -78,6 +78,7 @@ impl QuotaReport {
                     name: m.name,
                     used: m.placed,
                     observed: m.observed,
+                    ..ClusterView::default()
                 }),
             }
         }
@@ -207,6 +208,7 @@ mod tests {
             name: name.into(),
             used: rl(used),
             observed: observed.map(rl),
+            ..ClusterView::default()
         }
     }
 
@@ -238,6 +240,7 @@ mod tests {
                 name: name.into(),
                 used: list_to_api(&rl(used)),
                 observed: observed.map(|o| list_to_api(&rl(o))),
+                ..ClusterUsage::default()
             };
         let status = KarmadaQuotaStatus {
             clusters: vec![

@@ -100,6 +100,8 @@ pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
                 name: c.name.clone(),
                 placed: c.used.clone(),
                 observed: c.observed.clone(),
+                draining: c.draining.clone(),
+                draining_unknown: c.draining_unknown,
             })
             .collect(),
         reservations: r
@@ -444,6 +446,7 @@ mod tests {
                 name: "m1".into(),
                 used: rl(&[("pods", "3")]),
                 observed: Some(rl(&[("pods", "4")])),
+                ..ClusterView::default()
             }],
             reservations: vec![ReservationReport {
                 binding: "b".into(),
@@ -494,6 +497,7 @@ mod tests {
             name: "m2".into(),
             used: rl(&[("pods", "1")]),
             observed: None,
+            ..ClusterView::default()
         });
         down.conditions.push(ConditionReport {
             type_: "MembersReachable".into(),
@@ -507,6 +511,7 @@ mod tests {
             name: "m4".into(),
             used: rl(&[("pods", "1")]),
             observed: None,
+            ..ClusterView::default()
         });
         let reach = reach_from_reports([&down, &fresh]);
         assert_eq!(reach["m1"], Reach::Reachable);

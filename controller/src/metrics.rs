@@ -472,6 +472,7 @@ mod tests {
                 name: "member1".into(),
                 used: rl(&[("requests.cpu", "1500m"), ("pods", "2")]),
                 observed: Some(rl(&[("requests.cpu", "2"), ("pods", "3")])),
+                ..ClusterView::default()
             }],
             drift: [("member1".to_owned(), rl(&[("pods", "3")]))].into(),
             ..QuotaView::default()

@@ -24,6 +24,52 @@ pub struct ResourceBindingSpec {
     /// workload will run on, before the scheduler fills `clusters`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
+    /// Failover: members Karmada moved the workload off whose old replicas may still run
+    /// there until the eviction completes (`spec.gracefulEvictionTasks`; see
+    /// [`crate::failover`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub graceful_eviction_tasks: Vec<GracefulEvictionTask>,
+}
+
+/// `spec.gracefulEvictionTasks[]`: a member Karmada evicted the workload from (its
+/// taint manager on a failed member, an application failover, a manual eviction). The
+/// member left `spec.clusters`; its old replicas are kept until the workload is healthy
+/// on its new members or the grace period ends (`--graceful-eviction-timeout`, 10 min by
+/// default), for ever with `purgeMode: Never` or `suppressDeletion`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GracefulEvictionTask {
+    /// The member the workload is evicted from.
+    pub from_cluster: String,
+    /// Replicas that ran in `fromCluster` when it was evicted. Karmada sets it whenever
+    /// that member held replicas of a single-template workload; absent otherwise (a
+    /// non-workload, a multi-template workload, or a producer that did not say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// `Directly`, `Gracefully` or `Never`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub purge_mode: String,
+    /// Programmatic reason (e.g. `TaintUntolerated`, `ApplicationFailure`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Human-readable details.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The controller that created the task.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub producer: String,
+    /// Longest wait before the old replicas are removed (overrides Karmada's timeout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<i32>,
+    /// The old replicas are kept until someone stops it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suppress_deletion: Option<bool>,
+    /// When the task was created (RFC 3339), as Karmada wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    /// The members the workload ran on before the failover.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clusters_before_failover: Vec<String>,
 }
 
 /// Reference to the resource template (`spec.resource`).

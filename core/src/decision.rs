@@ -613,6 +613,70 @@ mod tests {
         }
     }
 
+    // --- failover (issue 27): Karmada moving replicas is never refused ---
+
+    #[test]
+    fn a_failover_update_is_admitted_even_over_hard_and_a_later_increase_is_refused() {
+        let task = |replicas| crate::binding::GracefulEvictionTask {
+            from_cluster: "member1".into(),
+            replicas,
+            purge_mode: "Gracefully".into(),
+            ..Default::default()
+        };
+        let before = mk_charge(&mk_deployment(
+            4,
+            &[("cpu", "100m")],
+            "",
+            &[("member1", 2), ("member2", 2)],
+        ));
+        // The taint manager's write: member1 left `clusters`, a task holds its 2 replicas.
+        let mut evicted = mk_deployment(4, &[("cpu", "100m")], "", &[("member2", 2)]);
+        evicted.graceful_eviction_tasks = vec![task(Some(2))];
+        let evicted = mk_charge(&evicted);
+        // The scheduler's write: member2 runs all 4 while member1 drains.
+        let mut moved = mk_deployment(4, &[("cpu", "100m")], "", &[("member2", 4)]);
+        moved.graceful_eviction_tasks = vec![task(Some(2))];
+        let moved = mk_charge(&moved);
+        // A task without a count (unknown draining) changes nothing either.
+        let mut unknown = mk_deployment(4, &[("cpu", "100m")], "", &[("member2", 4)]);
+        unknown.graceful_eviction_tasks = vec![task(None)];
+        let unknown = mk_charge(&unknown);
+        // The quota counts draining replicas (used 600m of 400m) and member1 is back,
+        // running its old pods (observed over hard, observedLimit Enforce).
+        let mut quota = mk_quota(
+            "compute",
+            &[("requests.cpu", "400m"), ("pods", "4")],
+            Some(&[("requests.cpu", "600m"), ("pods", "6")]),
+        );
+        quota.spec.policy.draining = crate::quota::DrainingReplicas::Count;
+        quota.clusters = vec![
+            member("member1", &[], &[("requests.cpu", "200m"), ("pods", "2")]),
+            member(
+                "member2",
+                &[("requests.cpu", "400m"), ("pods", "4")],
+                &[("requests.cpu", "400m"), ("pods", "4")],
+            ),
+        ];
+        for (old, new) in [
+            (&before, &evicted),
+            (&evicted, &moved),
+            (&moved, &unknown),
+            (&moved, &before),
+        ] {
+            let d = decide(std::slice::from_ref(&quota), &mk_req(Some(old), new));
+            assert!(entries(&d).is_empty(), "{old:?} -> {new:?}: {d:?}");
+        }
+        // Scaling up while the old replicas still count is refused.
+        let mut bigger = mk_deployment(5, &[("cpu", "100m")], "", &[("member2", 5)]);
+        bigger.graceful_eviction_tasks = vec![task(Some(2))];
+        let bigger = mk_charge(&bigger);
+        let d = decide(std::slice::from_ref(&quota), &mk_req(Some(&moved), &bigger));
+        assert_eq!(denial(&d).reason, DenyReason::ObservedOverLimit);
+        quota.spec.policy.observed = crate::quota::ObservedLimit::Ignore;
+        let d = decide(std::slice::from_ref(&quota), &mk_req(Some(&moved), &bigger));
+        assert_eq!(denial(&d).reason, DenyReason::QuotaExceeded);
+    }
+
     // --- what the members run, and what nothing counts (issue 22) ---
 
     fn member(name: &str, placed: &[(&str, &str)], observed: &[(&str, &str)]) -> MemberUsage {

@@ -34,6 +34,7 @@ pub mod billing;
 pub mod binding;
 pub mod complete;
 pub mod decision;
+pub mod failover;
 pub mod field;
 pub mod ledger;
 pub mod placement;

@@ -25,6 +25,23 @@ pub struct QuotaPolicy {
     /// What a binding costs whose template runs pods nothing can count; `None`: the
     /// webhook's default (`--unaccounted-workloads`).
     pub unaccounted: Option<Unaccounted>,
+    /// Whether replicas draining after a failover count in `used`.
+    pub draining: DrainingReplicas,
+}
+
+/// `spec.drainingReplicas`: do the replicas Karmada left draining in a member it moved a
+/// workload off (`gracefulEvictionTasks`, [`crate::failover`]) count against `hard`?
+/// Either way admission never refuses the failover itself: the binding's charge does not
+/// change, and an update whose charge does not increase is always admitted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DrainingReplicas {
+    /// Shown per member (`status.clusters[].draining`), not counted (the default):
+    /// rescheduling never makes room scarce for others.
+    #[default]
+    Show,
+    /// Also added to `used` while they drain: other increases are refused until the old
+    /// replicas are gone, so the real footprint stays within `hard`.
+    Count,
 }
 
 /// `spec.observedLimit`: while the usage the members observe exceeds `hard` for a

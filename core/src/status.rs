@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::ledger::{Observation, effective_usage, prune};
 use crate::quantity::Quantity;
-use crate::quota::{QuotaState, Reservation, ReservedBy, Unaccounted};
+use crate::quota::{DrainingReplicas, QuotaState, Reservation, ReservedBy, Unaccounted};
 use crate::resources::{PODS, ResourceList, is_object_count};
 use crate::usage::{BindingCharge, ScopedUsage};
 
@@ -74,6 +74,25 @@ pub struct ClusterView {
     pub used: ResourceList,
     /// Usage measured in the member (non-terminal pods' requests), when known.
     pub observed: Option<ResourceList>,
+    /// Failover: usage still draining there after Karmada moved workloads off the member
+    /// (graceful-eviction tasks, [`crate::failover`]), restricted to hard's names; `None`
+    /// when nothing drains.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draining: Option<ResourceList>,
+    /// A task drains replicas of unknown count there (not in `draining`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub draining_unknown: bool,
+}
+
+impl ClusterView {
+    /// What the member is expected to run: placed plus draining (what drift is judged
+    /// against: old replicas of a failover are expected, not drift).
+    pub fn expected(&self) -> ResourceList {
+        match &self.draining {
+            Some(d) => self.used.plus(d),
+            None => self.used.clone(),
+        }
+    }
 }
 
 /// A quota as computed by the controller.
@@ -118,7 +137,11 @@ pub struct QuotaView {
 /// unknown status for a synced quota). `clusters` are the union of placement and observed
 /// members, sorted; each cluster's `used` (and `observed`, where measured) carries every
 /// hard name but the object counts, zero-filled, so every cluster has the same shape. `drift` lists members where an
-/// observed value is above the placed one. `effective` = used + Σ pruned reservations.
+/// observed value is above the placed one plus what drains there. `effective` = used + Σ
+/// pruned reservations.
+///
+/// Failover (docs/design.md §4): each cluster shows what drains there (`draining`); under
+/// `drainingReplicas: Count` the draining usage is also added to `used`.
 pub fn compute<'a>(
     namespace: &str,
     quota: &QuotaState,
@@ -166,6 +189,11 @@ pub fn compute_counted<'a>(
             }
         }
     }
+    if quota.spec.policy.draining == DrainingReplicas::Count {
+        for list in acc.draining.values() {
+            acc.total.add_assign(list);
+        }
+    }
     let used: ResourceList = hard
         .names()
         .map(|name| (name.to_owned(), acc.total.get_or_zero(name)))
@@ -173,6 +201,8 @@ pub fn compute_counted<'a>(
 
     let mut names: Vec<&str> = acc.clusters.keys().map(String::as_str).collect();
     names.extend(observed_pods.keys().map(String::as_str));
+    names.extend(acc.draining.keys().map(String::as_str));
+    names.extend(acc.draining_unknown.iter().map(String::as_str));
     names.sort_unstable();
     names.dedup();
 
@@ -191,6 +221,12 @@ pub fn compute_counted<'a>(
             .map(|l| l.restricted_to(hard))
             .unwrap_or_default();
         zero_fill(&mut placed, &per_cluster);
+        let draining = acc
+            .draining
+            .get(name)
+            .map(|l| l.restricted_to(hard))
+            .filter(|l| !l.is_empty());
+        let draining_unknown = acc.draining_unknown.contains(name);
         let observed = observed_pods
             .get(name)
             .and_then(Option::as_ref)
@@ -207,12 +243,16 @@ pub fn compute_counted<'a>(
                 name: name.to_owned(),
                 used: placed,
                 observed: Some(observed),
+                draining,
+                draining_unknown,
             });
         } else {
             clusters.push(ClusterView {
                 name: name.to_owned(),
                 used: placed,
                 observed: None,
+                draining,
+                draining_unknown,
             });
         }
     }
@@ -262,12 +302,15 @@ fn add_observed_pods(
     }
 }
 
-/// The clusters whose observed usage is above the placed one: name → the names above.
+/// The clusters whose observed usage is above the placed one plus what drains there
+/// ([`ClusterView::expected`]): name → the names above. A cluster where replicas of
+/// unknown count drain is not judged (its old replicas may be any number).
 pub fn drift(clusters: &[ClusterView]) -> BTreeMap<String, ResourceList> {
     clusters
         .iter()
+        .filter(|c| !c.draining_unknown)
         .filter_map(|c| {
-            let above = c.observed.as_ref()?.above(&c.used);
+            let above = c.observed.as_ref()?.above(&c.expected());
             (!above.is_empty()).then(|| (c.name.clone(), above))
         })
         .collect()
@@ -818,5 +861,133 @@ mod tests {
         assert!(!owner("team-a", "Job", "nightly-").made_for(&t));
         assert!(!owner("team-b", "Job", "nightly-29012345").made_for(&t));
         assert!(owner("team-a", "CronJob", "nightly").made_for(&t));
+    }
+    /// The view of `state` over the one binding `charge` and the members' `pods`.
+    fn view_of(state: &QuotaState, charge: &BindingCharge, pods: &ObservedPods) -> QuotaView {
+        compute(
+            "team-a",
+            state,
+            [charge],
+            |_: &ReservedBy| Observation::NotSeen,
+            pods,
+            0,
+        )
+    }
+
+    /// Issue 27's failover: quota 400m / 4 pods; a 4 × 100m Deployment moved from member1
+    /// to member2 while member1 still runs 2 old replicas.
+    fn failover(draining: crate::quota::DrainingReplicas) -> (QuotaView, QuotaState) {
+        let mut spec = mk_deployment(4, &[("cpu", "100m")], "", &[("member2", 4)]);
+        spec.graceful_eviction_tasks = vec![crate::binding::GracefulEvictionTask {
+            from_cluster: "member1".into(),
+            replicas: Some(2),
+            purge_mode: "Gracefully".into(),
+            ..Default::default()
+        }];
+        let charge = mk_charge(&spec);
+        let state = QuotaState {
+            clusters: Vec::new(),
+            name: "compute".into(),
+            covers: Default::default(),
+            spec: QuotaSpec {
+                policy: crate::quota::QuotaPolicy {
+                    draining,
+                    ..Default::default()
+                },
+                hard: mk_list(&[("requests.cpu", "400m"), ("pods", "4")]),
+                scope: Default::default(),
+            },
+            used: None,
+            reservations: Vec::new(),
+        };
+        // member1 is back and runs its 2 old pods; member2 runs the 4 new ones.
+        let pods: ObservedPods = BTreeMap::from([
+            (
+                "member1".to_owned(),
+                Some(mk_pods(2, "", &[("cpu", "100m")])),
+            ),
+            (
+                "member2".to_owned(),
+                Some(mk_pods(4, "", &[("cpu", "100m")])),
+            ),
+        ]);
+        (view_of(&state, &charge, &pods), state)
+    }
+
+    #[test]
+    fn draining_replicas_are_shown_per_member_not_counted_and_are_not_drift() {
+        let (view, _) = failover(crate::quota::DrainingReplicas::Show);
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.cpu", "400m"), ("pods", "4")])
+        );
+        let member1 = view.clusters.iter().find(|c| c.name == "member1").unwrap();
+        assert_eq!(
+            member1.used,
+            mk_list(&[("requests.cpu", "0"), ("pods", "0")])
+        );
+        assert_eq!(
+            member1.draining,
+            Some(mk_list(&[("requests.cpu", "200m"), ("pods", "2")]))
+        );
+        assert!(!member1.draining_unknown);
+        let member2 = view.clusters.iter().find(|c| c.name == "member2").unwrap();
+        assert_eq!(member2.draining, None);
+        // The old replicas member1 runs are expected while they drain: no drift.
+        assert!(view.drift.is_empty(), "{:?}", view.drift);
+        // Three old pods where two drain: the third is drift.
+        let mut clusters = view.clusters.clone();
+        clusters[0].observed = Some(mk_list(&[("requests.cpu", "300m"), ("pods", "3")]));
+        assert_eq!(
+            drift(&clusters).get("member1"),
+            Some(&mk_list(&[("requests.cpu", "300m"), ("pods", "3")]))
+        );
+    }
+
+    #[test]
+    fn draining_replicas_count_in_used_under_count() {
+        let (view, state) = failover(crate::quota::DrainingReplicas::Count);
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.cpu", "600m"), ("pods", "6")])
+        );
+        assert_eq!(view.effective, view.used);
+        // Per member, placed usage stays what Karmada placed; draining is beside it.
+        let member1 = view.clusters.iter().find(|c| c.name == "member1").unwrap();
+        assert_eq!(member1.used.get("requests.cpu"), Some(&q("0")));
+        assert!(view.drift.is_empty());
+        // The eviction completes (task gone): used falls back to the binding's charge.
+        let done = mk_charge(&mk_deployment(4, &[("cpu", "100m")], "", &[("member2", 4)]));
+        let view = view_of(&state, &done, &ObservedPods::new());
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.cpu", "400m"), ("pods", "4")])
+        );
+        assert!(view.clusters.iter().all(|c| c.draining.is_none()));
+    }
+
+    #[test]
+    fn a_member_draining_an_unknown_count_is_listed_and_not_judged_for_drift() {
+        let mut spec = mk_deployment(4, &[("cpu", "100m")], "", &[("member2", 4)]);
+        spec.graceful_eviction_tasks = vec![crate::binding::GracefulEvictionTask {
+            from_cluster: "member1".into(),
+            ..Default::default()
+        }];
+        let charge = mk_charge(&spec);
+        let (_, state) = failover(crate::quota::DrainingReplicas::Count);
+        let pods: ObservedPods = BTreeMap::from([(
+            "member1".to_owned(),
+            Some(mk_pods(3, "", &[("cpu", "100m")])),
+        )]);
+        let view = view_of(&state, &charge, &pods);
+        let member1 = view.clusters.iter().find(|c| c.name == "member1").unwrap();
+        assert!(member1.draining_unknown);
+        assert_eq!(member1.draining, None);
+        assert!(view.drift.is_empty());
+        // Nothing known to count: used is the binding's charge.
+        assert_eq!(
+            view.used,
+            mk_list(&[("requests.cpu", "400m"), ("pods", "4")])
+        );
     }
 }

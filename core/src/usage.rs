@@ -30,6 +30,11 @@ pub struct ChargePart {
     pub replicas: i64,
     /// Replicas per member cluster, in `spec.clusters` order (empty before scheduling).
     pub placement: Vec<(String, i64)>,
+    /// Failover: replicas still draining per member Karmada moved the workload off
+    /// (`None`: how many is unknown), from `spec.gracefulEvictionTasks`
+    /// ([`crate::failover`]). Not part of the charge: shown, and counted in `used` only by
+    /// a quota with `drainingReplicas: Count`.
+    pub draining: Vec<crate::failover::Draining>,
     /// Compute names (`cpu`, `memory`, `ephemeral-storage`) the per-replica request lacks:
     /// a quota tracking one of them refuses the binding (`must specify …`).
     pub missing_requests: Vec<&'static str>,
@@ -89,6 +94,11 @@ pub struct ScopedUsage {
     pub clusters: BTreeMap<String, ResourceList>,
     /// Compute names a matching part lacks (see [`ChargePart::missing_requests`]).
     pub missing_requests: Vec<&'static str>,
+    /// Failover: usage still draining per member Karmada moved workloads off
+    /// ([`ChargePart::draining`]); not in `total`.
+    pub draining: BTreeMap<String, ResourceList>,
+    /// Members where a matching part drains replicas of unknown count.
+    pub draining_unknown: std::collections::BTreeSet<String>,
 }
 
 /// A member-cluster pod, reduced to what quota needs.
@@ -274,6 +284,19 @@ impl BindingCharge {
                         replicas.saturating_mul(times),
                     );
                 }
+                for (cluster, replicas) in &part.draining {
+                    match replicas {
+                        Some(n) => add_cluster(
+                            &mut acc.draining,
+                            cluster,
+                            &part.per_replica,
+                            n.saturating_mul(times),
+                        ),
+                        None => {
+                            acc.draining_unknown.insert(cluster.clone());
+                        }
+                    }
+                }
                 for name in &part.missing_requests {
                     if !acc.missing_requests.contains(name) {
                         acc.missing_requests.push(name);
@@ -458,6 +481,7 @@ fn single_part(spec: &ResourceBindingSpec) -> ChargePart {
             .max(placed),
         placement,
         missing_requests: missing_requests(request),
+        draining: crate::failover::single_draining(spec),
     }
 }
 
@@ -516,6 +540,7 @@ fn component_parts(spec: &ResourceBindingSpec) -> Vec<ChargePart> {
                 },
                 placement,
                 missing_requests: missing_requests(request),
+                draining: crate::failover::component_draining(spec, comp),
             }
         })
         .collect()

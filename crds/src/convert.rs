@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karmada_quota_core::placement::{LabelSelector, SelectorRequirement};
 use karmada_quota_core::quota::{
-    self as cq, FieldError, MemberUsage, ObservedLimit, QuotaPolicy, QuotaSpec, QuotaState,
-    Unaccounted,
+    self as cq, DrainingReplicas, FieldError, MemberUsage, ObservedLimit, QuotaPolicy, QuotaSpec,
+    QuotaState, Unaccounted,
 };
 use karmada_quota_core::scope::RawRequirement;
 use karmada_quota_core::selection::{Covers, validate_cluster_spec as core_validate_cluster};
@@ -69,7 +69,7 @@ fn both<A, B>(
     }
 }
 
-/// `spec.observedLimit` and `spec.unaccountedWorkloads`; an unknown value is an error
+/// `spec.observedLimit`, `spec.unaccountedWorkloads` and `spec.drainingReplicas`; an unknown value is an error
 /// naming the field and the values it takes (the schema refuses it too).
 fn policy_of(spec: &KarmadaQuotaSpec) -> Result<QuotaPolicy, Vec<FieldError>> {
     let mut errors = Vec::new();
@@ -99,10 +99,23 @@ fn policy_of(spec: &KarmadaQuotaSpec) -> Result<QuotaPolicy, Vec<FieldError>> {
             None
         }
     };
+    let draining = match spec.draining_replicas.as_deref() {
+        None | Some("Show") => DrainingReplicas::Show,
+        Some("Count") => DrainingReplicas::Count,
+        Some(other) => {
+            errors.push(FieldError::invalid(
+                "spec.drainingReplicas",
+                other,
+                "supported values: \"Show\", \"Count\"",
+            ));
+            DrainingReplicas::Show
+        }
+    };
     if errors.is_empty() {
         Ok(QuotaPolicy {
             observed,
             unaccounted,
+            draining,
         })
     } else {
         Err(errors)
@@ -369,6 +382,25 @@ mod tests {
                 .parse::<jiff::Timestamp>()
                 .unwrap()
                 .as_second()
+        );
+    }
+
+    #[test]
+    fn draining_replicas_is_show_by_default_count_when_asked_and_refuses_other_values() {
+        let mut q = example();
+        let policy = |q: &KarmadaQuota| validate_spec(&q.spec).map(|s| s.policy.draining);
+        assert_eq!(policy(&q), Ok(DrainingReplicas::Show));
+        q.spec.draining_replicas = Some("Count".into());
+        assert_eq!(policy(&q), Ok(DrainingReplicas::Count));
+        q.spec.draining_replicas = Some("Show".into());
+        assert_eq!(policy(&q), Ok(DrainingReplicas::Show));
+        q.spec.draining_replicas = Some("count".into());
+        let errors = policy(&q).expect_err("refused");
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].to_string().contains("spec.drainingReplicas"),
+            "{}",
+            errors[0]
         );
     }
 

@@ -94,6 +94,16 @@ pub struct KarmadaQuotaSpec {
     #[schemars(extend("enum" = ["Deny", "Observed", "Allow"]))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unaccounted_workloads: Option<String>,
+
+    /// Failover: replicas Karmada left draining in a member it moved a workload off
+    /// (the binding's `gracefulEvictionTasks`), until the eviction completes. `Show`
+    /// (absent): listed per member in `status.clusters[].draining`, not counted.
+    /// `Count`: also added to `used` while they drain, so other increases are refused
+    /// until the old replicas are gone. Either way the failover itself is never refused
+    /// (the binding's charge does not change).
+    #[schemars(extend("enum" = ["Show", "Count"]))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draining_replicas: Option<String>,
 }
 
 /// A conjunction of scope requirements (Kubernetes' ScopeSelector).
@@ -247,6 +257,16 @@ pub struct ClusterUsage {
     #[schemars(schema_with = "optional_resource_map")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<BTreeMap<String, Quantity>>,
+    /// Failover: usage of replicas still draining in this member after Karmada moved
+    /// workloads off it (their bindings' `gracefulEvictionTasks`); absent when nothing
+    /// drains. Counted in `used` only under `spec.drainingReplicas: Count`.
+    #[schemars(schema_with = "optional_resource_map")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draining: Option<BTreeMap<String, Quantity>>,
+    /// A graceful-eviction task drains replicas of unknown count in this member (it names
+    /// none): they are in neither `draining` nor `used`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining_unknown: bool,
 }
 
 /// Kubernetes' quantity syntax, as its own ResourceQuota schema states it.

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use karmada_quota_core::binding::{
-    Component, ComponentReplicaRequirements, ComponentReplicas, ObjectReference,
-    ReplicaRequirements, ResourceBindingSpec, TargetCluster,
+    Component, ComponentReplicaRequirements, ComponentReplicas, GracefulEvictionTask,
+    ObjectReference, ReplicaRequirements, ResourceBindingSpec, TargetCluster,
 };
 use karmada_quota_core::placement::{
     ClusterAffinity, ClusterAffinityTerm, FieldSelector, LabelSelector, Placement,
@@ -273,6 +273,18 @@ fn full_binding_spec() -> ResourceBindingSpec {
             }],
         }],
         placement: Some(full_placement()),
+        graceful_eviction_tasks: vec![GracefulEvictionTask {
+            from_cluster: s("member2"),
+            replicas: Some(2),
+            purge_mode: s("Gracefully"),
+            reason: s("TaintUntolerated"),
+            message: s("cluster member2 is not ready"),
+            producer: s("taint-manager"),
+            grace_period_seconds: Some(600),
+            suppress_deletion: Some(false),
+            creation_timestamp: Some(s("2026-11-20T10:02:10Z")),
+            clusters_before_failover: vec![s("member1"), s("member2")],
+        }],
     }
 }
 

@@ -149,14 +149,29 @@ pub struct ClusterUsage {
     pub placed: ResourceList,
     /// What the member really runs (`None`: not measured).
     pub observed: Option<ResourceList>,
+    /// Failover: what still drains there after Karmada moved workloads off the member
+    /// (`None`: nothing drains).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draining: Option<ResourceList>,
+    /// Replicas of unknown count drain there (an eviction task that names none).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub draining_unknown: bool,
 }
 
 impl ClusterUsage {
-    /// The resources the member runs more of than Karmada placed there.
+    /// The resources the member runs more of than Karmada placed there plus what drains
+    /// there (old replicas of a failover are expected); none where an unknown count drains.
     pub fn drift(&self) -> Vec<String> {
+        if self.draining_unknown {
+            return Vec::new();
+        }
+        let expected = match &self.draining {
+            Some(d) => self.placed.plus(d),
+            None => self.placed.clone(),
+        };
         self.observed
             .as_ref()
-            .map(|o| o.above(&self.placed).names().map(str::to_owned).collect())
+            .map(|o| o.above(&expected).names().map(str::to_owned).collect())
             .unwrap_or_default()
     }
 }
@@ -471,11 +486,13 @@ mod tests {
                 name: "m1".into(),
                 placed: rl(&[("pods", "2")]),
                 observed: Some(rl(&[("pods", "3")])),
+                ..ClusterUsage::default()
             },
             ClusterUsage {
                 name: "m2".into(),
                 placed: rl(&[("pods", "2")]),
                 observed: None,
+                ..ClusterUsage::default()
             },
         ];
         assert_eq!(q.clusters[0].drift(), ["pods"]);

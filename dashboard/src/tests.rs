@@ -42,11 +42,13 @@ pub(crate) fn snapshot() -> Snapshot {
                     ("requests.nvidia.com/gpu", "6"),
                     ("requests.cpu", "10"),
                 ])),
+                ..ClusterUsage::default()
             },
             ClusterUsage {
                 name: "member2".into(),
                 placed: rl(&[("requests.nvidia.com/gpu", "3"), ("requests.cpu", "10")]),
                 observed: None,
+                ..ClusterUsage::default()
             },
         ],
         reservations: vec![Reservation {
@@ -212,6 +214,47 @@ async fn quota_page_compares_clusters_and_escapes_denials() {
     );
     assert!(!html.contains("=2 <script>"));
     assert!(html.contains("×3"));
+}
+
+#[tokio::test]
+async fn quota_page_shows_what_drains_in_a_member_after_a_failover_without_drift() {
+    // member2 was failed over: Karmada placed nothing there any more, 2 GPUs still drain
+    // and the member (back) runs them: a Draining badge and value, not drift.
+    let mut s = snapshot();
+    let gpus = s.quotas.iter_mut().find(|q| q.name == "gpus").unwrap();
+    gpus.clusters[1] = ClusterUsage {
+        name: "member2".into(),
+        placed: rl(&[("requests.nvidia.com/gpu", "0"), ("requests.cpu", "0")]),
+        observed: Some(rl(&[
+            ("requests.nvidia.com/gpu", "2"),
+            ("requests.cpu", "4"),
+        ])),
+        draining: Some(rl(&[
+            ("requests.nvidia.com/gpu", "2"),
+            ("requests.cpu", "4"),
+        ])),
+        draining_unknown: false,
+    };
+    let (_tx, d) = dashboard(s);
+    let (code, _, html) = get(&d, "/quotas/ml-train/gpus").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains(r#"<tr class="" data-cluster="member2">"#),
+        "member2 is no drift row: {html}"
+    );
+    assert!(html.contains(r#"<span class="tag draining""#), "{html}");
+    assert!(
+        html.contains(r#"<span class="v-observed">2</span><br><small class="v-draining draining">+2 draining</small>"#),
+        "{html}"
+    );
+    // The JSON API carries it too.
+    let (code, _, json) = get(&d, "/api/v1/quotas/ml-train/gpus").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(json.contains(r#""draining":{"#), "{json}");
+    // A member without draining shows no badge.
+    let (_tx, d) = dashboard(snapshot());
+    let (_, _, html) = get(&d, "/quotas/ml-train/gpus").await;
+    assert!(!html.contains("v-draining") && !html.contains("tag draining"));
 }
 
 #[tokio::test]

@@ -191,6 +191,8 @@ pub struct CellView {
     pub observed: String,
     /// Observed exceeds placed.
     pub drift: bool,
+    /// Failover: still draining there (`None` when nothing drains in the member).
+    pub draining: Option<String>,
     /// Placed there as a share of the quota's hard, in percent (0–100, for the bar).
     pub share: f64,
 }
@@ -207,6 +209,10 @@ pub struct ClusterView {
     pub cells: Vec<CellView>,
     /// Any drift.
     pub drift: bool,
+    /// Failover: replicas drain there (old replicas Karmada moved off the member).
+    pub draining: bool,
+    /// Some of them of unknown count.
+    pub draining_unknown: bool,
 }
 
 fn reach_name(m: Option<&Member>) -> &'static str {
@@ -218,7 +224,8 @@ fn reach_name(m: Option<&Member>) -> &'static str {
     }
 }
 
-/// Per member cluster of `q`: placed vs observed of each hard resource.
+/// Per member cluster of `q`: placed vs observed of each hard resource, and what drains
+/// there after a failover.
 pub fn quota_clusters(s: &Snapshot, q: &Quota) -> Vec<ClusterView> {
     q.clusters
         .iter()
@@ -243,6 +250,7 @@ pub fn quota_clusters(s: &Snapshot, q: &Quota) -> Vec<ClusterView> {
                             .as_ref()
                             .map_or_else(|| "-".to_owned(), |o| o.get_or_zero(res).to_string()),
                         drift: drift.iter().any(|d| d == res),
+                        draining: c.draining.as_ref().map(|d| d.get_or_zero(res).to_string()),
                         share: (share * 10.0).round() / 10.0,
                     }
                 })
@@ -252,6 +260,8 @@ pub fn quota_clusters(s: &Snapshot, q: &Quota) -> Vec<ClusterView> {
                 reach: reach_name(s.members.iter().find(|m| m.name == c.name)),
                 cells,
                 drift: !drift.is_empty(),
+                draining: c.draining.is_some() || c.draining_unknown,
+                draining_unknown: c.draining_unknown,
             }
         })
         .collect()
@@ -525,6 +535,7 @@ mod tests {
             name: "ghost".into(),
             placed: rl(&[("pods", "1")]),
             observed: None,
+            ..ClusterUsage::default()
         });
         let m = members(&s, &Settings::default());
         let names: Vec<_> = m.iter().map(|m| m.name.as_str()).collect();

@@ -724,6 +724,7 @@ pub struct Rb {
     request: Vec<(String, String)>,
     priority_class: Option<String>,
     clusters: Option<Vec<(String, i32)>>,
+    evictions: Vec<(String, Option<i32>)>,
 }
 
 impl Rb {
@@ -737,6 +738,7 @@ impl Rb {
             request: Vec::new(),
             priority_class: None,
             clusters: None,
+            evictions: Vec::new(),
         }
     }
 
@@ -782,6 +784,13 @@ impl Rb {
         self
     }
 
+    /// Adds a graceful-eviction task as Karmada's taint manager writes one on a failover:
+    /// the workload left `cluster`, whose old `replicas` (absent: not said) drain there.
+    pub fn evicted_from(mut self, cluster: &str, replicas: Option<i32>) -> Rb {
+        self.evictions.push((cluster.to_owned(), replicas));
+        self
+    }
+
     /// The object, in namespace `ns`.
     pub fn json(&self, ns: &str) -> Value {
         let mut spec = json!({
@@ -818,6 +827,27 @@ impl Rb {
             None => vec![json!({"name": "member1"})],
         };
         spec["clusters"] = json!(clusters);
+        if !self.evictions.is_empty() {
+            let tasks: Vec<Value> = self
+                .evictions
+                .iter()
+                .map(|(from, replicas)| {
+                    let mut t = json!({
+                        "fromCluster": from,
+                        "purgeMode": "Gracefully",
+                        "reason": "TaintUntolerated",
+                        "message": format!("cluster {from} is not ready"),
+                        "producer": "TaintManager",
+                        "creationTimestamp": "2026-11-20T10:02:10Z",
+                    });
+                    if let Some(r) = replicas {
+                        t["replicas"] = json!(r);
+                    }
+                    t
+                })
+                .collect();
+            spec["gracefulEvictionTasks"] = json!(tasks);
+        }
         json!({
             "apiVersion": "work.karmada.io/v1alpha2",
             "kind": "ResourceBinding",

@@ -69,7 +69,7 @@ pub(super) fn drift_condition(view: &QuotaView) -> (&'static str, &'static str, 
             .filter_map(|c| {
                 c.observed
                     .as_ref()
-                    .map(|obs| core_status::drift_message(&c.name, obs, &c.used))
+                    .map(|obs| core_status::drift_message(&c.name, obs, &c.expected()))
             })
             .collect::<Vec<_>>()
             .join("; ");

@@ -6,15 +6,32 @@
 //! (`used` + Σ entries, what admission reads) stays the same. Such a write changes nothing
 //! admission sees; it only keeps the entry list short. Every other change — a binding
 //! gone or scaled down, an expired entry dropped, a new hard name, a condition's status or
-//! reason — moves effective usage or what users read, and is written at once.
+//! reason, replicas starting or ending to drain in a member after a failover — moves
+//! effective usage or what users read, and is written at once.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karmada_quota_core::ledger::effective_usage;
 use karmada_quota_crds::KarmadaQuotaStatus;
 use karmada_quota_crds::convert::parse_status;
 
+/// One member's draining: name, `draining`, `drainingUnknown`.
+type Draining<'a> = (&'a str, Option<&'a BTreeMap<String, Quantity>>, bool);
+
+/// What drains per member after a failover (`status.clusters[].draining`,
+/// `drainingUnknown`), of the members where something drains.
+fn draining(s: &KarmadaQuotaStatus) -> Vec<Draining<'_>> {
+    s.clusters
+        .iter()
+        .filter(|c| c.draining.is_some() || c.draining_unknown)
+        .map(|c| (c.name.as_str(), c.draining.as_ref(), c.draining_unknown))
+        .collect()
+}
+
 /// `next` differs from `current` only by folding: the same hard limits, observed
-/// generation, effective usage and conditions (type, status, reason); every entry parses
-/// in both.
+/// generation, effective usage, conditions (type, status, reason) and draining members;
+/// every entry parses in both.
 pub fn fold_only(current: &KarmadaQuotaStatus, next: &KarmadaQuotaStatus) -> bool {
     if current.hard != next.hard || current.observed_generation != next.observed_generation {
         return false;
@@ -28,7 +45,7 @@ pub fn fold_only(current: &KarmadaQuotaStatus, next: &KarmadaQuotaStatus) -> boo
         k.sort_unstable();
         k
     }
-    if key(current) != key(next) {
+    if key(current) != key(next) || draining(current) != draining(next) {
         return false;
     }
     let (a, b) = (parse_status(Some(current)), parse_status(Some(next)));
@@ -44,11 +61,9 @@ pub fn fold_only(current: &KarmadaQuotaStatus, next: &KarmadaQuotaStatus) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
     use karmada_quota_crds::convert::unix_to_time;
     use karmada_quota_crds::quota::{Reservation, ReservedBy};
-    use std::collections::BTreeMap;
 
     fn list(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
         pairs
@@ -109,6 +124,15 @@ mod tests {
         let mut more = status("2", &[entry("a", "1")], "m");
         more.hard = list(&[("pods", "20")]);
         assert!(!fold_only(&current, &more));
+        // A failover: member1 starts draining (effective usage unchanged under Show).
+        let mut draining = current.clone();
+        draining.clusters = vec![karmada_quota_crds::quota::ClusterUsage {
+            name: "member1".into(),
+            draining: Some(list(&[("pods", "2")])),
+            ..Default::default()
+        }];
+        assert!(!fold_only(&current, &draining));
+        assert!(!fold_only(&draining, &current));
         // Not synced yet: the first used is always written.
         let mut unsynced = current.clone();
         unsynced.used.clear();

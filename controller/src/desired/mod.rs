@@ -247,6 +247,8 @@ pub fn desired_status(
                     name: c.name.clone(),
                     used: list_to_api(&c.used),
                     observed: c.observed.as_ref().map(list_to_api),
+                    draining: c.draining.as_ref().map(list_to_api),
+                    draining_unknown: c.draining_unknown,
                 })
                 .collect();
             next.reservations = view.reservations.iter().map(reservation_to_api).collect();

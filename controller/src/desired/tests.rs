@@ -636,3 +636,97 @@ fn member_unreachable_event_only_when_a_member_newly_fails() {
             .any(|n| n.reason == EVENT_MEMBER_UNREACHABLE)
     );
 }
+
+/// Issue 27's failover: 4 × 100m moved from member1 to member2, 2 old replicas draining
+/// in member1 (back and running them).
+fn failed_over() -> karmada_quota_crds::ResourceBinding {
+    let mut rb = mk_binding("team-a", "web", "uid-web", 3, 4, "100m", &[("member2", 4)]);
+    rb.spec.graceful_eviction_tasks = vec![karmada_quota_core::binding::GracefulEvictionTask {
+        from_cluster: "member1".into(),
+        replicas: Some(2),
+        purge_mode: "Gracefully".into(),
+        reason: "TaintUntolerated".into(),
+        producer: "taint-manager".into(),
+        ..Default::default()
+    }];
+    rb
+}
+
+fn failover_pods() -> ObservedPods {
+    [
+        (
+            "member1".to_owned(),
+            Some(vec![pod_usage_of("", "100m"); 2]),
+        ),
+        (
+            "member2".to_owned(),
+            Some(vec![pod_usage_of("", "100m"); 4]),
+        ),
+    ]
+    .into()
+}
+
+#[test]
+fn a_failover_shows_draining_per_member_without_drift_and_counts_it_only_under_count() {
+    let mut q = mk_quota("team-a", "q", &[("requests.cpu", "400m"), ("pods", "4")]);
+    let i = index_with(&[failed_over()]);
+    let reach: BTreeMap<_, _> = [
+        ("member1".to_owned(), Reach::Reachable),
+        ("member2".to_owned(), Reach::Reachable),
+    ]
+    .into();
+    let st = status_of(&q, &i, &failover_pods(), &reach);
+    // Show (the default): used is the binding's charge; member1 shows 2 draining.
+    assert_eq!(
+        (s(&st.used, "requests.cpu"), s(&st.used, "pods")),
+        ("400m".into(), "4".into())
+    );
+    let member1 = st.clusters.iter().find(|c| c.name == "member1").unwrap();
+    let draining = member1.draining.as_ref().expect("member1 drains");
+    assert_eq!(
+        (s(draining, "requests.cpu"), s(draining, "pods")),
+        ("200m".into(), "2".into())
+    );
+    assert!(!member1.draining_unknown);
+    let member2 = st.clusters.iter().find(|c| c.name == "member2").unwrap();
+    assert_eq!(member2.draining, None);
+    // The old pods member1 runs are expected while they drain: Drift stays False.
+    let drift = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_DRIFT)
+        .expect("Drift");
+    assert_eq!(
+        (drift.status.as_str(), drift.reason.as_str()),
+        ("False", REASON_NO_DRIFT),
+        "{}",
+        drift.message
+    );
+    // Computed again over the written status: nothing to write (no flapping).
+    let written = KarmadaQuota {
+        status: Some(st.clone()),
+        ..q.clone()
+    };
+    let again = compute(&written, &i, &failover_pods(), NOW);
+    assert_eq!(desired_status(&written, &again, &reach, ts(NOW + 1)), None);
+
+    // Count: the draining replicas are in used (600m of 400m).
+    q.spec.draining_replicas = Some("Count".into());
+    let st = status_of(&q, &i, &failover_pods(), &reach);
+    assert_eq!(
+        (s(&st.used, "requests.cpu"), s(&st.used, "pods")),
+        ("600m".into(), "6".into())
+    );
+    assert_eq!(
+        st.summary.as_deref(),
+        Some("pods: 6/4, requests.cpu: 600m/400m")
+    );
+
+    // The eviction completes: the task goes, member1 drains nothing, used falls back.
+    let mut done = failed_over();
+    done.spec.graceful_eviction_tasks.clear();
+    let i = index_with(&[done]);
+    let st = status_of(&q, &i, &ObservedPods::new(), &no_members());
+    assert_eq!(s(&st.used, "requests.cpu"), "400m");
+    assert!(st.clusters.iter().all(|c| c.draining.is_none()));
+}

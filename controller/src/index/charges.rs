@@ -38,6 +38,7 @@ fn hash_of(charge: &BindingCharge) -> u64 {
         part.replicas.hash(&mut h);
         part.placement.hash(&mut h);
         part.missing_requests.hash(&mut h);
+        part.draining.hash(&mut h);
     }
     charge.objects.0.len().hash(&mut h);
     for (name, q) in charge.objects.iter() {
