@@ -10,8 +10,9 @@
 //!       │        the config (User, Entrypoint) and the manifest's digest
 //!       ▼
 //!  Sandbox::prepare(rootfs, binds, hosts, resolv.conf)
-//!       │        mount points a runtime would create (proc/, etc/hosts, etc/resolv.conf,
-//!       │        each bind's path); bin/<name> for each binary of the image:
+//!       │        mount points a runtime would create (proc/, dev/ with runc's device
+//!       │        nodes, etc/hosts, etc/resolv.conf, each bind's path); bin/<name> for
+//!       │        each binary of the image:
 //!       │          unshare --mount (private) → sh enter.sh:
 //!       │            rootfs bind-mounted read-only onto itself, proc, /etc/hosts and
 //!       │            /etc/resolv.conf and every bind read-only at the same path,
@@ -220,6 +221,12 @@ pub fn files(rootfs: &Path) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The device nodes every runtime gives a container (runc's default set), bound from the
+/// host. A static glibc build needs /dev/urandom: the getrandom crate looks the libc
+/// function up with dlsym, which finds nothing in a static binary, and falls back to the
+/// file (without it the controller panics at start).
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
 /// A root filesystem made ready to be entered, with a launcher per binary.
 #[derive(Debug)]
 pub struct Sandbox {
@@ -250,8 +257,11 @@ impl Sandbox {
         hosts: &str,
         resolv: &str,
     ) -> Result<Sandbox> {
-        for dir in ["proc"] {
+        for dir in ["proc", "dev"] {
             std::fs::create_dir_all(rootfs.join(dir))?;
+        }
+        for dev in DEVICES {
+            std::fs::write(rootfs.join("dev").join(dev), "")?;
         }
         let etc_hosts = work.join("hosts");
         let etc_resolv = work.join("resolv.conf");
@@ -272,9 +282,11 @@ impl Sandbox {
              mount --bind {hosts} \"$r/etc/hosts\"\n\
              mount -o remount,bind,ro \"$r/etc/hosts\"\n\
              mount --bind {resolv} \"$r/etc/resolv.conf\"\n\
-             mount -o remount,bind,ro \"$r/etc/resolv.conf\"\n",
+             mount -o remount,bind,ro \"$r/etc/resolv.conf\"\n\
+             for d in {devices}; do mount --bind \"/dev/$d\" \"$r/dev/$d\"; done\n",
             hosts = shell_quote(&etc_hosts)?,
             resolv = shell_quote(&etc_resolv)?,
+            devices = DEVICES.join(" "),
         );
         for b in binds {
             ensure!(b.is_absolute(), "bind {} is not absolute", b.display());

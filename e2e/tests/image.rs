@@ -15,6 +15,7 @@
 //! `hack/image.sh test` (make image) sets KQ_IMAGE_REQUIRED and it fails instead.
 
 use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, ensure};
@@ -190,15 +191,20 @@ async fn run(archive: &Path, work: &Path) -> Result<()> {
         .first()
         .ok_or_else(|| anyhow!("the control plane has no member apiserver"))?;
     let member_kc = by_name(member, DNS_NAME, &secrets.join("member1-kubeconfig"))?;
+    // The serving pair as a Secret volume with fsGroup gives it: owned by, and readable
+    // only to, the image's user; the kubeconfigs too.
     let tls = WebhookTls::get(env).await?;
-    let tls_dir = tls
-        .cert
-        .parent()
-        .ok_or_else(|| anyhow!("{} has no parent", tls.cert.display()))?;
+    let (cert, key) = (secrets.join("tls.crt"), secrets.join("tls.key"));
+    std::fs::copy(&tls.cert, &cert)?;
+    std::fs::copy(&tls.key, &key)?;
+    for f in [&cert, &key, &webhook_kc, &controller_kc, &member_kc] {
+        std::os::unix::fs::chown(f, Some(IMAGE_UID), Some(IMAGE_UID))?;
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o400))?;
+    }
     let sandbox = Sandbox::prepare(
         work,
         &image.rootfs,
-        &[&secrets, tls_dir],
+        &[&secrets],
         &format!("127.0.0.1 localhost\n127.0.0.1 {HOSTS_NAME}\n"),
         &dns.resolv_conf(),
     )?;
@@ -215,6 +221,7 @@ async fn run(archive: &Path, work: &Path) -> Result<()> {
         .start(env)
         .await?;
     let mut webhook = Webhook::builder()
+        .tls_files(&cert, &key)
         .arg(format!("--kubeconfig={}", webhook_kc.display()))
         .start(env)
         .await?;
