@@ -81,12 +81,7 @@ impl DnsServer {
 
     /// Queries received for `name` (A and AAAA).
     pub fn queries(&self, name: &str) -> usize {
-        self.queries
-            .lock()
-            .unwrap()
-            .get(name)
-            .copied()
-            .unwrap_or(0)
+        self.queries.lock().unwrap().get(name).copied().unwrap_or(0)
     }
 }
 
@@ -173,6 +168,9 @@ mod tests {
         let (_, nx) = respond(&query("c.d", TYPE_A), &table).unwrap();
         assert_eq!(u16::from_be_bytes([nx[2], nx[3]]) & 0xf, RCODE_NXDOMAIN);
         assert!(respond(&[0; 5], &table).is_none(), "a short packet");
-        assert!(respond(&query("a.b", TYPE_A)[..14], &table).is_none(), "cut");
+        assert!(
+            respond(&query("a.b", TYPE_A)[..14], &table).is_none(),
+            "cut"
+        );
     }
 }

@@ -46,7 +46,11 @@ pub const IMAGE_BINARIES: &[&str] = &["karmada-quota-webhook", "karmada-quota-co
 pub fn archive() -> Result<Option<PathBuf>> {
     if let Some(p) = std::env::var_os(ENV_IMAGE_ARCHIVE).filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
-        ensure!(p.is_file(), "{ENV_IMAGE_ARCHIVE}={} does not exist", p.display());
+        ensure!(
+            p.is_file(),
+            "{ENV_IMAGE_ARCHIVE}={} does not exist",
+            p.display()
+        );
         return Ok(Some(p));
     }
     let version = app_version()?;
@@ -73,6 +77,35 @@ pub fn recorded_meta(archive: &Path) -> Option<Value> {
         .or_else(|| name.strip_suffix(".docker.tar"))?;
     let text = std::fs::read_to_string(archive.with_file_name(format!("{stem}.json"))).ok()?;
     serde_json::from_str(&text).ok()
+}
+
+/// The recorded digest, relative to the repository root: the image `make image` built
+/// from the commit that wrote it (the README cites it).
+pub const RECORDED_DIGEST: &str = "hack/image/digest";
+
+/// The digest the chart is installed with (`image.digest`) and where it came from: the
+/// manifest digest hack/image.sh recorded for the archive it exported, else
+/// [`RECORDED_DIGEST`].
+pub fn image_digest() -> Result<(String, String)> {
+    if let Some(archive) = archive()? {
+        if let Some(d) = recorded_meta(&archive)
+            .and_then(|m| m["manifest_digest"].as_str().map(str::to_owned))
+            .filter(|d| !d.is_empty())
+        {
+            return Ok((d, archive.display().to_string()));
+        }
+    }
+    let path = crate::Env::repo_root().join(RECORDED_DIGEST);
+    let d = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .trim()
+        .to_owned();
+    ensure!(
+        d.len() == 71 && d.starts_with("sha256:"),
+        "{}: not a sha256 digest: {d:?}",
+        path.display()
+    );
+    Ok((d, RECORDED_DIGEST.to_owned()))
 }
 
 /// An unpacked image.
@@ -356,12 +389,8 @@ pub fn identity(pid: u32) -> Result<Identity> {
             .map(|v| v.split_whitespace().map(str::to_owned).collect())
             .unwrap_or_default()
     };
-    let ids = |name: &str| -> Vec<u32> {
-        field(name)
-            .iter()
-            .filter_map(|v| v.parse().ok())
-            .collect()
-    };
+    let ids =
+        |name: &str| -> Vec<u32> { field(name).iter().filter_map(|v| v.parse().ok()).collect() };
     let mountinfo = std::fs::read_to_string(proc.join("mountinfo"))
         .with_context(|| format!("reading /proc/{pid}/mountinfo"))?;
     // The last mount at "/" is the one the process sees (fields: id parent dev root

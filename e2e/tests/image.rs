@@ -26,8 +26,8 @@ use karmada_quota_e2e::image::{
     recorded_meta, sha256_of, unpack,
 };
 use karmada_quota_e2e::webhook::{
-    Rb, Registration, Webhook, WebhookTls, binding_denied, create, expect_admitted,
-    expect_refused, quota, wait_until_status_seen,
+    Rb, Registration, Webhook, WebhookTls, binding_denied, create, expect_admitted, expect_refused,
+    quota, wait_until_status_seen,
 };
 use karmada_quota_e2e::{Env, TestNs, accepts, use_bin_dir};
 
