@@ -104,6 +104,12 @@ build_with_buildah() {
     "$buildah" "${store[@]}" rmi -f "$TAG" >/dev/null
     rm -rf "$out_dir/storage" "$out_dir/run" "$out_dir/digest"
     write_meta buildah "$archive" "$digest" "sha256:${id#sha256:}"
+    local recorded
+    recorded=$(cat hack/image/digest 2>/dev/null || true)
+    if [[ $digest != "$recorded" ]]; then
+        step "note: hack/image/digest records ${recorded:-nothing}; the README cites it. Other"
+        step "      binaries give another digest: record this one with the commit that made it."
+    fi
 }
 
 # <target>/image/karmada-quota-<v>.json: what the README records and the image test reads.

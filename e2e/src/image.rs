@@ -87,13 +87,14 @@ pub const RECORDED_DIGEST: &str = "hack/image/digest";
 /// manifest digest hack/image.sh recorded for the archive it exported, else
 /// [`RECORDED_DIGEST`].
 pub fn image_digest() -> Result<(String, String)> {
-    if let Some(archive) = archive()? {
-        if let Some(d) = recorded_meta(&archive)
+    let built = archive()?.and_then(|a| {
+        recorded_meta(&a)
             .and_then(|m| m["manifest_digest"].as_str().map(str::to_owned))
             .filter(|d| !d.is_empty())
-        {
-            return Ok((d, archive.display().to_string()));
-        }
+            .map(|d| (d, a.display().to_string()))
+    });
+    if let Some(found) = built {
+        return Ok(found);
     }
     let path = crate::Env::repo_root().join(RECORDED_DIGEST);
     let d = std::fs::read_to_string(&path)
@@ -369,7 +370,7 @@ pub struct Identity {
     pub groups: Vec<u32>,
     /// The effective capability set (hex).
     pub cap_eff: String,
-    /// Where `/proc/<pid>/root` points.
+    /// Where the process's `root` link in /proc points (its root directory).
     pub root: PathBuf,
     /// Whether the process's `/` is mounted read-only.
     pub root_read_only: bool,
@@ -397,11 +398,11 @@ pub fn identity(pid: u32) -> Result<Identity> {
     // mountpoint options …).
     let root_options = mountinfo
         .lines()
-        .filter_map(|l| {
+        .rev()
+        .find_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             (f.get(4) == Some(&"/")).then(|| f.get(5).copied().unwrap_or("").to_owned())
         })
-        .last()
         .ok_or_else(|| anyhow!("/proc/{pid}/mountinfo has no mount at /"))?;
     let cmdline = std::fs::read(proc.join("cmdline"))?;
     Ok(Identity {
@@ -410,7 +411,7 @@ pub fn identity(pid: u32) -> Result<Identity> {
         groups: ids("Groups:"),
         cap_eff: field("CapEff:").first().cloned().unwrap_or_default(),
         root: std::fs::read_link(proc.join("root"))
-            .with_context(|| format!("reading /proc/{pid}/root"))?,
+            .with_context(|| format!("reading the root link of /proc/{pid}"))?,
         root_read_only: root_options.split(',').any(|o| o == "ro"),
         exe: String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or_default())
             .into_owned(),

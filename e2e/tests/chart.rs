@@ -291,15 +291,17 @@ const ADDED_APIS: &[(&str, &str, u32)] = &[("policy/v1", "PodDisruptionBudget", 
 
 /// Why `apiVersion`/`kind` would not be served by Kubernetes 1.`minor`, if so.
 fn unserved(api: &str, kind: &str, minor: u32) -> Option<String> {
-    if let Some((_, gone)) = REMOVED_APIS.iter().find(|(a, _)| *a == api) {
-        if minor >= *gone {
-            return Some(format!("{api} is no longer served from 1.{gone}"));
-        }
+    if let Some((_, gone)) = REMOVED_APIS
+        .iter()
+        .find(|(a, gone)| *a == api && minor >= *gone)
+    {
+        return Some(format!("{api} is no longer served from 1.{gone}"));
     }
-    if let Some((_, _, from)) = ADDED_APIS.iter().find(|(a, k, _)| *a == api && *k == kind) {
-        if minor < *from {
-            return Some(format!("{api} {kind} is served only from 1.{from}"));
-        }
+    if let Some((_, _, from)) = ADDED_APIS
+        .iter()
+        .find(|(a, k, from)| *a == api && *k == kind && minor < *from)
+    {
+        return Some(format!("{api} {kind} is served only from 1.{from}"));
     }
     None
 }

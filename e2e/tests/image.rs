@@ -107,15 +107,19 @@ async fn the_images_binaries_run_from_its_root_filesystem_read_only_as_nonroot()
         );
         return Ok(());
     };
+    if identity(std::process::id())?.uids.get(1) != Some(&0) {
+        ensure!(
+            !required,
+            "entering the image needs root (a mount namespace, chroot)"
+        );
+        eprintln!("SKIPPED: entering the image needs root (a mount namespace, chroot)");
+        return Ok(());
+    }
     let work = std::env::temp_dir().join(format!("kq-image-{}", std::process::id()));
     run(&archive, &work).await
 }
 
 async fn run(archive: &Path, work: &Path) -> Result<()> {
-    ensure!(
-        identity(std::process::id())?.uids.get(1) == Some(&0),
-        "entering the image needs root (a mount namespace, chroot)"
-    );
     let env = Env::get().await?;
     let client = env.client()?;
 
