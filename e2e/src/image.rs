@@ -24,12 +24,11 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use serde_json::Value;
 
-use crate::chart::chart_yaml;
+use crate::chart::{chart_yaml, run_tool};
 use crate::env::target_dir;
 
 /// Variable naming the image archive to test (OCI archive or docker-archive).
@@ -124,24 +123,14 @@ pub struct Unpacked {
 
 async fn tar_extract(archive: &Path, into: &Path) -> Result<()> {
     std::fs::create_dir_all(into).with_context(|| format!("creating {}", into.display()))?;
-    let out = tokio::process::Command::new("tar")
-        .arg("-xf")
-        .arg(archive)
-        .arg("-C")
-        .arg(into)
-        .arg("--no-same-owner")
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .context("running tar")?;
-    if !out.status.success() {
-        bail!(
-            "tar -xf {} failed ({}): {}",
-            archive.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let args = [
+        "-xf".to_owned(),
+        archive.display().to_string(),
+        "-C".to_owned(),
+        into.display().to_string(),
+        "--no-same-owner".to_owned(),
+    ];
+    run_tool(Path::new("tar"), &args, &[]).await?;
     Ok(())
 }
 
@@ -220,14 +209,7 @@ pub async fn unpack(archive: &Path, dir: &Path) -> Result<Unpacked> {
 
 /// `sha256:<hex>` of a file (sha256sum).
 pub async fn sha256_of(path: &Path) -> Result<String> {
-    let out = tokio::process::Command::new("sha256sum")
-        .arg(path)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .context("running sha256sum")?;
-    ensure!(out.status.success(), "sha256sum {} failed", path.display());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run_tool(Path::new("sha256sum"), &[path.display().to_string()], &[]).await?;
     let hex = text
         .split_whitespace()
         .next()

@@ -83,6 +83,19 @@ async fn render(values: &str) -> Result<Vec<Value>> {
         .await
 }
 
+/// `helm template` of the values file `f` for Kubernetes `kube`.
+async fn render_for(helm: &Helm, f: &Path, kube: &str) -> Result<Vec<Value>> {
+    helm.template("kq", "karmada-system", &[f], &[], &["--kube-version", kube])
+        .await
+        .with_context(|| {
+            format!(
+                "{} template --kube-version {kube} -f ci/{}",
+                helm.name(),
+                file_name(f)
+            )
+        })
+}
+
 fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
@@ -193,15 +206,7 @@ async fn every_rendering_validates_strictly_against_the_claimed_kubernetes_versi
     let mut distinct: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut renderings = Vec::new();
     for f in ci_values_files()? {
-        let objects = helm
-            .template(
-                "kq",
-                "karmada-system",
-                &[&f],
-                &[],
-                &["--kube-version", &kube],
-            )
-            .await?;
+        let objects = render_for(&helm, &f, &kube).await?;
         let mut files = Vec::new();
         for o in &objects {
             let key = serde_json::to_string(o)?;
@@ -323,18 +328,7 @@ async fn every_api_version_is_served_by_each_kubernetes_version_with_both_helms(
             let minor = minor_of(kube)?;
             let mut pdb_versions = BTreeSet::new();
             for f in ci_values_files()? {
-                let objects = helm
-                    .template(
-                        "kq",
-                        "karmada-system",
-                        &[&f],
-                        &[],
-                        &["--kube-version", kube],
-                    )
-                    .await
-                    .with_context(|| {
-                        format!("{name} template --kube-version {kube} -f {}", file_name(&f))
-                    })?;
+                let objects = render_for(&helm, &f, kube).await?;
                 for o in &objects {
                     let (api, kind) = (
                         o["apiVersion"].as_str().unwrap_or_default(),
