@@ -18,8 +18,9 @@ crds: ## Regenerate the checked-in CRD from the Rust types (and the chart's copy
 	cargo run -q -p karmada-quota-crds --bin crdgen share > crds/quota.karmada.io_karmadaclusterquotashares.yaml
 	cp crds/quota.karmada.io_karmadaclusterquotashares.yaml charts/karmada-quota/files/
 
-image: ## Build the container image the chart deploys by default (needs docker)
-	docker build -t karmada-quota:$$(sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/karmada-quota/Chart.yaml) .
+image: ## Build the image the chart deploys (docker if a daemon answers, else buildah), then run it (e2e/tests/image.rs)
+	bash hack/image.sh build
+	bash hack/image.sh test
 
 fmt:
 	cargo fmt --all

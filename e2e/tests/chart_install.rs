@@ -22,6 +22,10 @@
 //! the chart trusts that CA with webhook.clientAuth.caBundle): a forged review sent
 //! straight to the port without it is refused in the TLS handshake. Then `helm uninstall`
 //! of the apiserver part removes the webhook configuration.
+//!
+//! The install pins the image by digest (`image.digest`): the one hack/image.sh recorded
+//! for the archive `make image` exported, else hack/image/digest; the Deployments must
+//! run `karmada-quota:<appVersion>@<digest>`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -45,6 +49,7 @@ use karmada_quota_e2e::controller::{
     ClusterRegistration, MemberCluster, cluster_used_is, condition_is, ensure_namespace,
     member_apis, quota_events, used_is, wait_quota, wait_synced,
 };
+use karmada_quota_e2e::image::{app_version, image_digest};
 use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{
     Rb, binding_review, create, create_with, expect_admitted, post_review, quota, review_client,
@@ -507,10 +512,15 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     let dashboard: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
 
     let apiserver_client = ApiserverClientCert::of(env).await?;
+    // The pods pull the image make image built, by its digest.
+    let (digest, digest_source) = image_digest()?;
+    let image_ref = format!("karmada-quota:{}@{digest}", app_version()?);
+    eprintln!("image.digest {digest} (from {digest_source})");
     // One values file for both parts, as an admin would keep it.
     let values = json!({
         "installMode": "karmada",
         "fullnameOverride": fullname,
+        "image": {"digest": digest},
         "logFormat": "plain",
         "logLevel": "info,karmada_quota_webhook=debug,karmada_quota_controller=debug",
         "certs": {"mode": "auto", "extraIPs": ["127.0.0.1"]},
@@ -559,6 +569,21 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     eprintln!(
         "$ helm install {host_release} charts/karmada-quota -n {host_ns} --create-namespace -f values.yaml --set karmada.part=host\n{out}"
     );
+    for component in ["webhook", "controller"] {
+        let d = Api::<Deployment>::namespaced(host.clone(), &host_ns)
+            .get(&format!("{fullname}-{component}"))
+            .await
+            .with_context(|| format!("reading Deployment {fullname}-{component}"))?;
+        let image = d
+            .spec
+            .and_then(|s| s.template.spec)
+            .and_then(|p| p.containers.into_iter().next())
+            .and_then(|c| c.image);
+        ensure!(
+            image.as_deref() == Some(image_ref.as_str()),
+            "Deployment {fullname}-{component} runs {image:?}, not {image_ref}"
+        );
+    }
     let tls = Api::<Secret>::namespaced(host.clone(), &host_ns)
         .get(&format!("{fullname}-webhook-tls"))
         .await

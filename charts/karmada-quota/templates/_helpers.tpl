@@ -79,8 +79,9 @@ https://{{ include "karmada-quota.webhookName" . }}.{{ include "karmada-quota.ho
 {{- end -}}
 {{- end -}}
 
+{{/* <repository>:<tag>, pinned by @<digest> when image.digest is set. */}}
 {{- define "karmada-quota.image" -}}
-{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end -}}
 
 {{/* The kubeconfig Secret of a component: (dict "root" $ "component" .Values.webhook
