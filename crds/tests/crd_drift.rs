@@ -49,19 +49,26 @@ fn crd_declares_names_scope_status_and_printer_columns() {
     assert_eq!(cols, ["Usage", "Ready", "Drift", "Age"]);
 }
 
-#[test]
-fn checked_in_cluster_crd_matches_the_rust_types() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("quota.karmada.io_karmadaclusterquotas.yaml");
-    let generated = karmada_quota_crds::cluster_crd_yaml();
+/// `file` (under crds/) is exactly `generated` (from `source`); `KQ_UPDATE_CRD` rewrites it.
+fn assert_checked_in(file: &str, generated: &str, source: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
     if std::env::var_os("KQ_UPDATE_CRD").is_some() {
-        std::fs::write(&path, &generated).unwrap();
+        std::fs::write(&path, generated).unwrap();
     }
     let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         checked_in == generated,
-        "{} is out of date with crds/src/cluster_quota.rs; regenerate it with `make crds`",
+        "{} is out of date with {source}; regenerate it with `make crds`",
         path.display()
+    );
+}
+
+#[test]
+fn checked_in_cluster_crd_matches_the_rust_types() {
+    assert_checked_in(
+        "quota.karmada.io_karmadaclusterquotas.yaml",
+        &karmada_quota_crds::cluster_crd_yaml(),
+        "crds/src/cluster_quota.rs",
     );
 }
 
@@ -108,17 +115,10 @@ fn cluster_crd_is_cluster_scoped_requires_a_selector_and_has_printer_columns() {
 
 #[test]
 fn checked_in_share_crd_matches_the_rust_types() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("quota.karmada.io_karmadaclusterquotashares.yaml");
-    let generated = karmada_quota_crds::share_crd_yaml();
-    if std::env::var_os("KQ_UPDATE_CRD").is_some() {
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        checked_in == generated,
-        "{} is out of date with crds/src/cluster_quota_share.rs; regenerate it with `make crds`",
-        path.display()
+    assert_checked_in(
+        "quota.karmada.io_karmadaclusterquotashares.yaml",
+        &karmada_quota_crds::share_crd_yaml(),
+        "crds/src/cluster_quota_share.rs",
     );
 }
 

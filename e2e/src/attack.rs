@@ -14,7 +14,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -331,25 +330,16 @@ pub async fn foreign_client_cert(dir: &Path, cn: &str) -> Result<(PathBuf, PathB
         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
     )?;
     let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    let d = dir.display();
-    let script = format!(
-        "set -e; cd '{d}'; \
-         openssl req -x509 {ec} -days 2 -subj /CN=kq-e2e-foreign-ca -keyout ca.key -out ca.pem; \
-         openssl req {ec} -subj '/CN={cn}' -keyout client.key -out client.csr; \
-         openssl x509 -req -days 2 -set_serial 7 -in client.csr -CA ca.pem -CAkey ca.key \
-           -extfile client.ext -out client.pem"
-    );
-    let out = tokio::process::Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .context("running openssl")?;
-    if !out.status.success() {
-        bail!(
-            "openssl (foreign client certificate) failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    crate::commands::openssl(
+        dir,
+        &format!(
+            "openssl req -x509 {ec} -days 2 -subj /CN=kq-e2e-foreign-ca -keyout ca.key -out ca.pem; \
+             openssl req {ec} -subj '/CN={cn}' -keyout client.key -out client.csr; \
+             openssl x509 -req -days 2 -set_serial 7 -in client.csr -CA ca.pem -CAkey ca.key \
+               -extfile client.ext -out client.pem"
+        ),
+        "foreign client certificate",
+    )
+    .await?;
     Ok((p("ca.pem"), p("client.pem"), p("client.key")))
 }

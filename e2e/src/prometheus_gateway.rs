@@ -13,9 +13,8 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
@@ -127,25 +126,16 @@ async fn certificates(dir: &Path) -> Result<()> {
         "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
     )?;
     let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    let d = dir.display();
-    let script = format!(
-        "set -e; cd '{d}'; \
-         openssl req -x509 {ec} -days 2 -subj /CN=kq-e2e-prometheus-ca -keyout ca.key -out ca.pem; \
-         openssl req {ec} -subj /CN=127.0.0.1 -keyout server.key -out server.csr; \
-         openssl x509 -req -days 2 -set_serial 9 -in server.csr -CA ca.pem -CAkey ca.key \
-           -extfile server.ext -out server.pem"
-    );
-    let out = tokio::process::Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .context("running openssl")?;
-    if !out.status.success() {
-        bail!(
-            "openssl (the gateway's certificates) failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    crate::commands::openssl(
+        dir,
+        &format!(
+            "openssl req -x509 {ec} -days 2 -subj /CN=kq-e2e-prometheus-ca -keyout ca.key -out ca.pem; \
+             openssl req {ec} -subj /CN=127.0.0.1 -keyout server.key -out server.csr; \
+             openssl x509 -req -days 2 -set_serial 9 -in server.csr -CA ca.pem -CAkey ca.key \
+               -extfile server.ext -out server.pem"
+        ),
+        "the gateway's certificates",
+    )
+    .await?;
     Ok(())
 }

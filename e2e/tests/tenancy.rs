@@ -134,6 +134,15 @@ async fn can_i(
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
+/// The cells of `name`'s row in the plugin's `top` output.
+fn top_row<'a>(out: &'a str, name: &str) -> Result<Vec<&'a str>> {
+    let row = out
+        .lines()
+        .find(|l| l.contains(name))
+        .with_context(|| format!("no {name} row:\n{out}"))?;
+    Ok(row.split_whitespace().collect())
+}
+
 /// The refusal of a write, or an error if it went through.
 fn refusal<T>(what: &str, r: kube::Result<T>) -> Result<kube::core::Status> {
     match r {
@@ -403,11 +412,7 @@ async fn the_plugin_and_the_policy_review_price_the_cluster_quota_over_its_names
     let o = plugin(env, &["top", "-n", a]).await?;
     let out = text(&o);
     ensure!(o.status.success(), "top failed: {out}");
-    let row = out
-        .lines()
-        .find(|l| l.contains(&name))
-        .with_context(|| format!("no {name} row:\n{out}"))?;
-    let cells: Vec<&str> = row.split_whitespace().collect();
+    let cells = top_row(&out, &name)?;
     ensure!(
         cells
             == [
@@ -659,11 +664,7 @@ async fn a_tenant_reads_the_cluster_quota_over_its_namespace_through_its_share()
     let out = text(&o);
     eprintln!("{out}");
     ensure!(o.status.success(), "top failed: {out}");
-    let row = out
-        .lines()
-        .find(|l| l.contains(&name))
-        .with_context(|| format!("no {name} row:\n{out}"))?;
-    let cells: Vec<&str> = row.split_whitespace().collect();
+    let cells = top_row(&out, &name)?;
     ensure!(
         cells
             == [
