@@ -153,14 +153,15 @@ impl QuotaSummary {
                     .draining
                     .as_ref()
                     .map(|d| list_from_api(d, "draining").unwrap_or_default());
-                let expected = draining
-                    .as_ref()
-                    .map_or_else(|| placed.clone(), |d| placed.plus(d));
-                let drift = observed
-                    .as_ref()
-                    .filter(|_| !c.draining_unknown)
-                    .map(|o| o.above(&expected).names().map(str::to_owned).collect())
-                    .unwrap_or_default();
+                let drift = karmada_quota_core::status::member_drift(
+                    &placed,
+                    observed.as_ref(),
+                    draining.as_ref(),
+                    c.draining_unknown,
+                )
+                .names()
+                .map(str::to_owned)
+                .collect();
                 ClusterRow {
                     name: c.name.clone(),
                     placed: strings(&placed),

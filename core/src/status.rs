@@ -88,10 +88,30 @@ impl ClusterView {
     /// What the member is expected to run: placed plus draining (what drift is judged
     /// against: old replicas of a failover are expected, not drift).
     pub fn expected(&self) -> ResourceList {
-        match &self.draining {
-            Some(d) => self.used.plus(d),
-            None => self.used.clone(),
-        }
+        expected(&self.used, self.draining.as_ref())
+    }
+}
+
+/// What a member is expected to run: `placed` plus what drains there.
+fn expected(placed: &ResourceList, draining: Option<&ResourceList>) -> ResourceList {
+    match draining {
+        Some(d) => placed.plus(d),
+        None => placed.clone(),
+    }
+}
+
+/// What one member runs above what it is expected to run (placed plus draining): empty
+/// where nothing is measured or where replicas of unknown count drain (its old replicas
+/// may be any number). The one drift rule of the controller, the dashboard and the plugin.
+pub fn member_drift(
+    placed: &ResourceList,
+    observed: Option<&ResourceList>,
+    draining: Option<&ResourceList>,
+    draining_unknown: bool,
+) -> ResourceList {
+    match observed {
+        Some(o) if !draining_unknown => o.above(&expected(placed, draining)),
+        _ => ResourceList::new(),
     }
 }
 
@@ -308,9 +328,13 @@ fn add_observed_pods(
 pub fn drift(clusters: &[ClusterView]) -> BTreeMap<String, ResourceList> {
     clusters
         .iter()
-        .filter(|c| !c.draining_unknown)
         .filter_map(|c| {
-            let above = c.observed.as_ref()?.above(&c.expected());
+            let above = member_drift(
+                &c.used,
+                c.observed.as_ref(),
+                c.draining.as_ref(),
+                c.draining_unknown,
+            );
             (!above.is_empty()).then(|| (c.name.clone(), above))
         })
         .collect()

@@ -162,17 +162,15 @@ impl ClusterUsage {
     /// The resources the member runs more of than Karmada placed there plus what drains
     /// there (old replicas of a failover are expected); none where an unknown count drains.
     pub fn drift(&self) -> Vec<String> {
-        if self.draining_unknown {
-            return Vec::new();
-        }
-        let expected = match &self.draining {
-            Some(d) => self.placed.plus(d),
-            None => self.placed.clone(),
-        };
-        self.observed
-            .as_ref()
-            .map(|o| o.above(&expected).names().map(str::to_owned).collect())
-            .unwrap_or_default()
+        karmada_quota_core::status::member_drift(
+            &self.placed,
+            self.observed.as_ref(),
+            self.draining.as_ref(),
+            self.draining_unknown,
+        )
+        .names()
+        .map(str::to_owned)
+        .collect()
     }
 }
 
