@@ -148,11 +148,15 @@ pub fn is_multi_template(api_version: &str, kind: &str) -> bool {
     multi_kind(api_version, kind).is_some()
 }
 
+/// Reads one `<kind>ReplicaSpecs` field of a spec.
+type ReplicaSpecsOf = fn(&MultiSpec) -> Option<&BTreeMap<String, ReplicaSpec>>;
+
 #[derive(Clone, Copy)]
 enum MultiKind {
     RayCluster,
     RayJob,
-    Kubeflow(&'static str),
+    /// The field's name (for errors) and how to read it.
+    Kubeflow(&'static str, ReplicaSpecsOf),
     Volcano,
     Flink,
 }
@@ -162,11 +166,21 @@ fn multi_kind(api_version: &str, kind: &str) -> Option<MultiKind> {
     Some(match (group, kind) {
         ("ray.io", "RayCluster") => MultiKind::RayCluster,
         ("ray.io", "RayJob") => MultiKind::RayJob,
-        ("kubeflow.org", "PyTorchJob") => MultiKind::Kubeflow("pytorchReplicaSpecs"),
-        ("kubeflow.org", "TFJob") => MultiKind::Kubeflow("tfReplicaSpecs"),
-        ("kubeflow.org", "XGBoostJob") => MultiKind::Kubeflow("xgbReplicaSpecs"),
-        ("kubeflow.org", "PaddleJob") => MultiKind::Kubeflow("paddleReplicaSpecs"),
-        ("kubeflow.org", "MPIJob") => MultiKind::Kubeflow("mpiReplicaSpecs"),
+        ("kubeflow.org", "PyTorchJob") => {
+            MultiKind::Kubeflow("pytorchReplicaSpecs", |s| s.pytorch_replica_specs.as_ref())
+        }
+        ("kubeflow.org", "TFJob") => {
+            MultiKind::Kubeflow("tfReplicaSpecs", |s| s.tf_replica_specs.as_ref())
+        }
+        ("kubeflow.org", "XGBoostJob") => {
+            MultiKind::Kubeflow("xgbReplicaSpecs", |s| s.xgb_replica_specs.as_ref())
+        }
+        ("kubeflow.org", "PaddleJob") => {
+            MultiKind::Kubeflow("paddleReplicaSpecs", |s| s.paddle_replica_specs.as_ref())
+        }
+        ("kubeflow.org", "MPIJob") => {
+            MultiKind::Kubeflow("mpiReplicaSpecs", |s| s.mpi_replica_specs.as_ref())
+        }
         ("batch.volcano.sh", "Job") => MultiKind::Volcano,
         ("flink.apache.org", "FlinkDeployment") => MultiKind::Flink,
         _ => return None,
@@ -197,27 +211,18 @@ pub fn components(
                 Ok(out)
             })
         }
-        MultiKind::Kubeflow(field) => {
-            let specs = match field {
-                "pytorchReplicaSpecs" => &spec.pytorch_replica_specs,
-                "tfReplicaSpecs" => &spec.tf_replica_specs,
-                "xgbReplicaSpecs" => &spec.xgb_replica_specs,
-                "paddleReplicaSpecs" => &spec.paddle_replica_specs,
-                _ => &spec.mpi_replica_specs,
-            };
-            specs
-                .iter()
-                .flatten()
-                .map(|(ty, r)| {
-                    component(
-                        &ty.to_lowercase(),
-                        r.replicas.unwrap_or(1),
-                        pod(r.template.as_ref()),
-                        &format!("spec.{field}.{ty}.template.spec"),
-                    )
-                })
-                .collect()
-        }
+        MultiKind::Kubeflow(field, read) => read(spec)
+            .into_iter()
+            .flatten()
+            .map(|(ty, r)| {
+                component(
+                    &ty.to_lowercase(),
+                    r.replicas.unwrap_or(1),
+                    pod(r.template.as_ref()),
+                    &format!("spec.{field}.{ty}.template.spec"),
+                )
+            })
+            .collect(),
         MultiKind::Volcano => spec
             .tasks
             .iter()
