@@ -153,49 +153,15 @@ fn read(path: &std::path::Path, flag: &str) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
 }
 
-/// The DER bytes of every `CERTIFICATE` block of a PEM bundle.
+/// The DER bytes of every `CERTIFICATE` block of a PEM bundle (rustls' PEM reader, as the
+/// listeners use).
 fn pem_certificates(pem: &str) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut inside: Option<String> = None;
-    for line in pem.lines() {
-        let line = line.trim();
-        if line == "-----BEGIN CERTIFICATE-----" {
-            inside = Some(String::new());
-        } else if line == "-----END CERTIFICATE-----" {
-            if let Some(b64) = inside.take()
-                && let Some(der) = base64_decode(&b64)
-            {
-                out.push(der);
-            }
-        } else if let Some(acc) = inside.as_mut() {
-            acc.push_str(line);
-        }
-    }
-    out
-}
-
-/// Standard base64 (with padding), `None` on a character outside the alphabet.
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => break,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .filter_map(Result::ok)
+        .map(|c| c.to_vec())
+        .collect()
 }
 
 #[cfg(test)]
