@@ -15,9 +15,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::Dashboard;
+use crate::credentials::cookie;
 use crate::csrf::{Bound, CSRF_COOKIE, CSRF_FIELD, nonce, well_formed_nonce};
 use crate::session::SESSION_COOKIE;
-use crate::visible::cookie;
 
 /// How long the login form's CSRF cookie lives.
 const CSRF_MAX_AGE_SECS: u64 = 3600;

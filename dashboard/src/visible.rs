@@ -23,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::Dashboard;
 use crate::auth::User;
+use crate::credentials::{bearer, cookie};
 use crate::csrf::Bound;
 use crate::model::Snapshot;
 use crate::session::SESSION_COOKIE;
@@ -54,33 +55,6 @@ impl Visible {
     pub fn user_name(&self) -> Option<String> {
         self.viewer.as_ref().map(|v| v.user.name.clone())
     }
-}
-
-/// The `Authorization: Bearer` token of a request.
-pub fn bearer(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::AUTHORIZATION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|v| {
-            let (scheme, token) = v.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| token.trim().to_owned())
-        })
-        .filter(|t| !t.is_empty())
-}
-
-/// The value of cookie `name`, when present and not empty.
-pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, v)| *k == name && !v.is_empty())
-        .map(|(_, v)| v.to_owned())
 }
 
 /// Whether a path answers JSON (the API and the event stream) rather than a page.
