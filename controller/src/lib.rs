@@ -66,7 +66,7 @@ use crate::index::Index;
 use crate::leader::{Elector, LeaseSettings};
 use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
 use crate::metrics::Metrics;
-use crate::reconcile::Ctx;
+use crate::reconcile::{Ctx, KindCtx};
 use crate::triggers::{TriggerStreams, Triggers, triggers};
 
 /// The controller's name, as reporting controller of events.
@@ -209,6 +209,11 @@ pub async fn run_until(
         Box::pin(std::future::ready(()))
     };
     let namespaced: futures::future::BoxFuture<'_, ()> = if args.namespaced_quotas {
+        let ctx = Arc::new(KindCtx::<KarmadaQuota> {
+            store: Arc::new(karmada_quota_status::KubeStore::new(client.clone())),
+            base: ctx,
+            own: (),
+        });
         Box::pin(run_controller(
             &args,
             quota_events,
@@ -380,7 +385,6 @@ fn reconcile_context(
             views,
             metrics.clone(),
             election.leader.clone(),
-            Arc::new(karmada_quota_status::KubeStore::new(client.clone())),
             Some(recorder),
             args.resync_period,
         )
@@ -410,7 +414,7 @@ fn run_controller(
     + 'static,
     quotas: Store<KarmadaQuota>,
     streams: TriggerStreams,
-    ctx: Arc<Ctx>,
+    ctx: Arc<KindCtx<KarmadaQuota>>,
     stop: &Stop,
 ) -> impl Future<Output = ()> + Send {
     let store = quotas.clone();

@@ -9,7 +9,8 @@
 //!      ─► desired::compute_over (the KarmadaQuota computation, over their bindings, pods
 //!         and entries) + core::selection::namespace_usage (per namespace)
 //!      ─► desired_status of the KarmadaQuota-shaped part + status.namespaces
-//!      ─► status::update (CAS; only the leader)
+//!      ─► the one reconciler (crate::reconcile, QuotaKind): pacing, status::update (CAS;
+//!         only the leader), events
 //!      ─► shares: the KarmadaClusterQuotaShare of each selected namespace mirrors it
 //!  watch KarmadaClusterQuotaShare ─► store ─► any change: reconcile the cluster quota
 //! ```
@@ -25,7 +26,7 @@ mod compute;
 mod reconcile;
 pub mod shares;
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
@@ -40,10 +41,9 @@ use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, ResourceExt};
 
 pub use compute::{namespaces_selected, observed_in};
-pub use reconcile::{ClusterCtx, error_policy, reconcile};
+pub use reconcile::{ClusterCtx, ClusterOwn};
 
 use crate::args::Args;
-use crate::index::Index;
 use crate::metrics::Metrics;
 use crate::reconcile::Ctx;
 use crate::triggers::Triggers;
@@ -139,8 +139,10 @@ pub(crate) fn run(
         base,
         store: Arc::new(karmada_quota_status::KubeStore::new(client.clone()))
             as Arc<dyn StatusStore<KarmadaClusterQuota>>,
-        labels: labels.clone(),
-        shares,
+        own: ClusterOwn {
+            labels: labels.clone(),
+            shares,
+        },
     });
     let store = reader.clone();
     let refs = cluster_namespaces
@@ -153,7 +155,11 @@ pub(crate) fn run(
         .reconcile_on(refs)
         .reconcile_all_on(cluster_all)
         .graceful_shutdown_on(stop)
-        .run(reconcile, error_policy, ctx)
+        .run(
+            crate::reconcile::reconcile,
+            crate::reconcile::error_policy,
+            ctx,
+        )
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => tracing::trace!(quota = %obj, "reconciled"),
@@ -239,12 +245,4 @@ fn watch_namespaces(client: Client, triggers: Triggers, metrics: Arc<Metrics>) -
     });
     tokio::spawn(feed);
     NamespaceLabels { store }
-}
-
-/// Whether the index has what a cluster quota needs (every binding listed).
-pub(crate) fn synced(index: &RwLock<Index>) -> bool {
-    index
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .bindings_synced()
 }
