@@ -36,6 +36,7 @@ pub mod index;
 pub mod leader;
 pub mod members;
 pub mod metrics;
+pub mod namespaces;
 pub mod reconcile;
 pub mod report;
 pub mod triggers;
@@ -66,6 +67,7 @@ use crate::index::Index;
 use crate::leader::{Elector, LeaseSettings};
 use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
 use crate::metrics::Metrics;
+use crate::namespaces::NamespaceLabels;
 use crate::reconcile::{Ctx, KindCtx};
 use crate::triggers::{TriggerStreams, Triggers, triggers};
 
@@ -156,6 +158,7 @@ pub async fn run_until(
     let admin = start_admin(&args, registry, &ready, &stop);
     watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics);
     let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics);
+    let namespace_labels = watch_namespaces(&args, &client, &triggers, &metrics);
     if args.serves_dashboard() {
         spawn_dashboard(
             &args,
@@ -163,8 +166,8 @@ pub async fn run_until(
             &views,
             &member_registry,
             &election.leader,
+            &namespace_labels,
             &stop,
-            &metrics,
         );
     }
     tokio::spawn(keep_readiness(
@@ -200,7 +203,7 @@ pub async fn run_until(
             ctx.clone(),
             cluster_namespaces,
             cluster_all,
-            &triggers,
+            namespace_labels,
             &metrics,
             stop.requested(),
         ))
@@ -502,16 +505,46 @@ async fn shut_down(
     }
 }
 
-/// The browser dashboard on `--dashboard-listen`, with the watches only it needs (team
-/// labels of namespaces, Warning events of quotas), behind `--dashboard-auth`.
+/// The controller's one Namespace watch, when anything reads namespaces: the cluster
+/// quotas (every change reconciles them all) or the dashboard's teams (every change
+/// exports `kq_namespace_labels`). Otherwise a store no watch feeds (never listed: no
+/// teams).
+fn watch_namespaces(
+    args: &Args,
+    client: &Client,
+    triggers: &Triggers,
+    metrics: &Arc<Metrics>,
+) -> NamespaceLabels {
+    let clusters = args.reconciles_cluster_quotas();
+    let label = if args.serves_dashboard() {
+        args.dashboard.dashboard_team_label.trim().to_owned()
+    } else {
+        String::new()
+    };
+    if !clusters && label.is_empty() {
+        return NamespaceLabels::with_writer().0;
+    }
+    let (triggers, exported) = (triggers.clone(), metrics.clone());
+    namespaces::watch_namespaces(client.clone(), metrics.clone(), move |ns| {
+        if clusters {
+            triggers.cluster_all();
+        }
+        if !label.is_empty() {
+            exported.set_namespace_labels(&label, &ns.teams(&label));
+        }
+    })
+}
+
+/// The browser dashboard on `--dashboard-listen`, with the watch only it needs (Warning
+/// events of quotas), behind `--dashboard-auth`.
 fn spawn_dashboard(
     args: &Args,
     client: &Client,
     views: &Views,
     members: &MemberRegistry,
     leader: &watch::Receiver<bool>,
+    namespaces: &NamespaceLabels,
     stop: &Stop,
-    metrics: &Arc<Metrics>,
 ) {
     let sources = dashboard::Sources {
         views: views.clone(),
@@ -521,24 +554,11 @@ fn spawn_dashboard(
             dashboard::MemberSource::FromStatus
         },
         leader: leader.clone(),
-        teams: dashboard::Teams::default(),
+        namespaces: namespaces.clone(),
+        team_label: args.dashboard.dashboard_team_label.trim().to_owned(),
         warnings: dashboard::Warnings::default(),
     };
-    let label = args.dashboard.dashboard_team_label.trim().to_owned();
-    if !label.is_empty() {
-        tokio::spawn(dashboard::watch_teams(
-            client.clone(),
-            label.clone(),
-            sources.teams.clone(),
-        ));
-        tokio::spawn(metrics::export_namespace_labels(
-            metrics.clone(),
-            label.clone(),
-            sources.teams.clone(),
-            std::time::Duration::from_secs(1),
-            shutdown_future(&stop.rx),
-        ));
-    }
+    let label = sources.team_label.clone();
     let prometheus = args
         .dashboard
         .dashboard_prometheus

@@ -30,3 +30,40 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .find(|(k, v)| *k == name && !v.is_empty())
         .map(|(_, v)| v.to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn bearer_header_and_cookies_are_read_apart() {
+        let h = headers(&[
+            (header::COOKIE, "a=1; kq_session=abc; b=2"),
+            (header::AUTHORIZATION, "Bearer from-header"),
+        ]);
+        assert_eq!(bearer(&h).as_deref(), Some("from-header"));
+        assert_eq!(cookie(&h, "kq_session").as_deref(), Some("abc"));
+        let h = headers(&[(header::AUTHORIZATION, "bearer  x.y.z ")]);
+        assert_eq!(bearer(&h).as_deref(), Some("x.y.z"));
+    }
+
+    #[test]
+    fn no_token_without_bearer() {
+        assert_eq!(bearer(&HeaderMap::new()), None);
+        let h = headers(&[
+            (header::AUTHORIZATION, "Basic dXNlcjpwdw=="),
+            (header::COOKIE, "kq_session=; other=1"),
+        ]);
+        assert_eq!(bearer(&h), None);
+        assert_eq!(cookie(&h, "kq_session"), None);
+    }
+}
