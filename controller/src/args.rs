@@ -1,6 +1,5 @@
 //! Command-line flags of `karmada-quota-controller`; every flag has a `KQ_*` environment twin.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
@@ -9,6 +8,8 @@ use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs, duration};
 
 mod dashboard;
 pub use dashboard::{DashboardArgs, DashboardAuth};
+
+use crate::members::{MemberKubeconfig, parse_member_kubeconfig};
 
 /// Flags of the controller binary.
 #[derive(Clone, Debug, Parser)]
@@ -337,35 +338,10 @@ impl Args {
     }
 }
 
-/// `--member-kubeconfig NAME=PATH`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemberKubeconfig {
-    /// Member cluster name (as in `spec.clusters[].name` of bindings).
-    pub name: String,
-    /// Kubeconfig file of that member.
-    pub path: PathBuf,
-}
-
-/// Parse `NAME=PATH`.
-pub fn parse_member_kubeconfig(s: &str) -> Result<MemberKubeconfig, String> {
-    let (name, path) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected NAME=PATH, got {s:?}"))?;
-    let name = name.trim();
-    let path = path.trim();
-    if name.is_empty() || path.is_empty() {
-        return Err(format!(
-            "expected NAME=PATH with both parts non-empty, got {s:?}"
-        ));
-    }
-    Ok(MemberKubeconfig {
-        name: name.to_owned(),
-        path: PathBuf::from(path),
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     fn parse(args: &[&str]) -> Args {

@@ -20,8 +20,9 @@ use kube::runtime::{WatchStreamExt, reflector::store::Writer};
 use kube::{Api, Client, ResourceExt};
 
 use crate::api::Views;
-use crate::args::{Args, MemberKubeconfig};
+use crate::args::Args;
 use crate::index::{CountResolution, Index};
+use crate::members::MemberKubeconfig;
 use crate::members::{Members, desired_members};
 use crate::metrics::Metrics;
 use crate::now_secs;

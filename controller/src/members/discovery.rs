@@ -6,7 +6,32 @@ use std::path::PathBuf;
 use karmada_quota_crds::Cluster;
 use kube::ResourceExt;
 
-use crate::args::MemberKubeconfig;
+/// `--member-kubeconfig NAME=PATH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberKubeconfig {
+    /// Member cluster name (as in `spec.clusters[].name` of bindings).
+    pub name: String,
+    /// Kubeconfig file of that member.
+    pub path: PathBuf,
+}
+
+/// Parse `NAME=PATH`.
+pub fn parse_member_kubeconfig(s: &str) -> Result<MemberKubeconfig, String> {
+    let (name, path) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=PATH, got {s:?}"))?;
+    let name = name.trim();
+    let path = path.trim();
+    if name.is_empty() || path.is_empty() {
+        return Err(format!(
+            "expected NAME=PATH with both parts non-empty, got {s:?}"
+        ));
+    }
+    Ok(MemberKubeconfig {
+        name: name.to_owned(),
+        path: PathBuf::from(path),
+    })
+}
 
 /// Where a member's connection details come from.
 #[derive(Clone, Debug, PartialEq, Eq)]

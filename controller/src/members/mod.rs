@@ -38,7 +38,7 @@ use kube::Client;
 use tokio::task::AbortHandle;
 
 pub use client::{SECRET_CA_KEY, SECRET_TOKEN_KEY, config_from_kubeconfig, config_from_secret};
-pub use discovery::{MemberSource, desired_members};
+pub use discovery::{MemberKubeconfig, MemberSource, desired_members, parse_member_kubeconfig};
 pub use observed::{MemberPods, PodEntry, pod_entry, pod_view};
 pub use registry::{Epoch, MemberRegistry, MemberState, Reach};
 pub use trust::{AllowInsecure, Trust};
