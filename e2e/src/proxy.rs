@@ -151,7 +151,9 @@ impl TcpProxy {
     }
 }
 
-async fn forward(inbound: TcpStream, backend: SocketAddr) {
+/// Copies bytes both ways between `inbound` and a new connection to `backend`; a backend
+/// that refuses the connection closes `inbound`.
+pub(crate) async fn forward(inbound: TcpStream, backend: SocketAddr) {
     let _ = inbound.set_nodelay(true);
     let Ok(outbound) = TcpStream::connect(backend).await else {
         return; // closing the inbound connection is the answer
