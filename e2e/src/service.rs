@@ -122,20 +122,9 @@ impl Drop for Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use crate::proxy::tests::tagged;
+    use tokio::io::AsyncReadExt;
     use tokio::net::TcpStream;
-
-    /// A server that answers every connection with `tag` and closes it.
-    async fn tagged(tag: u8) -> SocketAddr {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = l.accept().await {
-                let _ = s.write_all(&[tag]).await;
-            }
-        });
-        addr
-    }
 
     async fn tag_of(addr: SocketAddr) -> Option<u8> {
         let mut s = TcpStream::connect(addr).await.ok()?;

@@ -174,26 +174,49 @@ fn from_bin_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The process for pod `pod` of Deployment `<fullname>-<component>`, on loopback.
-#[allow(clippy::too_many_arguments)]
-async fn pod_spec(
-    host: &Client,
-    host_ns: &str,
-    fullname: &str,
-    component: &str,
-    pod: &str,
-    work: &Path,
-    listen: &[(&str, String)],
-) -> Result<FromDeployment> {
-    from_deployment(
-        host,
-        host_ns,
-        &format!("{fullname}-{component}"),
-        pod,
-        &work.join(pod),
-        listen,
-    )
-    .await
+/// What a kubelet reads to run a pod: the installed Deployments of the host part.
+struct Kubelet<'a> {
+    host: &'a Client,
+    ns: &'a str,
+    fullname: &'a str,
+    work: &'a Path,
+}
+
+impl Kubelet<'_> {
+    /// The process for pod `pod` of Deployment `<fullname>-<component>`, on loopback.
+    async fn spec(
+        &self,
+        component: &str,
+        pod: &str,
+        listen: &[(&str, String)],
+    ) -> Result<FromDeployment> {
+        from_deployment(
+            self.host,
+            self.ns,
+            &format!("{}-{component}", self.fullname),
+            pod,
+            &self.work.join(pod),
+            listen,
+        )
+        .await
+    }
+
+    /// A webhook pod on free loopback ports: its process, serving and admin addresses.
+    async fn webhook(&self, pod: &str) -> Result<(FromDeployment, SocketAddr, SocketAddr)> {
+        let serving = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let spec = self
+            .spec(
+                "webhook",
+                pod,
+                &[
+                    ("--listen", serving.to_string()),
+                    ("--admin-listen", admin.to_string()),
+                ],
+            )
+            .await?;
+        Ok((spec, serving, admin))
+    }
 }
 
 async fn start_pod(env: &Env, name: &str, spec: &FromDeployment, admin: SocketAddr) -> Result<Pod> {
@@ -427,45 +450,32 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     } else {
         vec!["--cluster-quota-shares=false".to_owned()]
     };
-    let webhook_old = {
-        let (port, admin) = (
-            free_port()?,
-            SocketAddr::from(([127, 0, 0, 1], free_port()?)),
-        );
-        let mut spec = pod_spec(
-            &host,
-            &host_ns,
-            &fullname,
-            "webhook",
-            "webhook-old-0",
-            &work,
-            &[
-                ("--listen", format!("127.0.0.1:{port}")),
-                ("--admin-listen", admin.to_string()),
-            ],
-        )
-        .await?;
+    let kubelet = Kubelet {
+        host: &host,
+        ns: &host_ns,
+        fullname: &fullname,
+        work: &work,
+    };
+    let (webhook_old, webhook_old_addr) = {
+        let (mut spec, serving, admin) = kubelet.webhook("webhook-old-0").await?;
         spec.bin_dir = old_bins.clone();
         let pod = start_pod(env, "webhook-old-0", &spec, admin).await?;
-        service.set_endpoints(vec![SocketAddr::from(([127, 0, 0, 1], port))]);
-        (pod, SocketAddr::from(([127, 0, 0, 1], port)))
+        service.set_endpoints(vec![serving]);
+        (pod, serving)
     };
     let controller_old = {
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let dashboard = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-        let mut spec = pod_spec(
-            &host,
-            &host_ns,
-            &fullname,
-            "controller",
-            "controller-old-0",
-            &work,
-            &[
-                ("--admin-listen", admin.to_string()),
-                ("--dashboard-listen", dashboard.to_string()),
-            ],
-        )
-        .await?;
+        let mut spec = kubelet
+            .spec(
+                "controller",
+                "controller-old-0",
+                &[
+                    ("--admin-listen", admin.to_string()),
+                    ("--dashboard-listen", dashboard.to_string()),
+                ],
+            )
+            .await?;
         spec.args.extend(old_suffix.iter().cloned());
         spec.bin_dir = old_bins.clone();
         start_pod(env, "controller-old-0", &spec, admin).await?
@@ -602,24 +612,8 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         tls_after == tls_before,
         "the upgrade replaced the webhook's serving certificate (the apiserver part's caBundle would no longer match)"
     );
-    let (webhook_new_port, webhook_new_admin) = (
-        free_port()?,
-        SocketAddr::from(([127, 0, 0, 1], free_port()?)),
-    );
-    let webhook_new_addr = SocketAddr::from(([127, 0, 0, 1], webhook_new_port));
-    let webhook_new_spec = pod_spec(
-        &host,
-        &host_ns,
-        &fullname,
-        "webhook",
-        "webhook-new-0",
-        &work,
-        &[
-            ("--listen", format!("127.0.0.1:{webhook_new_port}")),
-            ("--admin-listen", webhook_new_admin.to_string()),
-        ],
-    )
-    .await?;
+    let (webhook_new_spec, webhook_new_addr, webhook_new_admin) =
+        kubelet.webhook("webhook-new-0").await?;
     ensure!(
         webhook_new_spec
             .args
@@ -629,33 +623,27 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         webhook_new_spec.args
     );
     let controller_new_admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-    let controller_new_spec = pod_spec(
-        &host,
-        &host_ns,
-        &fullname,
-        "controller",
-        "controller-new-0",
-        &work,
-        &[("--admin-listen", controller_new_admin.to_string())],
-    )
-    .await?;
+    let controller_new_spec = kubelet
+        .spec(
+            "controller",
+            "controller-new-0",
+            &[("--admin-listen", controller_new_admin.to_string())],
+        )
+        .await?;
     let dashboard_admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-    let dashboard_spec = pod_spec(
-        &host,
-        &host_ns,
-        &fullname,
-        "dashboard",
-        "dashboard-new-0",
-        &work,
-        &[
-            ("--admin-listen", dashboard_admin.to_string()),
-            ("--dashboard-listen", format!("127.0.0.1:{}", free_port()?)),
-        ],
-    )
-    .await?;
-    let (webhook_old, webhook_old_addr) = webhook_old;
+    let dashboard_spec = kubelet
+        .spec(
+            "dashboard",
+            "dashboard-new-0",
+            &[
+                ("--admin-listen", dashboard_admin.to_string()),
+                ("--dashboard-listen", format!("127.0.0.1:{}", free_port()?)),
+            ],
+        )
+        .await?;
     let started = load.elapsed();
     let (svc, ld, kd, lns) = (&service, &load, &karmada, lease_ns.as_str());
+    let lns_quota = (ns.as_str(), "compute");
     let (wn_spec, cn_spec) = (&webhook_new_spec, &controller_new_spec);
     let webhook_roll = async move {
         let new = start_pod(env, "webhook-new-0", wn_spec, webhook_new_admin).await?;
@@ -687,12 +675,17 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         eprintln!("{} exited: {status}", controller_old.name);
         wait_holder(kd, lns, "controller-new-0").await?;
         let led = ld.elapsed();
-        Ok::<_, anyhow::Error>((new, ready, gone, led, old_writes))
+        // What the new leader inherits: reservations no controller has folded yet.
+        let inherited = quota_usage(kd, lns_quota.0, lns_quota.1)
+            .await?
+            .reservations
+            .len();
+        Ok::<_, anyhow::Error>((new, ready, gone, led, old_writes, inherited))
     };
     let dashboard_roll = start_pod(env, "dashboard-new-0", &dashboard_spec, dashboard_admin);
     let (w, c, d) = tokio::join!(webhook_roll, controller_roll, dashboard_roll);
     let (webhook_new, w_ready, w_removed, w_gone, old_decisions) = w?;
-    let (controller_new, c_ready, c_gone, c_led, old_writes) = c?;
+    let (controller_new, c_ready, c_gone, c_led, old_writes, inherited) = c?;
     let _dashboard = d?;
     let rollout = [
         (started, "rollout starts"),
@@ -732,6 +725,15 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         .iter()
         .filter(|a| a.at > c_led && a.verdict == Verdict::Admitted)
         .count();
+    let admitted_leaderless = attempts
+        .iter()
+        .filter(|a| a.at > c_gone && a.at < c_led && a.verdict == Verdict::Admitted)
+        .count();
+    eprintln!(
+        "hand-over: {admitted_leaderless} admitted while no controller led ({:.1?}..{:.1?}); \
+         the new leader found {inherited} pending reservation(s)",
+        c_gone, c_led
+    );
     eprintln!(
         "creates: {} ({admitted} admitted, {quota_refused} refused for the quota, {} otherwise); \
          {admitted_after} admitted after the hand-over",
