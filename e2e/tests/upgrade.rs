@@ -40,7 +40,8 @@
 //! run N's Deployments; it does not run 0.1.0's code. The status format both versions
 //! write is the same (compact reservation entries predate 0.1.0's end), which is why the
 //! gap is small; `KQ_UPGRADE_FROM_BIN_DIR` names a directory holding the 0.1.0 binaries
-//! (built from d14ad1f) to run them as N instead, without the extra flag.
+//! (built from d14ad1f, docs/upgrade.md) to run them as N instead, without the extra flag;
+//! that run passed too when 0.2.0 was cut. upgrade_checks.rs shows the checks bite.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
