@@ -98,6 +98,24 @@ struct Pod {
     admin: SocketAddr,
 }
 
+impl Pod {
+    /// The sum of metric `name`'s samples on its admin port.
+    async fn metric(&self, name: &str) -> Result<u64> {
+        Ok(metric_sum(
+            &http_get_ok(self.admin, "/metrics").await?,
+            name,
+            &[],
+        ))
+    }
+
+    /// Stops it as the kubelet stops a pod (SIGTERM, at most [`GRACE`]).
+    async fn terminate(self) -> Result<()> {
+        let status = self.binary.terminate(GRACE).await?;
+        eprintln!("{} exited: {status}", self.name);
+        Ok(())
+    }
+}
+
 /// One part of the install (a release in one apiserver).
 struct Part {
     helm: Helm,
@@ -427,17 +445,21 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     api_part
         .helm("install", &chart_n, &values_file_n, &api_set)
         .await?;
-    for component in ["webhook", "controller"] {
+    // What the operator does for each component's identity (chart README, "Credentials").
+    let kubeconfig0 = cp.kubeconfig(0);
+    let identity = |component: &'static str| {
         kubeconfig_secret(
             &karmada,
             &host,
-            &cp.kubeconfig(0),
+            &kubeconfig0,
             &system_ns,
             &host_ns,
             &fullname,
             component,
         )
-        .await?;
+    };
+    for component in ["webhook", "controller"] {
+        identity(component).await?;
     }
     ensure!(
         !crd_has_field(&karmada, QUOTA_CRDS[0], &["spec", "drainingReplicas"]).await?
@@ -582,16 +604,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     mark(&mut timeline, &load, "new CRDs established");
     // The dashboard runs as an identity of its own from 0.2.0 on: its kubeconfig Secret
     // must exist before its pod starts (docs/upgrade.md).
-    kubeconfig_secret(
-        &karmada,
-        &host,
-        &cp.kubeconfig(0),
-        &system_ns,
-        &host_ns,
-        &fullname,
-        "dashboard",
-    )
-    .await?;
+    identity("dashboard").await?;
     let pending_before = quota_usage(&karmada, &ns, "compute").await?.reservations;
     eprintln!(
         "pending reservations before the rollout: {}",
@@ -653,27 +666,19 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         tokio::time::sleep(OVERLAP).await;
         svc.set_endpoints(vec![webhook_new_addr]);
         let removed = ld.elapsed();
-        let old_decisions = metric_sum(
-            &http_get_ok(webhook_old.admin, "/metrics").await?,
-            "kq_webhook_decisions_total",
-            &[],
-        );
-        let status = webhook_old.binary.terminate(GRACE).await?;
+        let old_decisions = webhook_old.metric("kq_webhook_decisions_total").await?;
+        webhook_old.terminate().await?;
         let gone = ld.elapsed();
-        eprintln!("{} exited: {status}", webhook_old.name);
         Ok::<_, anyhow::Error>((new, ready, removed, gone, old_decisions))
     };
     let controller_roll = async move {
         let new = start_pod(env, "controller-new-0", cn_spec, controller_new_admin).await?;
         let ready = ld.elapsed();
-        let old_writes = metric_sum(
-            &http_get_ok(controller_old.admin, "/metrics").await?,
-            "kq_controller_status_writes_total",
-            &[],
-        );
-        let status = controller_old.binary.terminate(GRACE).await?;
+        let old_writes = controller_old
+            .metric("kq_controller_status_writes_total")
+            .await?;
+        controller_old.terminate().await?;
         let gone = ld.elapsed();
-        eprintln!("{} exited: {status}", controller_old.name);
         wait_holder(kd, lns, "controller-new-0").await?;
         let led = ld.elapsed();
         // What the new leader inherits: reservations no controller has folded yet.
@@ -817,11 +822,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
             && service.connections_to(webhook_new_addr) > 0,
         "both webhook processes must have been called"
     );
-    let new_decisions = metric_sum(
-        &http_get_ok(webhook_new.admin, "/metrics").await?,
-        "kq_webhook_decisions_total",
-        &[],
-    );
+    let new_decisions = webhook_new.metric("kq_webhook_decisions_total").await?;
     ensure!(new_decisions > 0, "webhook-new-0 decided nothing");
     ensure!(
         after_rollout > c_led,
@@ -841,11 +842,9 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     )
     .await
     .with_context(|| format!("{ns}/compute never reached used = {need}m, no reservation"))?;
-    let new_writes = metric_sum(
-        &http_get_ok(controller_new.admin, "/metrics").await?,
-        "kq_controller_status_writes_total",
-        &[],
-    );
+    let new_writes = controller_new
+        .metric("kq_controller_status_writes_total")
+        .await?;
     ensure!(new_writes > 0, "controller-new-0 wrote no status");
     eprintln!(
         "{} pending reservation(s) before the rollout, all folded into used ({need}m) by controller-new-0 ({new_writes} status writes)",
