@@ -100,9 +100,16 @@ pub struct BinaryBuilder {
     name: String,
     args: Vec<OsString>,
     envs: Vec<(OsString, OsString)>,
+    dir: Option<PathBuf>,
 }
 
 impl BinaryBuilder {
+    /// Takes the binary from `dir` instead of [`Binary::path`]'s (another release's).
+    pub fn dir(mut self, dir: &Path) -> Self {
+        self.dir = Some(dir.to_path_buf());
+        self
+    }
+
     /// Adds an argument.
     pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
         self.args.push(arg.as_ref().to_owned());
@@ -130,7 +137,16 @@ impl BinaryBuilder {
     /// Starts the binary with stdout and stderr appended to
     /// `<log dir>/<name>-<n>.log`. Prints the log's path (test output shows it on failure).
     pub fn start(self, env: &Env) -> Result<Binary> {
-        let path = Binary::path(&self.name)?;
+        let path = match &self.dir {
+            Some(dir) => {
+                let path = dir.join(&self.name);
+                if !path.is_file() {
+                    bail!("{} not found", path.display());
+                }
+                path
+            }
+            None => Binary::path(&self.name)?,
+        };
         let n = STARTS.fetch_add(1, Ordering::Relaxed);
         std::fs::create_dir_all(env.log_dir())
             .with_context(|| format!("creating {}", env.log_dir().display()))?;
@@ -178,6 +194,7 @@ impl Binary {
             name: name.to_owned(),
             args: Vec::new(),
             envs: Vec::new(),
+            dir: None,
         }
     }
 
@@ -277,6 +294,35 @@ impl Binary {
                 );
             }
             tokio::time::sleep(ADMIN_POLL_INTERVAL).await;
+        }
+    }
+
+    /// Stops the child as the kubelet stops a pod: SIGTERM (`kill -TERM <its pid>`), then
+    /// waits for it to exit, at most `grace` (then SIGKILL, an error). Its exit status.
+    pub async fn terminate(mut self, grace: Duration) -> Result<std::process::ExitStatus> {
+        let pid = self
+            .child
+            .id()
+            .ok_or_else(|| anyhow!("{} has already exited", self.name))?;
+        let sent = tokio::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await
+            .with_context(|| format!("sending SIGTERM to {} (pid {pid})", self.name))?;
+        if !sent.success() {
+            bail!("kill -TERM {pid} ({}) failed: {sent}", self.name);
+        }
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(status) => status.with_context(|| format!("waiting for {}", self.name)),
+            Err(_) => {
+                let _ = self.child.kill().await;
+                bail!(
+                    "{} (pid {pid}) did not exit within {grace:?} of SIGTERM; log {}:\n{}",
+                    self.name,
+                    self.log.display(),
+                    self.log_tail(NOT_READY_TAIL_LINES)
+                )
+            }
         }
     }
 

@@ -176,6 +176,22 @@ impl Helm {
         .await
     }
 
+    /// `helm lint --strict` of the chart with the `values` files: an error unless it passes
+    /// without a warning.
+    pub async fn lint_strict(&self, values: &[&Path]) -> Result<()> {
+        let mut args = vec![
+            "lint".to_owned(),
+            "--strict".to_owned(),
+            chart_dir().display().to_string(),
+        ];
+        args.extend(values_args(values, &[]));
+        let out = self.run(&args).await?;
+        if !out.contains("1 chart(s) linted, 0 chart(s) failed") || out.contains("[WARNING]") {
+            bail!("{} {}: {out}", self.name(), args.join(" "));
+        }
+        Ok(())
+    }
+
     /// `helm template` of the chart as release `release` in `namespace` with the values
     /// files and `--set` pairs given (plus any `extra` flags); the rendered objects.
     pub async fn template(
@@ -236,6 +252,30 @@ pub fn kind_counts(objects: &[Value]) -> BTreeMap<String, usize> {
         *counts.entry(kind).or_default() += 1;
     }
     counts
+}
+
+/// The Deployment whose name ends with `-<component>`.
+pub fn deployment<'a>(objects: &'a [Value], component: &str) -> Result<&'a Value> {
+    let suffix = format!("-{component}");
+    objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "Deployment"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with(&suffix))
+        })
+        .ok_or_else(|| anyhow!("no {component} Deployment rendered"))
+}
+
+/// The args of Deployment `d`'s (first) container.
+pub fn container_args(d: &Value) -> Vec<String> {
+    d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The one object of `kind` named `name` among `objects`.

@@ -111,6 +111,12 @@ impl Env {
         Env::from_dir(dir, EnvSource::Owned).await
     }
 
+    /// The control plane `controlplane.sh up` wrote into `dir`, for a test that brought
+    /// one up of its own ([`crate::own_controlplane::OwnControlPlane`]); not the process's.
+    pub async fn of_dir(dir: &Path) -> Result<Env> {
+        Env::from_dir(dir.to_path_buf(), EnvSource::ControlPlaneDir).await
+    }
+
     async fn from_dir(dir: PathBuf, source: EnvSource) -> Result<Env> {
         let env_file = dir.join("env");
         let vars = std::fs::read_to_string(&env_file).with_context(|| {

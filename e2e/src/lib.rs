@@ -18,6 +18,10 @@
 //!      └─ log_dir()                      where Binary logs go
 //!    karmada      real Karmada around a test (make e2e-karmada): fixture, readers
 //!    chart        charts/karmada-quota through helm and the check tools (hack/tools.sh)
+//!    install      an installed chart's pods as loopback processes (Deployments, tokens)
+//!    OwnControlPlane  a test's own etcd + apiservers (own flags, older CRDs), down on drop
+//!    Service      one loopback address in front of endpoints changed during a rollout
+//!    load         steady binding creates and the ledger invariants sampled under them
 //!    TestNs       a fresh namespace per test (generateName, labelled)
 //!    attack       raw TLS clients (with/without client certificates), drips, floods of
 //!                 held bodies, RSS of a child process
@@ -49,13 +53,17 @@ pub mod dns;
 mod env;
 pub mod faults;
 pub mod image;
+pub mod install;
 pub mod karmada;
+pub mod load;
 mod metrics;
 mod ns;
+pub mod own_controlplane;
 pub mod prometheus;
 pub mod prometheus_gateway;
 pub mod proxy;
 mod quota_status;
+pub mod service;
 pub mod setup;
 pub mod viewer;
 mod wait;

@@ -151,7 +151,9 @@ impl TcpProxy {
     }
 }
 
-async fn forward(inbound: TcpStream, backend: SocketAddr) {
+/// Copies bytes both ways between `inbound` and a new connection to `backend`; a backend
+/// that refuses the connection closes `inbound`.
+pub(crate) async fn forward(inbound: TcpStream, backend: SocketAddr) {
     let _ = inbound.set_nodelay(true);
     let Ok(outbound) = TcpStream::connect(backend).await else {
         return; // closing the inbound connection is the answer
@@ -170,7 +172,7 @@ impl Drop for TcpProxy {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -225,7 +227,7 @@ mod tests {
     }
 
     /// A server that answers every connection with `tag` and closes it.
-    async fn tagged(tag: u8) -> SocketAddr {
+    pub(crate) async fn tagged(tag: u8) -> SocketAddr {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         tokio::spawn(async move {

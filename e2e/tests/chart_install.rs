@@ -36,12 +36,11 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
     SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use karmada_quota_e2e::chart::{Helm, certificate_subject, chart_dir};
@@ -50,13 +49,18 @@ use karmada_quota_e2e::controller::{
     member_apis, quota_events, used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::image::{app_version, image_digest};
+use karmada_quota_e2e::install::{
+    FromDeployment, client_from_kubeconfig_text, from_deployment, run_id, sa_token, server_of,
+    start, token_kubeconfig,
+};
+use karmada_quota_e2e::own_controlplane::OwnControlPlane;
 use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{
     Rb, binding_review, create, create_with, expect_admitted, post_review, quota, review_client,
 };
 use karmada_quota_e2e::{
-    Binary, Env, TestNs, accepts, free_port, http_get, http_get_ok, http_get_with, metric_sum,
-    try_wait_for, wait_for, yaml_documents,
+    Env, TestNs, accepts, free_port, http_get, http_get_ok, http_get_with, metric_sum,
+    try_wait_for, wait_for,
 };
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Config, ResourceExt};
@@ -67,87 +71,10 @@ const CLUSTER_CRD_NAME: &str = "karmadaclusterquotas.quota.karmada.io";
 const SHARE_CRD_NAME: &str = "karmadaclusterquotashares.quota.karmada.io";
 /// Label of the test namespace the installed webhook configuration selects.
 const NS_LABEL: &str = "e2e.karmada-quota/chart";
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const API_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn step(s: &str) {
     eprintln!("{s}");
-}
-
-/// A name unique to this run (cluster-scoped objects and release names).
-fn run_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    format!("{:x}", (std::process::id() << 12) ^ nanos)
-        .chars()
-        .rev()
-        .take(6)
-        .collect()
-}
-
-/// `server` and `certificate-authority-data` of a kubeconfig the harness wrote.
-fn server_of(kubeconfig: &Path) -> Result<(String, Option<String>)> {
-    let text = std::fs::read_to_string(kubeconfig)
-        .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let doc = yaml_documents(&text)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| anyhow!("{} is empty", kubeconfig.display()))?;
-    let cluster = &doc["clusters"][0]["cluster"];
-    Ok((
-        cluster["server"]
-            .as_str()
-            .ok_or_else(|| anyhow!("no server in {}", kubeconfig.display()))?
-            .to_owned(),
-        cluster["certificate-authority-data"]
-            .as_str()
-            .map(str::to_owned),
-    ))
-}
-
-/// A kubeconfig for `server` authenticating with `token`, as an admin writes into the
-/// host's kubeconfig Secret.
-fn token_kubeconfig(server: &str, ca_data: Option<&str>, token: &str) -> String {
-    let tls = match ca_data {
-        Some(ca) => format!("    certificate-authority-data: {ca}"),
-        None => "    insecure-skip-tls-verify: true".to_owned(),
-    };
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: karmada\n  cluster:\n    server: {server}\n{tls}\n\
-         users:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: karmada\n  context:\n    cluster: karmada\n    user: sa\n\
-         current-context: karmada\n"
-    )
-}
-
-/// A token of ServiceAccount `ns/name` (TokenRequest API; no controller-manager needed).
-async fn sa_token(client: &Client, ns: &str, name: &str) -> Result<String> {
-    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let tr = TokenRequest {
-        spec: k8s_openapi::api::authentication::v1::TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let answer = api
-        .create_token_request(name, &PostParams::default(), &tr)
-        .await
-        .with_context(|| format!("TokenRequest for ServiceAccount {ns}/{name}"))?;
-    answer
-        .status
-        .map(|s| s.token)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| anyhow!("TokenRequest for {ns}/{name} returned no token"))
-}
-
-async fn client_from_kubeconfig_text(text: &str) -> Result<Client> {
-    let kc = kube::config::Kubeconfig::from_yaml(text)?;
-    let config =
-        Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
 }
 
 /// One SelfSubjectAccessReview: whether `verb` on `group`/`resource`[/`sub`] in `ns`
@@ -303,110 +230,6 @@ impl std::fmt::Display for Access<'_> {
 
 fn verdict(allowed: bool) -> &'static str {
     if allowed { "allowed" } else { "denied" }
-}
-
-/// One process started from an installed Deployment: its first container's command and
-/// args, every Secret volume it mounts materialised under `root` (mount paths in the args
-/// rewritten to match), the listen addresses moved to loopback.
-struct FromDeployment {
-    binary: String,
-    args: Vec<String>,
-    envs: Vec<(String, String)>,
-}
-
-async fn from_deployment(
-    host: &Client,
-    ns: &str,
-    name: &str,
-    root: &Path,
-    listen: &[(&str, String)],
-) -> Result<FromDeployment> {
-    let d = Api::<Deployment>::namespaced(host.clone(), ns)
-        .get(name)
-        .await
-        .with_context(|| format!("reading Deployment {ns}/{name} from the host"))?;
-    let pod = d
-        .spec
-        .and_then(|s| s.template.spec)
-        .ok_or_else(|| anyhow!("Deployment {name} has no pod spec"))?;
-    let c = pod
-        .containers
-        .first()
-        .ok_or_else(|| anyhow!("Deployment {name} has no container"))?;
-    let command = c
-        .command
-        .as_ref()
-        .and_then(|c| c.first())
-        .ok_or_else(|| anyhow!("Deployment {name}'s container has no command"))?;
-    let binary = Path::new(command)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| anyhow!("command {command:?}"))?
-        .to_owned();
-    let mut args = c.args.clone().unwrap_or_default();
-    let volumes = pod.volumes.unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(host.clone(), ns);
-    for m in c.volume_mounts.iter().flatten() {
-        let v = volumes
-            .iter()
-            .find(|v| v.name == m.name)
-            .ok_or_else(|| anyhow!("{name}: volumeMount {} has no volume", m.name))?;
-        let secret_name = v
-            .secret
-            .as_ref()
-            .and_then(|s| s.secret_name.as_deref())
-            .ok_or_else(|| anyhow!("{name}: volume {} is not a Secret", m.name))?;
-        let secret = secrets
-            .get(secret_name)
-            .await
-            .with_context(|| format!("reading Secret {ns}/{secret_name} mounted by {name}"))?;
-        let local = root.join(m.mount_path.trim_start_matches('/'));
-        std::fs::create_dir_all(&local)?;
-        for (key, ByteString(bytes)) in secret.data.unwrap_or_default() {
-            std::fs::write(local.join(&key), bytes)?;
-        }
-        let prefix = format!("{}/", m.mount_path.trim_end_matches('/'));
-        let local_prefix = format!("{}/", local.display());
-        for a in &mut args {
-            *a = a.replace(&prefix, &local_prefix);
-        }
-    }
-    for (flag, value) in listen {
-        let key = format!("{flag}=");
-        let a = args
-            .iter_mut()
-            .find(|a| a.starts_with(&key))
-            .ok_or_else(|| anyhow!("{name}: the chart renders no {flag}="))?;
-        *a = format!("{key}{value}");
-    }
-    let mut envs = vec![("NO_COLOR".to_owned(), "1".to_owned())];
-    for e in c.env.iter().flatten() {
-        match (&e.value, &e.value_from) {
-            (Some(v), _) => envs.push((e.name.clone(), v.clone())),
-            // The pod name (the Lease identity): what the pod would get.
-            (None, Some(from))
-                if from
-                    .field_ref
-                    .as_ref()
-                    .is_some_and(|f| f.field_path == "metadata.name") =>
-            {
-                envs.push((e.name.clone(), format!("{name}-local-0")));
-            }
-            _ => bail!("{name}: env {} cannot be reproduced locally", e.name),
-        }
-    }
-    Ok(FromDeployment { binary, args, envs })
-}
-
-async fn start(env: &Env, spec: &FromDeployment, admin: SocketAddr) -> Result<Binary> {
-    eprintln!("{} {}", spec.binary, spec.args.join(" "));
-    let mut b = Binary::builder(&spec.binary).args(&spec.args);
-    for (k, v) in &spec.envs {
-        b = b.env(k, v);
-    }
-    let mut binary = b.start(env)?;
-    binary.wait_admin(admin, "/readyz", READY_TIMEOUT).await?;
-    Ok(binary)
 }
 
 /// The client certificate apiserver 0 presents to webhooks (controlplane.sh writes it and
@@ -881,6 +704,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         &host,
         &host_ns,
         &format!("{fullname}-webhook"),
+        &format!("{fullname}-webhook-local-0"),
         &work.join("webhook"),
         &[
             ("--listen", format!("127.0.0.1:{webhook_port}")),
@@ -892,6 +716,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         &host,
         &host_ns,
         &format!("{fullname}-controller"),
+        &format!("{fullname}-controller-local-0"),
         &work.join("controller"),
         &[("--admin-listen", controller_admin.to_string())],
     )
@@ -900,6 +725,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         &host,
         &host_ns,
         &format!("{fullname}-dashboard"),
+        &format!("{fullname}-dashboard-local-0"),
         &work.join("dashboard"),
         &[
             ("--admin-listen", dashboard_admin.to_string()),
@@ -1247,58 +1073,6 @@ fn rendered<'a>(objects: &'a [Value], kind: &str, name: &str) -> Result<&'a Valu
         .ok_or_else(|| anyhow!("helm template rendered no {kind} {name}"))
 }
 
-/// A control plane of its own (one apiserver, started with extra flags), stopped on drop.
-struct OwnApiserver {
-    dir: std::path::PathBuf,
-}
-
-impl OwnApiserver {
-    async fn up(dir: &Path, extra_args: &str) -> Result<OwnApiserver> {
-        let out = tokio::process::Command::new("bash")
-            .arg(karmada_quota_e2e::chart::controlplane_script())
-            .args([
-                "up".as_ref(),
-                dir.as_os_str(),
-                "1".as_ref(),
-                "--owner-pid".as_ref(),
-            ])
-            .arg(std::process::id().to_string())
-            .env("APISERVER_EXTRA_ARGS", extra_args)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .context("running controlplane.sh up")?;
-        let own = OwnApiserver {
-            dir: dir.to_path_buf(),
-        };
-        ensure!(
-            out.status.success(),
-            "controlplane.sh up {} failed:\n{}{}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(own)
-    }
-
-    fn kubeconfig(&self) -> std::path::PathBuf {
-        self.dir.join("kubeconfig-0")
-    }
-}
-
-impl Drop for OwnApiserver {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("bash")
-            .arg(karmada_quota_e2e::chart::controlplane_script())
-            .arg("down")
-            .arg(&self.dir)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-}
-
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_kube_apiserver_given_the_charts_admission_configuration_passes_client_authentication()
@@ -1361,8 +1135,9 @@ async fn a_kube_apiserver_given_the_charts_admission_configuration_passes_client
         admission_config.is_file(),
         "the ConfigMap has no admission-configuration.yaml"
     );
-    let apiserver = OwnApiserver::up(
+    let apiserver = OwnControlPlane::up(
         &work.join("cp"),
+        1,
         &format!(
             "--admission-control-config-file={}",
             admission_config.display()
@@ -1370,7 +1145,7 @@ async fn a_kube_apiserver_given_the_charts_admission_configuration_passes_client
     )
     .await?;
     let kube =
-        client_from_kubeconfig_text(&std::fs::read_to_string(apiserver.kubeconfig())?).await?;
+        client_from_kubeconfig_text(&std::fs::read_to_string(apiserver.kubeconfig(0))?).await?;
 
     step(
         "[Create] the webhook from the rendered Deployment (client CA = the rendered Secret's ca.crt)",
@@ -1436,11 +1211,15 @@ async fn a_kube_apiserver_given_the_charts_admission_configuration_passes_client
         *a = format!("{key}{value}");
     }
     // Standalone pods use their in-cluster identity; here, the own apiserver's admin.
-    args.push(format!("--kubeconfig={}", apiserver.kubeconfig().display()));
+    args.push(format!(
+        "--kubeconfig={}",
+        apiserver.kubeconfig(0).display()
+    ));
     let spec = FromDeployment {
         binary: "karmada-quota-webhook".to_owned(),
         args,
         envs: vec![("NO_COLOR".to_owned(), "1".to_owned())],
+        bin_dir: None,
     };
     let webhook = start(env, &spec, webhook_admin).await?;
 

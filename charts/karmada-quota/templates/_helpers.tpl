@@ -329,6 +329,113 @@ render or read back from the existing client Secret (lookup). JSON {ca, crt, key
 {{- with $dash.prometheusUrl }}
 - --dashboard-prometheus={{ . }}
 {{- end }}
+{{- include "karmada-quota.prometheusArgs" . }}
+{{- end -}}
+
+{{/*
+dashboard.prometheus: TLS and credentials for dashboard.prometheusUrl, from a Secret and a
+ConfigMap the operator creates in the release namespace, mounted read-only (only the keys
+named) under prometheusDir; the --prometheus-* flags name the mounted files.
+*/}}
+{{- define "karmada-quota.prometheusDir" -}}/etc/karmada-quota/prometheus{{- end -}}
+
+{{/* Render checks; "true" when a Secret or a ConfigMap is mounted. */}}
+{{- define "karmada-quota.prometheusMounted" -}}
+{{- $p := .Values.dashboard.prometheus -}}
+{{- $s := $p.secret -}}
+{{- $c := $p.configMap -}}
+{{- $secretKeys := list $s.bearerTokenKey $s.basicAuthPasswordKey $s.certKey $s.keyKey $s.caKey | compact -}}
+{{- if and $secretKeys (not $s.name) }}
+{{- fail "dashboard.prometheus.secret names keys but no Secret: set dashboard.prometheus.secret.name" }}
+{{- end -}}
+{{- if and $s.name (not $secretKeys) }}
+{{- fail (printf "dashboard.prometheus.secret.name=%s mounts nothing: name its keys (bearerTokenKey, basicAuthPasswordKey, certKey and keyKey, caKey)" $s.name) }}
+{{- end -}}
+{{- if ne (empty $c.name) (empty $c.caKey) }}
+{{- fail "dashboard.prometheus.configMap needs both name and caKey" }}
+{{- end -}}
+{{- if and $s.caKey $c.caKey }}
+{{- fail "the Prometheus CA comes from dashboard.prometheus.secret.caKey or configMap.caKey, not both" }}
+{{- end -}}
+{{- if ne (empty $s.certKey) (empty $s.keyKey) }}
+{{- fail "a Prometheus client certificate needs both dashboard.prometheus.secret.certKey and keyKey" }}
+{{- end -}}
+{{- if ne (empty $p.basicAuthUser) (empty $s.basicAuthPasswordKey) }}
+{{- fail "Prometheus basic auth needs both dashboard.prometheus.basicAuthUser and secret.basicAuthPasswordKey" }}
+{{- end -}}
+{{- if and $s.bearerTokenKey $p.basicAuthUser }}
+{{- fail "dashboard.prometheus: a bearer token and basic auth are two kinds of credentials: give one" }}
+{{- end -}}
+{{- if and (or $s.name $c.name $p.basicAuthUser $p.headers) (not .Values.dashboard.prometheusUrl) }}
+{{- fail "dashboard.prometheus sets how to reach Prometheus but dashboard.prometheusUrl is empty" }}
+{{- end -}}
+{{- if or $s.name $c.name }}true{{ end -}}
+{{- end -}}
+
+{{/* The --prometheus-* flags (lines of args). */}}
+{{- define "karmada-quota.prometheusArgs" -}}
+{{- $p := .Values.dashboard.prometheus -}}
+{{- $s := $p.secret -}}
+{{- $dir := include "karmada-quota.prometheusDir" . -}}
+{{- $_ := include "karmada-quota.prometheusMounted" . -}}
+{{- with $s.bearerTokenKey }}
+- --prometheus-bearer-token-file={{ $dir }}/secret/{{ . }}
+{{- end }}
+{{- with $p.basicAuthUser }}
+- --prometheus-basic-auth-user={{ . }}
+- --prometheus-basic-auth-password-file={{ $dir }}/secret/{{ $s.basicAuthPasswordKey }}
+{{- end }}
+{{- with $s.certKey }}
+- --prometheus-cert-file={{ $dir }}/secret/{{ . }}
+- --prometheus-key-file={{ $dir }}/secret/{{ $s.keyKey }}
+{{- end }}
+{{- with $s.caKey }}
+- --prometheus-ca-file={{ $dir }}/secret/{{ . }}
+{{- end }}
+{{- with $p.configMap.caKey }}
+- --prometheus-ca-file={{ $dir }}/configmap/{{ . }}
+{{- end }}
+{{- range $p.headers }}
+- --prometheus-header={{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The container's volumeMounts for dashboard.prometheus (indented as list items). */}}
+{{- define "karmada-quota.prometheusMounts" -}}
+{{- $p := .Values.dashboard.prometheus -}}
+{{- $dir := include "karmada-quota.prometheusDir" . -}}
+{{- if $p.secret.name }}
+- name: prometheus-secret
+  mountPath: {{ $dir }}/secret
+  readOnly: true
+{{- end }}
+{{- if $p.configMap.name }}
+- name: prometheus-configmap
+  mountPath: {{ $dir }}/configmap
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The pod's volumes for dashboard.prometheus: only the keys named are projected. */}}
+{{- define "karmada-quota.prometheusVolumes" -}}
+{{- $p := .Values.dashboard.prometheus -}}
+{{- $s := $p.secret -}}
+{{- if $s.name }}
+- name: prometheus-secret
+  secret:
+    secretName: {{ $s.name }}
+    items:
+      {{- range list $s.bearerTokenKey $s.basicAuthPasswordKey $s.certKey $s.keyKey $s.caKey | compact | uniq }}
+      - {key: {{ . | quote }}, path: {{ . | quote }}}
+      {{- end }}
+{{- end }}
+{{- with $p.configMap.name }}
+- name: prometheus-configmap
+  configMap:
+    name: {{ . }}
+    items:
+      - {key: {{ $p.configMap.caKey | quote }}, path: {{ $p.configMap.caKey | quote }}}
+{{- end }}
 {{- end -}}
 
 {{/* The RBAC rules serving the dashboard needs, whoever serves it (indented as rules). */}}
