@@ -37,14 +37,17 @@
     return String(+v.toPrecision(3));
   }
   function pad(n) { return (n < 10 ? "0" : "") + n; }
-  function clock(t) { var d = new Date(t * 1000); return pad(d.getHours()) + ":" + pad(d.getMinutes()); }
+  function clock(t, seconds) {
+    var d = new Date(t * 1000);
+    return pad(d.getHours()) + ":" + pad(d.getMinutes()) + (seconds ? ":" + pad(d.getSeconds()) : "");
+  }
 
   // A round step giving about `count` ticks over `span`.
   function niceStep(span, count) {
     var raw = span / count, p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
     return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * p;
   }
-  var TIME_STEPS = [60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
+  var TIME_STEPS = [10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
   function timeStep(span) {
     for (var i = 0; i < TIME_STEPS.length; i++) if (span / TIME_STEPS[i] <= 7) return TIME_STEPS[i];
     return 43200;
@@ -70,8 +73,20 @@
     return lines;
   }
 
+  // The time axis: the range, or from the first sample when the history is younger than
+  // the range (a controller that just started), at least a minute.
+  function domain(chart) {
+    var first = Infinity;
+    chart.resources.forEach(function (r) {
+      linesOf(r).forEach(function (l) { if (l.points.length && l.points[0][0] < first) first = l.points[0][0]; });
+    });
+    var from = Math.max(chart.from, Math.min(first, chart.to - 60));
+    return { from: from, to: chart.to, cropped: from > chart.from };
+  }
+
   function draw(figure, r, chart, range) {
-    var lines = linesOf(r), from = chart.from, to = chart.to;
+    var lines = linesOf(r), dom = domain(chart), from = dom.from, to = dom.to;
+    var span = dom.cropped ? "since " + clock(from, to - from < 600) : "in the last " + range;
     var max = 0;
     lines.forEach(function (l) { l.points.forEach(function (p) { if (p[1] > max) max = p[1]; }); });
     var yStep = niceStep(max > 0 ? max * 1.1 : 1, 4);
@@ -84,10 +99,10 @@
     var hard = r.hard.length ? r.hard[r.hard.length - 1][1] : null;
     var reserved = r.reserved.length ? r.reserved[r.reserved.length - 1][1] : null;
     var peak = r.used.reduce(function (m, p) { return Math.max(m, p[1]); }, 0);
-    var summary = used === null ? "no samples in the last " + range
+    var summary = used === null ? "no samples " + span
       : "now " + fmt(used) + (hard !== null ? " of " + fmt(hard) : "") + " " + r.unit + " used"
         + (reserved ? ", " + fmt(reserved) + " reserved" : "")
-        + " · peak " + fmt(peak) + " in the last " + range;
+        + " · peak " + fmt(peak) + " " + span;
 
     var head = html("figcaption", {}, figure);
     html("code", { "class": "res-title" }, head, r.resource);
@@ -95,7 +110,7 @@
 
     var id = "hc-" + r.resource.replace(/[^a-zA-Z0-9]/g, "-");
     var s = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-labelledby": id + "-t", "class": "hchart-svg" }, figure);
-    svg("title", { id: id + "-t" }, s, r.resource + " over the last " + range + " (" + r.unit + "): " + summary);
+    svg("title", { id: id + "-t" }, s, r.resource + " (" + r.unit + "): " + summary);
 
     // Grid and y axis, in the resource's unit.
     var axis = svg("g", { "class": "axis" }, s);
@@ -107,7 +122,7 @@
     var ts = timeStep(to - from);
     for (var t = Math.ceil(from / ts) * ts; t <= to; t += ts) {
       svg("line", { x1: x(t), x2: x(t), y1: M.t + ph, y2: M.t + ph + 4, "class": "tick" }, axis);
-      svg("text", { x: x(t), y: H - 8, "text-anchor": "middle" }, axis, clock(t));
+      svg("text", { x: x(t), y: H - 8, "text-anchor": "middle" }, axis, clock(t, ts < 60));
     }
 
     // Lines, drawn as steps (a value holds until the next sample); the last value runs on
