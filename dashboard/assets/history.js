@@ -16,7 +16,7 @@
   var noteEl = document.getElementById("history-note");
   var toggle = document.getElementById("history-clusters");
   var state = { range: root.getAttribute("data-range") || "1h", clusters: false };
-  var W = 600, H = 230, M = { l: 56, r: 16, t: 14, b: 30 };
+  var W = 600, H = 240, M = { l: 56, r: 22, t: 26, b: 30 };
   var CLUSTER_COLORS = 8;
 
   function el(ns, name, attrs, parent, text) {
@@ -42,10 +42,10 @@
     return pad(d.getHours()) + ":" + pad(d.getMinutes()) + (seconds ? ":" + pad(d.getSeconds()) : "");
   }
 
-  // A round step giving about `count` ticks over `span`.
+  // A round step (1, 2 or 5 × 10ⁿ) giving about `count` ticks over `span`.
   function niceStep(span, count) {
     var raw = span / count, p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * p;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
   }
   var TIME_STEPS = [10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
   function timeStep(span) {
@@ -73,24 +73,25 @@
     return lines;
   }
 
-  // The time axis: the range, or from the first sample when the history is younger than
-  // the range (a controller that just started), at least a minute.
+  // The time axis: the range, or from just before the first sample when the history is
+  // younger than the range (a controller that just started), at least 30 s.
   function domain(chart) {
     var first = Infinity;
     chart.resources.forEach(function (r) {
       linesOf(r).forEach(function (l) { if (l.points.length && l.points[0][0] < first) first = l.points[0][0]; });
     });
-    var from = Math.max(chart.from, Math.min(first, chart.to - 60));
-    return { from: from, to: chart.to, cropped: from > chart.from };
+    var span = Math.max(30, chart.to - first);
+    var from = Math.max(chart.from, Math.floor(chart.to - span * 1.05));
+    return { from: from, to: chart.to, first: first, cropped: from > chart.from };
   }
 
   function draw(figure, r, chart, range) {
     var lines = linesOf(r), dom = domain(chart), from = dom.from, to = dom.to;
-    var span = dom.cropped ? "since " + clock(from, to - from < 600) : "in the last " + range;
+    var span = dom.cropped ? "since " + clock(dom.first, to - from < 600) : "in the last " + range;
     var max = 0;
     lines.forEach(function (l) { l.points.forEach(function (p) { if (p[1] > max) max = p[1]; }); });
-    var yStep = niceStep(max > 0 ? max * 1.1 : 1, 4);
-    var yMax = Math.max(yStep, Math.ceil((max * 1.08) / yStep) * yStep);
+    var yStep = niceStep(max > 0 ? max * 1.05 : 1, 5);
+    var yMax = Math.max(yStep, Math.ceil((max * 1.05) / yStep) * yStep);
     var pw = W - M.l - M.r, ph = H - M.t - M.b;
     function x(t) { return M.l + ((t - from) / Math.max(1, to - from)) * pw; }
     function y(v) { return M.t + ph - (v / yMax) * ph; }
@@ -118,11 +119,12 @@
       svg("line", { x1: M.l, x2: W - M.r, y1: y(v), y2: y(v), "class": v === 0 ? "base" : "grid" }, axis);
       svg("text", { x: M.l - 6, y: y(v) + 4, "text-anchor": "end" }, axis, fmt(v));
     }
-    svg("text", { x: 4, y: M.t - 2, "class": "unit" }, axis, r.unit);
+    svg("text", { x: M.l - 6, y: 12, "text-anchor": "end", "class": "unit" }, axis, r.unit);
     var ts = timeStep(to - from);
     for (var t = Math.ceil(from / ts) * ts; t <= to; t += ts) {
       svg("line", { x1: x(t), x2: x(t), y1: M.t + ph, y2: M.t + ph + 4, "class": "tick" }, axis);
-      svg("text", { x: x(t), y: H - 8, "text-anchor": "middle" }, axis, clock(t, ts < 60));
+      var near = x(t) > W - M.r - 24;
+      svg("text", { x: near ? W - 2 : x(t), y: H - 8, "text-anchor": near ? "end" : "middle" }, axis, clock(t, ts < 60));
     }
 
     // Lines, drawn as steps (a value holds until the next sample); the last value runs on

@@ -24,10 +24,11 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::{Client as Browser, Locator};
 use karmada_quota_e2e::browser::{self, Driver};
-use karmada_quota_e2e::controller::{Controller, used_is, wait_quota};
+use karmada_quota_e2e::controller::{Controller, used_is, wait_quota, wait_synced};
 use karmada_quota_e2e::prometheus::Prometheus;
 use karmada_quota_e2e::webhook::{
     Rb, Registration, Webhook, bindings, create, expect_admitted, quota, update,
+    wait_until_status_seen,
 };
 use karmada_quota_e2e::{Env, TestNs, accepts, free_port, http_get, wait_for};
 use kube::Client;
@@ -35,6 +36,8 @@ use serde_json::{Value, json};
 
 /// How long the chart may take to follow a change (controller, a snapshot, a fetch).
 const FOLLOW: Duration = Duration::from_secs(30);
+/// How long each usage level is held before the next change.
+const HOLD: Duration = Duration::from_secs(8);
 
 fn step(s: &str) {
     eprintln!("{s}");
@@ -125,6 +128,16 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
         ),
     )
     .await?;
+    wait_synced(client, ns, "compute").await?;
+    // The webhook admits against the quota's status: wait until it reads it.
+    wait_until_status_seen(
+        client,
+        &Rb::deployment("probe", 1)
+            .request("cpu", "1m")
+            .request("memory", "1Mi")
+            .json(ns),
+    )
+    .await?;
 
     step("[Create] binding web: 2 × (1 cpu, 2Gi), member1 1 + member2 1 (admitted)");
     let web = Rb::deployment("web", 2)
@@ -142,6 +155,8 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
     wait_last(b, "requests.cpu", "used", "2").await?;
     wait_last(b, "requests.cpu", "hard", "10").await?;
     wait_last(b, "requests.memory", "used", "4").await?;
+    // Levels a few seconds apart, as a person would see them drawn.
+    tokio::time::sleep(HOLD).await;
 
     step("[Create] binding api: 3 × 1 cpu in member2 → used 5");
     let api = Rb::deployment("api", 3)
@@ -150,6 +165,7 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
         .clusters(&[("member2", 3)]);
     expect_admitted(create(client, &api.json(ns)).await?)?;
     wait_last(b, "requests.cpu", "used", "5").await?;
+    tokio::time::sleep(HOLD).await;
 
     step("[Delete] binding web → used 3: the line shows 2, 5, 3 in order");
     bindings(client, ns)
@@ -167,6 +183,7 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
         .parse()?;
     ensure!(points >= 3, "{points} points for three levels");
     wait_last(b, "requests.memory", "used", "3").await?;
+    tokio::time::sleep(HOLD).await;
     step(&format!("    ✓ requests.cpu used: {steps} ({points} points)"));
 
     step("[Get] hard is dashed; the summary, legend and table say the same");
@@ -231,6 +248,17 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
         source.contains("in-memory window (the last 60m, a sample every 2s"),
         "{source}"
     );
+    // The level held since: redraw now (the chart also redraws on its own every 15 s).
+    let loads = b.execute("return window.kqHistoryLoads || 0;", vec![]).await?;
+    b.find(Locator::Css(r#"button.range[data-range="1h"]"#))
+        .await?
+        .click()
+        .await?;
+    wait_for("the chart redrawn", FOLLOW, || async {
+        let now = b.execute("return window.kqHistoryLoads || 0;", vec![]).await.ok()?;
+        (now.as_u64() > loads.as_u64()).then_some(())
+    })
+    .await?;
     screenshot(b, "dashboard-history.png").await?;
 
     step("[Update] range 15m, then per cluster: member1 0 (web gone), member2 3");
