@@ -248,9 +248,14 @@ async fn answer(
                 ));
             }
             Err(e) => {
+                // The client's errors usually name the URL already.
+                let why = if e.contains(&p.url) {
+                    e
+                } else {
+                    format!("{}: {e}", p.url)
+                };
                 note = Some(format!(
-                    "Prometheus at {} failed ({e}): showing the controller's in-memory window.",
-                    p.url
+                    "Prometheus failed ({why}): showing the controller's in-memory window."
                 ));
             }
         }

@@ -267,7 +267,7 @@ async fn when_prometheus_fails_or_has_nothing_the_window_answers_with_a_note() {
     assert_eq!(v["source"], "memory");
     let note = v["note"].as_str().unwrap();
     assert!(
-        note.contains("Prometheus at http://127.0.0.1:9090 failed (connection refused)"),
+        note.contains("Prometheus failed (http://127.0.0.1:9090: connection refused)"),
         "{note}"
     );
     assert_eq!(

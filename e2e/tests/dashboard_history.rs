@@ -449,7 +449,8 @@ async fn with_prometheus_the_chart_reads_it_and_falls_back_to_the_window_when_it
         wait_attr(&b, "#history", "data-source", "memory").await?;
         let note = b.find(Locator::Id("history-note")).await?.text().await?;
         ensure!(
-            note.contains(&format!("Prometheus at http://{prom_addr} failed"))
+            note.starts_with("Prometheus failed (")
+                && note.contains(&format!("http://{prom_addr}"))
                 && note.contains("in-memory window"),
             "{note}"
         );
