@@ -16,7 +16,7 @@
   var noteEl = document.getElementById("history-note");
   var toggle = document.getElementById("history-clusters");
   var state = { range: root.getAttribute("data-range") || "1h", clusters: false };
-  var W = 600, H = 240, M = { l: 56, r: 22, t: 26, b: 30 };
+  var W = 520, H = 250, M = { l: 50, r: 22, t: 26, b: 30 };
   var CLUSTER_COLORS = 8;
 
   function el(ns, name, attrs, parent, text) {
@@ -47,7 +47,7 @@
     var raw = span / count, p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
     return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
   }
-  var TIME_STEPS = [10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
+  var TIME_STEPS = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
   function timeStep(span) {
     for (var i = 0; i < TIME_STEPS.length; i++) if (span / TIME_STEPS[i] <= 7) return TIME_STEPS[i];
     return 43200;
@@ -74,13 +74,13 @@
   }
 
   // The time axis: the range, or from just before the first sample when the history is
-  // younger than the range (a controller that just started), at least 30 s.
+  // younger than the range (a controller that just started), at least 10 s.
   function domain(chart) {
     var first = Infinity;
     chart.resources.forEach(function (r) {
       linesOf(r).forEach(function (l) { if (l.points.length && l.points[0][0] < first) first = l.points[0][0]; });
     });
-    var span = Math.max(30, chart.to - first);
+    var span = Math.max(10, chart.to - first);
     var from = Math.max(chart.from, Math.floor(chart.to - span * 1.05));
     return { from: from, to: chart.to, first: first, cropped: from > chart.from };
   }
