@@ -7,7 +7,8 @@
 //!  dashboard feed ── watch::Receiver<Arc<Snapshot>> ──┐ on change
 //!  tick every --history-step ─────────────────────────┤
 //!                                                     ▼
-//!            Store::record_all(now, every quota: hard, used, reserved, placed per member)
+//!            dashboard::history::record ─► Store::record_all(now, every quota: hard, used,
+//!                                           reserved, placed per member)
 //!            (core: unchanged quotas once per step, deleted quotas dropped, bounded by
 //!             --history-window, --history-max-quotas and the samples per quota)
 //!                                                     ▼
@@ -20,41 +21,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use karmada_quota_core::ResourceList;
-use karmada_quota_core::history::Reading;
 use karmada_quota_dashboard::Snapshot;
-use karmada_quota_dashboard::history::Recent;
+use karmada_quota_dashboard::history::{Recent, record};
 use tokio::sync::watch;
-
-/// Records `snapshot`'s quotas at `now` (Unix seconds).
-pub fn record(recent: &Recent, snapshot: &Snapshot, now: i64) {
-    let clusters: Vec<Vec<(&str, &ResourceList)>> = snapshot
-        .quotas
-        .iter()
-        .map(|q| {
-            q.clusters
-                .iter()
-                .map(|c| (c.name.as_str(), &c.placed))
-                .collect()
-        })
-        .collect();
-    let readings = snapshot
-        .quotas
-        .iter()
-        .zip(&clusters)
-        .map(|(q, members)| Reading {
-            namespace: &q.namespace,
-            name: &q.name,
-            hard: &q.hard,
-            used: &q.used,
-            reserved: &q.reserved,
-            clusters: members,
-        });
-    recent
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .record_all(now, readings);
-}
 
 /// Records every snapshot `rx` sends, and the current one every `step`, until `stop`.
 pub async fn sample(

@@ -28,10 +28,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
+use karmada_quota_core::ResourceList;
 use karmada_quota_core::billing::Window;
-use karmada_quota_core::history::{Chart, Store, promql};
+use karmada_quota_core::history::{Chart, Reading, Store, promql};
 use serde::{Deserialize, Serialize};
 
+use crate::model::Snapshot;
 use crate::report::Prometheus;
 use crate::report_cache::{Fetches, ReportLimits};
 use crate::{Dashboard, Visible};
@@ -381,4 +383,35 @@ pub fn empty() -> Recent {
     Arc::new(RwLock::new(Store::new(
         karmada_quota_core::history::Bounds::default(),
     )))
+}
+
+/// Records every quota of `snapshot` at `now` (Unix seconds) in `recent`: its hard, used,
+/// reserved and what Karmada placed in each member; a quota not in it is dropped.
+pub fn record(recent: &Recent, snapshot: &Snapshot, now: i64) {
+    let clusters: Vec<Vec<(&str, &ResourceList)>> = snapshot
+        .quotas
+        .iter()
+        .map(|q| {
+            q.clusters
+                .iter()
+                .map(|c| (c.name.as_str(), &c.placed))
+                .collect()
+        })
+        .collect();
+    let readings = snapshot
+        .quotas
+        .iter()
+        .zip(&clusters)
+        .map(|(q, members)| Reading {
+            namespace: &q.namespace,
+            name: &q.name,
+            hard: &q.hard,
+            used: &q.used,
+            reserved: &q.reserved,
+            clusters: members,
+        });
+    recent
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .record_all(now, readings);
 }

@@ -9,14 +9,14 @@ use axum::http::{Request, StatusCode, header};
 use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 use karmada_quota_core::billing::{Series, Window};
-use karmada_quota_core::history::{Bounds, Reading, Store};
+use karmada_quota_core::history::{Bounds, Store};
 use serde_json::Value;
 use tokio::sync::watch;
 use tower::ServiceExt;
 
 use crate::auth::fake::FakeReviewer;
 use crate::auth::{Access, CachePolicy};
-use crate::history::Recent;
+use crate::history::{Recent, record};
 use crate::model::Snapshot;
 use crate::report::{Prometheus, RangeQuery};
 use crate::tests::snapshot;
@@ -25,37 +25,17 @@ use crate::{Dashboard, Settings, router};
 /// The window filled from `s` at `now - 120`, `now - 60` and `now` (gpus' used GPUs 5,
 /// then 7, then 7), every quota of the snapshot.
 fn recent(s: &Snapshot, now: i64) -> Recent {
-    let mut store = Store::new(Bounds {
+    let recent: Recent = Arc::new(RwLock::new(Store::new(Bounds {
         window: 3600,
         step: 15,
         max_quotas: 100,
-    });
+    })));
     let mut early = s.clone();
     early.quotas[1].used = crate::tests::rl(&[("requests.nvidia.com/gpu", "5")]);
     for (t, snap) in [(now - 120, &early), (now - 60, s), (now, s)] {
-        let clusters: Vec<Vec<(&str, &karmada_quota_core::ResourceList)>> = snap
-            .quotas
-            .iter()
-            .map(|q| {
-                q.clusters
-                    .iter()
-                    .map(|c| (c.name.as_str(), &c.placed))
-                    .collect()
-            })
-            .collect();
-        store.record_all(
-            t,
-            snap.quotas.iter().zip(&clusters).map(|(q, c)| Reading {
-                namespace: &q.namespace,
-                name: &q.name,
-                hard: &q.hard,
-                used: &q.used,
-                reserved: &q.reserved,
-                clusters: c,
-            }),
-        );
+        record(&recent, snap, t);
     }
-    Arc::new(RwLock::new(store))
+    recent
 }
 
 fn dashboard(prometheus: Option<Arc<dyn RangeQuery>>) -> Dashboard {

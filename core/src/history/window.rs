@@ -138,6 +138,9 @@ impl Reading<'_> {
     }
 }
 
+/// The values of one sample, one per line (shared by consecutive equal samples).
+type Values = Arc<[f64]>;
+
 /// One sample: when, and a value per line of its track (`NAN`: not there then).
 #[derive(Clone, Debug)]
 struct Sample {
@@ -268,7 +271,9 @@ impl Track {
                 .map(|(_, v)| *v)
                 .collect()
         };
-        let mut last: Option<(Arc<[f64]>, Arc<[f64]>)> = None;
+        // (a list before, the same list without the unused lines): consecutive samples
+        // sharing one list keep sharing it.
+        let mut last: Option<(Values, Values)> = None;
         for s in &mut self.samples {
             let next = match &last {
                 Some((old, new)) if Arc::ptr_eq(old, &s.values) => new.clone(),

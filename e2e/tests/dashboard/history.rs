@@ -1,5 +1,5 @@
-//! The quota page's usage-over-time chart in a real browser (headless chromium, as in
-//! dashboard.rs), against a controller on the loopback control plane.
+//! The quota page's usage-over-time chart in a real browser (headless chromium, with the
+//! helpers of dashboard.rs), against a controller on the loopback control plane.
 //!
 //! ```text
 //!  bindings admitted / deleted ──► apiserver ◄── webhook (reservations)
@@ -18,17 +18,14 @@
 //! so, when that Prometheus is gone.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::{Client as Browser, Locator};
-use karmada_quota_e2e::browser::{self, Driver};
 use karmada_quota_e2e::controller::{Controller, used_is, wait_quota, wait_synced};
 use karmada_quota_e2e::prometheus::Prometheus;
 use karmada_quota_e2e::webhook::{
     Rb, Registration, Webhook, bindings, create, expect_admitted, quota, update,
-    wait_until_status_seen,
 };
 use karmada_quota_e2e::{Env, TestNs, accepts, free_port, http_get, wait_for};
 use kube::Client;
@@ -39,23 +36,16 @@ const FOLLOW: Duration = Duration::from_secs(30);
 /// How long each usage level is held before the next change.
 const HOLD: Duration = Duration::from_secs(8);
 
-fn step(s: &str) {
-    eprintln!("{s}");
-}
+use super::{create_compute, in_browser, step, webhook_reads_status};
 
-fn screenshots_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots")
-}
-
+/// A screenshot of the chart's section.
 async fn screenshot(b: &Browser, name: &str) -> Result<()> {
     b.execute(
         "document.getElementById('history').scrollIntoView(); window.scrollBy(0, -8); return null;",
         vec![],
     )
     .await?;
-    let path = browser::screenshot(b, &screenshots_dir(), name).await?;
-    step(&format!("    screenshot {}", path.display()));
-    Ok(())
+    super::screenshot(b, name).await
 }
 
 /// An attribute of the chart's line `line` (`used`, `hard`, `reserved`,
@@ -79,8 +69,7 @@ async fn wait_last(b: &Browser, resource: &str, line: &str, want: &str) -> Resul
         &format!("the chart's {resource} {line} line ends at {want}"),
         FOLLOW,
         || async move {
-            (line_attr(b, resource, line, "data-last").await.as_deref() == Some(want))
-                .then_some(())
+            (line_attr(b, resource, line, "data-last").await.as_deref() == Some(want)).then_some(())
         },
     )
     .await;
@@ -115,29 +104,9 @@ async fn wait_attr(b: &Browser, css: &str, attr: &str, want: &str) -> Result<()>
 
 async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAddr) -> Result<()> {
     step("[Create] quota compute: requests.cpu 10, requests.memory 16Gi, pods 20");
-    accepts(
-        client,
-        &quota(
-            ns,
-            "compute",
-            &[
-                ("requests.cpu", "10"),
-                ("requests.memory", "16Gi"),
-                ("pods", "20"),
-            ],
-        ),
-    )
-    .await?;
+    create_compute(client, ns).await?;
     wait_synced(client, ns, "compute").await?;
-    // The webhook admits against the quota's status: wait until it reads it.
-    wait_until_status_seen(
-        client,
-        &Rb::deployment("probe", 1)
-            .request("cpu", "1m")
-            .request("memory", "1Mi")
-            .json(ns),
-    )
-    .await?;
+    webhook_reads_status(client, ns).await?;
 
     step("[Create] binding web: 2 × (1 cpu, 2Gi), member1 1 + member2 1 (admitted)");
     let web = Rb::deployment("web", 2)
@@ -184,7 +153,9 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
     ensure!(points >= 3, "{points} points for three levels");
     wait_last(b, "requests.memory", "used", "3").await?;
     tokio::time::sleep(HOLD).await;
-    step(&format!("    ✓ requests.cpu used: {steps} ({points} points)"));
+    step(&format!(
+        "    ✓ requests.cpu used: {steps} ({points} points)"
+    ));
 
     step("[Get] hard is dashed; the summary, legend and table say the same");
     let dash_array = b
@@ -238,24 +209,28 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
         .await?
         .html(true)
         .await?;
-    ensure!(label.contains("requests.cpu (cores): now 3 of 10"), "{label}");
-    let source = b
-        .find(Locator::Id("history-source"))
-        .await?
-        .text()
-        .await?;
+    ensure!(
+        label.contains("requests.cpu (cores): now 3 of 10"),
+        "{label}"
+    );
+    let source = b.find(Locator::Id("history-source")).await?.text().await?;
     ensure!(
         source.contains("in-memory window (the last 60m, a sample every 2s"),
         "{source}"
     );
     // The level held since: redraw now (the chart also redraws on its own every 15 s).
-    let loads = b.execute("return window.kqHistoryLoads || 0;", vec![]).await?;
+    let loads = b
+        .execute("return window.kqHistoryLoads || 0;", vec![])
+        .await?;
     b.find(Locator::Css(r#"button.range[data-range="1h"]"#))
         .await?
         .click()
         .await?;
     wait_for("the chart redrawn", FOLLOW, || async {
-        let now = b.execute("return window.kqHistoryLoads || 0;", vec![]).await.ok()?;
+        let now = b
+            .execute("return window.kqHistoryLoads || 0;", vec![])
+            .await
+            .ok()?;
         (now.as_u64() > loads.as_u64()).then_some(())
     })
     .await?;
@@ -274,7 +249,10 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
         "true",
     )
     .await?;
-    b.find(Locator::Id("history-clusters")).await?.click().await?;
+    b.find(Locator::Id("history-clusters"))
+        .await?
+        .click()
+        .await?;
     wait_attr(b, "#history", "data-loaded", "15m+clusters").await?;
     let m2 = wait_last(b, "requests.cpu", "cluster:member2", "3").await?;
     ensure!(
@@ -315,16 +293,8 @@ async fn the_quota_page_charts_usage_over_time_and_follows_each_change() -> Resu
         .await?;
     let dash = ctl.dashboard_url();
     step(&format!("[Setup] controller with its dashboard at {dash}/"));
-    let driver = Driver::start().await?;
-    let profile = browser::fresh_dir(
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chromium-profile-{n}")),
-    )?;
-    let b = driver.browser(&profile).await?;
-    let res = run(&client, &n, &b, &dash, ctl.dashboard_addr()).await;
-    let _ = b.close().await;
-    drop(driver);
-    let _ = std::fs::remove_dir_all(&profile);
-    res?;
+    let (c, ns_name, url, addr) = (&client, n.as_str(), dash.as_str(), ctl.dashboard_addr());
+    in_browser(&n, |b| async move { run(c, ns_name, &b, url, addr).await }).await?;
     drop(ctl);
     registration.cleanup().await?;
     drop(webhook);
@@ -373,13 +343,10 @@ async fn with_prometheus_the_chart_reads_it_and_falls_back_to_the_window_when_it
 
     step("[Create] quota q: requests.cpu 4; binding web 2 × 500m in member1");
     accepts(&client, &quota(&n, "q", &[("requests.cpu", "4")])).await?;
-    let web = |replicas| {
-        Rb::deployment("web", replicas)
-            .request("cpu", "500m")
-            .clusters(&[("member1", replicas)])
-            .json(&n)
-    };
-    expect_admitted(create(&client, &web(2)).await?)?;
+    let mut web = Rb::deployment("web", 2)
+        .request("cpu", "500m")
+        .clusters(&[("member1", 2)]);
+    expect_admitted(create(&client, &web.json(&n)).await?)?;
     wait_quota(&client, &n, "q", "used 1 cpu", FOLLOW, |q| {
         used_is(q, &[("requests.cpu", "1")])
     })
@@ -398,7 +365,9 @@ async fn with_prometheus_the_chart_reads_it_and_falls_back_to_the_window_when_it
     let v = wait_for("the history from Prometheus", FOLLOW, || {
         let n = n2.clone();
         async move {
-            let v = history(dash, &n, "q", "range=15m&clusters=true").await.ok()?;
+            let v = history(dash, &n, "q", "range=15m&clusters=true")
+                .await
+                .ok()?;
             (v["source"] == "prometheus" && last(&v, "requests.cpu", "used") == Some(1.0))
                 .then_some(v)
         }
@@ -411,12 +380,16 @@ async fn with_prometheus_the_chart_reads_it_and_falls_back_to_the_window_when_it
     );
     let member1 = &v["chart"]["resources"][0]["clusters"][0];
     ensure!(
-        member1["cluster"] == "member1" && member1["used"].as_array().is_some_and(|p| !p.is_empty()),
+        member1["cluster"] == "member1"
+            && member1["used"].as_array().is_some_and(|p| !p.is_empty()),
         "{v}"
     );
 
     step("[Update] web to 6 replicas: Prometheus and then the chart follow to 3 cpu");
-    expect_admitted(update(&client, &web(6)).await?)?;
+    web = Rb::deployment("web", 6)
+        .request("cpu", "500m")
+        .clusters(&[("member1", 6)]);
+    expect_admitted(update(&client, &web.json(&n)).await?)?;
     prom.wait_value(&format!("kq_quota_used{selector}"), "3", FOLLOW)
         .await?;
     let n2 = n.clone();
@@ -431,14 +404,9 @@ async fn with_prometheus_the_chart_reads_it_and_falls_back_to_the_window_when_it
     .await?;
 
     step("[Browser] the page says the source is Prometheus");
-    let driver = Driver::start().await?;
-    let profile = browser::fresh_dir(
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chromium-profile-{n}")),
-    )?;
-    let b = driver.browser(&profile).await?;
-    let shown = async {
-        b.goto(&format!("{}/quotas/{n}/q", ctl.dashboard_url()))
-            .await?;
+    let page = format!("{}/quotas/{n}/q", ctl.dashboard_url());
+    in_browser(&n, |b| async move {
+        b.goto(&page).await?;
         wait_attr(&b, "#history", "data-source", "prometheus").await?;
         wait_last(&b, "requests.cpu", "used", "3").await?;
         let text = b.find(Locator::Id("history-source")).await?.text().await?;
@@ -456,13 +424,9 @@ async fn with_prometheus_the_chart_reads_it_and_falls_back_to_the_window_when_it
         );
         wait_last(&b, "requests.cpu", "used", "3").await?;
         screenshot(&b, "dashboard-history-fallback.png").await?;
-        Ok::<_, anyhow::Error>(())
-    }
-    .await;
-    let _ = b.close().await;
-    drop(driver);
-    let _ = std::fs::remove_dir_all(&profile);
-    shown?;
+        Ok(())
+    })
+    .await?;
     drop(ctl);
     ns.delete(&client).await
 }
