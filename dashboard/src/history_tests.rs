@@ -318,3 +318,58 @@ async fn the_quota_page_carries_the_chart_and_its_script() {
     let js = resp.into_body().collect().await.unwrap().to_bytes();
     assert!(String::from_utf8_lossy(&js).contains("createElementNS"));
 }
+
+#[tokio::test]
+async fn a_cluster_quota_has_its_history_under_its_name() {
+    let mut s = snapshot();
+    let mut business = s.quotas[1].clone();
+    business.namespace = String::new();
+    business.name = "business-a".into();
+    s.quotas.push(business);
+    let now = jiff::Timestamp::now().as_second();
+    let history = recent(&s, now);
+    let fake = Arc::new(Fake::default());
+    let (_tx, rx) = watch::channel(Arc::new(s));
+    let memory = Dashboard::new(rx.clone(), Settings::default())
+        .unwrap()
+        .with_history(history.clone());
+    let (code, v) = get(&memory, "/api/v1/cluster-quotas/business-a/history", None).await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    assert_eq!(v["quota"], "business-a");
+    assert_eq!(
+        line(&v, "requests.nvidia.com/gpu", "used").last().unwrap()[1],
+        7.0
+    );
+    let (code, _) = get(&memory, "/api/v1/cluster-quotas/nope/history", None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let page = router(memory.clone())
+        .oneshot(
+            Request::get("/cluster-quotas/business-a")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let html = page.into_body().collect().await.unwrap().to_bytes();
+    assert!(
+        String::from_utf8_lossy(&html)
+            .contains(r#"data-history="/api/v1/cluster-quotas/business-a/history""#)
+    );
+    // From Prometheus: its series carry no namespace.
+    let settings = Settings {
+        prometheus: Some(Prometheus {
+            url: "http://127.0.0.1:9090".into(),
+            api: fake.clone(),
+        }),
+        ..Settings::default()
+    };
+    let prom = Dashboard::new(rx, settings).unwrap().with_history(history);
+    let (code, v) = get(&prom, "/api/v1/cluster-quotas/business-a/history", None).await;
+    assert_eq!(code, StatusCode::OK, "{v}");
+    assert_eq!(v["source"], "prometheus");
+    let asked = fake.asked.lock().unwrap().clone();
+    assert!(
+        asked[0].0.contains(r#"{namespace="",quota="business-a"}"#),
+        "{asked:?}"
+    );
+}
