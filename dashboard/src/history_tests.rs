@@ -2,13 +2,12 @@
 //! in-memory window as the source, Prometheus as the source, and the fallback when
 //! Prometheus fails or has nothing.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use futures::future::BoxFuture;
 use http_body_util::BodyExt;
-use karmada_quota_core::billing::{Series, Window};
+use karmada_quota_core::billing::Series;
 use karmada_quota_core::history::{Bounds, Store};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -19,7 +18,7 @@ use crate::auth::{Access, CachePolicy};
 use crate::history::{Recent, record};
 use crate::model::Snapshot;
 use crate::report::{Prometheus, RangeQuery};
-use crate::tests::snapshot;
+use crate::tests::{FakePrometheus, snapshot};
 use crate::{Dashboard, Settings, router};
 
 /// The window filled from `s` at `now - 120`, `now - 60` and `now` (gpus' used GPUs 5,
@@ -160,21 +159,10 @@ async fn a_tenant_gets_no_history_of_another_teams_quota() {
     assert_eq!(code, StatusCode::OK, "{v}");
 }
 
-/// A Prometheus stand-in answering each metric with one series, or failing.
-#[derive(Default)]
-struct Fake {
-    asked: Mutex<Vec<(String, Window)>>,
-    fail: bool,
-    empty: bool,
-}
-
-impl RangeQuery for Fake {
-    fn query_range<'a>(
-        &'a self,
-        query: &'a str,
-        window: Window,
-    ) -> BoxFuture<'a, Result<Vec<Series>, String>> {
-        self.asked.lock().unwrap().push((query.to_owned(), window));
+/// A Prometheus stand-in answering each metric with one series of two points (hard 8,
+/// member clusters 2, the rest 6), or failing, or with no series.
+fn fake(fail: bool, empty: bool) -> FakePrometheus {
+    FakePrometheus::new(move |query, window| {
         let value = if query.contains("kq_quota_hard") {
             "8"
         } else if query.contains("kq_quota_cluster_used") {
@@ -188,27 +176,23 @@ impl RangeQuery for Fake {
             metric.insert("cluster".to_owned(), "member1".to_owned());
         }
         #[allow(clippy::cast_precision_loss)]
-        let series = Series {
-            metric,
-            values: vec![
-                (window.from as f64, value.to_owned()),
-                ((window.from + 60) as f64, value.to_owned()),
-            ],
-        };
-        let answer = if self.fail {
+        let values = vec![
+            (window.from as f64, value.to_owned()),
+            ((window.from + 60) as f64, value.to_owned()),
+        ];
+        if fail {
             Err("connection refused".to_owned())
-        } else if self.empty {
+        } else if empty {
             Ok(Vec::new())
         } else {
-            Ok(vec![series])
-        };
-        Box::pin(async move { answer })
-    }
+            Ok(vec![Series { metric, values }])
+        }
+    })
 }
 
 #[tokio::test]
 async fn with_prometheus_the_chart_reads_the_controllers_series_there() {
-    let fake = Arc::new(Fake::default());
+    let fake = Arc::new(fake(false, false));
     let d = dashboard(Some(fake.clone()));
     let (code, v) = get(&d, &format!("{GPUS}?range=6h&clusters=true"), None).await;
     assert_eq!(code, StatusCode::OK, "{v}");
@@ -237,10 +221,7 @@ async fn with_prometheus_the_chart_reads_the_controllers_series_there() {
 
 #[tokio::test]
 async fn when_prometheus_fails_or_has_nothing_the_window_answers_with_a_note() {
-    let failing = Arc::new(Fake {
-        fail: true,
-        ..Fake::default()
-    });
+    let failing = Arc::new(fake(true, false));
     let d = dashboard(Some(failing));
     let (code, v) = get(&d, GPUS, None).await;
     assert_eq!(code, StatusCode::OK, "{v}");
@@ -255,10 +236,7 @@ async fn when_prometheus_fails_or_has_nothing_the_window_answers_with_a_note() {
         7.0
     );
 
-    let empty = Arc::new(Fake {
-        empty: true,
-        ..Fake::default()
-    });
+    let empty = Arc::new(fake(false, true));
     let d = dashboard(Some(empty));
     let (_, v) = get(&d, GPUS, None).await;
     assert_eq!(v["source"], "memory");
@@ -328,7 +306,7 @@ async fn a_cluster_quota_has_its_history_under_its_name() {
     s.quotas.push(business);
     let now = jiff::Timestamp::now().as_second();
     let history = recent(&s, now);
-    let fake = Arc::new(Fake::default());
+    let fake = Arc::new(fake(false, false));
     let (_tx, rx) = watch::channel(Arc::new(s));
     let memory = Dashboard::new(rx.clone(), Settings::default())
         .unwrap()
