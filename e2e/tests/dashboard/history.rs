@@ -63,6 +63,20 @@ async fn line_attr(b: &Browser, resource: &str, line: &str, attr: &str) -> Optio
     v.as_str().map(str::to_owned)
 }
 
+/// The text of the first element matching `css`, read in one script call: the chart is
+/// redrawn (its elements replaced) at any moment, so a found element may go stale.
+async fn text(b: &Browser, css: &str) -> Result<String> {
+    let v = b
+        .execute(
+            "var e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
+            vec![json!(css)],
+        )
+        .await?;
+    v.as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("nothing matches {css}"))
+}
+
 /// Waits until the line's `data-last` is `want`; returns its `data-steps`.
 async fn wait_last(b: &Browser, resource: &str, line: &str, want: &str) -> Result<String> {
     let res = wait_for(
@@ -75,7 +89,7 @@ async fn wait_last(b: &Browser, resource: &str, line: &str, want: &str) -> Resul
     .await;
     if res.is_err() {
         let got = line_attr(b, resource, line, "data-last").await;
-        let source = b.find(Locator::Id("history")).await?.text().await?;
+        let source = text(b, "#history").await?;
         bail!("{resource} {line}: want the last point {want}, the chart has {got:?}:\n{source}");
     }
     line_attr(b, resource, line, "data-steps")
@@ -168,13 +182,11 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
         dash_array.as_str().is_some_and(|d| d != "none"),
         "hard is drawn dashed: {dash_array}"
     );
-    let caption = b
-        .find(Locator::Css(
-            r#"figure[data-resource="requests.cpu"] figcaption .summary"#,
-        ))
-        .await?
-        .text()
-        .await?;
+    let caption = text(
+        b,
+        r#"figure[data-resource="requests.cpu"] figcaption .summary"#,
+    )
+    .await?;
     ensure!(
         caption.starts_with("now 3 of 10 cores used") && caption.contains("peak 5"),
         "{caption}"
@@ -191,29 +203,17 @@ async fn run(client: &Client, ns: &str, b: &Browser, dash: &str, addr: SocketAdd
             || row.get(1) == Some(&json!("3 cores")) && row.get(3) == Some(&json!("5")),
         "the table's used row: {row}"
     );
-    let legend = b
-        .find(Locator::Css(
-            r#"figure[data-resource="requests.cpu"] .legend"#,
-        ))
-        .await?
-        .text()
-        .await?;
+    let legend = text(b, r#"figure[data-resource="requests.cpu"] .legend"#).await?;
     ensure!(
         legend.contains("used") && legend.contains("hard (limit)"),
         "{legend}"
     );
-    let label = b
-        .find(Locator::Css(
-            r#"figure[data-resource="requests.cpu"] svg title"#,
-        ))
-        .await?
-        .html(true)
-        .await?;
+    let label = text(b, r#"figure[data-resource="requests.cpu"] svg title"#).await?;
     ensure!(
         label.contains("requests.cpu (cores): now 3 of 10"),
         "{label}"
     );
-    let source = b.find(Locator::Id("history-source")).await?.text().await?;
+    let source = text(b, "#history-source").await?;
     ensure!(
         source.contains("in-memory window (the last 60m, a sample every 2s"),
         "{source}"
@@ -409,13 +409,13 @@ async fn with_prometheus_the_chart_reads_it_and_falls_back_to_the_window_when_it
         b.goto(&page).await?;
         wait_attr(&b, "#history", "data-source", "prometheus").await?;
         wait_last(&b, "requests.cpu", "used", "3").await?;
-        let text = b.find(Locator::Id("history-source")).await?.text().await?;
-        ensure!(text.contains("Prometheus at http://"), "{text}");
+        let source = text(&b, "#history-source").await?;
+        ensure!(source.contains("Prometheus at http://"), "{source}");
 
         step("[Delete] stop Prometheus: the chart falls back to the window and says why");
         drop(prom);
         wait_attr(&b, "#history", "data-source", "memory").await?;
-        let note = b.find(Locator::Id("history-note")).await?.text().await?;
+        let note = text(&b, "#history-note").await?;
         ensure!(
             note.starts_with("Prometheus failed (")
                 && note.contains(&format!("http://{prom_addr}"))
