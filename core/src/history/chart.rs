@@ -76,20 +76,15 @@ impl ResourceLines {
             Kind::Reserved => self.reserved = line,
             Kind::Hard => self.hard = line,
             Kind::Cluster(name) => {
-                let at = self
-                    .clusters
-                    .binary_search_by(|c| c.cluster.as_str().cmp(name))
-                    .unwrap_or_else(|i| {
-                        self.clusters.insert(
-                            i,
-                            ClusterLine {
-                                cluster: name.clone(),
-                                used: Vec::new(),
-                            },
-                        );
-                        i
-                    });
-                self.clusters[at].used = line;
+                sorted_entry(
+                    &mut self.clusters,
+                    |c| c.cluster.as_str().cmp(name),
+                    || ClusterLine {
+                        cluster: name.clone(),
+                        used: Vec::new(),
+                    },
+                )
+                .used = line;
             }
         }
     }
@@ -98,21 +93,15 @@ impl ResourceLines {
 impl Chart {
     /// The lines of `resource`, added (in name order) when missing.
     pub fn resource_mut(&mut self, resource: &str) -> &mut ResourceLines {
-        let at = self
-            .resources
-            .binary_search_by(|r| r.resource.as_str().cmp(resource))
-            .unwrap_or_else(|i| {
-                self.resources.insert(
-                    i,
-                    ResourceLines {
-                        resource: resource.to_owned(),
-                        unit: unit_of(resource).unit,
-                        ..ResourceLines::default()
-                    },
-                );
-                i
-            });
-        &mut self.resources[at]
+        sorted_entry(
+            &mut self.resources,
+            |r| r.resource.as_str().cmp(resource),
+            || ResourceLines {
+                resource: resource.to_owned(),
+                unit: unit_of(resource).unit,
+                ..ResourceLines::default()
+            },
+        )
     }
 
     /// The chart of a Prometheus range answer over `[from, to]` every `step` seconds: one
@@ -176,6 +165,20 @@ impl Chart {
             .iter()
             .all(|r| r.used.is_empty() && r.hard.is_empty() && r.reserved.is_empty())
     }
+}
+
+/// The entry of a sorted `list` that `cmp` finds, inserted in order from `make` when
+/// missing.
+fn sorted_entry<T>(
+    list: &mut Vec<T>,
+    cmp: impl Fn(&T) -> std::cmp::Ordering,
+    make: impl FnOnce() -> T,
+) -> &mut T {
+    let at = list.binary_search_by(cmp).unwrap_or_else(|i| {
+        list.insert(i, make());
+        i
+    });
+    &mut list[at]
 }
 
 /// At most `max` points of `points` (sorted by time): all of them when they fit, else
