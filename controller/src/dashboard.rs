@@ -321,7 +321,9 @@ pub fn record_warning(warnings: &Warnings, ev: &CoreEvent) {
 const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The dashboard server over `sources`, fed until `stop`; with `access`, each request
-/// must carry a token it accepts and sees only the namespaces it allows. It is served by
+/// must carry a token it accepts and sees only the namespaces it allows. Every snapshot
+/// (and the current one every `history.1`) is recorded in the in-memory history
+/// `history.0` the quota page's chart reads. It is served by
 /// the runtime's hardened listener within `limits`, over HTTPS when `tls` names files
 /// (reloaded when they change). A bind or TLS failure is logged: the controller keeps
 /// running without its dashboard.
@@ -332,6 +334,7 @@ pub fn spawn(
     sources: Sources,
     listen: (Limits, Option<TlsFiles>),
     stop: watch::Receiver<bool>,
+    history: (karmada_quota_dashboard::history::Recent, Duration),
 ) {
     let (limits, tls_files) = listen;
     let tls = match tls_files.map(ServerTls::load).transpose() {
@@ -343,8 +346,15 @@ pub fn spawn(
     };
     let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
     tokio::spawn(feed(sources, tx, crate::shutdown_future(&stop)));
+    let (recent, step) = history;
+    tokio::spawn(crate::history::sample(
+        rx.clone(),
+        recent.clone(),
+        step,
+        crate::shutdown_future(&stop),
+    ));
     let mut dashboard = match Dashboard::new(rx, settings) {
-        Ok(d) => d,
+        Ok(d) => d.with_history(recent),
         Err(e) => {
             tracing::error!(error = %e, "dashboard off; the controller continues without it");
             return;

@@ -19,8 +19,9 @@
 //! state), [`members`] (member clusters), [`desired`] (pure status computation),
 //! [`reconcile`] (reconciler and its one writer), [`leader`] (Lease election),
 //! [`metrics`], [`api`] (the computed views), [`triggers`], [`dashboard`] (the browser
-//! dashboard's feed), [`dashboard_auth`] (its TokenReview / SubjectAccessReview) and
-//! [`report`] (its Report page's Prometheus).
+//! dashboard's feed), [`dashboard_auth`] (its TokenReview / SubjectAccessReview),
+//! [`report`] (its Report page's Prometheus) and [`history`] (the in-memory usage history
+//! its quota charts read).
 //!
 //! One door to the data: the admin port serves `/livez`, `/readyz` and `/metrics` only;
 //! every JSON view of quotas is the dashboard's, behind `--dashboard-auth`.
@@ -32,6 +33,7 @@ pub mod dashboard;
 pub mod dashboard_auth;
 pub mod desired;
 mod error;
+pub mod history;
 pub mod index;
 pub mod leader;
 pub mod members;
@@ -608,6 +610,12 @@ fn spawn_dashboard(
         sources,
         (args.listener.limits(), args.dashboard.dashboard_tls()),
         stop.rx.clone(),
+        (
+            std::sync::Arc::new(std::sync::RwLock::new(
+                karmada_quota_core::history::Store::new(args.dashboard.history_bounds()),
+            )),
+            args.dashboard.history_step,
+        ),
     );
 }
 

@@ -25,7 +25,9 @@
 //! binding Karmada would create — priced by the same `usage::BindingCharge`.
 //!
 //! After the fact: `billing` turns the controller's usage series (Prometheus range
-//! queries) into average, peak and resource-hours per team, namespace and member cluster.
+//! queries) into average, peak and resource-hours per team, namespace and member cluster;
+//! `history` keeps a bounded window of each quota's numbers and shapes either source into
+//! the dashboard's usage-over-time chart.
 //!
 //! Quantities are exact ([`quantity::Quantity`], Kubernetes semantics); resource lists
 //! are [`resources::ResourceList`]; quota specs are validated by [`quota::validate_spec`].
@@ -36,6 +38,7 @@ pub mod complete;
 pub mod decision;
 pub mod failover;
 pub mod field;
+pub mod history;
 pub mod ledger;
 pub mod placement;
 pub mod pod;

@@ -100,6 +100,8 @@
     var same = gen && gen.getAttribute("datetime") === update.generated;
     applyRows(update);
     window.kqUpdates = (window.kqUpdates || 0) + 1;
+    // The quota page's chart (history.js) redraws from its own JSON.
+    if (!same) document.dispatchEvent(new CustomEvent("kq:snapshot"));
     // The Report page is not live: refetching it would re-run its Prometheus queries.
     if (!same && document.body.getAttribute("data-page") !== "report") refreshFragments();
   });

@@ -12,6 +12,8 @@
 //!  GET /assets/…         the page's own CSS and script (nothing fetched elsewhere)
 //!  GET|POST /login       the login form (--dashboard-auth=kubernetes); POST /logout
 //!  GET /report, /report.csv, /api/v1/report   usage for billing (Prometheus, cached)
+//!  GET /api/v1/quotas/{ns}/{n}/history   a quota's usage over time (the quota page's chart:
+//!                                        Prometheus, else the controller's in-memory window)
 //! ```
 //!
 //! Every data route takes a [`Visible`] (the snapshot as the request's viewer may see it:
@@ -20,7 +22,8 @@
 //! [`session`] id; both forms carry a [`csrf`] token; every response carries the
 //! [`headers`] (CSP, no framing, no-store); request bodies are capped at
 //! [`FORM_BODY_LIMIT`]; live streams are capped ([`streams`]); the Report page's queries
-//! are cached and rate-limited ([`report_cache`]).
+//! are cached and rate-limited ([`report_cache`]); the quota page's chart reads
+//! [`history`].
 //!
 //! The crate owns its data model ([`model`]) so it does not depend on the controller; the
 //! controller maps its computed views into a [`Snapshot`] and sends it on a watch channel.
@@ -34,6 +37,7 @@ pub mod auth;
 pub mod credentials;
 pub mod csrf;
 pub mod headers;
+pub mod history;
 pub mod live;
 pub mod login;
 pub mod model;
@@ -138,6 +142,11 @@ pub struct Dashboard {
     pub streams: Arc<Streams>,
     /// The Report page's fetches.
     pub reports: Arc<ReportFetches>,
+    /// The controller's in-memory window of each quota's usage (the chart without
+    /// Prometheus, or when it fails).
+    pub history: history::Recent,
+    /// The chart's Prometheus fetches.
+    pub history_fetches: Arc<report_cache::Fetches<karmada_quota_core::history::Chart>>,
 }
 
 impl Dashboard {
@@ -153,9 +162,18 @@ impl Dashboard {
             csrf: Arc::new(Csrf::new()?),
             streams: Arc::new(Streams::new(settings.streams)),
             reports: Arc::new(ReportFetches::new(settings.reports)),
+            history: history::empty(),
+            history_fetches: history::fetches(),
             settings: Arc::new(settings),
             access: None,
         })
+    }
+
+    /// The same dashboard, whose charts read `recent` (the window the controller fills).
+    #[must_use]
+    pub fn with_history(mut self, recent: history::Recent) -> Self {
+        self.history = recent;
+        self
     }
 
     /// The same dashboard, where each request must carry a token `access` accepts and
@@ -175,6 +193,7 @@ impl Dashboard {
 
 const CSS: &str = include_str!("../assets/dashboard.css");
 const JS: &str = include_str!("../assets/dashboard.js");
+const HISTORY_JS: &str = include_str!("../assets/history.js");
 
 /// Every route of the dashboard, as (path, methods): the one table [`router`] is built
 /// from and [`route_paths`] lists (the route-walk tests read it).
@@ -203,9 +222,20 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Dashboard>)> {
                     .into_response()
             }),
         ),
+        (
+            "/assets/history.js",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+                    HISTORY_JS,
+                )
+                    .into_response()
+            }),
+        ),
     ];
     routes.extend(api::routes());
     routes.extend(report::routes());
+    routes.extend(history::routes());
     routes
 }
 
@@ -228,6 +258,8 @@ pub fn router(dashboard: Dashboard) -> Router {
 
 #[cfg(test)]
 mod auth_tests;
+#[cfg(test)]
+mod history_tests;
 #[cfg(test)]
 mod security_tests;
 #[cfg(test)]

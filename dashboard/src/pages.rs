@@ -121,6 +121,12 @@ pub struct QuotaPage {
     pub top_bindings: Vec<TopBindingView>,
     /// A KarmadaClusterQuota: (namespace, its usage as text), those the viewer may see.
     pub shares: Vec<(String, String)>,
+    /// The JSON of the usage-over-time chart (the page's script draws it).
+    pub history_api: String,
+    /// The chart's ranges, the default first.
+    pub ranges: Vec<&'static str>,
+    /// The chart's default range.
+    pub default_range: &'static str,
 }
 
 /// A pending reservation, printed.
@@ -172,6 +178,16 @@ impl QuotaPage {
                     (ns.clone(), text)
                 })
                 .collect(),
+            history_api: if namespace.is_empty() {
+                format!("/api/v1/cluster-quotas/{name}/history")
+            } else {
+                format!("/api/v1/quotas/{namespace}/{name}/history")
+            },
+            ranges: crate::history::Range::ALL
+                .iter()
+                .map(|r| r.as_str())
+                .collect(),
+            default_range: crate::history::Range::Hour1.as_str(),
         })
     }
 }

@@ -421,8 +421,6 @@ pub async fn json(State(d): State<Dashboard>, v: Visible, Query(form): Query<For
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use axum::body::Body;
     use axum::http::Request as HttpRequest;
     use http_body_util::BodyExt;
@@ -434,13 +432,7 @@ mod tests {
 
     const T0: f64 = 1_767_225_600.0;
 
-    /// A Prometheus stand-in: one hour at a 30-minute step; team-a (alpha) holds 2 cpu then
-    /// 4 in member1, web (no team) 1 GiB. Remembers the queries it was asked.
-    #[derive(Default)]
-    struct Fake {
-        asked: Mutex<Vec<(String, Window)>>,
-        fail: bool,
-    }
+    type Fake = crate::tests::FakePrometheus;
 
     fn series(labels: &[(&str, &str)], values: &[f64]) -> Series {
         Series {
@@ -461,14 +453,11 @@ mod tests {
         }
     }
 
-    impl RangeQuery for Fake {
-        fn query_range<'a>(
-            &'a self,
-            query: &'a str,
-            window: Window,
-        ) -> BoxFuture<'a, Result<Vec<Series>, String>> {
-            self.asked.lock().unwrap().push((query.to_owned(), window));
-            let answer = if self.fail {
+    /// A Prometheus stand-in: one hour at a 30-minute step; team-a (alpha) holds 2 cpu then
+    /// 4 in member1, web (no team) 1 GiB; or, `fail`ing, refused.
+    fn fake(fail: bool) -> Fake {
+        Fake::new(move |query, _| {
+            if fail {
                 Err("connection refused <b>".to_owned())
             } else if query.contains("kq_namespace_labels") {
                 Ok(vec![series(
@@ -499,9 +488,8 @@ mod tests {
                         &[1_073_741_824.0, 1_073_741_824.0],
                     ),
                 ])
-            };
-            Box::pin(async move { answer })
-        }
+            }
+        })
     }
 
     fn dashboard(fake: Option<Arc<Fake>>) -> Dashboard {
@@ -554,7 +542,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_page_shows_the_core_numbers_and_links_the_same_csv() {
-        let fake = Arc::new(Fake::default());
+        let fake = Arc::new(fake(false));
         let d = dashboard(Some(fake.clone()));
         let (code, _, html) = get(&d, &format!("/report?{WINDOW}&by=team")).await;
         assert_eq!(code, StatusCode::OK, "{html}");
@@ -603,7 +591,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_input_is_400_and_a_failing_prometheus_502_both_explained() {
-        let d = dashboard(Some(Arc::new(Fake::default())));
+        let d = dashboard(Some(Arc::new(fake(false))));
         let (code, _, html) = get(&d, "/report?from=yesterday").await;
         assert_eq!(code, StatusCode::BAD_REQUEST);
         assert!(html.contains("from: invalid time"), "{html}");
@@ -618,10 +606,7 @@ mod tests {
         assert_eq!(code, StatusCode::BAD_REQUEST);
         assert!(html.contains("invalid source"), "{html}");
 
-        let failing = Arc::new(Fake {
-            fail: true,
-            ..Fake::default()
-        });
+        let failing = Arc::new(fake(true));
         let d = dashboard(Some(failing));
         let (code, _, html) = get(&d, &format!("/report?{WINDOW}")).await;
         assert_eq!(code, StatusCode::BAD_GATEWAY);
@@ -636,7 +621,7 @@ mod tests {
     async fn with_auth_a_viewer_is_billed_only_their_namespaces() {
         use crate::auth::fake::FakeReviewer;
         use crate::auth::{Access, CachePolicy};
-        let fake = Arc::new(Fake::default());
+        let fake = Arc::new(fake(false));
         let access = Access::new(Arc::new(FakeReviewer::teams()), CachePolicy::default());
         let d = dashboard(Some(fake)).with_access(access);
         let ask = |token: Option<&'static str>| {
@@ -708,7 +693,7 @@ mod tests {
     #[tokio::test]
     async fn repeated_reports_share_one_fetch_and_fetches_are_limited() {
         use std::sync::atomic::Ordering::SeqCst;
-        let fake = Arc::new(Fake::default());
+        let fake = Arc::new(fake(false));
         let d = dashboard(Some(fake.clone()));
         // 20 viewers at once, then 20 more, asking the same report: one pair of queries.
         for _ in 0..2 {

@@ -13,8 +13,12 @@
 //! The cache holds the series of every namespace once per form (at most `max_entries`
 //! forms, the oldest goes first); each request then cuts them to what its viewer may see
 //! before any arithmetic, so sharing the fetch never shares data across viewers.
+//!
+//! The cache and limiter are generic ([`Fetches`]): the quota page's history chart
+//! ([`history`](crate::history)) keeps its Prometheus answers in one of its own.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,25 +72,28 @@ pub enum FetchError {
     #[error("{0}")]
     Prometheus(String),
     /// Every turn was taken for longer than the wait.
-    #[error("the Report page is busy ({0} queries running against Prometheus); try again shortly")]
+    #[error("the dashboard is busy ({0} queries running against Prometheus); try again shortly")]
     Busy(usize),
 }
 
-type Answer = Result<Arc<Fetched>, FetchError>;
+type Answer<V = Fetched> = Result<Arc<V>, FetchError>;
 
-struct Entry {
+struct Entry<V> {
     at: Instant,
-    cell: Arc<OnceCell<Answer>>,
+    cell: Arc<OnceCell<Answer<V>>>,
 }
 
-/// The cache and the limiter.
-pub struct ReportFetches {
+/// A cache and a limiter of fetches from Prometheus, answers of type `V` by key.
+pub struct Fetches<V> {
     limits: ReportLimits,
     turns: Semaphore,
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<String, Entry<V>>>,
 }
 
-impl std::fmt::Debug for ReportFetches {
+/// The Report page's cache and limiter.
+pub type ReportFetches = Fetches<Fetched>;
+
+impl<V> std::fmt::Debug for Fetches<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReportFetches")
             .field("limits", &self.limits)
@@ -95,6 +102,22 @@ impl std::fmt::Debug for ReportFetches {
 }
 
 impl ReportFetches {
+    /// The series of `request` (cached under `key`, the normalised form), fetched from
+    /// `prometheus` when not cached.
+    pub async fn get(&self, key: &str, request: Request, prometheus: &Prometheus) -> Answer {
+        self.get_with(key, || async move {
+            let (usage, teams) = fetch(prometheus, &request).await?;
+            Ok(Fetched {
+                request,
+                usage,
+                teams,
+            })
+        })
+        .await
+    }
+}
+
+impl<V> Fetches<V> {
     /// Empty, limited by `limits`.
     pub fn new(limits: ReportLimits) -> Self {
         let limits = ReportLimits {
@@ -110,7 +133,7 @@ impl ReportFetches {
     }
 
     /// The cell of `key`: the cached one while fresh, else a new one.
-    fn cell(&self, key: &str) -> Arc<OnceCell<Answer>> {
+    fn cell(&self, key: &str) -> Arc<OnceCell<Answer<V>>> {
         let now = Instant::now();
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let limits = self.limits;
@@ -142,29 +165,25 @@ impl ReportFetches {
         cell
     }
 
-    /// The series of `request` (cached under `key`, the normalised form), fetched from
-    /// `prometheus` when not cached.
-    pub async fn get(&self, key: &str, request: Request, prometheus: &Prometheus) -> Answer {
+    /// The answer cached under `key` while fresh, else `fetch`'s (run when a turn is
+    /// free; every concurrent asker of `key` waits on the same one).
+    pub async fn get_with<F>(&self, key: &str, fetch: impl FnOnce() -> F) -> Answer<V>
+    where
+        F: Future<Output = Result<V, String>>,
+    {
         let cell = self.cell(key);
         cell.get_or_init(|| async move {
             let turn = tokio::time::timeout(self.limits.wait, self.turns.acquire()).await;
             let Ok(Ok(_turn)) = turn else {
                 return Err(FetchError::Busy(self.limits.concurrency));
             };
-            let (usage, teams) = fetch(prometheus, &request)
-                .await
-                .map_err(FetchError::Prometheus)?;
-            Ok(Arc::new(Fetched {
-                request,
-                usage,
-                teams,
-            }))
+            fetch().await.map(Arc::new).map_err(FetchError::Prometheus)
         })
         .await
         .clone()
     }
 
-    /// Forms cached now.
+    /// Answers cached now.
     pub fn cached(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
     }

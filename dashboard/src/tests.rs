@@ -13,8 +13,45 @@ use karmada_quota_core::{Quantity, ResourceList};
 use tokio::sync::watch;
 use tower::ServiceExt;
 
+use futures::future::BoxFuture;
+use karmada_quota_core::billing::{Series, Window};
+
 use crate::model::*;
+use crate::report::RangeQuery;
 use crate::{Dashboard, Settings, router};
+
+/// A Prometheus stand-in (the Report page's and the history's tests): answers each range
+/// query with `answer(query, window)` and remembers what it was asked.
+pub(crate) struct FakePrometheus {
+    pub asked: std::sync::Mutex<Vec<(String, Window)>>,
+    answer: Box<Answer>,
+}
+
+/// How a [`FakePrometheus`] answers.
+type Answer = dyn Fn(&str, Window) -> Result<Vec<Series>, String> + Send + Sync;
+
+impl FakePrometheus {
+    pub fn new(
+        answer: impl Fn(&str, Window) -> Result<Vec<Series>, String> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            asked: std::sync::Mutex::default(),
+            answer: Box::new(answer),
+        }
+    }
+}
+
+impl RangeQuery for FakePrometheus {
+    fn query_range<'a>(
+        &'a self,
+        query: &'a str,
+        window: Window,
+    ) -> BoxFuture<'a, Result<Vec<Series>, String>> {
+        self.asked.lock().unwrap().push((query.to_owned(), window));
+        let answer = (self.answer)(query, window);
+        Box::pin(async move { answer })
+    }
+}
 
 pub(crate) fn rl(pairs: &[(&str, &str)]) -> ResourceList {
     ResourceList(

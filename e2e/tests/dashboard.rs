@@ -17,7 +17,8 @@
 //! With `--dashboard-auth=kubernetes`, a second test logs in through the login form as
 //! ServiceAccount team-a (RBAC: list karmadaquotas in its namespace only) and checks that
 //! team B's quota, its denial and its numbers appear on no page, API or CSV of team A.
-//! chromium and chromedriver come from `hack/tools.sh install` (Debian packages).
+//! chromium and chromedriver come from `hack/tools.sh install` (Debian packages). The quota
+//! page's usage-over-time chart has its tests in `dashboard/history.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,6 +41,10 @@ use karmada_quota_e2e::{Env, TestNs, accepts, http_get, http_get_with, wait_for}
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+
+/// The quota page's usage-over-time chart.
+#[path = "dashboard/history.rs"]
+mod history;
 
 /// How long the page may take to follow a change (controller + one feed tick + SSE).
 const FOLLOW: Duration = Duration::from_secs(20);
@@ -95,19 +100,7 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
     step(
         "[Create] quotas compute (cpu, memory, pods), gpus (requests.nvidia.com/gpu), objects (pods)",
     );
-    accepts(
-        client,
-        &quota(
-            ns,
-            "compute",
-            &[
-                ("requests.cpu", "10"),
-                ("requests.memory", "16Gi"),
-                ("pods", "20"),
-            ],
-        ),
-    )
-    .await?;
+    create_compute(client, ns).await?;
     accepts(client, &quota(ns, "objects", &[("pods", "9")])).await?;
     accepts(
         client,
@@ -121,14 +114,7 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
     wait_synced(client, ns, "compute").await?;
     wait_synced(client, ns, "gpus").await?;
     wait_synced(client, ns, "objects").await?;
-    wait_until_status_seen(
-        client,
-        &Rb::deployment("probe", 1)
-            .request("cpu", "1m")
-            .request("memory", "1Mi")
-            .json(ns),
-    )
-    .await?;
+    webhook_reads_status(client, ns).await?;
 
     step(
         "[Create] bindings web (3 × 1 cpu, 2Gi) and train (3 × 1 cpu, 1Gi, 1 GPU), split over both members",
@@ -316,14 +302,8 @@ async fn the_dashboard_shows_the_quota_status_and_follows_changes_live_in_a_brow
         .await?;
     let dash = ctl.dashboard_url();
     step(&format!("[Setup] controller with its dashboard at {dash}/"));
-    let driver = Driver::start().await?;
-    let profile = tempdir(&n)?;
-    let browser = driver.browser(&profile).await?;
-    let res = run(env, &client, &n, &browser, &dash).await;
-    let _ = browser.close().await;
-    drop(driver);
-    let _ = std::fs::remove_dir_all(&profile);
-    res?;
+    let (c, ns_name, url) = (&client, n.as_str(), dash.as_str());
+    in_browser(&n, |b| async move { run(env, c, ns_name, &b, url).await }).await?;
     drop(ctl);
     registration.cleanup().await?;
     drop(webhook);
@@ -334,6 +314,53 @@ fn tempdir(tag: &str) -> Result<PathBuf> {
     browser::fresh_dir(
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("chromium-profile-{tag}")),
     )
+}
+
+/// Runs `f` with a headless chromium on a fresh profile named after `tag`, then closes it
+/// and removes the profile, whatever `f` returned.
+async fn in_browser<F, Fut>(tag: &str, f: F) -> Result<()>
+where
+    F: FnOnce(Browser) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let driver = Driver::start().await?;
+    let profile = tempdir(tag)?;
+    let browser = driver.browser(&profile).await?;
+    let res = f(browser.clone()).await;
+    let _ = browser.close().await;
+    drop(driver);
+    let _ = std::fs::remove_dir_all(&profile);
+    res
+}
+
+/// Quota `compute`: requests.cpu 10, requests.memory 16Gi, pods 20.
+async fn create_compute(client: &Client, ns: &str) -> Result<()> {
+    accepts(
+        client,
+        &quota(
+            ns,
+            "compute",
+            &[
+                ("requests.cpu", "10"),
+                ("requests.memory", "16Gi"),
+                ("pods", "20"),
+            ],
+        ),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Waits until the webhook admits against the quotas' status in `ns` (a dry-run probe).
+async fn webhook_reads_status(client: &Client, ns: &str) -> Result<()> {
+    wait_until_status_seen(
+        client,
+        &Rb::deployment("probe", 1)
+            .request("cpu", "1m")
+            .request("memory", "1Mi")
+            .json(ns),
+    )
+    .await
 }
 
 /// A Warning event on a quota, as the webhook records a denial.
@@ -536,17 +563,18 @@ async fn with_kubernetes_auth_a_team_logs_in_and_sees_only_its_namespaces() -> R
         .await?;
     let dash = ctl.dashboard_url();
     let dash_addr: SocketAddr = dash.trim_start_matches("http://").parse()?;
-    let driver = Driver::start().await?;
-    let profile = tempdir(&a)?;
-    let browser = driver.browser(&profile).await?;
-    let res = run_auth(
-        &client, &a, &b, &team_a, &team_b, &browser, &dash, dash_addr,
-    )
-    .await;
-    let _ = browser.close().await;
-    drop(driver);
-    let _ = std::fs::remove_dir_all(&profile);
-    res?;
+    let (c, ns_a_name, ns_b_name, ta, tb, url) = (
+        &client,
+        a.as_str(),
+        b.as_str(),
+        &team_a,
+        &team_b,
+        dash.as_str(),
+    );
+    in_browser(&a, |browser| async move {
+        run_auth(c, ns_a_name, ns_b_name, ta, tb, &browser, url, dash_addr).await
+    })
+    .await?;
     drop(ctl);
     let _ = Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE)
         .delete(&lease, &Default::default())

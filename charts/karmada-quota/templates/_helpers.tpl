@@ -329,6 +329,17 @@ render or read back from the existing client Secret (lookup). JSON {ca, crt, key
 {{- with $dash.prometheusUrl }}
 - --dashboard-prometheus={{ . }}
 {{- end }}
+{{- with $dash.history }}
+{{- with .window }}
+- --history-window={{ . }}
+{{- end }}
+{{- with .step }}
+- --history-step={{ . }}
+{{- end }}
+{{- with .maxQuotas }}
+- --history-max-quotas={{ . }}
+{{- end }}
+{{- end }}
 {{- include "karmada-quota.prometheusArgs" . }}
 {{- end -}}
 

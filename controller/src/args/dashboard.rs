@@ -77,6 +77,24 @@ pub struct DashboardArgs {
     #[arg(long, env = "KQ_DASHBOARD_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_runtime::prometheus::check_url)]
     pub dashboard_prometheus: Option<String>,
 
+    /// How much usage history the controller keeps in memory for the quota page's chart
+    /// (used, reserved and hard per resource, and each member cluster's placed usage):
+    /// samples older than this are dropped. The chart reads --dashboard-prometheus instead
+    /// when it is set, and this window when Prometheus fails.
+    #[arg(long, env = "KQ_HISTORY_WINDOW", default_value = "60m", value_parser = at_least_a_second)]
+    pub history_window: Duration,
+
+    /// The in-memory history samples each quota when it changes and at least this often
+    /// (so a flat line still draws). It keeps at most 2 × window / step + 2 samples per
+    /// quota: beyond, older samples are merged to one per step, each holding its peak.
+    #[arg(long, env = "KQ_HISTORY_STEP", default_value = "15s", value_parser = at_least_a_second)]
+    pub history_step: Duration,
+
+    /// The in-memory history keeps this many quotas at most; the chart of a quota beyond
+    /// them says so (with --dashboard-prometheus it still reads Prometheus).
+    #[arg(long, env = "KQ_HISTORY_MAX_QUOTAS", default_value_t = 1000, value_parser = at_least_one)]
+    pub history_max_quotas: usize,
+
     /// TLS and credentials for --dashboard-prometheus (`--prometheus-*`).
     #[command(flatten)]
     pub prometheus_access: karmada_quota_runtime::prometheus_access::PrometheusAccess,
@@ -175,10 +193,71 @@ pub enum DashboardAuth {
     Kubernetes,
 }
 
+/// A duration of at least a second.
+fn at_least_a_second(s: &str) -> Result<Duration, String> {
+    let d = duration::parse(s)?;
+    if d < Duration::from_secs(1) {
+        return Err(format!("expected at least 1s, got {s:?}"));
+    }
+    Ok(d)
+}
+
+impl DashboardArgs {
+    /// The in-memory history's bounds (`--history-*`).
+    pub fn history_bounds(&self) -> karmada_quota_core::history::Bounds {
+        karmada_quota_core::history::Bounds {
+            window: self.history_window.as_secs(),
+            step: self.history_step.as_secs(),
+            max_quotas: self.history_max_quotas,
+        }
+    }
+}
+
 /// A count of at least 1.
 fn at_least_one(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("expected a whole number of at least 1, got {s:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use crate::args::Args;
+
+    #[test]
+    fn history_flags_parse_with_defaults_and_refuse_less_than_a_second() {
+        let a = Args::try_parse_from(["c"]).unwrap();
+        let b = a.dashboard.history_bounds();
+        assert_eq!((b.window, b.step, b.max_quotas), (3600, 15, 1000));
+        assert_eq!(b.max_samples(), 482);
+        let a = Args::try_parse_from([
+            "c",
+            "--history-window=15m",
+            "--history-step=5s",
+            "--history-max-quotas=20",
+        ])
+        .unwrap();
+        let b = a.dashboard.history_bounds();
+        assert_eq!((b.window, b.step, b.max_quotas), (900, 5, 20));
+        for bad in [
+            "--history-step=0",
+            "--history-step=500ms",
+            "--history-window=0s",
+            "--history-max-quotas=0",
+        ] {
+            let e = Args::try_parse_from(["c", bad]).unwrap_err().to_string();
+            assert!(e.contains("expected"), "{bad}: {e}");
+        }
+        let help = Args::command().render_long_help().to_string();
+        for (flag, env) in [
+            ("--history-window", "KQ_HISTORY_WINDOW"),
+            ("--history-step", "KQ_HISTORY_STEP"),
+            ("--history-max-quotas", "KQ_HISTORY_MAX_QUOTAS"),
+        ] {
+            assert!(help.contains(flag) && help.contains(env), "{flag}");
+        }
     }
 }
