@@ -32,6 +32,7 @@
 #   BENCH_MODES            default "none project karmada-frq"
 #   BENCH_TIMEOUT          seconds one round may take before it counts as failed (default 600)
 #   BENCH_DIR              work directory (default target/bench-karmada)
+#   BIN_DIR                the project's binaries to run (default: release build, made here)
 #
 # Results: one JSON line per round in $BENCH_DIR/results.jsonl and a Markdown table on
 # stdout (paste it into bench/RESULTS.md with the machine and the command). Everything
@@ -59,7 +60,7 @@ die() {
 }
 case ${1:-} in
 -h | --help)
-    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 "") ;;
@@ -72,8 +73,12 @@ for m in "${MODES[@]}"; do
 done
 [[ $N =~ ^[0-9]+$ && $N -ge 1 && $N -le 5000 ]] || die "BENCH_N must be 1..5000, not '$N'"
 
-log "release binaries of the webhook and the controller"
-cargo build --locked --release -p karmada-quota-webhook -p karmada-quota-controller -p karmada-quota-bench --bins
+if [[ -n ${BIN_DIR:-} ]]; then
+    log "BIN_DIR=$BIN_DIR: using its binaries, not building"
+else
+    log "release binaries of the webhook and the controller"
+    cargo build --locked --release -p karmada-quota-webhook -p karmada-quota-controller -p karmada-quota-bench --bins
+fi
 for b in karmada-quota-webhook karmada-quota-controller kq-bench; do
     [[ -x $BIN/$b ]] || die "$BIN/$b missing after the build (BIN_DIR/CARGO_TARGET_DIR?)"
 done
