@@ -41,6 +41,7 @@ pub mod placement;
 pub mod pod_kinds;
 pub mod policy;
 pub mod quantity;
+pub mod queue;
 pub mod quota;
 pub mod resources;
 pub mod scope;
