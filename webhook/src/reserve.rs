@@ -44,6 +44,8 @@ use crate::cache::{CachedClusterQuota, CachedQuota, QuotaCache};
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
+/// Step 0 of a CREATE under a queueing quota: does it wait (issue 26)?
+mod arrival;
 /// A batch's copy of one quota object, of either kind.
 mod copy;
 /// Step 3: one quota's compare-and-swap update with re-decision.
@@ -146,6 +148,8 @@ struct Inner {
     config: BatcherConfig,
     clock: fn() -> i64,
     groups: Mutex<HashMap<String, Group>>,
+    /// Bindings this webhook suspended and the controller's status does not show yet.
+    arrivals: Mutex<arrival::Recent>,
 }
 
 /// One batch group's queue (see [`crate::selection`]).
@@ -292,6 +296,7 @@ impl Batcher {
                 config,
                 clock,
                 groups: Mutex::default(),
+                arrivals: Mutex::default(),
             }),
         }
     }
