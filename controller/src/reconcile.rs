@@ -71,6 +71,8 @@ pub struct Ctx {
     /// This replica measures no member (`--role=dashboard`): the views take `observed`
     /// from the quotas' status.
     pub observed_from_status: bool,
+    /// The waiting lines (`status.queue`), kept by the leader's release loop.
+    pub queue: Arc<crate::queue::Line>,
 }
 
 impl Ctx {
@@ -98,6 +100,7 @@ impl Ctx {
             failures: Mutex::new(HashMap::new()),
             pacing: Pacing::default(),
             observed_from_status: false,
+            queue: Arc::default(),
         }
     }
 
@@ -122,6 +125,13 @@ impl Ctx {
             report.observed_from_status(status);
         }
         report
+    }
+
+    /// Show the lines `queue` keeps in the quotas' status.
+    #[must_use]
+    pub fn with_queue(mut self, queue: Arc<crate::queue::Line>) -> Self {
+        self.queue = queue;
+        self
     }
 
     /// Set the longest a fold-only write is put off (zero: never).
@@ -162,6 +172,11 @@ impl Ctx {
             desired::compute(quota, &index, &observed, now.as_second())
         };
         let status = desired::desired_status(quota, &computed, &reach, now);
+        let key = karmada_quota_core::selection::QuotaKey::Namespaced {
+            namespace: ns,
+            name: quota.name_any(),
+        };
+        let status = self.queue.with_line(&key, quota.status.as_ref(), status);
         (status, (computed, reach, now))
     }
 }

@@ -53,8 +53,25 @@ impl ClusterCtx {
             compute::compute(cq, &labels, &index, &self.base.members, now.as_second())
         };
         let status = compute::desired_status(cq, &c, &reach, now);
+        let status = with_line(&self.base.queue, cq, status);
         (status, Some((c, now)))
     }
+}
+
+/// `status` (the next status, `None`: nothing to write) with the cluster quota's line.
+fn with_line(
+    queue: &crate::queue::Line,
+    cq: &KarmadaClusterQuota,
+    status: Option<karmada_quota_crds::KarmadaClusterQuotaStatus>,
+) -> Option<karmada_quota_crds::KarmadaClusterQuotaStatus> {
+    let key = karmada_quota_core::selection::QuotaKey::Cluster {
+        name: cq.name_any(),
+    };
+    let current = cq.status.as_ref().map(|s| &s.quota);
+    let quota = queue.with_line(&key, current, status.as_ref().map(|s| s.quota.clone()))?;
+    let mut next = status.unwrap_or_else(|| cq.status.clone().unwrap_or_default());
+    next.quota = quota;
+    Some(next)
 }
 
 /// Reconcile one cluster quota (idempotent).
