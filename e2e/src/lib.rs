@@ -55,6 +55,7 @@ mod ns;
 pub mod prometheus;
 pub mod prometheus_gateway;
 pub mod proxy;
+pub mod queue;
 mod quota_status;
 pub mod setup;
 pub mod viewer;

@@ -442,7 +442,7 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         Decoded::Request(r) => r,
         Decoded::Answer(a) => return *a,
     };
-    let p = match prepare(st, &req, deadline).await {
+    let p = match prepare(st, &req, deadline, true).await {
         Ok(p) => p,
         Err(answer) => return *answer,
     };
@@ -588,10 +588,14 @@ pub(crate) struct Prepared<'r> {
 
 /// Read a binding review up to its quotas; the answer given without a decision otherwise
 /// (not a CREATE/UPDATE, a subresource, a bad object, no quota, an unusable cache, …).
+/// `need_uid`: a binding without `metadata.uid` is refused (the validating review: its
+/// reservation is keyed by the uid); a mutating review of a CREATE runs before the
+/// apiserver sets the uid, and gets an empty one.
 pub(crate) async fn prepare<'r>(
     st: &AppState,
     req: &'r AdmissionRequest<ResourceBinding>,
     deadline: Instant,
+    need_uid: bool,
 ) -> Result<Prepared<'r>, Box<Answer>> {
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return Err(Box::new(allowed(req, "NotChecked")));
@@ -614,11 +618,15 @@ pub(crate) async fn prepare<'r>(
         .filter(|s| !s.is_empty())
         .or_else(|| req.namespace.clone())
         .unwrap_or_default();
-    let Some(uid) = new.metadata.uid.clone().filter(|u| !u.is_empty()) else {
-        return Err(Box::new(bad_request(
-            req,
-            &format!("ResourceBinding {key} has no metadata.uid"),
-        )));
+    let uid = match new.metadata.uid.clone().filter(|u| !u.is_empty()) {
+        Some(uid) => uid,
+        None if !need_uid => String::new(),
+        None => {
+            return Err(Box::new(bad_request(
+                req,
+                &format!("ResourceBinding {key} has no metadata.uid"),
+            )));
+        }
     };
     let name = new
         .metadata

@@ -31,6 +31,9 @@ use crate::triggers::Triggers;
 
 /// A round without a wake-up at least this often.
 pub const SAFETY_ROUND: Duration = Duration::from_secs(5);
+/// After a release the webhook refused (its view of the quota may lag the controller's by
+/// a watch event), try again this soon, doubling up to [`SAFETY_ROUND`].
+pub const RETRY_MIN: Duration = Duration::from_millis(100);
 /// Field manager of the release patch.
 const FIELD_MANAGER: &str = "karmada-quota-controller";
 
@@ -62,16 +65,26 @@ impl Releaser {
         let mut safety = tokio::time::interval(SAFETY_ROUND);
         safety.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut known: std::collections::HashSet<String> = Default::default();
+        let mut retry = RETRY_MIN;
+        let mut again: Option<tokio::time::Instant> = None;
         loop {
+            let retry_at = again;
             tokio::select! {
                 () = self.line.wake.notified() => {}
                 _ = safety.tick() => {}
+                () = crate::sleep_until_opt(retry_at) => {}
                 changed = self.leader.changed() => if changed.is_err() { return; },
             }
+            again = None;
             if !*self.leader.borrow() || !self.synced() {
                 continue;
             }
-            self.round(&mut known).await;
+            if self.round(&mut known).await {
+                again = Some(tokio::time::Instant::now() + retry);
+                retry = (retry * 2).min(SAFETY_ROUND);
+            } else {
+                retry = RETRY_MIN;
+            }
         }
     }
 
@@ -109,8 +122,9 @@ impl Releaser {
         (states, labels)
     }
 
-    /// One round: plan, publish the lines, release, report.
-    async fn round(&self, known: &mut std::collections::HashSet<String>) {
+    /// One round: plan, publish the lines, release, report. Whether a release did not go
+    /// through (to be tried again soon).
+    async fn round(&self, known: &mut std::collections::HashSet<String>) -> bool {
         let entries = self.line.entries();
         let (states, labels) = self.states();
         let waiting: Vec<_> = entries.iter().map(|e| e.waiting.clone()).collect();
@@ -147,13 +161,19 @@ impl Releaser {
                 }
             }
         }
+        let mut again = false;
         for i in &p.released {
             let e = &entries[*i];
-            still.remove(&e.waiting.uid);
-            known.remove(&e.waiting.uid);
-            self.release(e, now).await;
+            if self.release(e, now).await {
+                still.remove(&e.waiting.uid);
+                known.remove(&e.waiting.uid);
+            } else {
+                still.insert(e.waiting.uid.clone());
+                again = true;
+            }
         }
         known.retain(|uid| still.contains(uid));
+        again
     }
 
     fn report_lengths(&self, states: &[QuotaState], p: &Plan) {
@@ -180,8 +200,8 @@ impl Releaser {
     }
 
     /// Clear the suspension and the mark of `e`, if its resourceVersion is still the
-    /// one planned; the webhook charges it.
-    async fn release(&self, e: &Entry, now: jiff::Timestamp) {
+    /// one planned; the webhook charges it. Whether it was released.
+    async fn release(&self, e: &Entry, now: jiff::Timestamp) -> bool {
         let w = &e.waiting;
         let api: Api<ResourceBinding> = Api::namespaced(self.client.clone(), &w.namespace);
         let patch = json!({
@@ -225,12 +245,7 @@ impl Releaser {
             .releases
             .get_or_create(&ResultLabel { result })
             .inc();
-        if result != "released" {
-            // Look again soon (the safety round at the latest).
-            if result == "changed" {
-                self.line.wake();
-            }
-        }
+        result == "released"
     }
 
     /// A Normal event on the binding's template.

@@ -61,7 +61,7 @@ async fn review_arrival(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         // Someone else's suspension: charged in full by the validating webhook, as before.
         return allowed(&req, "SuspendedByOthers");
     }
-    let p = match prepare(st, &req, deadline).await {
+    let p = match prepare(st, &req, deadline, false).await {
         Ok(p) => p,
         Err(answer) => return strip_mark(&req, *answer),
     };

@@ -224,6 +224,16 @@ async fn a_placed_binding_cannot_be_made_waiting_to_free_its_charge() {
 }
 
 #[tokio::test]
+async fn a_create_is_judged_before_the_apiserver_sets_its_uid() {
+    // Mutating admission of a CREATE runs before the apiserver fills metadata.uid.
+    let h = Harness::new(&[queueing("4", "3", "StrictFIFO")]);
+    let mut rb = mk_binding("big", "u1", 1, 2, "1", "");
+    rb["metadata"].as_object_mut().unwrap().remove("uid");
+    let r = mutate(&h, create_rb(rb.clone())).await;
+    assert!(waits(&patched(rb, &r)), "{r}");
+}
+
+#[tokio::test]
 async fn a_mark_the_creator_wrote_is_removed_from_a_binding_that_does_not_wait() {
     let h = Harness::new(&[queueing("4", "0", "StrictFIFO")]);
     let mut rb = mk_binding("forged", "u1", 1, 1, "1", "");
