@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use karmada_quota_e2e::commands::plugin;
 use karmada_quota_e2e::controller::{Controller, get_quota, milli, wait_quota};
 use karmada_quota_e2e::queue::{Arrivals, binding_states, marked, unplaced, waiting};
 use karmada_quota_e2e::setup::{WebhookSetup, step};
@@ -293,6 +294,39 @@ async fn a_full_quota_holds_ten_bindings_and_releases_them_in_order_within_2s() 
         "status.queue shows {shown:?}, expected {expected:?}"
     );
 
+    step("[Plugin] kubectl karmada-quota queue -n <ns> prints the line in order");
+    let out = plugin(l.s.env, &["queue", "-n", &ns]).await?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    ensure!(
+        out.status.success(),
+        "queue failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    ensure!(rows == expected, "the plugin prints {rows:?}:\n{text}");
+    step(&text);
+
+    step("[Events] each template got a Queued event naming the quota and what it lacks");
+    let queued = wait_for("10 Queued events", Duration::from_secs(10), || async {
+        let notes = queue_events(l.client(), &ns).await.ok()?;
+        (notes.len() >= 10).then_some(notes)
+    })
+    .await?;
+    let w03 = queued
+        .iter()
+        .find(|(name, _)| name == "w-03")
+        .map(|(_, n)| n.clone());
+    ensure!(
+        w03.as_deref().is_some_and(|n| n.starts_with(
+            "waiting for quota q: asks requests.cpu=2, needs requests.cpu=2, 0 ahead"
+        )),
+        "the event of w-03 says {w03:?}"
+    );
+
     let stop = Arc::new(AtomicBool::new(false));
     let samples = sampler(
         l.client().clone(),
@@ -389,6 +423,95 @@ async fn a_full_quota_holds_ten_bindings_and_releases_them_in_order_within_2s() 
         |q| q.status.as_ref().is_some_and(|st| st.queue.is_none()),
     )
     .await?;
+    l.teardown().await
+}
+
+/// The Queued events in `ns`: (template name, note).
+async fn queue_events(client: &Client, ns: &str) -> Result<Vec<(String, String)>> {
+    let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), ns);
+    Ok(api
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Queued"))
+        .map(|e| {
+            (
+                e.regarding.and_then(|r| r.name).unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect())
+}
+
+/// A waiting binding whose template is deleted (Karmada then deletes the binding) leaves
+/// the line at once: the status shows the shorter line and the next one moves up.
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_deleted_waiting_binding_leaves_the_line_at_once() -> Result<()> {
+    let mut l = Line::start("queue_leave", "1", "StrictFIFO").await?;
+    let ns = l.ns().to_owned();
+    ensure!(!l.submit("fill", 1, 0).await?);
+    wait_quota(
+        l.client(),
+        &ns,
+        "q",
+        "used requests.cpu=1",
+        Duration::from_secs(30),
+        |q| {
+            q.status
+                .as_ref()
+                .is_some_and(|st| milli(&st.used, "requests.cpu") == 1000)
+        },
+    )
+    .await?;
+    for n in ["w-a", "w-b", "w-c"] {
+        ensure!(l.submit(n, 1, 0).await?, "{n} must wait");
+    }
+    let names_of = |q: &karmada_quota_crds::KarmadaQuota| -> Vec<(String, i64)> {
+        q.status
+            .as_ref()
+            .and_then(|st| st.queue.as_ref())
+            .map(|line| {
+                line.waiting
+                    .iter()
+                    .map(|w| (w.name.clone(), w.position))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    wait_quota(
+        l.client(),
+        &ns,
+        "q",
+        "3 waiting",
+        Duration::from_secs(10),
+        |q| names_of(q).len() == 3,
+    )
+    .await?;
+    step("[Delete] w-a (the head): the line is w-b 1, w-c 2 within 2 s; nothing is released");
+    let started = Instant::now();
+    l.delete("w-a").await?;
+    let want = vec![("w-b".to_owned(), 1), ("w-c".to_owned(), 2)];
+    wait_quota(
+        l.client(),
+        &ns,
+        "q",
+        "w-a gone from the line",
+        RELEASE_WITHIN,
+        |q| names_of(q) == want,
+    )
+    .await?;
+    step(&format!(
+        "[Result] the line shrank after {:?}",
+        started.elapsed()
+    ));
+    let released = l.released(&["w-b".to_owned(), "w-c".to_owned()]).await?;
+    ensure!(
+        released.is_empty(),
+        "nothing fits, nothing may go: {released:?}"
+    );
     l.teardown().await
 }
 
