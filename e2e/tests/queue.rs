@@ -91,6 +91,33 @@ impl Line {
         Ok(waiting(&serde_json::to_value(&created)?))
     }
 
+    /// Create fill-1..fill-n, 1 cpu each (admitted, not waiting), and wait until the
+    /// controller counts them.
+    async fn fill(&mut self, n: usize) -> Result<()> {
+        step(&format!(
+            "[Create] fill-1..fill-{n}, 1 cpu each: admitted, not waiting"
+        ));
+        for i in 1..=n {
+            let name = format!("fill-{i}");
+            ensure!(!self.submit(&name, 1, 0).await?, "{name} must not wait");
+        }
+        let want = i128::try_from(n)? * 1000;
+        wait_quota(
+            self.client(),
+            self.ns(),
+            "q",
+            &format!("used requests.cpu={n}"),
+            Duration::from_secs(30),
+            |q| {
+                q.status
+                    .as_ref()
+                    .is_some_and(|st| milli(&st.used, "requests.cpu") == want)
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn delete(&self, name: &str) -> Result<()> {
         bindings(self.client(), self.ns())
             .delete(name, &DeleteParams::default())
@@ -230,26 +257,7 @@ async fn a_full_quota_holds_ten_bindings_and_releases_them_in_order_within_2s() 
     let mut l = Line::start("queue_order", "4", "StrictFIFO").await?;
     let ns = l.ns().to_owned();
 
-    step("[Create] fill-1..fill-4, 1 cpu each: admitted, not waiting");
-    for i in 1..=4 {
-        ensure!(
-            !l.submit(&format!("fill-{i}"), 1, 0).await?,
-            "fill-{i} must not wait"
-        );
-    }
-    wait_quota(
-        l.client(),
-        &ns,
-        "q",
-        "used requests.cpu=4",
-        Duration::from_secs(30),
-        |q| {
-            q.status
-                .as_ref()
-                .is_some_and(|st| milli(&st.used, "requests.cpu") == 4000)
-        },
-    )
-    .await?;
+    l.fill(4).await?;
 
     step("[Create] w-00..w-09, priorities 0/5/10, w-03 asks 2 cpu: every one waits");
     let priorities = [0, 5, 0, 10, 5, 0, 10, 0, 5, 0];
@@ -452,20 +460,7 @@ async fn queue_events(client: &Client, ns: &str) -> Result<Vec<(String, String)>
 async fn a_deleted_waiting_binding_leaves_the_line_at_once() -> Result<()> {
     let mut l = Line::start("queue_leave", "1", "StrictFIFO").await?;
     let ns = l.ns().to_owned();
-    ensure!(!l.submit("fill", 1, 0).await?);
-    wait_quota(
-        l.client(),
-        &ns,
-        "q",
-        "used requests.cpu=1",
-        Duration::from_secs(30),
-        |q| {
-            q.status
-                .as_ref()
-                .is_some_and(|st| milli(&st.used, "requests.cpu") == 1000)
-        },
-    )
-    .await?;
+    l.fill(1).await?;
     for n in ["w-a", "w-b", "w-c"] {
         ensure!(l.submit(n, 1, 0).await?, "{n} must wait");
     }
@@ -522,22 +517,7 @@ async fn a_deleted_waiting_binding_leaves_the_line_at_once() -> Result<()> {
 async fn a_controller_restart_loses_no_place_in_line() -> Result<()> {
     let mut l = Line::start("queue_restart", "2", "StrictFIFO").await?;
     let ns = l.ns().to_owned();
-    for i in 1..=2 {
-        ensure!(!l.submit(&format!("fill-{i}"), 1, 0).await?);
-    }
-    wait_quota(
-        l.client(),
-        &ns,
-        "q",
-        "used requests.cpu=2",
-        Duration::from_secs(30),
-        |q| {
-            q.status
-                .as_ref()
-                .is_some_and(|st| milli(&st.used, "requests.cpu") == 2000)
-        },
-    )
-    .await?;
+    l.fill(2).await?;
     step("[Create] w-a (priority 0), w-b (priority 5), w-c (priority 0): all wait");
     for (n, p) in [("w-a", 0), ("w-b", 5), ("w-c", 0)] {
         ensure!(l.submit(n, 1, p).await?, "{n} must wait");
@@ -591,22 +571,7 @@ async fn a_quota_switched_back_to_refuse_refuses_arrivals_and_releases_only_what
 {
     let mut l = Line::start("queue_refuse", "2", "StrictFIFO").await?;
     let ns = l.ns().to_owned();
-    for i in 1..=2 {
-        ensure!(!l.submit(&format!("fill-{i}"), 1, 0).await?);
-    }
-    wait_quota(
-        l.client(),
-        &ns,
-        "q",
-        "used requests.cpu=2",
-        Duration::from_secs(30),
-        |q| {
-            q.status
-                .as_ref()
-                .is_some_and(|st| milli(&st.used, "requests.cpu") == 2000)
-        },
-    )
-    .await?;
+    l.fill(2).await?;
     ensure!(l.submit("w-a", 1, 0).await?, "w-a must wait");
     ensure!(l.submit("w-b", 2, 0).await?, "w-b must wait");
 

@@ -446,16 +446,8 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         Ok(p) => p,
         Err(answer) => return *answer,
     };
-    let Prepared {
-        new,
-        key,
-        namespace,
-        name,
-        uid,
-        count,
-        quotas,
-        clusters,
-    } = p;
+    let (new, key, namespace, name) = (p.new, p.key, p.namespace, p.name);
+    let (uid, count, quotas, clusters) = (p.uid, p.count, p.quotas, p.clusters);
     let template = &new.spec.resource;
     let pod_less = &st.settings.pod_less_groups;
     let annotations = new.metadata.annotations.as_ref();

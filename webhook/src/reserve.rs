@@ -348,14 +348,7 @@ impl Batcher {
         clusters: &[Arc<CachedClusterQuota>],
     ) -> Result<Decision> {
         let ns = &request.namespace;
-        let group = self.inner.cache.batch_group(ns);
-        let mut cached = BTreeMap::new();
-        add_copies(&mut cached, quotas, clusters);
-        let copies = self.inner.overlay(&group, cached);
-        let labels = self.inner.labels(std::iter::once(ns));
-        if let Some(bad) = invalid_covering(&copies, ns, &labels) {
-            return Err(bad);
-        }
+        let (copies, labels) = self.inner.newest(ns, quotas, clusters)?;
         let c = &self.inner.config;
         let states = enforced_states(&copies, c);
         let now = (self.inner.clock)();
@@ -496,6 +489,26 @@ impl Inner {
     }
 
     /// The labels of `namespaces` the cache knows.
+    /// The newest copies of the quota objects of `ns` (the cache's `quotas` and
+    /// `clusters`, or our own newer writes) and the namespace's labels; the error of the
+    /// first covering quota that cannot be enforced.
+    fn newest(
+        &self,
+        ns: &String,
+        quotas: &[Arc<CachedQuota>],
+        clusters: &[Arc<CachedClusterQuota>],
+    ) -> Result<(BTreeMap<QuotaKey, QuotaCopy>, HashMap<String, Labels>)> {
+        let group = self.cache.batch_group(ns);
+        let mut cached = BTreeMap::new();
+        add_copies(&mut cached, quotas, clusters);
+        let copies = self.overlay(&group, cached);
+        let labels = self.labels(std::iter::once(ns));
+        if let Some(bad) = invalid_covering(&copies, ns, &labels) {
+            return Err(bad);
+        }
+        Ok((copies, labels))
+    }
+
     fn labels<'a>(&self, namespaces: impl Iterator<Item = &'a String>) -> HashMap<String, Labels> {
         namespaces
             .filter_map(|ns| self.cache.labels_of(ns).map(|l| (ns.clone(), l)))

@@ -14,7 +14,7 @@ use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::QuotaObject;
 
 use super::copy::QuotaCopy;
-use super::{Batcher, add_copies, enforced_states, invalid_covering, lock};
+use super::{Batcher, enforced_states, lock};
 use crate::Result;
 use crate::cache::{CachedClusterQuota, CachedQuota};
 
@@ -112,14 +112,7 @@ impl Batcher {
         dry_run: bool,
     ) -> Result<Arrival> {
         let ns = &binding.namespace;
-        let group = self.inner.cache.batch_group(ns);
-        let mut cached = BTreeMap::new();
-        add_copies(&mut cached, quotas, clusters);
-        let copies = self.inner.overlay(&group, cached);
-        let labels = self.inner.labels(std::iter::once(ns));
-        if let Some(bad) = invalid_covering(&copies, ns, &labels) {
-            return Err(bad);
-        }
+        let (copies, labels) = self.inner.newest(ns, quotas, clusters)?;
         let states: Vec<QuotaState> = enforced_states(&copies, &self.inner.config)
             .into_iter()
             .filter(|s| s.covers.covers(ns, labels.get(ns)))

@@ -243,3 +243,33 @@ async fn a_mark_the_creator_wrote_is_removed_from_a_binding_that_does_not_wait()
     let out = patched(rb, &r);
     assert_eq!(out["metadata"]["annotations"], json!({"keep": "me"}));
 }
+
+#[tokio::test]
+async fn the_detector_updating_a_waiting_binding_changes_its_demand_not_its_charge() {
+    // Karmada's detector keeps spec.suspension and merges annotations on its UPDATEs
+    // (pkg/util/binding.go MergePolicySuspension, DedupeAndMergeAnnotations): a template
+    // scaled while waiting keeps waiting, charged nothing; its release is charged the new size.
+    let h = Harness::new(&[queueing("4", "3", "StrictFIFO")]);
+    let mut held = mk_binding("w", "u1", 1, 2, "1", "");
+    held["metadata"]["annotations"] =
+        json!({"quota.karmada.io/queued-at": "2026-11-26T03:00:00.000Z"});
+    held["spec"]["suspension"] = json!({"scheduling": true});
+    let mut scaled = held.clone();
+    scaled["spec"]["replicas"] = json!(6);
+    scaled["metadata"]["generation"] = json!(2);
+    let v = h.review_binding(update_rb(held, scaled.clone())).await;
+    assert!(verdict(&v).0, "{v}");
+    assert_eq!(h.store.entries("q"), 0);
+    // Released at 6 cpu: does not fit (1 free).
+    let mut released = scaled.clone();
+    released["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    released["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("suspension");
+    let v = h.review_binding(update_rb(scaled, released)).await;
+    assert_eq!(verdict(&v).2, "QuotaExceeded", "{v}");
+}
