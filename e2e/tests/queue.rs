@@ -302,6 +302,23 @@ async fn a_full_quota_holds_ten_bindings_and_releases_them_in_order_within_2s() 
         "status.queue shows {shown:?}, expected {expected:?}"
     );
 
+    step("[Metrics] kq_quota_queue_length{quota=\"q\"} is 10");
+    let quota_label = format!("namespace=\"{ns}\"");
+    let ctl = l.ctl.as_ref().context("the controller")?;
+    let length = wait_for(
+        "the queue length gauge at 10",
+        Duration::from_secs(10),
+        || async {
+            let n = ctl
+                .metric("kq_quota_queue_length", &[&quota_label, "quota=\"q\""])
+                .await
+                .ok()?;
+            (n == 10).then_some(n)
+        },
+    )
+    .await?;
+    ensure!(length == 10);
+
     step("[Plugin] kubectl karmada-quota queue -n <ns> prints the line in order");
     let out = plugin(l.s.env, &["queue", "-n", &ns]).await?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -411,6 +428,18 @@ async fn a_full_quota_holds_ten_bindings_and_releases_them_in_order_within_2s() 
     ensure!(
         latencies.iter().all(|t| *t <= RELEASE_WITHIN),
         "a release took longer than {RELEASE_WITHIN:?}: {latencies:?}"
+    );
+    let ctl = l.ctl.as_ref().context("the controller")?;
+    let waits = ctl.metric("kq_queue_wait_seconds_count", &[]).await?;
+    let released_count = ctl
+        .metric("kq_queue_releases_total", &["result=\"released\""])
+        .await?;
+    step(&format!(
+        "[Metrics] kq_queue_wait_seconds_count {waits}, kq_queue_releases_total{{result=\"released\"}} {released_count}"
+    ));
+    ensure!(
+        waits == 10 && released_count == 10,
+        "ten releases must be counted: {waits} waits, {released_count} released"
     );
 
     step("[Check] the released bindings carry no mark; the line is empty in status");
