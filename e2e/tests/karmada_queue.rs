@@ -62,7 +62,8 @@ async fn a_deployment_over_a_queueing_quota_waits_unplaced_and_is_placed_once_ro
     .await?;
     step(&format!(
         "[Check] suspended: {}; annotations {}",
-        rb.data["spec"]["suspension"], rb.data["metadata"]["annotations"]
+        rb.data["spec"]["suspension"],
+        serde_json::to_value(&rb.metadata.annotations)?
     ));
     wait_quota(
         &c,
