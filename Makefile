@@ -1,5 +1,5 @@
 # The README's commands. Each target is a script under hack/ so it also runs without make.
-.PHONY: demo test e2e-karmada crds fmt lint bench image fuzz plugin-dist
+.PHONY: demo test e2e-karmada bench-karmada crds fmt lint bench image fuzz plugin-dist
 
 demo: ## Local control plane + webhook + controller + samples; Ctrl-C stops it all
 	bash hack/demo.sh
@@ -28,6 +28,9 @@ fmt:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+bench-karmada: ## Real Karmada: none vs project vs Karmada's FederatedResourceQuota (KARMADA_SRC, KARMADA_BIN_DIR; bench/karmada.sh --help)
+	bash bench/karmada.sh
 
 bench: ## Engine micro-benchmarks (criterion)
 	cargo bench -p karmada-quota-core

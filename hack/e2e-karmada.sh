@@ -28,6 +28,12 @@
 #                    that need a gate skip with the reason when it is off. The
 #                    controller-manager runs with --enable-no-execute-taint-eviction (the
 #                    failover test, run alone after the others, taints member1).
+#   KARMADA_CONTROLLER_MANAGER_ARGS, KARMADA_SCHEDULER_ARGS  extra flags (space-separated)
+#                    for those two, e.g. --kube-api-qps=1000 --kube-api-burst=2000 (bench/karmada.sh
+#                    lifts the client throttle this way).
+#   KARMADA_RUN_DIR  where the control plane and logs live (default <target>/e2e-karmada).
+#   KARMADA_SKIP_BUILD=1  with --up-only: do not build the project (bench/karmada.sh builds
+#                    release binaries itself).
 #   CACHE            ${XDG_CACHE_HOME:-~/.cache}/karmada-quota (as controlplane.sh).
 #
 # Garbage collection: no kube-controller-manager runs, so a deleted Deployment's binding is
@@ -48,13 +54,15 @@ fi
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/karmada-quota
 bin_dir=${KARMADA_BIN_DIR:-$cache/karmada-$KARMADA_VERSION}
 target=${CARGO_TARGET_DIR:-$root/target}
-dir=$target/e2e-karmada
+dir=${KARMADA_RUN_DIR:-$target/e2e-karmada}
+read -r -a cm_args <<<"${KARMADA_CONTROLLER_MANAGER_ARGS:-}"
+read -r -a sched_args <<<"${KARMADA_SCHEDULER_ARGS:-}"
 up_only=0
 case ${1:-} in
 --up-only) up_only=1 ;;
 "") ;;
 -h | --help)
-    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 *)
@@ -110,11 +118,15 @@ echo "    binaries $bin_dir" >&2
 step "install the control plane's prerequisites (cached after the first run)"
 e2e/controlplane/controlplane.sh install >/dev/null
 
-step "build the project's binaries and the Karmada test binary"
 # The workspace with make test's targets and features (a warm target dir rebuilds only the
 # e2e crate), plus the e2e crate's karmada feature.
 features=(--workspace --features karmada-quota-e2e/karmada)
-cargo build --locked "${features[@]}" --all-targets
+if [[ $up_only -eq 1 && ${KARMADA_SKIP_BUILD:-0} == 1 ]]; then
+    step "not building the project (KARMADA_SKIP_BUILD=1)"
+else
+    step "build the project's binaries and the Karmada test binary"
+    cargo build --locked "${features[@]}" --all-targets
+fi
 
 # ---------------------------------------------------------------------------------------
 # Control plane with Karmada's CRDs
@@ -282,11 +294,11 @@ spawn karmada-controller-manager "$bin_dir/karmada-controller-manager" \
     --controllers="$controllers" \
     --enable-no-execute-taint-eviction=true \
     --metrics-bind-address "127.0.0.1:${ports[3]}" \
-    --health-probe-bind-address "127.0.0.1:${ports[4]}" "${gate_args[@]}" --v=2
+    --health-probe-bind-address "127.0.0.1:${ports[4]}" "${gate_args[@]}" "${cm_args[@]}" --v=2
 spawn karmada-scheduler "$bin_dir/karmada-scheduler" \
     --kubeconfig "$dir/kubeconfig-karmada-scheduler" \
     --leader-elect=false --metrics-bind-address "127.0.0.1:${ports[5]}" \
-    --health-probe-bind-address "127.0.0.1:${ports[6]}" "${gate_args[@]}" --v=2
+    --health-probe-bind-address "127.0.0.1:${ports[6]}" "${gate_args[@]}" "${sched_args[@]}" --v=2
 wait_url karmada-controller-manager "http://127.0.0.1:${ports[4]}/healthz"
 wait_url karmada-scheduler "http://127.0.0.1:${ports[6]}/healthz"
 

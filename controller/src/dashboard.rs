@@ -6,7 +6,7 @@
 //! ```text
 //!  api::Views ─────────┐
 //!  MemberRegistry ─────┤ every FEED_INTERVAL: snapshot() ─► watch::Sender<Arc<Snapshot>>
-//!  Namespace watch ────┤ (teams: label value)                 └─► dashboard::router (pages,
+//!  namespaces ─────────┤ (teams: label value, the one Namespace watch)                 └─► dashboard::router (pages,
 //!  Event watch ────────┘ (Warning events on KarmadaQuotas:        SSE, JSON, CSV)
 //!                         denials, drift, unreachable members)
 //! ```
@@ -18,21 +18,21 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace};
+use k8s_openapi::api::core::v1::Event as CoreEvent;
 use karmada_quota_core::ResourceList;
 use karmada_quota_dashboard::model::{
     ClusterUsage, Condition, Denial, Member, Quota, Reach as DashReach, Reservation, Snapshot,
 };
 use karmada_quota_dashboard::{Access, Dashboard, Settings};
 use karmada_quota_runtime::listener::{self, Limits, ServerTls, TlsFiles};
-use kube::api::PartialObjectMeta;
+use kube::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::watcher::{self, watcher};
 use tokio::sync::watch;
 
 use crate::api::{QuotaReport, Views};
 use crate::members::{MemberRegistry, Reach};
+use crate::namespaces::NamespaceLabels;
 
 /// How often the snapshot is rebuilt and compared with the last one sent.
 const FEED_INTERVAL: Duration = Duration::from_secs(1);
@@ -41,8 +41,6 @@ const REFRESH_INTERVAL: Duration = Duration::from_secs(10);
 /// Warning events kept per quota.
 const EVENTS_PER_QUOTA: usize = 20;
 
-/// Namespace → team.
-pub type Teams = Arc<RwLock<BTreeMap<String, String>>>;
 /// (namespace, quota) → recent Warning events, newest first.
 pub type Warnings = Arc<RwLock<BTreeMap<(String, String), VecDeque<Denial>>>>;
 
@@ -144,8 +142,10 @@ pub struct Sources {
     pub members: MemberSource,
     /// Leadership.
     pub leader: watch::Receiver<bool>,
-    /// Namespace → team.
-    pub teams: Teams,
+    /// The namespaces (the controller's one Namespace watch), for their teams.
+    pub namespaces: NamespaceLabels,
+    /// The namespace label whose value names a namespace's team (`--dashboard-team-label`).
+    pub team_label: String,
     /// Recent Warning events per quota.
     pub warnings: Warnings,
 }
@@ -216,11 +216,7 @@ pub fn snapshot(sources: &Sources, freshness: &mut Freshness, now: i64) -> Snaps
             .map(|(name, reach)| freshness.member(name, reach, now))
             .collect(),
         quotas,
-        teams: sources
-            .teams
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone(),
+        teams: sources.namespaces.teams(&sources.team_label),
     }
 }
 
@@ -252,52 +248,6 @@ pub async fn feed(
         if changed || last_sent.elapsed() >= REFRESH_INTERVAL {
             tx.send_replace(Arc::new(next));
             last_sent = tokio::time::Instant::now();
-        }
-    }
-}
-
-/// Keep `teams` in line with the `label` of every namespace that carries it.
-pub async fn watch_teams(client: Client, label: String, teams: Teams) {
-    let api = Api::<PartialObjectMeta<Namespace>>::all(client);
-    let mut events = watcher(
-        api,
-        watcher::Config::default().labels(&label).any_semantic(),
-    )
-    .default_backoff()
-    .boxed();
-    let mut pending = BTreeMap::new();
-    while let Some(ev) = events.next().await {
-        let ev = match ev {
-            Ok(ev) => ev,
-            Err(e) => {
-                tracing::warn!(error = %e, "namespace watch (dashboard teams) error; retrying");
-                continue;
-            }
-        };
-        let mut map = teams.write().unwrap_or_else(|e| e.into_inner());
-        match ev {
-            Event::Apply(ns) => {
-                apply_team(&mut map, &ns.name_any(), ns.labels().get(&label));
-            }
-            Event::Delete(ns) => {
-                map.remove(&ns.name_any());
-            }
-            Event::Init => pending.clear(),
-            Event::InitApply(ns) => {
-                apply_team(&mut pending, &ns.name_any(), ns.labels().get(&label));
-            }
-            Event::InitDone => *map = std::mem::take(&mut pending),
-        }
-    }
-}
-
-fn apply_team(map: &mut BTreeMap<String, String>, ns: &str, team: Option<&String>) {
-    match team.filter(|t| !t.is_empty()) {
-        Some(t) => {
-            map.insert(ns.to_owned(), t.clone());
-        }
-        None => {
-            map.remove(ns);
         }
     }
 }

@@ -36,6 +36,7 @@ pub mod index;
 pub mod leader;
 pub mod members;
 pub mod metrics;
+pub mod namespaces;
 pub mod queue;
 pub mod reconcile;
 pub mod report;
@@ -67,7 +68,8 @@ use crate::index::Index;
 use crate::leader::{Elector, LeaseSettings};
 use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
 use crate::metrics::Metrics;
-use crate::reconcile::Ctx;
+use crate::namespaces::NamespaceLabels;
+use crate::reconcile::{Ctx, KindCtx};
 use crate::triggers::{TriggerStreams, Triggers, triggers};
 
 /// The controller's name, as reporting controller of events.
@@ -161,6 +163,7 @@ pub async fn run_until(
     let admin = start_admin(&args, registry, &ready, &stop);
     watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics, &line);
     let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics, &line);
+    let namespace_labels = watch_namespaces(&args, &client, &triggers, &metrics);
     if args.controls() {
         tokio::spawn(
             queue::release::Releaser {
@@ -190,8 +193,8 @@ pub async fn run_until(
             &views,
             &member_registry,
             &election.leader,
+            &namespace_labels,
             &stop,
-            &metrics,
         );
     }
     tokio::spawn(keep_readiness(
@@ -228,7 +231,7 @@ pub async fn run_until(
             ctx.clone(),
             cluster_namespaces,
             cluster_all,
-            &triggers,
+            namespace_labels,
             &metrics,
             stop.requested(),
         ))
@@ -237,6 +240,11 @@ pub async fn run_until(
         Box::pin(std::future::ready(()))
     };
     let namespaced: futures::future::BoxFuture<'_, ()> = if args.namespaced_quotas {
+        let ctx = Arc::new(KindCtx::<KarmadaQuota> {
+            store: Arc::new(karmada_quota_status::KubeStore::new(client.clone())),
+            base: ctx,
+            own: (),
+        });
         Box::pin(run_controller(
             &args,
             quota_events,
@@ -410,7 +418,6 @@ fn reconcile_context(
             views,
             metrics.clone(),
             election.leader.clone(),
-            Arc::new(karmada_quota_status::KubeStore::new(client.clone())),
             Some(recorder),
             args.resync_period,
         )
@@ -441,7 +448,7 @@ fn run_controller(
     + 'static,
     quotas: Store<KarmadaQuota>,
     streams: TriggerStreams,
-    ctx: Arc<Ctx>,
+    ctx: Arc<KindCtx<KarmadaQuota>>,
     stop: &Stop,
 ) -> impl Future<Output = ()> + Send {
     let store = quotas.clone();
@@ -529,16 +536,46 @@ async fn shut_down(
     }
 }
 
-/// The browser dashboard on `--dashboard-listen`, with the watches only it needs (team
-/// labels of namespaces, Warning events of quotas), behind `--dashboard-auth`.
+/// The controller's one Namespace watch, when anything reads namespaces: the cluster
+/// quotas (every change reconciles them all) or the dashboard's teams (every change
+/// exports `kq_namespace_labels`). Otherwise a store no watch feeds (never listed: no
+/// teams).
+fn watch_namespaces(
+    args: &Args,
+    client: &Client,
+    triggers: &Triggers,
+    metrics: &Arc<Metrics>,
+) -> NamespaceLabels {
+    let clusters = args.reconciles_cluster_quotas();
+    let label = if args.serves_dashboard() {
+        args.dashboard.dashboard_team_label.trim().to_owned()
+    } else {
+        String::new()
+    };
+    if !clusters && label.is_empty() {
+        return NamespaceLabels::with_writer().0;
+    }
+    let (triggers, exported) = (triggers.clone(), metrics.clone());
+    namespaces::watch_namespaces(client.clone(), metrics.clone(), move |ns| {
+        if clusters {
+            triggers.cluster_all();
+        }
+        if !label.is_empty() {
+            exported.set_namespace_labels(&label, &ns.teams(&label));
+        }
+    })
+}
+
+/// The browser dashboard on `--dashboard-listen`, with the watch only it needs (Warning
+/// events of quotas), behind `--dashboard-auth`.
 fn spawn_dashboard(
     args: &Args,
     client: &Client,
     views: &Views,
     members: &MemberRegistry,
     leader: &watch::Receiver<bool>,
+    namespaces: &NamespaceLabels,
     stop: &Stop,
-    metrics: &Arc<Metrics>,
 ) {
     let sources = dashboard::Sources {
         views: views.clone(),
@@ -548,24 +585,11 @@ fn spawn_dashboard(
             dashboard::MemberSource::FromStatus
         },
         leader: leader.clone(),
-        teams: dashboard::Teams::default(),
+        namespaces: namespaces.clone(),
+        team_label: args.dashboard.dashboard_team_label.trim().to_owned(),
         warnings: dashboard::Warnings::default(),
     };
-    let label = args.dashboard.dashboard_team_label.trim().to_owned();
-    if !label.is_empty() {
-        tokio::spawn(dashboard::watch_teams(
-            client.clone(),
-            label.clone(),
-            sources.teams.clone(),
-        ));
-        tokio::spawn(metrics::export_namespace_labels(
-            metrics.clone(),
-            label.clone(),
-            sources.teams.clone(),
-            std::time::Duration::from_secs(1),
-            shutdown_future(&stop.rx),
-        ));
-    }
+    let label = sources.team_label.clone();
     let prometheus = args
         .dashboard
         .dashboard_prometheus

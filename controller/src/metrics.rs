@@ -9,8 +9,8 @@
 //! `kq_quota_cluster_observed` and `kq_namespace_labels`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use karmada_quota_core::Quantity;
@@ -403,27 +403,6 @@ impl Metrics {
                 self.drift.remove(l);
             }
         }
-    }
-}
-
-/// Keep `kq_namespace_labels` in line with `teams` (fed by the namespace watch of the
-/// dashboard) every `interval`, until `stop`.
-pub async fn export_namespace_labels(
-    metrics: Arc<Metrics>,
-    label_key: String,
-    teams: crate::dashboard::Teams,
-    interval: Duration,
-    stop: impl std::future::Future<Output = ()>,
-) {
-    let mut tick = tokio::time::interval(interval);
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {}
-        }
-        let teams = teams.read().unwrap_or_else(|e| e.into_inner()).clone();
-        metrics.set_namespace_labels(&label_key, &teams);
     }
 }
 

@@ -1,38 +1,45 @@
-//! The KarmadaQuota reconciler and its one writer.
+//! The one reconciler of both quota kinds (KarmadaQuota, KarmadaClusterQuota: [`QuotaKind`])
+//! and its one writer of their status.
 //!
 //! ```text
 //!  reconcile(quota) ─ not synced yet? requeue
-//!     │ plan(fresh quota) = desired::compute + desired_status   (pure, from the index)
-//!     ├─ follower: keep the view for /api/v1/quotas, write nothing
-//!     └─ leader:   write_status ─ unchanged ─► nothing
+//!     │ leader and paced (interval, contended backoff)? requeue after the wait
+//!     │ plan(fresh quota) = the kind's computation + desired status   (pure, from the index)
+//!     ├─ follower: keep the view for the dashboard, write nothing
+//!     └─ leader:   status::update ─ unchanged ─► nothing
+//!                      │ a fold-only change while few entries wait? put off (fold_wait)
 //!                      │ still the leader? (checked before every write) ─ no ─► nothing
 //!                      │ replace_status(resourceVersion = the one the plan was computed on)
 //!                      ├─ 200 ─► events for notable changes
 //!                      └─ 409 ─► GET the quota, plan again from it (entries the webhook
-//!                               added meanwhile are in the fresh object, so they survive)
+//!                               added meanwhile are in the fresh object, so they survive);
+//!                               with a backoff: contended after two, retried later
+//!                  then the kind's own writes (a cluster quota's shares)
 //!  requeue: 1 s after the earliest reservation expiry, else the resync period.
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
-use karmada_quota_status::{self as status, Outcome, StatusStore};
+use karmada_quota_status::{self as status, Outcome};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, Recorder};
-use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 
 use crate::Error;
 use crate::api::{QuotaReport, Views};
 use crate::desired::{self, Computed, Notice};
 use crate::index::Index;
-use crate::members::{MemberRegistry, Reach};
+use crate::members::MemberRegistry;
 use crate::metrics::Metrics;
 
+mod kind;
 mod pacing;
 
+pub use kind::{KindCtx, Planned, QuotaKind};
 pub use pacing::{FOLD_BATCH, Pacing};
 
 /// How many times a status write is recomputed after a 409 before the reconcile fails
@@ -46,7 +53,7 @@ const NOT_SYNCED_RETRY: Duration = Duration::from_secs(1);
 /// Longest error backoff of one quota.
 const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(300);
 
-/// Everything a reconcile needs.
+/// What the reconcilers of both kinds share.
 pub struct Ctx {
     /// Control-plane state.
     pub index: Arc<RwLock<Index>>,
@@ -58,8 +65,6 @@ pub struct Ctx {
     pub metrics: Arc<Metrics>,
     /// Whether this replica is the leader (only the leader writes and records events).
     pub leader: watch::Receiver<bool>,
-    /// Reads and writes quota status (the only writer of it in the controller).
-    pub store: Arc<dyn StatusStore>,
     /// Event recorder (`None` in tests).
     pub recorder: Option<Recorder>,
     /// Resync period.
@@ -77,14 +82,12 @@ pub struct Ctx {
 
 impl Ctx {
     /// A context; `failures` starts empty.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         index: Arc<RwLock<Index>>,
         members: MemberRegistry,
         views: Views,
         metrics: Arc<Metrics>,
         leader: watch::Receiver<bool>,
-        store: Arc<dyn StatusStore>,
         recorder: Option<Recorder>,
         resync: Duration,
     ) -> Self {
@@ -94,7 +97,6 @@ impl Ctx {
             views,
             metrics,
             leader,
-            store,
             recorder,
             resync,
             failures: Mutex::new(HashMap::new()),
@@ -155,55 +157,43 @@ impl Ctx {
         self
     }
 
-    /// Plan one quota: compute from the index and members, then the desired status.
-    fn plan(
-        &self,
-        quota: &KarmadaQuota,
-    ) -> (
-        Option<KarmadaQuotaStatus>,
-        (Computed, BTreeMap<String, Reach>, jiff::Timestamp),
-    ) {
-        let now = jiff::Timestamp::now();
-        let ns = quota.namespace().unwrap_or_default();
-        let observed = self.members.observed_pods(&ns);
-        let reach = self.members.reach();
-        let computed = {
-            let index = self.index.read().unwrap_or_else(|e| e.into_inner());
-            desired::compute(quota, &index, &observed, now.as_second())
-        };
-        let status = desired::desired_status(quota, &computed, &reach, now);
-        let key = karmada_quota_core::selection::QuotaKey::Namespaced {
-            namespace: ns,
-            name: quota.name_any(),
-        };
-        let status = self.queue.with_line(&key, quota.status.as_ref(), status);
-        (status, (computed, reach, now))
+    /// Whether the binding watch has listed everything (no plan from a partial list).
+    pub fn bindings_synced(&self) -> bool {
+        self.index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .bindings_synced()
     }
 }
 
-/// Reconcile one quota (idempotent).
-pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+/// The key of a quota's view, pacing and failures: (namespace, name), `""` for a
+/// cluster-scoped one.
+pub fn view_key(key: &QuotaKey) -> (String, String) {
+    match key {
+        QuotaKey::Namespaced { namespace, name } => (namespace.clone(), name.clone()),
+        QuotaKey::Cluster { name } => (String::new(), name.clone()),
+    }
+}
+
+/// Reconcile one quota of either kind (idempotent).
+#[tracing::instrument(name = "reconcile", skip_all, fields(kind = K::KIND, quota = %object.key()))]
+pub async fn reconcile<K: QuotaKind>(
+    object: Arc<K>,
+    ctx: Arc<KindCtx<K>>,
+) -> Result<Action, Error> {
     let started = Instant::now();
-    let ns = quota
-        .namespace()
-        .ok_or_else(|| Error::MissingNamespace(quota.name_any()))?;
-    let name = quota.name_any();
-    if !ctx
-        .index
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .bindings_synced()
-    {
+    object.check()?;
+    if !K::ready(&ctx) {
         return Ok(Action::requeue(NOT_SYNCED_RETRY));
     }
+    let key = view_key(&object.key());
     let leader = *ctx.leader.borrow();
-    let key = (ns.clone(), name.clone());
     let mut fold_after: Option<Duration> = None;
-    let pending = quota.status.as_ref().map_or(0, |s| s.reservations.len());
+    let pending = object.quota_status().map_or(0, |s| s.reservations.len());
     if leader && let Some(wait) = ctx.pacing.throttled(&key, pending) {
         return Ok(Action::requeue(wait));
     }
-    let (report, computed, now) = if leader {
+    let (view, plan, settled) = if leader {
         let backoff = !ctx.pacing.max_write_backoff.is_zero();
         let attempts = if backoff {
             CONTENDED_WRITE_ATTEMPTS
@@ -215,12 +205,15 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
         let deferred: Mutex<Option<Duration>> = Mutex::new(None);
         let w = status::update(
             &*ctx.store,
-            (*quota).clone(),
+            (*object).clone(),
             |q| {
-                let (next, rest) = ctx.plan(q);
-                let wait = next.as_ref().and_then(|n| ctx.pacing.fold_wait(&key, q, n));
+                let (next, plan) = K::plan(&ctx, q);
+                let wait = next.as_ref().and_then(|n| {
+                    ctx.pacing
+                        .fold_wait(&key, q.quota_status(), K::quota_part(n))
+                });
                 *deferred.lock().unwrap_or_else(|e| e.into_inner()) = wait;
-                (next.filter(|_| wait.is_none()), rest)
+                (next.filter(|_| wait.is_none()), plan)
             },
             || *ctx.leader.borrow(),
             attempts,
@@ -238,7 +231,7 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
                     // turn plans from the newest copy the watch brings.
                     ctx.pacing.paced(&key, true, true);
                     let wait = ctx.pacing.write_interval(&key, pending);
-                    tracing::debug!(quota = %format!("{ns}/{name}"), ?wait, "status write contended; retrying later");
+                    tracing::debug!(?wait, "status write contended; retrying later");
                     return Ok(Action::requeue(wait));
                 }
                 return Err(e.into());
@@ -250,56 +243,71 @@ pub async fn reconcile(quota: Arc<KarmadaQuota>, ctx: Arc<Ctx>) -> Result<Action
         if backoff && matches!(w.outcome, Outcome::Written(_)) {
             ctx.pacing.paced(&key, w.conflicts > 0, false);
         }
-        let (computed, _reach, now) = w.plan;
-        let status = match &w.outcome {
+        let Some(plan) = w.plan else {
+            return Ok(Action::requeue(NOT_SYNCED_RETRY));
+        };
+        let object = match w.outcome {
             Outcome::Gone => {
-                forget(&ctx, &ns, &name);
+                forget(&ctx, &key.0, &key.1);
                 return Ok(Action::await_change());
             }
             // Lost leadership mid-write: like a follower, keep the view of what is stored.
-            Outcome::Unchanged | Outcome::Stopped => w.base.status.clone().unwrap_or_default(),
+            Outcome::Unchanged | Outcome::Stopped => w.base,
             Outcome::Written(written) => {
                 ctx.metrics.status_written();
                 ctx.pacing.wrote(&key);
-                let new = written.status.clone().unwrap_or_default();
-                let notices = desired::notices(w.base.status.as_ref(), &new);
+                let new = written.quota_status().cloned().unwrap_or_default();
+                let notices = desired::notices(w.base.quota_status(), &new);
                 publish(&ctx, &written.object_ref(&()), &notices).await;
-                tracing::debug!(quota = %format!("{ns}/{name}"), "status written");
-                new
+                tracing::debug!("status written");
+                *written
             }
         };
         if let Some(wait) = deferred {
-            tracing::debug!(quota = %format!("{ns}/{name}"), ?wait, "fold-only change put off");
+            tracing::debug!(?wait, "fold-only change put off");
             fold_after = Some(wait);
         }
-        (ctx.report(&w.base, &computed, &status, now), computed, now)
+        let stored = object.status().cloned().unwrap_or_default();
+        (K::view(&ctx, &object, &plan, &stored), plan, Some(object))
     } else {
-        let (_, (computed, _reach, now)) = ctx.plan(&quota);
-        let status = quota.status.clone().unwrap_or_default();
-        (ctx.report(&quota, &computed, &status, now), computed, now)
+        let (_, plan) = K::plan(&ctx, &object);
+        let Some(plan) = plan else {
+            return Ok(Action::requeue(NOT_SYNCED_RETRY));
+        };
+        let stored = object.status().cloned().unwrap_or_default();
+        (K::view(&ctx, &object, &plan, &stored), plan, None)
     };
-    if let Computed::Valid { view, .. } = &computed {
+    if let Some(object) = settled
+        && *ctx.leader.borrow()
+    {
+        let n = K::after(&ctx, &object).await?;
+        if n > 0 {
+            tracing::debug!(changed = n, "own objects written");
+        }
+    }
+    let (computed, now) = K::computed(&plan);
+    if let Computed::Valid { view, .. } = computed {
         ctx.metrics.observe_quota(view);
     }
     ctx.views
         .write()
         .unwrap_or_else(|e| e.into_inner())
-        .insert((ns.clone(), name.clone()), report);
+        .insert(key.clone(), view);
     ctx.failures
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(&(ns, name));
+        .remove(&key);
     ctx.metrics.reconciled(started.elapsed());
-    let next = desired::next_requeue(&computed, now.as_second(), ctx.resync);
+    let next = desired::next_requeue(computed, now.as_second(), ctx.resync);
     Ok(Action::requeue(fold_after.map_or(next, |f| f.min(next))))
 }
 
 /// After a failed reconcile: count it and retry with exponential backoff (1 s … 5 min).
-pub fn error_policy(quota: Arc<KarmadaQuota>, error: &Error, ctx: Arc<Ctx>) -> Action {
+pub fn error_policy<K: QuotaKind>(object: Arc<K>, error: &Error, ctx: Arc<KindCtx<K>>) -> Action {
     ctx.metrics.reconcile_failed(error.metric_label());
-    let key = (quota.namespace().unwrap_or_default(), quota.name_any());
+    let key = view_key(&object.key());
     let (n, delay) = count_failure(&ctx, &key);
-    tracing::warn!(quota = %format!("{}/{}", key.0, key.1), %error, attempt = n, retry_in = ?delay, "reconcile failed");
+    tracing::warn!(kind = K::KIND, quota = %object.key(), %error, attempt = n, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 

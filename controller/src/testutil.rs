@@ -206,3 +206,23 @@ pub fn by_uid(uid: &str) -> karmada_quota_core::quota::ReservedBy {
         uid: uid.into(),
     }
 }
+
+/// The shared context over `index`.
+pub fn base_ctx(
+    index: crate::index::Index,
+    leader: bool,
+) -> (crate::reconcile::Ctx, tokio::sync::watch::Sender<bool>) {
+    let mut reg = prometheus_client::registry::Registry::default();
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::register(&mut reg));
+    let (tx, rx) = tokio::sync::watch::channel(leader);
+    let c = crate::reconcile::Ctx::new(
+        std::sync::Arc::new(std::sync::RwLock::new(index)),
+        crate::members::MemberRegistry::default(),
+        crate::api::Views::default(),
+        metrics,
+        rx,
+        None,
+        std::time::Duration::from_secs(300),
+    );
+    (c, tx)
+}

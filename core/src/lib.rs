@@ -38,6 +38,7 @@ pub mod failover;
 pub mod field;
 pub mod ledger;
 pub mod placement;
+pub mod pod;
 pub mod pod_kinds;
 pub mod policy;
 pub mod quantity;

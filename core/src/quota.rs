@@ -1,10 +1,11 @@
 //! KarmadaQuota in the engine's terms: validated spec and status state.
 
 pub use crate::field::FieldError;
+use crate::placement::LabelSelector;
 use crate::quantity::Quantity;
 use crate::resources::{NameKind, REQUESTS_PREFIX, ResourceList, classify, is_integer_resource};
 use crate::scope::{RawRequirement, ScopeSelector};
-use crate::selection::{Covers, QuotaKey};
+use crate::selection::{Covers, QuotaKey, validate_namespace_selector};
 
 /// A validated quota spec.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -205,6 +206,26 @@ pub fn validate_spec<'a>(
         })
     } else {
         Err(errors)
+    }
+}
+
+/// Validate a KarmadaClusterQuota spec: the KarmadaQuota rules for `hard` and
+/// `scopeSelector` ([`validate_spec`]), and a namespace selector that is present and
+/// selects something less than every namespace ([`crate::selection::validate_namespace_selector`]). Every
+/// error at once; the selector's come first.
+pub fn validate_cluster_spec<'a>(
+    selector: Option<&LabelSelector>,
+    hard: impl IntoIterator<Item = (&'a str, &'a str)>,
+    scope: &[RawRequirement<'_>],
+) -> Result<(LabelSelector, QuotaSpec), Vec<FieldError>> {
+    let mut errors = validate_namespace_selector(selector, "spec.namespaceSelector");
+    match validate_spec(hard, scope) {
+        Ok(spec) if errors.is_empty() => Ok((selector.cloned().unwrap_or_default(), spec)),
+        Ok(_) => Err(errors),
+        Err(mut e) => {
+            errors.append(&mut e);
+            Err(errors)
+        }
     }
 }
 

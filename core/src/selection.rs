@@ -17,9 +17,8 @@ use std::collections::BTreeMap;
 
 use crate::field::FieldError;
 use crate::placement::LabelSelector;
-use crate::quota::{QuotaSpec, validate_spec};
 use crate::resources::ResourceList;
-use crate::scope::{RawRequirement, ScopeSelector};
+use crate::scope::ScopeSelector;
 use crate::usage::{BindingCharge, ScopedUsage};
 
 /// A namespace's labels (`metadata.labels`).
@@ -120,26 +119,6 @@ impl std::fmt::Display for QuotaKey {
         match self {
             QuotaKey::Namespaced { namespace, name } => write!(f, "{namespace}/{name}"),
             QuotaKey::Cluster { name } => f.write_str(name),
-        }
-    }
-}
-
-/// Validate a KarmadaClusterQuota spec: the KarmadaQuota rules for `hard` and
-/// `scopeSelector` ([`validate_spec`]), and a namespace selector that is present and
-/// selects something less than every namespace ([`validate_namespace_selector`]). Every
-/// error at once; the selector's come first.
-pub fn validate_cluster_spec<'a>(
-    selector: Option<&LabelSelector>,
-    hard: impl IntoIterator<Item = (&'a str, &'a str)>,
-    scope: &[RawRequirement<'_>],
-) -> Result<(LabelSelector, QuotaSpec), Vec<FieldError>> {
-    let mut errors = validate_namespace_selector(selector, "spec.namespaceSelector");
-    match validate_spec(hard, scope) {
-        Ok(spec) if errors.is_empty() => Ok((selector.cloned().unwrap_or_default(), spec)),
-        Ok(_) => Err(errors),
-        Err(mut e) => {
-            errors.append(&mut e);
-            Err(errors)
         }
     }
 }
@@ -315,7 +294,7 @@ mod tests {
     use super::*;
     use crate::decision::{AdmissionRequest, Decision, decide, decide_batch_selected};
     use crate::placement::SelectorRequirement;
-    use crate::quota::QuotaState;
+    use crate::quota::{QuotaSpec, QuotaState, validate_cluster_spec};
     use crate::testutil::*;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {

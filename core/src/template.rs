@@ -28,8 +28,7 @@
 use std::collections::BTreeMap;
 
 use crate::binding::{ObjectReference, ReplicaRequirements, ResourceBindingSpec};
-use crate::quantity::{Format, Quantity};
-use crate::resources::ResourceList;
+use crate::pod::{PodSpec, PodTemplate, pod_request};
 
 /// A resource template: only the fields the interpreter reads; the rest is ignored.
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
@@ -94,66 +93,6 @@ pub struct TemplateSpec {
     /// The multi-template kinds' fields (`crate::workload_kinds`).
     #[serde(flatten)]
     pub multi: crate::workload_kinds::MultiSpec,
-}
-
-/// `spec.template`.
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PodTemplate {
-    /// The pod spec.
-    pub spec: PodSpec,
-}
-
-/// A pod spec: containers, init containers, overhead, priority class.
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PodSpec {
-    /// App containers.
-    pub containers: Vec<Container>,
-    /// Init containers.
-    pub init_containers: Vec<Container>,
-    /// Pod overhead (RuntimeClass).
-    pub overhead: BTreeMap<String, RawQuantity>,
-    /// spec.priorityClassName.
-    pub priority_class_name: String,
-}
-
-/// A container's resources.
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Container {
-    /// `resources.requests` and `resources.limits`.
-    pub resources: Resources,
-}
-
-/// `resources`.
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Resources {
-    /// Requests.
-    pub requests: BTreeMap<String, RawQuantity>,
-    /// Limits (a limit stands in for a missing request).
-    pub limits: BTreeMap<String, RawQuantity>,
-}
-
-/// A quantity as written in a manifest: a string or a bare number.
-#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
-#[serde(untagged)]
-pub enum RawQuantity {
-    /// `"500m"`, `"1Gi"`.
-    Text(String),
-    /// `2`, `0.5`.
-    Number(f64),
-}
-
-impl RawQuantity {
-    pub(crate) fn parse(&self) -> Result<Quantity, String> {
-        let text = match self {
-            RawQuantity::Text(t) => t.clone(),
-            RawQuantity::Number(n) => n.to_string(),
-        };
-        Quantity::parse(&text).map_err(|e| format!("{text:?}: {e}"))
-    }
 }
 
 /// Why a template cannot be read.
@@ -260,92 +199,10 @@ impl Template {
     }
 }
 
-/// Whether Karmada keeps a requested resource name (its `Resource.Add`: cpu, memory,
-/// ephemeral-storage, pods, and scalar names).
-fn kept(name: &str) -> bool {
-    matches!(name, "cpu" | "memory" | "ephemeral-storage" | "pods")
-        || name.contains('/')
-        || name.starts_with("hugepages-")
-        || name.starts_with("attachable-volumes-")
-}
-
-/// One container's effective requests: its requests, a limit standing in for each
-/// missing one; `(field, message)` on a value that does not parse.
-fn container_requests(c: &Container, field: &str) -> Result<ResourceList, (String, String)> {
-    let mut out = ResourceList::new();
-    let sources = c
-        .resources
-        .limits
-        .iter()
-        .filter(|(name, _)| !c.resources.requests.contains_key(*name))
-        .map(|(n, q)| (n, q, "limits"))
-        .chain(c.resources.requests.iter().map(|(n, q)| (n, q, "requests")));
-    for (name, raw, which) in sources {
-        if !kept(name) {
-            continue;
-        }
-        let q = raw
-            .parse()
-            .map_err(|e| (format!("{field}.resources.{which}[{name}]"), e))?;
-        out.insert(name.clone(), q);
-    }
-    Ok(out)
-}
-
-/// Karmada's rounding: cpu up to millicores, everything else up to whole units.
-fn rounded(name: &str, q: Quantity) -> Quantity {
-    if name == "cpu" {
-        let milli = i64::try_from(q.milli_value()).unwrap_or(i64::MAX);
-        Quantity::from_milli(milli, Format::DecimalSI)
-    } else {
-        let units = i64::try_from(q.value()).unwrap_or(i64::MAX);
-        let format =
-            if matches!(name, "memory" | "ephemeral-storage") || name.starts_with("hugepages-") {
-                Format::BinarySI
-            } else {
-                Format::DecimalSI
-            };
-        Quantity::from_units(units, format)
-    }
-}
-
-/// The per-replica request of a pod spec by the default interpreter's rule (see the module
-/// doc), for callers outside core (a customization's `kube.accuratePodRequirements`);
-/// `(field under the pod spec, message)` on a value that does not parse.
-pub fn pod_template_request(pod: &PodSpec) -> Result<ResourceList, (String, String)> {
-    pod_request(pod)
-}
-
-/// The per-replica request of a pod spec (see the module doc); `(field, message)` on a
-/// value that does not parse.
-pub(crate) fn pod_request(pod: &PodSpec) -> Result<ResourceList, (String, String)> {
-    let mut sum = ResourceList::new();
-    for (i, c) in pod.containers.iter().enumerate() {
-        for (name, q) in container_requests(c, &format!("containers[{i}]"))?.iter() {
-            sum.add_one(name, rounded(name, *q));
-        }
-    }
-    for (i, c) in pod.init_containers.iter().enumerate() {
-        let init = container_requests(c, &format!("initContainers[{i}]"))?;
-        for (name, q) in init.iter() {
-            let q = rounded(name, *q);
-            if sum.get(name).is_none_or(|s| q > *s) {
-                sum.insert(name, q);
-            }
-        }
-    }
-    for (name, raw) in &pod.overhead {
-        if kept(name) {
-            let q = raw.parse().map_err(|e| (format!("overhead[{name}]"), e))?;
-            sum.add_one(name, rounded(name, q));
-        }
-    }
-    Ok(sum.without_zeros())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::ResourceList;
     use crate::testutil::mk_list;
 
     fn template(yaml: &str) -> Template {

@@ -12,7 +12,7 @@
 //! | Job (`batch.volcano.sh`) | each `spec.tasks[]` (`name`): `replicas` (absent: 0) × `template` |
 //! | FlinkDeployment (`flink.apache.org`) | `jobmanager`: `spec.jobManager.replicas` (absent: 1) × `resource`; `taskmanager`: `spec.taskManager.replicas`, else ⌈`spec.job.parallelism` / `taskmanager.numberOfTaskSlots`⌉ (absent: 1 slot) × `resource`; `resource.cpu` in cores, `resource.memory` in Flink's syntax (`2048m` = 2048 MiB, units b/k/m/g/t, binary) |
 //!
-//! A pod template is read as the default interpreter reads one (`template::pod_request`).
+//! A pod template is read as the default interpreter reads one (`pod::pod_request`).
 //! What is not read: sidecars a Flink `podTemplate` adds, the default submitter pod of a
 //! RayJob without `submitterPodTemplate`, autoscaling beyond `replicas`. A kind not listed
 //! here (SparkApplication among them) has no components: its binding is an uncountable
@@ -21,9 +21,9 @@
 use std::collections::BTreeMap;
 
 use crate::binding::{Component, ComponentReplicaRequirements};
+use crate::pod::{PodSpec, PodTemplate, RawQuantity, pod_request};
 use crate::quantity::{Format, Quantity};
 use crate::resources::ResourceList;
-use crate::template::{PodSpec, PodTemplate, RawQuantity, pod_request};
 
 /// A RayCluster's spec (also a RayJob's `spec.rayClusterSpec`).
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]

@@ -10,12 +10,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karmada_quota_core::placement::{LabelSelector, SelectorRequirement};
 use karmada_quota_core::queue::{Admission, AdmissionMode, QueueOrder};
+use karmada_quota_core::quota::validate_cluster_spec as core_validate_cluster;
 use karmada_quota_core::quota::{
     self as cq, DrainingReplicas, FieldError, MemberUsage, ObservedLimit, QuotaPolicy, QuotaSpec,
     QuotaState, Unaccounted,
 };
 use karmada_quota_core::scope::RawRequirement;
-use karmada_quota_core::selection::{Covers, validate_cluster_spec as core_validate_cluster};
+use karmada_quota_core::selection::Covers;
 use karmada_quota_core::{Quantity, ResourceList};
 use kube::ResourceExt;
 

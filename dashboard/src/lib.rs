@@ -31,6 +31,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod credentials;
 pub mod csrf;
 pub mod headers;
 pub mod live;

@@ -5,19 +5,21 @@
 //! session's lifetime; `Secure` when the dashboard serves TLS or a proxy says
 //! `X-Forwarded-Proto: https`). The token never goes back to the browser. `POST /logout`
 //! ends the session. Both forms carry a CSRF token ([`csrf`](crate::csrf)); a POST
-//! without a valid one is 403.
+//! without a valid one is 403. A request refused for want of a login gets the form too
+//! ([`unauthenticated`], [`unavailable`]; JSON for the API).
 
 use askama::Template;
 use askama_web::WebTemplate;
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::Dashboard;
+use crate::credentials::cookie;
 use crate::csrf::{Bound, CSRF_COOKIE, CSRF_FIELD, nonce, well_formed_nonce};
 use crate::session::SESSION_COOKIE;
-use crate::visible::cookie;
 
 /// How long the login form's CSRF cookie lives.
 const CSRF_MAX_AGE_SECS: u64 = 3600;
@@ -204,7 +206,7 @@ pub async fn submit(State(d): State<Dashboard>, headers: HeaderMap, body: Bytes)
             &next,
             Some("The API server did not accept this token.".to_owned()),
         ),
-        Err(e) => crate::visible::unavailable(&d, &headers, "/login", &e.to_string()),
+        Err(e) => unavailable(&d, &headers, "/login", &e.to_string()),
     }
 }
 
@@ -229,6 +231,48 @@ pub async fn logout(State(d): State<Dashboard>, headers: HeaderMap, body: Bytes)
         &set_cookie(SESSION_COOKIE, "", "/", 0, secure(&d, &headers)),
     );
     resp
+}
+
+/// Whether a path answers JSON (the API and the event stream) rather than a page.
+fn wants_json(path: &str) -> bool {
+    path.starts_with("/api/") || path == "/events"
+}
+
+/// 401: the login form for a page (returning to `path` after login), a JSON error for
+/// the API.
+pub fn unauthenticated(d: &Dashboard, headers: &HeaderMap, path: &str, why: &str) -> Response {
+    let mut resp = if wants_json(path) {
+        (
+            StatusCode::UNAUTHORIZED,
+            Json(serde_json::json!({ "error": format!("{why}: send Authorization: Bearer <token>, or log in at /login") })),
+        )
+            .into_response()
+    } else {
+        page(
+            d,
+            headers,
+            StatusCode::UNAUTHORIZED,
+            path,
+            Some(format!("{why}.")),
+        )
+    };
+    resp.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    resp
+}
+
+/// 503: the API server could not review the token.
+pub fn unavailable(d: &Dashboard, headers: &HeaderMap, path: &str, why: &str) -> Response {
+    let msg = format!("cannot review the token with the API server: {why}");
+    if wants_json(path) {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "error": msg })),
+        )
+            .into_response()
+    } else {
+        page(d, headers, StatusCode::SERVICE_UNAVAILABLE, path, Some(msg))
+    }
 }
 
 #[cfg(test)]

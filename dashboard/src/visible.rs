@@ -15,15 +15,15 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::Dashboard;
 use crate::auth::User;
+use crate::credentials::{bearer, cookie};
 use crate::csrf::Bound;
+use crate::login::{unauthenticated, unavailable};
 use crate::model::Snapshot;
 use crate::session::SESSION_COOKIE;
 
@@ -53,75 +53,6 @@ impl Visible {
     /// The viewer's name, when auth is on.
     pub fn user_name(&self) -> Option<String> {
         self.viewer.as_ref().map(|v| v.user.name.clone())
-    }
-}
-
-/// The `Authorization: Bearer` token of a request.
-pub fn bearer(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::AUTHORIZATION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|v| {
-            let (scheme, token) = v.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| token.trim().to_owned())
-        })
-        .filter(|t| !t.is_empty())
-}
-
-/// The value of cookie `name`, when present and not empty.
-pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, v)| *k == name && !v.is_empty())
-        .map(|(_, v)| v.to_owned())
-}
-
-/// Whether a path answers JSON (the API and the event stream) rather than a page.
-fn wants_json(path: &str) -> bool {
-    path.starts_with("/api/") || path == "/events"
-}
-
-/// 401: the login form for a page (returning to `path` after login), a JSON error for
-/// the API.
-pub fn unauthenticated(d: &Dashboard, headers: &HeaderMap, path: &str, why: &str) -> Response {
-    let mut resp = if wants_json(path) {
-        (
-            StatusCode::UNAUTHORIZED,
-            Json(serde_json::json!({ "error": format!("{why}: send Authorization: Bearer <token>, or log in at /login") })),
-        )
-            .into_response()
-    } else {
-        crate::login::page(
-            d,
-            headers,
-            StatusCode::UNAUTHORIZED,
-            path,
-            Some(format!("{why}.")),
-        )
-    };
-    resp.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    resp
-}
-
-/// 503: the API server could not review the token.
-pub fn unavailable(d: &Dashboard, headers: &HeaderMap, path: &str, why: &str) -> Response {
-    let msg = format!("cannot review the token with the API server: {why}");
-    if wants_json(path) {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(serde_json::json!({ "error": msg })),
-        )
-            .into_response()
-    } else {
-        crate::login::page(d, headers, StatusCode::SERVICE_UNAVAILABLE, path, Some(msg))
     }
 }
 
@@ -185,41 +116,5 @@ impl FromRequestParts<Dashboard> for Visible {
             }
             Err(e) => Err(unavailable(d, headers, path, &e.to_string())),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(k, HeaderValue::from_str(v).unwrap());
-        }
-        h
-    }
-
-    #[test]
-    fn bearer_header_and_cookies_are_read_apart() {
-        let h = headers(&[
-            (header::COOKIE, "a=1; kq_session=abc; b=2"),
-            (header::AUTHORIZATION, "Bearer from-header"),
-        ]);
-        assert_eq!(bearer(&h).as_deref(), Some("from-header"));
-        assert_eq!(cookie(&h, "kq_session").as_deref(), Some("abc"));
-        let h = headers(&[(header::AUTHORIZATION, "bearer  x.y.z ")]);
-        assert_eq!(bearer(&h).as_deref(), Some("x.y.z"));
-    }
-
-    #[test]
-    fn no_token_without_bearer() {
-        assert_eq!(bearer(&HeaderMap::new()), None);
-        let h = headers(&[
-            (header::AUTHORIZATION, "Basic dXNlcjpwdw=="),
-            (header::COOKIE, "kq_session=; other=1"),
-        ]);
-        assert_eq!(bearer(&h), None);
-        assert_eq!(cookie(&h, "kq_session"), None);
     }
 }

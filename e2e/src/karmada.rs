@@ -8,7 +8,7 @@
 //!       │                 Clusters + one Ready Node each ── karmada-webhook,
 //!       │                 karmada-controller-manager, karmada-scheduler on 127.0.0.1
 //!       ▼ E2E_CONTROLPLANE_DIR, E2E_KARMADA_DIR
-//!  KarmadaSetup::start    gate (E2E_KARMADA_DIR) → WebhookSetup (namespace, webhook with
+//!  KarmadaSetup::start    E2E_KARMADA_DIR (none: an error) → WebhookSetup (namespace, webhook with
 //!       │                 JSON logs, its registration) → Controller (--namespace, members
 //!       │                 from Karmada's Cluster objects) → quota `q`, synced and seen
 //!       ▼
@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Event;
 use kube::Client;
@@ -72,18 +72,16 @@ pub const MEMBERS: [&str; 2] = ["member1", "member2"];
 /// execution to members): seconds normally; its retries back off up to tens of seconds.
 pub const KARMADA_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// The directory Karmada runs against, or `None` (with the reason printed) when the tests
-/// are not run by `hack/e2e-karmada.sh`.
-pub fn karmada_dir() -> Option<PathBuf> {
+/// The directory Karmada runs against; an error when the tests are not run by
+/// `hack/e2e-karmada.sh`: these tests are built only with the `karmada` feature, and a
+/// Karmada test that finds no Karmada fails instead of passing without a check.
+pub fn karmada_dir() -> Result<PathBuf> {
     match std::env::var_os(ENV_KARMADA_DIR) {
-        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
-        _ => {
-            eprintln!(
-                "skipped: {ENV_KARMADA_DIR} is not set, so no Karmada runs here; \
-                 `make e2e-karmada` (hack/e2e-karmada.sh) starts it and runs these tests"
-            );
-            None
-        }
+        Some(d) if !d.is_empty() => Ok(PathBuf::from(d)),
+        _ => bail!(
+            "{ENV_KARMADA_DIR} is not set, so no Karmada runs here: `make e2e-karmada` \
+             (hack/e2e-karmada.sh) starts Karmada and runs these tests"
+        ),
     }
 }
 
@@ -98,12 +96,10 @@ pub struct KarmadaSetup {
 }
 
 impl KarmadaSetup {
-    /// Starts the fixture with quota [`QUOTA`] = `hard`, or returns `None` when Karmada
-    /// does not run (see [`karmada_dir`]).
-    pub async fn start(test: &str, hard: &[(&str, &str)]) -> Result<Option<KarmadaSetup>> {
-        if karmada_dir().is_none() {
-            return Ok(None);
-        }
+    /// Starts the fixture with quota [`QUOTA`] = `hard`; an error when Karmada does not
+    /// run (see [`karmada_dir`]).
+    pub async fn start(test: &str, hard: &[(&str, &str)]) -> Result<KarmadaSetup> {
+        karmada_dir()?;
         let mut setup =
             WebhookSetup::with_webhook(test, Webhook::builder().arg("--log-format=json")).await?;
         let webhook_log = setup.webhook.binary().log_path().to_path_buf();
@@ -128,11 +124,11 @@ impl KarmadaSetup {
             &Rb::deployment("kq-probe", 1).request("cpu", "1m").json(&ns),
         )
         .await?;
-        Ok(Some(KarmadaSetup {
+        Ok(KarmadaSetup {
             setup,
             controller,
             webhook_log,
-        }))
+        })
     }
 
     /// The test's namespace.

@@ -71,9 +71,7 @@ async fn wait_usage(
 /// Saves `text` as `<E2E_KARMADA_DIR>/<file>` (the script's run keeps it) and prints it.
 fn keep(file: &str, text: &str) -> Result<()> {
     eprintln!("{text}");
-    if let Some(dir) = karmada_quota_e2e::karmada::karmada_dir() {
-        std::fs::write(dir.join(file), text)?;
-    }
+    std::fs::write(karmada_quota_e2e::karmada::karmada_dir()?.join(file), text)?;
     Ok(())
 }
 
@@ -86,9 +84,7 @@ fn print_reviews(reviews: &[Review]) {
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn a_deployment_that_fits_is_scheduled_charged_and_placed_as_charged() -> Result<()> {
-    let Some(k) = KarmadaSetup::start("karmada_fits", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_fits", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
 
@@ -156,9 +152,7 @@ async fn a_deployment_that_fits_is_scheduled_charged_and_placed_as_charged() -> 
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn duplicated_is_charged_replicas_times_clusters() -> Result<()> {
-    let Some(k) = KarmadaSetup::start("karmada_duplicated", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_duplicated", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
 
@@ -210,9 +204,7 @@ async fn duplicated_is_charged_replicas_times_clusters() -> Result<()> {
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn a_placement_over_the_limit_stays_unscheduled_with_the_webhooks_message() -> Result<()> {
-    let Some(k) = KarmadaSetup::start("karmada_unscheduled", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_unscheduled", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
     let rb_name = binding_name("web");
@@ -296,9 +288,7 @@ async fn a_placement_over_the_limit_stays_unscheduled_with_the_webhooks_message(
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn a_scale_up_past_the_limit_is_refused_at_the_schedulers_update() -> Result<()> {
-    let Some(k) = KarmadaSetup::start("karmada_scale_up", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_scale_up", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
     let rb_name = binding_name("web");
@@ -384,9 +374,7 @@ async fn a_scale_up_past_the_limit_is_refused_at_the_schedulers_update() -> Resu
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn a_divided_scale_up_past_the_limit_is_refused_at_the_detectors_update() -> Result<()> {
-    let Some(k) = KarmadaSetup::start("karmada_divided_scale_up", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_divided_scale_up", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
     let rb_name = binding_name("web");
@@ -463,9 +451,7 @@ async fn a_divided_scale_up_past_the_limit_is_refused_at_the_detectors_update() 
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn deleting_the_deployment_credits_the_quota() -> Result<()> {
-    let Some(k) = KarmadaSetup::start("karmada_delete", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_delete", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
 
@@ -492,9 +478,7 @@ async fn deleting_the_deployment_credits_the_quota() -> Result<()> {
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn the_controllers_per_cluster_usage_is_the_schedulers_placement() -> Result<()> {
-    let Some(k) = KarmadaSetup::start("karmada_per_cluster", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_per_cluster", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
 
     step("[Apply] one policy, dynamic-weight Divided, for Deployments a (3), b (4), c (5) × 100m");
@@ -540,14 +524,11 @@ async fn duplicate_creates_from_the_detector_leave_no_entry_behind() -> Result<(
     const PER_ROUND: usize = 15;
     /// Rounds at most, until the detector has sent a duplicate CREATE.
     const ROUNDS: usize = 3;
-    let Some(k) = KarmadaSetup::start(
+    let k = KarmadaSetup::start(
         "karmada_duplicate_creates",
         &[("requests.cpu", "20"), ("pods", "200")],
     )
-    .await?
-    else {
-        return Ok(());
-    };
+    .await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     step("[Apply] one policy for every Deployment of the namespace: dynamic-weight Divided");
     apply(
@@ -622,9 +603,7 @@ async fn duplicate_creates_from_the_detector_leave_no_entry_behind() -> Result<(
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn a_named_duplicated_placement_over_the_limit_is_refused_at_create() -> Result<()> {
-    let Some(k) = KarmadaSetup::start("karmada_named_refused", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_named_refused", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
     let rb_name = binding_name("web");
@@ -728,9 +707,7 @@ async fn a_propagated_daemonset_is_refused_then_charged_by_its_observed_pods() -
     use kube::api::{Api, DeleteParams, Patch, PatchParams};
     use serde_json::json;
 
-    let Some(k) = KarmadaSetup::start("karmada_daemonset", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_daemonset", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
     let rb_name = "agents-daemonset";

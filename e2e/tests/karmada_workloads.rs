@@ -67,9 +67,7 @@ async fn a_divided_raycluster_over_quota_naming_its_clusters_is_refused_at_creat
     if !gate_on(GATE) {
         return Ok(());
     }
-    let Some(k) = KarmadaSetup::start("karmada_ray_refused", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_ray_refused", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
 
     step(
@@ -112,9 +110,7 @@ async fn a_raycluster_is_charged_what_check_predicted_before_it_applied() -> Res
     if !gate_on(GATE) {
         return Ok(());
     }
-    let Some(k) = KarmadaSetup::start("karmada_ray_check", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_ray_check", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
 
@@ -188,9 +184,7 @@ async fn a_raycluster_is_charged_what_check_predicted_before_it_applied() -> Res
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn policies_selecting_by_label_or_by_kind_are_warned_through_karmada() -> Result<()> {
-    let Some(k) = KarmadaSetup::start("karmada_policy_labels", HARD).await? else {
-        return Ok(());
-    };
+    let k = KarmadaSetup::start("karmada_policy_labels", HARD).await?;
     let (c, ns) = (k.client().clone(), k.ns().to_owned());
     let env = Env::get().await?;
 

@@ -1,5 +1,5 @@
 //! `dashboard_inputs`: what a browser sends the dashboard before any login — the
-//! `Cookie` and `Authorization` headers ([`visible::bearer`], [`visible::cookie`] for the
+//! `Cookie` and `Authorization` headers ([`credentials::bearer`], [`credentials::cookie`] for the
 //! session and CSRF cookies, a CSRF token checked by [`csrf::Csrf::verify`]), the Report page's query
 //! string decoded like axum's `Query` ([`report::Form`], its `request` and
 //! `query_string`), and the login form's `next` target ([`login::local_path`]).
@@ -19,11 +19,11 @@
 //!   the login pages; a local path that is not a login page is kept as is.
 
 use axum::http::{HeaderMap, HeaderValue, header};
+use karmada_quota_dashboard::credentials::{self, bearer};
 use karmada_quota_dashboard::csrf::{Bound, CSRF_COOKIE, Csrf};
 use karmada_quota_dashboard::login::local_path;
 use karmada_quota_dashboard::report::Form;
 use karmada_quota_dashboard::session::SESSION_COOKIE;
-use karmada_quota_dashboard::visible::{self, bearer};
 
 use crate::parts::split;
 
@@ -63,7 +63,7 @@ fn check_token(cookie: &[u8], authorization: &[u8]) {
         assert_eq!(token, rest.trim(), "not the bearer credentials");
     }
     for name in [SESSION_COOKIE, CSRF_COOKIE] {
-        let Some(value) = visible::cookie(&headers, name) else {
+        let Some(value) = credentials::cookie(&headers, name) else {
             continue;
         };
         let sent = cookie

@@ -330,17 +330,10 @@ impl Batcher {
         answer.await.unwrap_or(Err(Error::WorkerGone(namespace)))
     }
 
-    /// Decide `request` against the newest copies without recording anything (dry-run).
-    pub fn decide_now(&self, request: &BindingRequest) -> Result<Decision> {
-        let ns = &request.namespace;
-        let quotas = self.inner.cache.in_namespace(ns);
-        let clusters = self.inner.cache.cluster_quotas_covering(ns);
-        self.decide_now_with(request, &quotas, &clusters)
-    }
-
-    /// [`Self::decide_now`] with the quota objects of the request's namespace the caller
-    /// has just read from the cache (`QuotaCache::in_namespace`,
-    /// `QuotaCache::cluster_quotas_covering`), so a review looks them up once.
+    /// Decide `request` against the newest copies without recording anything (dry-run),
+    /// with the quota objects of the request's namespace the caller has just read from
+    /// the cache (`QuotaCache::in_namespace`, `QuotaCache::cluster_quotas_covering`), so
+    /// a review looks them up once.
     pub fn decide_now_with(
         &self,
         request: &BindingRequest,

@@ -2,14 +2,15 @@
 //!
 //! ```text
 //!  watch KarmadaClusterQuota (--cluster-quota-selector) ─► reflector store ─► Controller
-//!  watch Namespace (metadata) ─► labels store ─► any change: reconcile every cluster quota
+//!  the one Namespace watch (crate::namespaces) ─► any change: reconcile every cluster quota
 //!  Triggers (namespaces whose bindings or member pods changed) ─► the cluster quotas
 //!                                                                selecting them
 //!  reconcile(cluster quota) ─► selected namespaces (core's Covers over the labels)
 //!      ─► desired::compute_over (the KarmadaQuota computation, over their bindings, pods
 //!         and entries) + core::selection::namespace_usage (per namespace)
 //!      ─► desired_status of the KarmadaQuota-shaped part + status.namespaces
-//!      ─► status::update (CAS; only the leader)
+//!      ─► the one reconciler (crate::reconcile, QuotaKind): pacing, status::update (CAS;
+//!         only the leader), events
 //!      ─► shares: the KarmadaClusterQuotaShare of each selected namespace mirrors it
 //!  watch KarmadaClusterQuotaShare ─► store ─► any change: reconcile the cluster quota
 //! ```
@@ -25,66 +26,27 @@ mod compute;
 mod reconcile;
 pub mod shares;
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt, stream};
-use k8s_openapi::api::core::v1::Namespace;
-use karmada_quota_core::selection::Labels;
 use karmada_quota_crds::KarmadaClusterQuota;
 use karmada_quota_status::StatusStore;
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, ResourceExt};
 
+pub use crate::namespaces::NamespaceLabels;
 pub use compute::{namespaces_selected, observed_in};
-pub use reconcile::{ClusterCtx, error_policy, reconcile};
+pub use reconcile::{ClusterCtx, ClusterOwn};
 
 use crate::args::Args;
-use crate::index::Index;
 use crate::metrics::Metrics;
 use crate::reconcile::Ctx;
-use crate::triggers::Triggers;
 
-/// The namespaces' labels, from a metadata watch.
-#[derive(Clone)]
-pub struct NamespaceLabels {
-    store: Store<PartialObjectMeta<Namespace>>,
-}
-
-impl NamespaceLabels {
-    /// Labels of every namespace, by name; `None` until the watch has listed once (a
-    /// partial list would under-count a cluster quota).
-    pub fn snapshot(&self) -> Option<Vec<(String, Labels)>> {
-        use futures::FutureExt;
-        if !matches!(self.store.wait_until_ready().now_or_never(), Some(Ok(()))) {
-            return None;
-        }
-        Some(
-            self.store
-                .state()
-                .iter()
-                .map(|n| {
-                    (
-                        n.metadata.name.clone().unwrap_or_default(),
-                        n.metadata.labels.clone().unwrap_or_default(),
-                    )
-                })
-                .collect(),
-        )
-    }
-
-    /// A store fed by the caller (tests).
-    pub fn with_writer() -> (Self, reflector::store::Writer<PartialObjectMeta<Namespace>>) {
-        let (store, writer) = reflector::store();
-        (Self { store }, writer)
-    }
-}
-
-/// Start the namespace watch and the cluster quota controller; the future runs until the
-/// base context's controller is asked to stop (`stop`).
+/// Start the cluster quota controller over `labels` (the one Namespace watch, whose every
+/// change reconciles every cluster quota); the future runs until `stop`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     args: &Args,
@@ -92,11 +54,10 @@ pub(crate) fn run(
     base: Arc<Ctx>,
     cluster_namespaces: impl Stream<Item = String> + Send + 'static,
     cluster_all: impl Stream<Item = ()> + Send + 'static,
-    triggers: &Triggers,
+    labels: NamespaceLabels,
     metrics: &Arc<Metrics>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let labels = watch_namespaces(client.clone(), triggers.clone(), metrics.clone());
     let selector = args.cluster_quota_selector.trim().to_owned();
     let mut config = watcher::Config::default().any_semantic();
     if !selector.is_empty() {
@@ -146,8 +107,10 @@ pub(crate) fn run(
         base,
         store: Arc::new(karmada_quota_status::KubeStore::new(client.clone()))
             as Arc<dyn StatusStore<KarmadaClusterQuota>>,
-        labels: labels.clone(),
-        shares,
+        own: ClusterOwn {
+            labels: labels.clone(),
+            shares,
+        },
     });
     let store = reader.clone();
     let refs = cluster_namespaces
@@ -160,7 +123,11 @@ pub(crate) fn run(
         .reconcile_on(refs)
         .reconcile_all_on(cluster_all)
         .graceful_shutdown_on(stop)
-        .run(reconcile, error_policy, ctx)
+        .run(
+            crate::reconcile::reconcile,
+            crate::reconcile::error_policy,
+            ctx,
+        )
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => tracing::trace!(quota = %obj, "reconciled"),
@@ -221,37 +188,4 @@ fn forget_deleted(ev: &Event<KarmadaClusterQuota>, store: &Store<KarmadaClusterQ
         }
         _ => {}
     }
-}
-
-/// Watch the namespaces' metadata; any change reconciles every cluster quota (a relabel
-/// moves usage between them).
-fn watch_namespaces(client: Client, triggers: Triggers, metrics: Arc<Metrics>) -> NamespaceLabels {
-    let (store, writer) = reflector::store();
-    let feed = watch(
-        kube::Api::<PartialObjectMeta<Namespace>>::all(client),
-        watcher::Config::default().any_semantic(),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .for_each(move |ev| {
-        match ev {
-            Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => triggers.cluster_all(),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "Namespace watch error; retrying");
-                metrics.watch_restarted("namespaces");
-            }
-        }
-        std::future::ready(())
-    });
-    tokio::spawn(feed);
-    NamespaceLabels { store }
-}
-
-/// Whether the index has what a cluster quota needs (every binding listed).
-pub(crate) fn synced(index: &RwLock<Index>) -> bool {
-    index
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .bindings_synced()
 }

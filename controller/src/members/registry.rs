@@ -150,8 +150,8 @@ impl MemberRegistry {
         self.write().by_name.remove(member);
     }
 
-    /// Insert a member in a given state (tests and benchmarks).
-    #[doc(hidden)]
+    /// Insert a member in a given state (tests).
+    #[cfg(test)]
     pub fn insert_for_test(&self, member: &str, reach: Reach, pods: impl IntoIterator<Item = Pod>) {
         let epoch = self.start(member);
         for p in pods {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use karmada_quota_crds::KarmadaQuotaStatus;
 
 use crate::desired;
 
@@ -34,7 +34,8 @@ pub struct Pacing {
 }
 
 impl Pacing {
-    /// How long to put off writing `next` over `quota`'s status, if at all: only a write
+    /// How long to put off writing `next` over a quota's `current` status (the
+    /// KarmadaQuota-shaped part, either kind), if at all: only a write
     /// that folds observed entries into `used` and nothing else (`desired::fold::fold_only`),
     /// while the quota holds fewer than [`FOLD_BATCH`] entries and its last write is less
     /// than `--fold-interval` ago. Effective usage is the same either way; writing less
@@ -42,7 +43,7 @@ impl Pacing {
     pub(crate) fn fold_wait(
         &self,
         key: &Key,
-        quota: &KarmadaQuota,
+        current: Option<&KarmadaQuotaStatus>,
         next: &KarmadaQuotaStatus,
     ) -> Option<Duration> {
         if self.fold_interval.is_zero() || next.reservations.len() >= FOLD_BATCH {
@@ -58,8 +59,8 @@ impl Pacing {
             .fold_interval
             .checked_sub(elapsed)
             .filter(|d| !d.is_zero())?;
-        let current = quota.status.clone().unwrap_or_default();
-        desired::fold::fold_only(&current, next).then_some(wait)
+        let empty = KarmadaQuotaStatus::default();
+        desired::fold::fold_only(current.unwrap_or(&empty), next).then_some(wait)
     }
 
     /// The least time between two writes of `key` now: `--min-write-interval`, doubled for

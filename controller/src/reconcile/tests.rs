@@ -1,5 +1,6 @@
-//! The KarmadaQuota reconciler against an in-memory status store: write pacing, conflicts,
-//! leadership, events.
+//! The one reconciler against an in-memory status store: write pacing, conflicts,
+//! leadership, events — with KarmadaQuotas here, and the same pacing with
+//! KarmadaClusterQuotas in `cluster_kind`.
 
 use super::*;
 use crate::desired::REASON_SYNCED;
@@ -7,27 +8,31 @@ use crate::testutil::*;
 use karmada_quota_crds::quota::CONDITION_READY;
 use karmada_quota_status::fake::FakeStore;
 use kube::runtime::watcher::Event;
-use prometheus_client::registry::Registry;
 
 const FAR: i64 = 4_000_000_000;
 
 const NS: &str = "team-a";
 
+type QuotaCtx = Arc<KindCtx<KarmadaQuota>>;
+
 /// A context writing to `store`; the written quota is "q" in "team-a".
-fn ctx(store: &Arc<FakeStore>, index: Index, leader: bool) -> (Arc<Ctx>, watch::Sender<bool>) {
-    let mut reg = Registry::default();
-    let metrics = Arc::new(Metrics::register(&mut reg));
-    let (tx, rx) = watch::channel(leader);
-    let c = Ctx::new(
-        Arc::new(RwLock::new(index)),
-        MemberRegistry::default(),
-        Views::default(),
-        metrics,
-        rx,
-        store.clone(),
-        None,
-        Duration::from_secs(300),
-    );
+fn ctx(store: &Arc<FakeStore>, index: Index, leader: bool) -> (QuotaCtx, watch::Sender<bool>) {
+    ctx_with(store, index, leader, |c| c)
+}
+
+/// [`ctx`], its shared part set by `f` (pacing).
+fn ctx_with(
+    store: &Arc<FakeStore>,
+    index: Index,
+    leader: bool,
+    f: impl FnOnce(Ctx) -> Ctx,
+) -> (QuotaCtx, watch::Sender<bool>) {
+    let (base, tx) = base_ctx(index, leader);
+    let c = KindCtx {
+        base: Arc::new(f(base)),
+        store: store.clone(),
+        own: (),
+    };
     (Arc::new(c), tx)
 }
 
@@ -83,10 +88,9 @@ async fn writes_of_one_quota_are_spaced_by_the_min_write_interval() {
     let q = mk_quota("team-a", "q", &[("pods", "10")]);
     let i = synced_index(&[mk_binding("team-a", "web", "u1", 1, 3, "1", &[])]);
     let store = FakeStore::with(std::slice::from_ref(&q));
-    let (c, _tx) = ctx(&store, i, true);
-    let mut c = Arc::into_inner(c).unwrap();
-    c.pacing.min_write_interval = Duration::from_secs(60);
-    let c = Arc::new(c);
+    let (c, _tx) = ctx_with(&store, i, true, |c| {
+        c.with_min_write_interval(Duration::from_secs(60))
+    });
     reconcile(Arc::new(q), c.clone()).await.unwrap();
     assert_eq!(store.written(NS, "q").len(), 1);
 
@@ -225,13 +229,10 @@ async fn a_contended_write_is_left_for_later_and_the_interval_doubles_until_a_cl
     store
         .conflict_every
         .store(1, std::sync::atomic::Ordering::SeqCst);
-    let (c, _tx) = ctx(&store, i, true);
-    let c = Arc::new(
-        Arc::into_inner(c)
-            .unwrap()
-            .with_min_write_interval(Duration::from_millis(250))
-            .with_max_write_backoff(Duration::from_secs(2)),
-    );
+    let (c, _tx) = ctx_with(&store, i, true, |c| {
+        c.with_min_write_interval(Duration::from_millis(250))
+            .with_max_write_backoff(Duration::from_secs(2))
+    });
     let key = ("team-a".to_owned(), "q".to_owned());
     // Every write conflicts: two attempts (one re-read), then no error but a requeue
     // after the doubled interval.
@@ -279,12 +280,9 @@ async fn a_fold_only_change_is_put_off_and_any_other_is_written_at_once() {
     let q = mk_quota("team-a", "q", &[("pods", "10")]);
     let i = synced_index(&[mk_binding("team-a", "web", "u1", 1, 3, "1", &[])]);
     let store = FakeStore::with(std::slice::from_ref(&q));
-    let (c, _tx) = ctx(&store, i, true);
-    let c = Arc::new(
-        Arc::into_inner(c)
-            .unwrap()
-            .with_fold_interval(Duration::from_secs(60)),
-    );
+    let (c, _tx) = ctx_with(&store, i, true, |c| {
+        c.with_fold_interval(Duration::from_secs(60))
+    });
     reconcile(Arc::new(q), c.clone()).await.unwrap();
     assert_eq!(store.written(NS, "q").len(), 1);
     // The webhook admits "api" (2 pods); then the binding is observed: folding its

@@ -1,0 +1,389 @@
+#!/usr/bin/env bash
+# What users feel, measured with real Karmada: N Deployments applied to the Karmada
+# apiserver, timed until every ResourceBinding is Scheduled and every Deployment exists in
+# the members it was scheduled to, in three modes alternated round by round in ONE run:
+#
+#   none         no quota in the namespace (the project's webhook is not registered and its
+#                controller does not run)
+#   project      a KarmadaQuota that fits; the project's webhook (registered for bindings as
+#                deployed) and controller running
+#   karmada-frq  Karmada's own FederatedResourceQuota (spec.overall) that fits, with its
+#                FederatedQuotaEnforcement gate on (the gate is on for every mode: it costs
+#                nothing where no FederatedResourceQuota exists)
+#
+# Per round and mode: seconds, the ratio to none of the same round, the Karmada apiserver's
+# CPU seconds per binding (from /proc of the control plane's apiserver 0), and for project
+# the webhook's reviews and its p99 as the apiserver saw it. Karmada's control plane comes
+# from hack/e2e-karmada.sh --up-only (same inputs); it is started once per throttle setting:
+#
+#   default   Karmada's defaults (the controller-manager's client: 40 requests/s, burst 60)
+#   lifted    --kube-api-qps=1000 --kube-api-burst=2000 for the controller-manager and the
+#             scheduler, as large installations run them
+#
+#   bench/karmada.sh                    # (or: make bench-karmada)
+#
+# Inputs (environment): KARMADA_SRC, KARMADA_BIN_DIR, KARMADA_VERSION as hack/e2e-karmada.sh
+# (default v1.18.2 here: FederatedQuotaEnforcement needs v1.14+ and the validating
+# resourcebinding webhook of Karmada's configuration), and
+#   KARMADA_FEATURE_GATES  default FederatedQuotaEnforcement=true (extra gates: append)
+#   BENCH_N                Deployments per round (default 200)
+#   BENCH_ROUNDS           rounds per throttle setting (default 3)
+#   BENCH_THROTTLE         default | lifted | both (default both)
+#   BENCH_MODES            default "none project karmada-frq"
+#   BENCH_TIMEOUT          seconds one round may take before it counts as failed (default 600)
+#   BENCH_DIR              work directory (default target/bench-karmada)
+#
+# Results: one JSON line per round in $BENCH_DIR/results.jsonl and a Markdown table on
+# stdout (paste it into bench/RESULTS.md with the machine and the command). Everything
+# listens on 127.0.0.1; the script stops what it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+export KARMADA_VERSION=${KARMADA_VERSION:-v1.18.2}
+export KARMADA_FEATURE_GATES=${KARMADA_FEATURE_GATES:-FederatedQuotaEnforcement=true}
+N=${BENCH_N:-200}
+ROUNDS=${BENCH_ROUNDS:-3}
+THROTTLE=${BENCH_THROTTLE:-both}
+read -r -a MODES <<<"${BENCH_MODES:-none project karmada-frq}"
+TIMEOUT=${BENCH_TIMEOUT:-600}
+WORK=${BENCH_DIR:-$root/target/bench-karmada}
+BIN=${BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}
+RESULTS=$WORK/results.jsonl
+mkdir -p "$WORK/logs"
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() {
+    printf 'bench/karmada.sh: %s\n' "$*" >&2
+    exit 1
+}
+case ${1:-} in
+-h | --help)
+    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+"") ;;
+*) die "unknown argument $1 (try --help)" ;;
+esac
+case $THROTTLE in default | lifted) throttles=("$THROTTLE") ;; both) throttles=(default lifted) ;;
+*) die "BENCH_THROTTLE must be default, lifted or both, not '$THROTTLE'" ;; esac
+for m in "${MODES[@]}"; do
+    case $m in none | project | karmada-frq) ;; *) die "unknown mode '$m' in BENCH_MODES" ;; esac
+done
+[[ $N =~ ^[0-9]+$ && $N -ge 1 && $N -le 5000 ]] || die "BENCH_N must be 1..5000, not '$N'"
+
+log "release binaries of the webhook and the controller"
+cargo build --locked --release -p karmada-quota-webhook -p karmada-quota-controller -p karmada-quota-bench --bins
+for b in karmada-quota-webhook karmada-quota-controller kq-bench; do
+    [[ -x $BIN/$b ]] || die "$BIN/$b missing after the build (BIN_DIR/CARGO_TARGET_DIR?)"
+done
+
+KDIR=$WORK/karmada
+KARMADA_PID=
+PIDS=()
+stop_procs() {
+    local p
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    PIDS=()
+}
+stop_karmada() {
+    stop_procs
+    if [[ -n $KARMADA_PID ]]; then
+        kill -TERM "$KARMADA_PID" 2>/dev/null || true
+        wait "$KARMADA_PID" 2>/dev/null || true
+        KARMADA_PID=
+    fi
+}
+trap stop_karmada EXIT
+trap 'exit 130' INT TERM
+
+k() { # k <apiserver index> kubectl-args…
+    local i=$1
+    shift
+    kubectl --kubeconfig "$KDIR/kubeconfig-$i" --cache-dir "$KDIR/kubectl-cache" "$@"
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_200() { # url what
+    for _ in $(seq 1 300); do
+        curl -fsS -o /dev/null --max-time 2 "$1" 2>/dev/null && return 0
+        sleep 0.2
+    done
+    die "$2 never answered 200 at $1"
+}
+
+start_karmada() { # throttle
+    local extra=""
+    [[ $1 == lifted ]] && extra="--kube-api-qps=1000 --kube-api-burst=2000"
+    log "Karmada $KARMADA_VERSION (gates $KARMADA_FEATURE_GATES, throttle $1) in $KDIR"
+    rm -rf "$KDIR"
+    KARMADA_RUN_DIR=$KDIR KARMADA_SKIP_BUILD=1 \
+        KARMADA_CONTROLLER_MANAGER_ARGS=$extra KARMADA_SCHEDULER_ARGS=$extra \
+        setsid hack/e2e-karmada.sh --up-only >"$WORK/logs/karmada-up-$1.log" 2>&1 &
+    KARMADA_PID=$!
+    for _ in $(seq 1 600); do
+        grep -q '^KARMADA_WEBHOOK_PORT=' "$KDIR/env" 2>/dev/null && return 0
+        kill -0 "$KARMADA_PID" 2>/dev/null || {
+            tail -n 30 "$WORK/logs/karmada-up-$1.log" >&2
+            die "hack/e2e-karmada.sh --up-only stopped; see $WORK/logs/karmada-up-$1.log"
+        }
+        sleep 0.5
+    done
+    die "Karmada did not come up in 300 s; see $WORK/logs/karmada-up-$1.log"
+}
+
+# The project's webhook (serving certificate for 127.0.0.1) and, for project rounds, its
+# controller, both against the Karmada apiserver with the admin kubeconfig.
+TLS=$WORK/tls
+make_certs() {
+    mkdir -p "$TLS"
+    printf '%s\n' "subjectAltName=IP:127.0.0.1" "extendedKeyUsage=serverAuth" >"$TLS/leaf.ext"
+    local ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    openssl req -x509 "${ec[@]}" -days 30 -subj /CN=kq-bench-ca -keyout "$TLS/ca.key" -out "$TLS/ca.pem" 2>/dev/null
+    openssl req "${ec[@]}" -subj /CN=127.0.0.1 -keyout "$TLS/tls.key" -out "$TLS/tls.csr" 2>/dev/null
+    openssl x509 -req -days 30 -set_serial 1 -in "$TLS/tls.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" \
+        -extfile "$TLS/leaf.ext" -out "$TLS/tls.pem" 2>/dev/null
+}
+WEBHOOK_PID=
+CONTROLLER_PID=
+start_webhook() {
+    WEBHOOK_PORT=$(free_port)
+    WEBHOOK_ADMIN=$(free_port)
+    "$BIN/karmada-quota-webhook" --listen "127.0.0.1:$WEBHOOK_PORT" --admin-listen "127.0.0.1:$WEBHOOK_ADMIN" \
+        --kubeconfig "$KDIR/kubeconfig-0" --tls-cert-file "$TLS/tls.pem" --tls-private-key-file "$TLS/tls.key" \
+        --log warn >"$WORK/logs/webhook-$1.log" 2>&1 &
+    WEBHOOK_PID=$!
+    PIDS+=("$WEBHOOK_PID")
+    wait_200 "http://127.0.0.1:$WEBHOOK_ADMIN/readyz" webhook
+}
+start_controller() {
+    CONTROLLER_ADMIN=$(free_port)
+    "$BIN/karmada-quota-controller" --kubeconfig "$KDIR/kubeconfig-0" --admin-listen "127.0.0.1:$CONTROLLER_ADMIN" \
+        --dashboard-listen "127.0.0.1:$(free_port)" --no-leader-election --log warn \
+        >>"$WORK/logs/controller-$1.log" 2>&1 &
+    CONTROLLER_PID=$!
+    PIDS+=("$CONTROLLER_PID")
+    wait_200 "http://127.0.0.1:$CONTROLLER_ADMIN/readyz" controller
+}
+stop_controller() {
+    [[ -n $CONTROLLER_PID ]] || return 0
+    kill "$CONTROLLER_PID" 2>/dev/null || true
+    wait "$CONTROLLER_PID" 2>/dev/null || true
+    CONTROLLER_PID=
+}
+register_webhook() {
+    sed -e "s#\${WEBHOOK_URL}#https://127.0.0.1:$WEBHOOK_PORT#" -e "s#\${CA_BUNDLE}#$(base64 -w0 <"$TLS/ca.pem")#" \
+        -e 's/^  name: karmada-quota$/  name: kq-bench/' webhook/manifests/validatingwebhookconfiguration.yaml \
+        >"$WORK/vwc.yaml"
+    k 0 apply -f "$WORK/vwc.yaml" >/dev/null
+}
+unregister_webhook() { k 0 delete validatingwebhookconfiguration kq-bench --ignore-not-found >/dev/null; }
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+apiserver_pid() { awk '$2 == "apiserver-0" {print $1}' "$KDIR/pids"; }
+scrape() { # dir
+    mkdir -p "$1"
+    local token port
+    token=$(sed -n 's/^TOKEN=//p' "$KDIR/env")
+    port=$(sed -n 's/^APISERVER_0_PORT=//p' "$KDIR/env")
+    curl -sk -H "Authorization: Bearer $token" "https://127.0.0.1:$port/metrics" >"$1/apiserver.prom" || :
+    : >"$1/webhook.prom"
+    [[ -n ${WEBHOOK_ADMIN:-} ]] && curl -s "http://127.0.0.1:$WEBHOOK_ADMIN/metrics" >"$1/webhook.prom" || :
+}
+
+# The workload of one round: namespace, policy (Divided by static weight 1:1 over both
+# members), the mode's quota, N Deployments of 1 replica × 100m.
+prepare() { # ns mode
+    local ns=$1 mode=$2 f=$WORK/$1.yaml
+    k 0 create namespace "$ns" >/dev/null
+    cat >"$f" <<EOF
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: bench, namespace: $ns}
+spec:
+  resourceSelectors:
+    - {apiVersion: apps/v1, kind: Deployment, labelSelector: {matchLabels: {app: bench}}}
+  placement:
+    clusterAffinity: {clusterNames: [member1, member2]}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+          - {targetCluster: {clusterNames: [member1]}, weight: 1}
+          - {targetCluster: {clusterNames: [member2]}, weight: 1}
+EOF
+    k 0 apply -f "$f" >/dev/null
+    case $mode in
+    project)
+        k 0 apply -f - >/dev/null <<EOF
+apiVersion: quota.karmada.io/v1alpha1
+kind: KarmadaQuota
+metadata: {name: bench, namespace: $ns}
+spec:
+  hard: {requests.cpu: "$((N))", pods: "$((N * 2))"}
+EOF
+        for _ in $(seq 1 300); do
+            [[ -n $(k 0 get kquota bench -n "$ns" -o 'jsonpath={.status.used}' 2>/dev/null) ]] && break
+            sleep 0.2
+        done
+        ;;
+    karmada-frq)
+        k 0 apply -f - >/dev/null <<EOF
+apiVersion: policy.karmada.io/v1alpha1
+kind: FederatedResourceQuota
+metadata: {name: bench, namespace: $ns}
+spec:
+  overall: {cpu: "$((N))", pods: "$((N * 2))"}
+EOF
+        for _ in $(seq 1 300); do
+            [[ -n $(k 0 get federatedresourcequota bench -n "$ns" -o 'jsonpath={.status.overall}' 2>/dev/null) ]] && break
+            sleep 0.2
+        done
+        ;;
+    esac
+    python3 - "$ns" "$N" >"$WORK/$ns-deployments.yaml" <<'PY'
+import sys
+ns, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    print(f"""---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: d{i:05d}, namespace: {ns}, labels: {{app: bench}}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: bench, i: "{i}"}}}}
+  template:
+    metadata: {{labels: {{app: bench, i: "{i}"}}}}
+    spec:
+      containers:
+        - {{name: c, image: bench/pause:3, resources: {{requests: {{cpu: 100m}}}}}}""")
+PY
+}
+
+# Seconds until every binding is Scheduled and every member it names runs its Deployment.
+# Prints "<scheduled> <expected member objects> <present member objects>" while waiting.
+progress() { # ns
+    local rb
+    rb=$(k 0 get resourcebindings -n "$1" -o json 2>/dev/null |
+        jq -r '[.items[] | select(any(.status.conditions[]?; .type == "Scheduled" and .status == "True"))] |
+               "\(length) \(map(.spec.clusters // [] | length) | add // 0)"') || rb="0 0"
+    local m1 m2
+    m1=$(k 1 get deployments -n "$1" --no-headers 2>/dev/null | wc -l)
+    m2=$(k 2 get deployments -n "$1" --no-headers 2>/dev/null | wc -l)
+    echo "$rb $((m1 + m2))"
+}
+
+cleanup_round() { # ns
+    k 0 delete deployments --all -n "$1" --wait=false >/dev/null 2>&1 || true
+    # No garbage collector runs (hack/e2e-karmada.sh): delete the bindings as it would.
+    k 0 delete resourcebindings --all -n "$1" --wait=false >/dev/null 2>&1 || true
+    for _ in $(seq 1 120); do
+        local left
+        left=$(($(k 1 get deployments -n "$1" --no-headers 2>/dev/null | wc -l) + $(k 2 get deployments -n "$1" --no-headers 2>/dev/null | wc -l)))
+        [[ $left -eq 0 ]] && break
+        sleep 0.5
+    done
+}
+
+run_round() { # throttle round mode
+    local throttle=$1 round=$2 mode=$3 ns="bk-${1}-r$2-$3"
+    log "[$throttle round $round] $mode: $N Deployments in $ns"
+    if [[ $mode == project ]]; then
+        start_controller "$throttle"
+        register_webhook
+    else
+        unregister_webhook
+    fi
+    prepare "$ns" "$mode"
+    sleep 2 # let the informers settle after the setup writes
+    local api_pid before after t0 t1 p
+    api_pid=$(apiserver_pid)
+    scrape "$WORK/scrape/$ns-before"
+    before=$(cpu_ticks "$api_pid")
+    t0=$(date +%s.%N)
+    k 0 create -f "$WORK/$ns-deployments.yaml" >/dev/null
+    local ok=0
+    while true; do
+        p=$(progress "$ns")
+        read -r scheduled expected present <<<"$p"
+        if [[ $scheduled -eq $N && $expected -ge $N && $present -eq $expected ]]; then
+            ok=1
+            break
+        fi
+        if (($(date +%s) - ${t0%.*} > TIMEOUT)); then
+            log "    timed out: scheduled $scheduled/$N, in members $present/$expected"
+            break
+        fi
+        sleep 0.5
+    done
+    t1=$(date +%s.%N)
+    after=$(cpu_ticks "$api_pid")
+    scrape "$WORK/scrape/$ns-after"
+    local m='{}'
+    if [[ $mode == project ]]; then
+        m=$("$BIN/kq-bench" metrics-delta --before "$WORK/scrape/$ns-before/webhook.prom" \
+            --after "$WORK/scrape/$ns-after/webhook.prom" --counter reviews=kq_webhook_decisions_total \
+            --counter writes=kq_webhook_status_writes_total)
+        local a
+        a=$("$BIN/kq-bench" metrics-delta --before "$WORK/scrape/$ns-before/apiserver.prom" \
+            --after "$WORK/scrape/$ns-after/apiserver.prom" \
+            --histogram admission_s='apiserver_admission_webhook_admission_duration_seconds|name="resourcebindings.quota.karmada.io"')
+        m=$(jq -cn --argjson w "$m" --argjson a "$a" '$w + {p99_s: $a.admission_s.p99, calls: $a.admission_s.count}')
+    fi
+    local line
+    line=$(jq -cn --arg throttle "$throttle" --argjson round "$round" --arg mode "$mode" --argjson n "$N" \
+        --argjson ok "$ok" --argjson secs "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')" \
+        --argjson cpu "$(awk -v a="$before" -v b="$after" -v hz="$(getconf CLK_TCK)" -v n="$N" 'BEGIN {printf "%.5f", (b - a) / hz / n}')" \
+        --argjson m "$m" --arg version "$KARMADA_VERSION" \
+        '{version: $version, throttle: $throttle, round: $round, mode: $mode, n: $n, ok: ($ok == 1),
+          seconds: $secs, apiserver_cpu_s_per_binding: $cpu, project: $m}')
+    echo "$line" >>"$RESULTS"
+    log "    $(jq -r '"\(.seconds) s, apiserver \(.apiserver_cpu_s_per_binding * 1000 | floor) ms CPU/binding"' <<<"$line")"
+    cleanup_round "$ns"
+    if [[ $mode == project ]]; then
+        unregister_webhook
+        stop_controller
+    fi
+}
+
+: >"$RESULTS"
+make_certs
+for throttle in "${throttles[@]}"; do
+    start_karmada "$throttle"
+    start_webhook "$throttle"
+    for round in $(seq 1 "$ROUNDS"); do
+        # Alternate the order round by round, so that no mode always runs first.
+        ordered=("${MODES[@]}")
+        if ((round % 2 == 0)); then
+            ordered=()
+            for ((i = ${#MODES[@]} - 1; i >= 0; i--)); do ordered+=("${MODES[i]}"); done
+        fi
+        for mode in "${ordered[@]}"; do run_round "$throttle" "$round" "$mode"; done
+    done
+    stop_karmada
+done
+trap - EXIT
+
+# The table: per round, seconds and CPU per binding, and the ratios to none of that round.
+jq -rs '
+  def r(x; y): if y == 0 or y == null or x == null then "n/a" else ((x / y * 100 | round) / 100 | tostring) end;
+  "| Karmada | throttle | round | mode | ok | seconds | × none | apiserver CPU ms/binding | × none | reviews | p99 (s) |",
+  "|---|---|---|---|---|---|---|---|---|---|---|",
+  (group_by([.throttle, .round])[] as $g
+   | ($g | map(select(.mode == "none")) | first) as $none
+   | $g[] | "| \(.version) | \(.throttle) | \(.round) | \(.mode) | \(.ok) | \(.seconds) | \(r(.seconds; $none.seconds)) | \(.apiserver_cpu_s_per_binding * 1000 | . * 10 | round / 10) | \(r(.apiserver_cpu_s_per_binding; $none.apiserver_cpu_s_per_binding)) | \(.project.reviews // "") | \(.project.p99_s // "" | if type == "number" then (. * 1000 | round / 1000) else . end) |")
+' "$RESULTS"
+jq -rs '
+  def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  "",
+  "Medians over rounds of the ratio to none (same round):",
+  (group_by(.throttle)[] as $t
+   | ($t | group_by(.round) | map((map(select(.mode == "none")) | first) as $none
+        | map({mode, s: (.seconds / $none.seconds), c: (.apiserver_cpu_s_per_binding / $none.apiserver_cpu_s_per_binding)})) | flatten) as $rs
+   | ($rs | group_by(.mode)[] | "  \($t[0].throttle): \(.[0].mode): wall × \(map(.s) | median * 100 | round / 100), apiserver CPU × \(map(.c) | median * 100 | round / 100)"))
+' "$RESULTS"
