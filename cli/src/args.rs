@@ -25,6 +25,7 @@ use crate::render::Output;
         kubectl karmada-quota get -n team-a -o wide\n  \
         kubectl karmada-quota describe team-a-compute -n team-a\n  \
         kubectl karmada-quota top\n  \
+        kubectl karmada-quota queue -n team-a\n  \
         kubectl karmada-quota check -f deploy/ -R\n  \
         kubectl karmada-quota check -f app.yaml --usage=quotas.yaml -o json\n  \
         kubectl karmada-quota report --prometheus http://127.0.0.1:9090 --from -7d --by team,cluster\n  \
@@ -95,6 +96,11 @@ pub enum Command {
     /// Prometheus unreachable or refusing).
     #[command(long_about = REPORT_LONG_ABOUT, after_help = REPORT_EXAMPLES)]
     Report(Box<ReportArgs>),
+    /// The waiting lines of quotas in queueing mode (spec.admission.mode: Queue): each
+    /// waiting binding's place, priority, what it asks, what its quota lacks for it, and
+    /// how long it has waited (the namespace's quotas and the cluster quotas selecting it;
+    /// -A: every namespace).
+    Queue,
     /// Print a shell completion script.
     Completion {
         /// bash, zsh, fish, elvish or powershell.

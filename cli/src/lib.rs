@@ -18,6 +18,7 @@ pub mod check;
 pub mod cluster;
 pub mod manifests;
 pub mod model;
+pub mod queue;
 pub mod render;
 pub mod report;
 
@@ -220,6 +221,45 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
                 ),
             }
             Ok((render::top(&summaries, limit, style), exit::OK))
+        }
+        Command::Queue => {
+            let access = Access::new(&global).await.map_err(api)?;
+            let ns = (!global.all_namespaces).then_some(access.namespace.as_str());
+            let quotas = access.quotas(ns).await.map_err(api)?;
+            let here: Vec<String> = ns.iter().map(|n| (*n).to_owned()).collect();
+            let labels = match ns {
+                Some(n) => access.namespace_labels(n).await.ok().flatten(),
+                None => None,
+            };
+            let clusters = match access.cluster_quotas_for(&here).await.map(note_on_stderr) {
+                Ok(list) => list
+                    .into_iter()
+                    .filter(|q| ns.is_none_or(|n| check::selects(q, n, labels.as_ref())))
+                    .collect(),
+                Err(e) => {
+                    eprintln!(
+                        "note: KarmadaClusterQuotas not listed ({e:#}): showing KarmadaQuotas only"
+                    );
+                    Vec::new()
+                }
+            };
+            let mut lines: Vec<queue::QuotaLine<'_>> = quotas
+                .iter()
+                .map(|q| queue::QuotaLine {
+                    quota: match (ns, q.metadata.namespace.as_deref()) {
+                        (None, Some(n)) => {
+                            format!("{n}/{}", q.metadata.name.as_deref().unwrap_or_default())
+                        }
+                        _ => q.metadata.name.clone().unwrap_or_default(),
+                    },
+                    status: q.status.as_ref(),
+                })
+                .collect();
+            lines.extend(clusters.iter().map(|q| queue::QuotaLine {
+                quota: format!("cluster/{}", q.metadata.name.as_deref().unwrap_or_default()),
+                status: q.status.as_ref().map(|s| &s.quota),
+            }));
+            Ok((queue::render(&lines, jiff::Timestamp::now()), exit::OK))
         }
         Command::Check(check) => run_check(&global, &check).await,
         Command::Report(report) => {

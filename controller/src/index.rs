@@ -36,6 +36,7 @@ use tally::Tally;
 use karmada_quota_core::binding::ResourceBindingSpec;
 use karmada_quota_core::complete::CountGap;
 use karmada_quota_core::ledger::Observation;
+use karmada_quota_core::queue::is_waiting;
 use karmada_quota_core::quota::ReservedBy;
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::{Cluster, ResourceBinding};
@@ -81,7 +82,10 @@ pub struct Unpriced {
 impl BindingEntry {
     /// The entry of a binding, its charge computed with the resolved `count_name` and
     /// interned in `charges`.
+    /// A binding waiting in a quota line (`core::queue::is_waiting`) costs nothing.
     pub fn of(rb: &ResourceBinding, count: CountResolution<'_>, charges: &mut Charges) -> Self {
+        let waiting = is_waiting(rb.metadata.annotations.as_ref(), &rb.spec);
+        let count = if waiting { Ok(None) } else { count };
         let unpriced = count.err().map(|reason| {
             Box::new(Unpriced {
                 gap: CountGap {
@@ -95,7 +99,11 @@ impl BindingEntry {
         Self {
             name: rb.name_any().into(),
             generation: rb.metadata.generation.unwrap_or(0),
-            charge: charges.intern(BindingCharge::compute(&rb.spec, count.ok().flatten())),
+            charge: charges.intern(if waiting {
+                BindingCharge::default()
+            } else {
+                BindingCharge::compute(&rb.spec, count.ok().flatten())
+            }),
             unpriced,
             deleting: rb.metadata.deletion_timestamp.is_some(),
         }

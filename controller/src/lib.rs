@@ -39,6 +39,7 @@ pub mod leader;
 pub mod members;
 pub mod metrics;
 pub mod namespaces;
+pub mod queue;
 pub mod reconcile;
 pub mod report;
 pub mod triggers;
@@ -148,6 +149,10 @@ pub async fn run_until(
     let stop = Stop::following(&external_stop);
     let (metrics, registry) = register_metrics();
     let index = Arc::new(RwLock::new(new_index(&args)));
+    let line = Arc::new(queue::Line::default());
+    let queue_metrics = Arc::new(queue::metrics::QueueMetrics::register(
+        &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
+    ));
     let (triggers, streams) = triggers();
     let member_registry = MemberRegistry::default();
     let members = start_members(&args, &client, &member_registry, &triggers, &metrics);
@@ -158,9 +163,31 @@ pub async fn run_until(
         .check_dashboard_exposure()
         .map_err(Error::Config)?;
     let admin = start_admin(&args, registry, &ready, &stop);
-    watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics);
-    let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics);
+    watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics, &line);
+    let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics, &line);
     let namespace_labels = watch_namespaces(&args, &client, &triggers, &metrics);
+    if args.controls() {
+        tokio::spawn(
+            queue::release::Releaser {
+                line: line.clone(),
+                quotas: quotas.clone(),
+                index: index.clone(),
+                leader: election.leader.clone(),
+                triggers: triggers.clone(),
+                unaccounted_default: args.unaccounted_workloads.into(),
+                metrics: queue_metrics,
+                client: client.clone(),
+                recorder: Some(Recorder::new(
+                    client.clone(),
+                    Reporter {
+                        controller: CONTROLLER_NAME.to_owned(),
+                        instance: Some(args.identity()),
+                    },
+                )),
+            }
+            .run(),
+        );
+    }
     if args.serves_dashboard() {
         spawn_dashboard(
             &args,
@@ -185,6 +212,7 @@ pub async fn run_until(
         views,
         &metrics,
         &election,
+        &line,
     );
     tracing::info!(
         identity = %args.identity(),
@@ -367,6 +395,7 @@ pub fn admin_app(registry: Arc<Mutex<Registry>>, ready: &Readiness) -> axum::Rou
 }
 
 /// Everything a reconcile needs.
+#[allow(clippy::too_many_arguments)]
 fn reconcile_context(
     args: &Args,
     client: &Client,
@@ -375,6 +404,7 @@ fn reconcile_context(
     views: Views,
     metrics: &Arc<Metrics>,
     election: &Election,
+    line: &Arc<queue::Line>,
 ) -> Arc<Ctx> {
     let recorder = Recorder::new(
         client.clone(),
@@ -396,7 +426,8 @@ fn reconcile_context(
         .with_min_write_interval(args.min_write_interval)
         .with_max_write_backoff(args.max_write_backoff)
         .with_fold_interval(args.fold_interval)
-        .with_observed_from_status(!args.controls()),
+        .with_observed_from_status(!args.controls())
+        .with_queue(line.clone()),
     )
 }
 

@@ -76,6 +76,8 @@ pub struct Ctx {
     /// This replica measures no member (`--role=dashboard`): the views take `observed`
     /// from the quotas' status.
     pub observed_from_status: bool,
+    /// The waiting lines (`status.queue`), kept by the leader's release loop.
+    pub queue: Arc<crate::queue::Line>,
 }
 
 impl Ctx {
@@ -100,6 +102,7 @@ impl Ctx {
             failures: Mutex::new(HashMap::new()),
             pacing: Pacing::default(),
             observed_from_status: false,
+            queue: Arc::default(),
         }
     }
 
@@ -124,6 +127,13 @@ impl Ctx {
             report.observed_from_status(status);
         }
         report
+    }
+
+    /// Show the lines `queue` keeps in the quotas' status.
+    #[must_use]
+    pub fn with_queue(mut self, queue: Arc<crate::queue::Line>) -> Self {
+        self.queue = queue;
+        self
     }
 
     /// Set the longest a fold-only write is put off (zero: never).

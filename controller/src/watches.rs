@@ -26,6 +26,7 @@ use crate::members::MemberKubeconfig;
 use crate::members::{Members, desired_members};
 use crate::metrics::Metrics;
 use crate::now_secs;
+use crate::queue::Line;
 use crate::triggers::Triggers;
 
 /// How often bindings whose count name could not be resolved are priced again.
@@ -52,6 +53,7 @@ pub(crate) fn spawn_control_plane(
     members: &Arc<Members>,
     triggers: &Triggers,
     metrics: &Arc<Metrics>,
+    line: &Arc<Line>,
 ) {
     tokio::spawn(watch_bindings(
         scoped_api::<ResourceBinding>(client, args.watch_namespace()),
@@ -59,6 +61,7 @@ pub(crate) fn spawn_control_plane(
         PluralResolver::new(client.clone()),
         triggers.clone(),
         metrics.clone(),
+        line.clone(),
     ));
     if args.reads_member_clusters() {
         tokio::spawn(watch_clusters(
@@ -82,6 +85,7 @@ pub(crate) fn quotas(
     index: &Arc<RwLock<Index>>,
     views: &Views,
     metrics: &Arc<Metrics>,
+    line: &Arc<Line>,
 ) -> (
     Store<KarmadaQuota>,
     impl Stream<Item = Result<KarmadaQuota, watcher::Error>> + Send + 'static + use<>,
@@ -89,6 +93,7 @@ pub(crate) fn quotas(
     let (reader, writer): (Store<KarmadaQuota>, Writer<KarmadaQuota>) = reflector::store();
     let (store, index, views) = (reader.clone(), index.clone(), views.clone());
     let (errors, forget) = (metrics.clone(), metrics.clone());
+    let line = line.clone();
     let stream = watcher(
         scoped_api::<KarmadaQuota>(client, args.watch_namespace()),
         watcher::Config::default().any_semantic(),
@@ -107,6 +112,8 @@ pub(crate) fn quotas(
                 .quotas_listed();
         }
         forget_deleted(ev, &store, &views, &forget);
+        // A quota's status changed (room freed, a new limit, a new mode): plan again.
+        line.wake();
     })
     .applied_objects();
     (reader, stream)
@@ -149,6 +156,7 @@ async fn watch_bindings(
     counts: PluralResolver,
     triggers: Triggers,
     metrics: Arc<Metrics>,
+    line: Arc<Line>,
 ) {
     let mut events = guarded_events(api, "resourcebindings", metrics.clone());
     let mut retry = tokio::time::interval(UNPRICED_RETRY);
@@ -178,6 +186,8 @@ async fn watch_bindings(
         };
         metrics.set_bindings(n);
         triggers.namespaces(touched);
+        line.apply(&ev, count.as_ref().ok().and_then(|c| c.as_deref()));
+        line.wake();
     }
 }
 

@@ -114,7 +114,7 @@ fn deployment(replicas: i32, class: &str, clusters: [(&str, i32); 3]) -> Resourc
             })
             .collect(),
         placement: None,
-        graceful_eviction_tasks: Vec::new(),
+        ..Default::default()
     }
 }
 

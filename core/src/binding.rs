@@ -29,6 +29,31 @@ pub struct ResourceBindingSpec {
     /// [`crate::failover`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub graceful_eviction_tasks: Vec<GracefulEvictionTask>,
+    /// `spec.suspension`: only `scheduling` is read (since Karmada v1.13 the scheduler
+    /// does not place a binding whose scheduling is suspended; see [`crate::queue`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspension: Option<Suspension>,
+    /// `spec.schedulePriority`, which the detector copies from the policy's priority
+    /// class: the order of a quota's waiting line ([`crate::queue`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule_priority: Option<SchedulePriority>,
+}
+
+/// `spec.suspension` of a ResourceBinding (the policy's part, `dispatching`, is not read).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Suspension {
+    /// `true`: the scheduler leaves the binding alone until it is cleared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<bool>,
+}
+
+/// `spec.schedulePriority` of a ResourceBinding.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SchedulePriority {
+    /// Higher values first; 0 when absent.
+    pub priority: i32,
 }
 
 /// `spec.gracefulEvictionTasks[]`: a member Karmada evicted the workload from (its

@@ -45,6 +45,7 @@ pub mod pod;
 pub mod pod_kinds;
 pub mod policy;
 pub mod quantity;
+pub mod queue;
 pub mod quota;
 pub mod resources;
 pub mod scope;

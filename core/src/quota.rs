@@ -28,6 +28,9 @@ pub struct QuotaPolicy {
     pub unaccounted: Option<Unaccounted>,
     /// Whether replicas draining after a failover count in `used`.
     pub draining: DrainingReplicas,
+    /// What it does with a binding that does not fit: refuse it, or hold it in a line
+    /// (`spec.admission`, [`crate::queue`]).
+    pub admission: crate::queue::Admission,
 }
 
 /// `spec.drainingReplicas`: do the replicas Karmada left draining in a member it moved a

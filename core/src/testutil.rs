@@ -56,7 +56,7 @@ pub fn mk_deployment(
             })
             .collect(),
         placement: None,
-        graceful_eviction_tasks: Vec::new(),
+        ..Default::default()
     }
 }
 

@@ -101,6 +101,11 @@ pub fn share_of(cq: &KarmadaClusterQuota, namespace: &str) -> KarmadaClusterQuot
     let status = cq.status.as_ref().map(|s| {
         let mut quota = s.quota.clone();
         quota.reservations.clear();
+        // The line: this namespace's waiting bindings only (their positions and the total
+        // stay; another namespace's binding names never reach a share).
+        if let Some(line) = quota.queue.as_mut() {
+            line.waiting.retain(|w| w.namespace == namespace);
+        }
         let namespaces: Vec<_> = s
             .namespaces
             .iter()
@@ -179,7 +184,12 @@ mod tests {
                                   "generation": 1, "reserved": {"requests.cpu": "1"},
                                   "expirationTime": "2026-01-01T00:00:00Z"}],
                 "namespaces": [{"name": "team-a", "used": {"requests.cpu": "2"}},
-                               {"name": "team-b", "used": {"requests.cpu": "5"}}]
+                               {"name": "team-b", "used": {"requests.cpu": "5"}}],
+                "queue": {"total": 2, "waiting": [
+                    {"position": 1, "namespace": "team-b", "name": "secret-waiting-rb",
+                     "since": "2026-01-01T00:00:00Z"},
+                    {"position": 2, "namespace": "team-a", "name": "own-rb",
+                     "since": "2026-01-01T00:00:01Z"}]}
             }
         }))
         .unwrap()
@@ -203,7 +213,19 @@ mod tests {
         assert_eq!(status.cluster_quota.quota.used["requests.cpu"].0, "7");
         assert_eq!(status.namespace_summary.as_deref(), Some("requests.cpu: 2"));
         let text = serde_json::to_string(&share).unwrap();
-        for secret in ["team-b", "secret-rb", "u-2", "resourceVersion"] {
+        let line = status.cluster_quota.quota.queue.as_ref().unwrap();
+        assert_eq!((line.total, line.waiting.len()), (2, 1));
+        assert_eq!(
+            (line.waiting[0].name.as_str(), line.waiting[0].position),
+            ("own-rb", 2)
+        );
+        for secret in [
+            "team-b",
+            "secret-rb",
+            "secret-waiting-rb",
+            "u-2",
+            "resourceVersion",
+        ] {
             assert!(!text.contains(secret), "{secret} leaked into {text}");
         }
     }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karmada_quota_core::placement::{LabelSelector, SelectorRequirement};
+use karmada_quota_core::queue::{Admission, AdmissionMode, QueueOrder};
 use karmada_quota_core::quota::validate_cluster_spec as core_validate_cluster;
 use karmada_quota_core::quota::{
     self as cq, DrainingReplicas, FieldError, MemberUsage, ObservedLimit, QuotaPolicy, QuotaSpec,
@@ -112,15 +113,47 @@ fn policy_of(spec: &KarmadaQuotaSpec) -> Result<QuotaPolicy, Vec<FieldError>> {
             DrainingReplicas::Show
         }
     };
+    let admission = admission_of(spec, &mut errors);
     if errors.is_empty() {
         Ok(QuotaPolicy {
             observed,
             unaccounted,
             draining,
+            admission,
         })
     } else {
         Err(errors)
     }
+}
+
+/// `spec.admission` (mode and order); an unknown value is an error naming the field.
+fn admission_of(spec: &KarmadaQuotaSpec, errors: &mut Vec<FieldError>) -> Admission {
+    let admission = spec.admission.clone().unwrap_or_default();
+    let mode = match admission.mode.as_deref() {
+        None | Some("Refuse") => AdmissionMode::Refuse,
+        Some("Queue") => AdmissionMode::Queue,
+        Some(other) => {
+            errors.push(FieldError::invalid(
+                "spec.admission.mode",
+                other,
+                "supported values: \"Refuse\", \"Queue\"",
+            ));
+            AdmissionMode::Refuse
+        }
+    };
+    let order = match admission.order.as_deref() {
+        None | Some("BestEffortFIFO") => QueueOrder::BestEffortFifo,
+        Some("StrictFIFO") => QueueOrder::StrictFifo,
+        Some(other) => {
+            errors.push(FieldError::invalid(
+                "spec.admission.order",
+                other,
+                "supported values: \"StrictFIFO\", \"BestEffortFIFO\"",
+            ));
+            QueueOrder::BestEffortFifo
+        }
+    };
+    Admission { mode, order }
 }
 
 /// The API's label selector as core's (same fields, same semantics).

@@ -104,6 +104,29 @@ pub struct KarmadaQuotaSpec {
     #[schemars(extend("enum" = ["Show", "Count"]))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draining_replicas: Option<String>,
+
+    /// What happens to a ResourceBinding that does not fit (docs/queueing.md). Absent:
+    /// it is refused, as always.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<AdmissionSpec>,
+}
+
+/// `spec.admission`: refuse what does not fit, or hold it in a waiting line.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionSpec {
+    /// `Refuse` (absent): a binding that does not fit is refused. `Queue`: it is admitted
+    /// with its scheduling suspended (Karmada's scheduler leaves it alone), charged
+    /// nothing, and released — in `order` — once it fits.
+    #[schemars(extend("enum" = ["Refuse", "Queue"]))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The line's order: by `spec.schedulePriority` (higher first), then arrival.
+    /// `BestEffortFIFO` (absent): a later binding that fits may start while the head does
+    /// not. `StrictFIFO`: nothing passes the head.
+    #[schemars(extend("enum" = ["StrictFIFO", "BestEffortFIFO"]))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
 }
 
 /// A conjunction of scope requirements (Kubernetes' ScopeSelector).
@@ -167,6 +190,53 @@ pub struct KarmadaQuotaStatus {
     /// The spec generation the status was computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+
+    /// The waiting line (`spec.admission.mode: Queue`): bindings admitted suspended
+    /// until they fit, in order; written by the controller. Absent: nobody waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
+}
+
+/// `status.queue`: the first bindings of the line, and how many wait in all.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// Bindings waiting in this quota's line (all of them; `waiting` may list fewer).
+    pub total: i64,
+    /// The head of the line, in order (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<WaitingBinding>,
+}
+
+/// One waiting binding.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingBinding {
+    /// 1-based place in the line.
+    pub position: i64,
+    /// The binding's namespace (a KarmadaClusterQuota's line spans namespaces).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// The ResourceBinding's name.
+    pub name: String,
+    /// Its `spec.schedulePriority.priority`.
+    #[serde(default)]
+    pub priority: i32,
+    /// What it asks of this quota.
+    #[schemars(schema_with = "resource_map")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub asks: BTreeMap<String, Quantity>,
+    /// What this quota lacks for it now (empty: it fits here, and waits for another
+    /// quota or for those ahead of it).
+    #[schemars(schema_with = "resource_map")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub short: BTreeMap<String, Quantity>,
+    /// When it joined the line.
+    pub since: Time,
+    /// Why it cannot be released whatever room there is (e.g. a request the quota now
+    /// requires), when that is so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<String>,
 }
 
 /// An admitted change not yet observed by the controller.

@@ -285,6 +285,10 @@ fn full_binding_spec() -> ResourceBindingSpec {
             creation_timestamp: Some(s("2026-11-20T10:02:10Z")),
             clusters_before_failover: vec![s("member1"), s("member2")],
         }],
+        suspension: Some(karmada_quota_core::binding::Suspension {
+            scheduling: Some(true),
+        }),
+        schedule_priority: Some(karmada_quota_core::binding::SchedulePriority { priority: 7 }),
     }
 }
 

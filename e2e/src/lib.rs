@@ -62,6 +62,7 @@ pub mod own_controlplane;
 pub mod prometheus;
 pub mod prometheus_gateway;
 pub mod proxy;
+pub mod queue;
 mod quota_status;
 pub mod service;
 pub mod setup;

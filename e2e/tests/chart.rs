@@ -60,6 +60,7 @@ const APISERVER_KINDS: &[&str] = &[
     "ClusterRole",
     "ClusterRoleBinding",
     "CustomResourceDefinition",
+    "MutatingWebhookConfiguration",
     "Namespace",
     "Role",
     "RoleBinding",
@@ -410,6 +411,8 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
             ("ClusterRole", 5),
             ("ClusterRoleBinding", 3),
             ("CustomResourceDefinition", 3),
+            // The waiting line's arrivals (webhook.queueing.enabled).
+            ("MutatingWebhookConfiguration", 1),
             ("Namespace", 1),
             ("Role", 2),
             ("RoleBinding", 2),

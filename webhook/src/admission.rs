@@ -35,7 +35,8 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::post;
-use karmada_quota_core::decision::Decision;
+use karmada_quota_core::decision::{CODE_FORBIDDEN, Decision};
+use karmada_quota_core::queue::{ANNOTATION_QUEUED_AT, is_waiting};
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::convert::{validate_cluster_spec, validate_spec};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, ResourceBinding};
@@ -58,8 +59,11 @@ use karmada_quota_runtime::duration;
 
 use crate::Error;
 
+mod arrival;
 mod policy_review;
 mod quota_objects;
+pub use arrival::MUTATE_RESOURCEBINDING_PATH;
+use arrival::mutate_binding;
 pub use policy_review::decode_policy_review;
 use policy_review::validate_policy;
 use quota_objects::{validate_cluster_quota, validate_quota};
@@ -73,6 +77,8 @@ pub const KARMADACLUSTERQUOTA_PATH: &str = "/validate/karmadaclusterquota";
 
 /// `status.reason` of a malformed review or object.
 pub const REASON_BAD_REQUEST: &str = "BadRequest";
+/// `status.reason` of a request the rules forbid (as Kubernetes' 403).
+pub const REASON_FORBIDDEN: &str = "Forbidden";
 /// `status.reason` of an invalid KarmadaQuota (as Kubernetes' validation).
 pub const REASON_INVALID: &str = "Invalid";
 
@@ -161,6 +167,7 @@ pub fn app(state: AppState) -> Router {
     let limit = state.settings.max_body_bytes;
     Router::new()
         .route(RESOURCEBINDING_PATH, post(validate_binding))
+        .route(MUTATE_RESOURCEBINDING_PATH, post(mutate_binding))
         .route(KARMADAQUOTA_PATH, post(validate_quota))
         .route(KARMADACLUSTERQUOTA_PATH, post(validate_cluster_quota))
         .route(PROPAGATIONPOLICY_PATH, post(validate_policy))
@@ -170,7 +177,7 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// A response and how to count it.
-struct Answer {
+pub(crate) struct Answer {
     response: AdmissionResponse,
     result: &'static str,
     reason: &'static str,
@@ -435,118 +442,55 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         Decoded::Request(r) => r,
         Decoded::Answer(a) => return *a,
     };
-    if !matches!(req.operation, Operation::Create | Operation::Update) {
-        return allowed(&req, "NotChecked");
-    }
-    if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
-        return allowed(&req, "NotChecked");
-    }
-    let Some(new) = req.object.as_ref() else {
-        let key = object_key(&req, None);
-        return bad_request(
-            &req,
-            &format!("ResourceBinding {key}: the review has no object"),
-        );
+    let p = match prepare(st, &req, deadline, true).await {
+        Ok(p) => p,
+        Err(answer) => return *answer,
     };
-    let key = object_key(&req, Some(&new.metadata));
-    let namespace = new
-        .metadata
-        .namespace
-        .clone()
-        .filter(|s| !s.is_empty())
-        .or_else(|| req.namespace.clone())
-        .unwrap_or_default();
-    let Some(uid) = new.metadata.uid.clone().filter(|u| !u.is_empty()) else {
-        return bad_request(&req, &format!("ResourceBinding {key} has no metadata.uid"));
-    };
-    let name = new
-        .metadata
-        .name
-        .clone()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| req.name.clone());
-    if let Some(field) = oversized(&namespace, &name, &uid) {
-        return bad_request(
-            &req,
-            &format!("ResourceBinding {key}: {field} is longer than Kubernetes allows"),
-        );
-    }
-    let error = |e: Error| {
-        let message = match e {
-            Error::Timeout => format!(
-                "ResourceBinding {key}: no quota decision within {}",
-                duration::format(st.settings.decision_timeout)
-            ),
-            _ => format!("ResourceBinding {key}: {e}"),
-        };
-        tracing::warn!(%message, "refusing on error");
-        refused(
-            &req,
-            e.code(),
-            e.reason(),
-            &message,
-            ERROR,
-            e.metric_label(),
-        )
-    };
-
-    if !st.cache.is_synced() {
-        return error(Error::NotSynced);
-    }
-    if !namespace_placeable(st, &namespace, deadline).await {
-        return error(Error::UnknownNamespace(namespace.clone()));
-    }
-    let quotas = st.cache.in_namespace(&namespace);
-    let clusters = st.cache.cluster_quotas_covering(&namespace);
-    if quotas.is_empty() && clusters.is_empty() {
-        // Design §4 step 2: no quota covers the namespace → allowed; nothing to compute.
-        return allowed(&req, "NoQuota");
-    }
-    if let Some(stale) = st.cache.stale(st.settings.max_cache_staleness) {
-        return error(Error::Stale(stale));
-    }
-
+    let (new, key, namespace, name) = (p.new, p.key, p.namespace, p.name);
+    let (uid, count, quotas, clusters) = (p.uid, p.count, p.quotas, p.clusters);
     let template = &new.spec.resource;
-    if let Some(why) = untrusted::group_version_too_long(&template.api_version) {
-        return bad_request(&req, &format!("ResourceBinding {key}: spec.resource.{why}"));
-    }
-    let Ok(count) = timeout_at(
-        deadline,
-        st.plurals.count_name(&template.api_version, &template.kind),
-    )
-    .await
-    else {
-        return error(Error::Timeout);
-    };
-    if count.is_none()
-        && let Some(quota) = counts_group(&quotas, &template.api_version)
-            .or_else(|| counts_group(&clusters, &template.api_version))
-    {
-        return error(Error::UnknownPlural {
-            api_version: template.api_version.clone(),
-            kind: within(&template.kind, untrusted::MAX_KIND_LEN).into_owned(),
-            namespace,
-            quota,
-        });
-    }
     let pod_less = &st.settings.pod_less_groups;
-    let new_charge = BindingCharge::compute_with(&new.spec, count.as_deref(), pod_less);
+    let annotations = new.metadata.annotations.as_ref();
+    let waiting = is_waiting(annotations, &new.spec);
+    // A waiting binding (suspended by a quota line, never placed) is charged nothing;
+    // its release — the UPDATE that clears the suspension — is charged in full.
+    let new_charge = if waiting {
+        BindingCharge::default()
+    } else {
+        BindingCharge::compute_with(&new.spec, count.as_deref(), pod_less)
+    };
     let old_charge = match (&req.operation, req.old_object.as_ref()) {
         (Operation::Update, Some(old)) => {
+            let old_waiting = is_waiting(old.metadata.annotations.as_ref(), &old.spec);
+            if waiting && !old_waiting {
+                // Karmada: a binding cannot be paused once admitted (its charge would
+                // vanish while it may run); it joins a line only at its creation.
+                return refused(
+                    &req,
+                    CODE_FORBIDDEN,
+                    REASON_FORBIDDEN,
+                    &format!(
+                        "ResourceBinding {key}: a binding joins a quota's waiting line only at \
+                         its creation; it cannot be suspended with {ANNOTATION_QUEUED_AT} later"
+                    ),
+                    DENIED,
+                    "LateQueueEntry",
+                );
+            }
             let t = &old.spec.resource;
             let old_count = if t.api_version == template.api_version && t.kind == template.kind {
                 count.clone()
             } else {
                 match timeout_at(deadline, st.plurals.count_name(&t.api_version, &t.kind)).await {
                     Ok(c) => c,
-                    Err(_) => return error(Error::Timeout),
+                    Err(_) => return error_answer(st, &req, &key, Error::Timeout),
                 }
             };
-            Some(BindingCharge::compute_with(
-                &old.spec,
-                old_count.as_deref(),
-                pod_less,
-            ))
+            Some(if old_waiting {
+                BindingCharge::default()
+            } else {
+                BindingCharge::compute_with(&old.spec, old_count.as_deref(), pod_less)
+            })
         }
         _ => None,
     };
@@ -564,6 +508,7 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
             new.spec.components.iter().map(|c| i64::from(c.replicas)).sum()
         },
         components = new.spec.components.len(),
+        waiting,
         dry_run = req.dry_run,
         "ResourceBinding review"
     );
@@ -608,8 +553,156 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
                 d.reason.as_str(),
             )
         }
-        Err(e) => error(e),
+        Err(e) => error_answer(st, &req, &key, e),
     }
+}
+
+/// A ResourceBinding review read up to its quotas: the new object, who it is, its
+/// template's object-count name and the quota objects covering its namespace.
+pub(crate) struct Prepared<'r> {
+    /// The new object.
+    pub(crate) new: &'r ResourceBinding,
+    /// `ns/name`, for messages.
+    pub(crate) key: String,
+    /// Its namespace.
+    pub(crate) namespace: String,
+    /// Its name.
+    pub(crate) name: String,
+    /// Its uid.
+    pub(crate) uid: String,
+    /// Its template's object-count name.
+    pub(crate) count: Option<String>,
+    /// The namespace's KarmadaQuotas.
+    pub(crate) quotas: Vec<Arc<crate::cache::CachedQuota>>,
+    /// The KarmadaClusterQuotas selecting the namespace.
+    pub(crate) clusters: Vec<Arc<crate::cache::CachedClusterQuota>>,
+}
+
+/// Read a binding review up to its quotas; the answer given without a decision otherwise
+/// (not a CREATE/UPDATE, a subresource, a bad object, no quota, an unusable cache, …).
+/// `need_uid`: a binding without `metadata.uid` is refused (the validating review: its
+/// reservation is keyed by the uid); a mutating review of a CREATE runs before the
+/// apiserver sets the uid, and gets an empty one.
+pub(crate) async fn prepare<'r>(
+    st: &AppState,
+    req: &'r AdmissionRequest<ResourceBinding>,
+    deadline: Instant,
+    need_uid: bool,
+) -> Result<Prepared<'r>, Box<Answer>> {
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return Err(Box::new(allowed(req, "NotChecked")));
+    }
+    if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(Box::new(allowed(req, "NotChecked")));
+    }
+    let Some(new) = req.object.as_ref() else {
+        let key = object_key(req, None);
+        return Err(Box::new(bad_request(
+            req,
+            &format!("ResourceBinding {key}: the review has no object"),
+        )));
+    };
+    let key = object_key(req, Some(&new.metadata));
+    let namespace = new
+        .metadata
+        .namespace
+        .clone()
+        .filter(|s| !s.is_empty())
+        .or_else(|| req.namespace.clone())
+        .unwrap_or_default();
+    let uid = match new.metadata.uid.clone().filter(|u| !u.is_empty()) {
+        Some(uid) => uid,
+        None if !need_uid => String::new(),
+        None => {
+            return Err(Box::new(bad_request(
+                req,
+                &format!("ResourceBinding {key} has no metadata.uid"),
+            )));
+        }
+    };
+    let name = new
+        .metadata
+        .name
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| req.name.clone());
+    if let Some(field) = oversized(&namespace, &name, &uid) {
+        return Err(Box::new(bad_request(
+            req,
+            &format!("ResourceBinding {key}: {field} is longer than Kubernetes allows"),
+        )));
+    }
+    let error = |e: Error| Box::new(error_answer(st, req, &key, e));
+    if !st.cache.is_synced() {
+        return Err(error(Error::NotSynced));
+    }
+    if !namespace_placeable(st, &namespace, deadline).await {
+        return Err(error(Error::UnknownNamespace(namespace.clone())));
+    }
+    let quotas = st.cache.in_namespace(&namespace);
+    let clusters = st.cache.cluster_quotas_covering(&namespace);
+    if quotas.is_empty() && clusters.is_empty() {
+        // Design §4 step 2: no quota covers the namespace → allowed; nothing to compute.
+        return Err(Box::new(allowed(req, "NoQuota")));
+    }
+    if let Some(stale) = st.cache.stale(st.settings.max_cache_staleness) {
+        return Err(error(Error::Stale(stale)));
+    }
+
+    let template = &new.spec.resource;
+    if let Some(why) = untrusted::group_version_too_long(&template.api_version) {
+        return Err(Box::new(bad_request(
+            req,
+            &format!("ResourceBinding {key}: spec.resource.{why}"),
+        )));
+    }
+    let Ok(count) = timeout_at(
+        deadline,
+        st.plurals.count_name(&template.api_version, &template.kind),
+    )
+    .await
+    else {
+        return Err(error(Error::Timeout));
+    };
+    if count.is_none()
+        && let Some(quota) = counts_group(&quotas, &template.api_version)
+            .or_else(|| counts_group(&clusters, &template.api_version))
+    {
+        return Err(error(Error::UnknownPlural {
+            api_version: template.api_version.clone(),
+            kind: within(&template.kind, untrusted::MAX_KIND_LEN).into_owned(),
+            namespace,
+            quota,
+        }));
+    }
+    Ok(Prepared {
+        new,
+        key,
+        namespace,
+        name,
+        uid,
+        count,
+        quotas,
+        clusters,
+    })
+}
+
+/// The refusal for an internal error `e` while reviewing binding `key` (never an allow).
+pub(crate) fn error_answer<T: Resource>(
+    st: &AppState,
+    req: &AdmissionRequest<T>,
+    key: &str,
+    e: Error,
+) -> Answer {
+    let message = match e {
+        Error::Timeout => format!(
+            "ResourceBinding {key}: no quota decision within {}",
+            duration::format(st.settings.decision_timeout)
+        ),
+        _ => format!("ResourceBinding {key}: {e}"),
+    };
+    tracing::warn!(%message, "refusing on error");
+    refused(req, e.code(), e.reason(), &message, ERROR, e.metric_label())
 }
 
 /// The first of a binding's namespace, name and uid longer than Kubernetes allows (a

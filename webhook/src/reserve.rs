@@ -44,6 +44,8 @@ use crate::cache::{CachedClusterQuota, CachedQuota, QuotaCache};
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
+/// Step 0 of a CREATE under a queueing quota: does it wait (issue 26)?
+mod arrival;
 /// A batch's copy of one quota object, of either kind.
 mod copy;
 /// Step 3: one quota's compare-and-swap update with re-decision.
@@ -146,6 +148,8 @@ struct Inner {
     config: BatcherConfig,
     clock: fn() -> i64,
     groups: Mutex<HashMap<String, Group>>,
+    /// Bindings this webhook suspended and the controller's status does not show yet.
+    arrivals: Mutex<arrival::Recent>,
 }
 
 /// One batch group's queue (see [`crate::selection`]).
@@ -292,6 +296,7 @@ impl Batcher {
                 config,
                 clock,
                 groups: Mutex::default(),
+                arrivals: Mutex::default(),
             }),
         }
     }
@@ -336,14 +341,7 @@ impl Batcher {
         clusters: &[Arc<CachedClusterQuota>],
     ) -> Result<Decision> {
         let ns = &request.namespace;
-        let group = self.inner.cache.batch_group(ns);
-        let mut cached = BTreeMap::new();
-        add_copies(&mut cached, quotas, clusters);
-        let copies = self.inner.overlay(&group, cached);
-        let labels = self.inner.labels(std::iter::once(ns));
-        if let Some(bad) = invalid_covering(&copies, ns, &labels) {
-            return Err(bad);
-        }
+        let (copies, labels) = self.inner.newest(ns, quotas, clusters)?;
         let c = &self.inner.config;
         let states = enforced_states(&copies, c);
         let now = (self.inner.clock)();
@@ -484,6 +482,26 @@ impl Inner {
     }
 
     /// The labels of `namespaces` the cache knows.
+    /// The newest copies of the quota objects of `ns` (the cache's `quotas` and
+    /// `clusters`, or our own newer writes) and the namespace's labels; the error of the
+    /// first covering quota that cannot be enforced.
+    fn newest(
+        &self,
+        ns: &String,
+        quotas: &[Arc<CachedQuota>],
+        clusters: &[Arc<CachedClusterQuota>],
+    ) -> Result<(BTreeMap<QuotaKey, QuotaCopy>, HashMap<String, Labels>)> {
+        let group = self.cache.batch_group(ns);
+        let mut cached = BTreeMap::new();
+        add_copies(&mut cached, quotas, clusters);
+        let copies = self.overlay(&group, cached);
+        let labels = self.labels(std::iter::once(ns));
+        if let Some(bad) = invalid_covering(&copies, ns, &labels) {
+            return Err(bad);
+        }
+        Ok((copies, labels))
+    }
+
     fn labels<'a>(&self, namespaces: impl Iterator<Item = &'a String>) -> HashMap<String, Labels> {
         namespaces
             .filter_map(|ns| self.cache.labels_of(ns).map(|l| (ns.clone(), l)))

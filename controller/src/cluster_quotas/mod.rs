@@ -72,6 +72,11 @@ pub(crate) fn run(
         (None, stream::empty().boxed())
     };
     let (errors, forget_ctx) = (metrics.clone(), base.clone());
+    let _ = base
+        .queue
+        .cluster_view
+        .set((reader.clone(), labels.clone()));
+    let wake = base.queue.clone();
     let forget_shares = shares.clone();
     let store_for_forget = reader.clone();
     let quota_events = watch(
@@ -88,6 +93,8 @@ pub(crate) fn run(
     .reflect(writer)
     .inspect(move |ev| {
         if let Ok(ev) = ev {
+            // A cluster quota's status changed: its line may move.
+            wake.wake();
             forget_deleted(ev, &store_for_forget, &forget_ctx);
             if let (Event::Delete(q), Some(shares)) = (ev, &forget_shares) {
                 let (shares, name) = (shares.clone(), q.name_any());

@@ -94,8 +94,6 @@ fn to_judge<'a, T: Resource, S: PartialEq>(
     Ok(new)
 }
 
-/// `status.reason` of a change only quota administrators may make.
-const REASON_FORBIDDEN: &str = "Forbidden";
 /// Metric reason of that refusal.
 const REASON_NOT_QUOTA_ADMIN: &str = "NotQuotaAdmin";
 

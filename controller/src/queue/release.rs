@@ -1,0 +1,288 @@
+//! The leader's release loop: plan (core), publish the lines, release who fits.
+//!
+//! Woken by every binding event, every quota (status) event and leadership; a safety
+//! round runs every [`SAFETY_ROUND`] in case a wake-up was missed. A release is a JSON
+//! merge patch of the binding that clears `spec.suspension.scheduling` and the mark,
+//! conditional on the resourceVersion the plan saw: the validating webhook charges it
+//! with the usual compare-and-swap reservation; a refusal (it no longer fits: another
+//! admission took the room first) leaves it waiting in its place, and a conflict (the
+//! binding changed meanwhile) is planned again with the new object.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use karmada_quota_core::queue::{ANNOTATION_QUEUED_AT, ANNOTATION_WAITING_FOR, Plan, plan};
+use karmada_quota_core::quota::{QuotaState, Unaccounted};
+use karmada_quota_core::selection::{Labels, QuotaKey};
+use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
+use karmada_quota_crds::{KarmadaQuota, ResourceBinding};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::line::{Entry, Line};
+use super::metrics::{QueueMetrics, ResultLabel};
+use crate::index::Index;
+use crate::triggers::Triggers;
+
+/// A round without a wake-up at least this often.
+pub const SAFETY_ROUND: Duration = Duration::from_secs(5);
+/// After a release the webhook refused (its view of the quota may lag the controller's by
+/// a watch event), try again this soon, doubling up to [`SAFETY_ROUND`].
+pub const RETRY_MIN: Duration = Duration::from_millis(100);
+/// Field manager of the release patch.
+const FIELD_MANAGER: &str = "karmada-quota-controller";
+
+/// What the loop needs.
+pub struct Releaser {
+    /// The waiting bindings and lines.
+    pub line: Arc<Line>,
+    /// The KarmadaQuotas.
+    pub quotas: Store<KarmadaQuota>,
+    /// Whether the binding watch has listed (nothing is planned before).
+    pub index: Arc<RwLock<Index>>,
+    /// Whether this replica leads.
+    pub leader: watch::Receiver<bool>,
+    /// Reconciles the quotas whose line changed.
+    pub triggers: Triggers,
+    /// The `unaccountedWorkloads` of a quota that sets none (as the webhook's).
+    pub unaccounted_default: Unaccounted,
+    /// The line's metrics.
+    pub metrics: Arc<QueueMetrics>,
+    /// API client (binding patches).
+    pub client: Client,
+    /// Events on the templates (`None` in tests).
+    pub recorder: Option<Recorder>,
+}
+
+impl Releaser {
+    /// Run until the process ends.
+    pub async fn run(mut self) {
+        let mut safety = tokio::time::interval(SAFETY_ROUND);
+        safety.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut known: std::collections::HashSet<String> = Default::default();
+        let mut retry = RETRY_MIN;
+        let mut again: Option<tokio::time::Instant> = None;
+        loop {
+            let retry_at = again;
+            tokio::select! {
+                () = self.line.wake.notified() => {}
+                _ = safety.tick() => {}
+                () = crate::sleep_until_opt(retry_at) => {}
+                changed = self.leader.changed() => if changed.is_err() { return; },
+            }
+            again = None;
+            if !*self.leader.borrow() || !self.synced() {
+                continue;
+            }
+            if self.round(&mut known).await {
+                again = Some(tokio::time::Instant::now() + retry);
+                retry = (retry * 2).min(SAFETY_ROUND);
+            } else {
+                retry = RETRY_MIN;
+            }
+        }
+    }
+
+    fn synced(&self) -> bool {
+        self.index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .bindings_synced()
+    }
+
+    /// The engine's view of every quota (those that parse), the webhook's defaults set.
+    fn states(&self) -> (Vec<QuotaState>, Vec<(String, Labels)>) {
+        let mut states: Vec<QuotaState> = self
+            .quotas
+            .state()
+            .iter()
+            .filter_map(|q| quota_state(q).ok())
+            .collect();
+        let mut labels = Vec::new();
+        if let Some((clusters, ns_labels)) = self.line.cluster_view.get() {
+            states.extend(
+                clusters
+                    .state()
+                    .iter()
+                    .filter_map(|q| cluster_quota_state(q).ok()),
+            );
+            labels = ns_labels.snapshot().unwrap_or_default();
+        }
+        for s in &mut states {
+            s.spec
+                .policy
+                .unaccounted
+                .get_or_insert(self.unaccounted_default);
+        }
+        (states, labels)
+    }
+
+    /// One round: plan, publish the lines, release, report. Whether a release did not go
+    /// through (to be tried again soon).
+    async fn round(&self, known: &mut std::collections::HashSet<String>) -> bool {
+        let entries = self.line.entries();
+        let (states, labels) = self.states();
+        let waiting: Vec<_> = entries.iter().map(|e| e.waiting.clone()).collect();
+        let now = jiff::Timestamp::now();
+        let p: Plan = plan(
+            &states,
+            &waiting,
+            |ns| labels.iter().find(|(n, _)| n == ns).map(|(_, l)| l),
+            now.as_second(),
+        );
+        self.report_lengths(&states, &p);
+        let changed = self.line.publish(&p, &entries);
+        self.reconcile(&changed);
+        // Events for those who joined since the last round.
+        let mut still: std::collections::HashSet<String> = Default::default();
+        for (key, places) in &p.lines {
+            for place in places {
+                let e = &entries[place.binding];
+                still.insert(e.waiting.uid.clone());
+                if known.insert(e.waiting.uid.clone()) {
+                    let needs = if place.short.is_empty() {
+                        "fits here".to_owned()
+                    } else {
+                        format!("needs {}", render(&place.short))
+                    };
+                    let note = format!(
+                        "waiting for {} {}: asks {}, {needs}, {} ahead",
+                        key.noun(),
+                        key.name(),
+                        render(&place.asks),
+                        place.position - 1
+                    );
+                    self.event(e, "Queued", note).await;
+                }
+            }
+        }
+        let mut again = false;
+        for i in &p.released {
+            let e = &entries[*i];
+            if self.release(e, now).await {
+                still.remove(&e.waiting.uid);
+                known.remove(&e.waiting.uid);
+            } else {
+                still.insert(e.waiting.uid.clone());
+                again = true;
+            }
+        }
+        known.retain(|uid| still.contains(uid));
+        again
+    }
+
+    fn report_lengths(&self, states: &[QuotaState], p: &Plan) {
+        for s in states {
+            let key = s.key();
+            let n = p.lines.get(&key).map_or(0, Vec::len);
+            self.metrics
+                .length
+                .get_or_create(&(&key).into())
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Reconcile the quotas whose line changed, so that their status shows it.
+    fn reconcile(&self, changed: &[QuotaKey]) {
+        let mut namespaces = Vec::new();
+        for key in changed {
+            match key {
+                QuotaKey::Namespaced { namespace, .. } => namespaces.push(namespace.clone()),
+                QuotaKey::Cluster { .. } => self.triggers.cluster_all(),
+            }
+        }
+        self.triggers.namespaces(namespaces);
+    }
+
+    /// Clear the suspension and the mark of `e`, if its resourceVersion is still the
+    /// one planned; the webhook charges it. Whether it was released.
+    async fn release(&self, e: &Entry, now: jiff::Timestamp) -> bool {
+        let w = &e.waiting;
+        let api: Api<ResourceBinding> = Api::namespaced(self.client.clone(), &w.namespace);
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": e.resource_version,
+                "annotations": {ANNOTATION_QUEUED_AT: null, ANNOTATION_WAITING_FOR: null}
+            },
+            "spec": {"suspension": {"scheduling": null}}
+        });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        let result = match api.patch(&w.name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                let waited = (now.as_millisecond() - w.queued_at).max(0) as f64 / 1000.0;
+                self.metrics.wait.observe(waited);
+                tracing::info!(namespace = %w.namespace, binding = %w.name, waited_seconds = waited, "released from the quota line");
+                self.event(
+                    e,
+                    "Released",
+                    format!(
+                        "released from the quota line after {waited:.1}s: its quotas have room"
+                    ),
+                )
+                .await;
+                "released"
+            }
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                tracing::debug!(namespace = %w.namespace, binding = %w.name, message = %s.message, "release refused by the webhook; it keeps its place");
+                "refused"
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => "changed",
+            Err(kube::Error::Api(s)) if s.code == 404 => "gone",
+            Err(err) => {
+                tracing::warn!(namespace = %w.namespace, binding = %w.name, error = %err, "could not release a waiting binding; retrying");
+                "error"
+            }
+        };
+        self.metrics
+            .releases
+            .get_or_create(&ResultLabel { result })
+            .inc();
+        result == "released"
+    }
+
+    /// A Normal event on the binding's template.
+    async fn event(&self, e: &Entry, reason: &str, note: String) {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        let t = &e.template;
+        let reference = ObjectReference {
+            api_version: Some(t.api_version.clone()),
+            kind: Some(t.kind.clone()),
+            namespace: Some(if t.namespace.is_empty() {
+                e.waiting.namespace.clone()
+            } else {
+                t.namespace.clone()
+            }),
+            name: Some(t.name.clone()),
+            uid: (!t.uid.is_empty()).then(|| t.uid.clone()),
+            ..ObjectReference::default()
+        };
+        let ev = KubeEvent {
+            type_: EventType::Normal,
+            reason: reason.to_owned(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Queue".to_owned(),
+            secondary: None,
+        };
+        if let Err(err) = recorder.publish(&ev, &reference).await {
+            tracing::debug!(error = %err, reason, "could not publish a queue event");
+        }
+    }
+}
+
+/// `requests.cpu=4, pods=1`.
+fn render(list: &karmada_quota_core::ResourceList) -> String {
+    list.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

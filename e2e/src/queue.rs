@@ -1,0 +1,157 @@
+//! The waiting line under test (docs/queueing.md): the arrivals' MutatingWebhookConfiguration
+//! beside a test's validating one, waiting bindings as Karmada's detector creates them (no
+//! cluster chosen), and readers of who waits and who was released.
+//!
+//! ```text
+//!  Arrivals::register(client, setup)   MutatingWebhookConfiguration kq-e2e-<ns>-arrivals from
+//!                                      webhook/manifests/mutatingwebhookconfiguration.yaml,
+//!                                      for the setup's namespaces; deleted on cleanup/drop
+//!  unplaced(name, cpu, priority)       a Deployment binding without spec.clusters
+//!  waiting(obj)                        suspended + our mark (the line's rule, from core)
+//!  BindingStates::read(client, ns)     name → (waiting?, cpu asked) for every binding
+//! ```
+//!
+//! There is no Karmada scheduler on the loopback plane: a binding counts as scheduled once
+//! its suspension is cleared (the scheduler would then place it).
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, anyhow};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use karmada_quota_core::queue::{ANNOTATION_QUEUED_AT, is_waiting};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::env::cleanup_from_drop;
+use crate::setup::WebhookSetup;
+use crate::webhook::{NS_LABEL, Rb, WebhookTls, bindings, create_with};
+use crate::{Env, try_wait_for, yaml_documents};
+
+/// The arrivals' manifest.
+pub const MWC_MANIFEST: &str = "webhook/manifests/mutatingwebhookconfiguration.yaml";
+
+/// One test's MutatingWebhookConfiguration (the arrivals), for the namespaces of its
+/// [`WebhookSetup`] (same label selector, same webhook process).
+#[derive(Debug)]
+pub struct Arrivals {
+    name: String,
+    armed: bool,
+}
+
+impl Arrivals {
+    /// Register the arrivals for `setup`'s namespaces at its webhook.
+    pub async fn register(client: &Client, setup: &WebhookSetup) -> Result<Arrivals> {
+        let tls = WebhookTls::get(Env::get().await?).await?;
+        let selector = setup.registration.name().to_owned();
+        let name = format!("{selector}-arrivals");
+        let path = Env::repo_root().join(MWC_MANIFEST);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .replace("${WEBHOOK_URL}", &setup.webhook.url())
+            .replace("${CA_BUNDLE}", &tls.ca_bundle);
+        let mut doc = yaml_documents(&text)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("{} is empty", path.display()))?;
+        doc["metadata"]["name"] = json!(name);
+        for hook in doc["webhooks"]
+            .as_array_mut()
+            .ok_or_else(|| anyhow!("{} has no webhooks", path.display()))?
+        {
+            hook["namespaceSelector"] = json!({"matchLabels": {NS_LABEL: selector}});
+        }
+        let mwc: MutatingWebhookConfiguration = serde_json::from_value(doc)
+            .context("the manifest is not a MutatingWebhookConfiguration")?;
+        Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .create(&PostParams::default(), &mwc)
+            .await
+            .with_context(|| format!("creating MutatingWebhookConfiguration {name}"))?;
+        let arrivals = Arrivals { name, armed: true };
+        // The apiserver's configuration informer lags: wait until a dry-run create in the
+        // first namespace reaches the arrivals' path.
+        let probe = Rb::configmap("kq-arrivals-probe").json(setup.ns());
+        try_wait_for(
+            "the apiserver to call the arrivals webhook",
+            std::time::Duration::from_secs(30),
+            || async {
+                let kind = ["kind=\"resourcebinding_arrival\""];
+                let before = setup.webhook.decisions(&kind).await?;
+                let _ = create_with(client, &probe, true).await?;
+                let after = setup.webhook.decisions(&kind).await?;
+                Ok::<_, anyhow::Error>((after > before).then_some(()))
+            },
+        )
+        .await?;
+        Ok(arrivals)
+    }
+
+    /// Delete the configuration.
+    pub async fn cleanup(mut self) -> Result<()> {
+        self.armed = false;
+        delete_mwc(Env::get().await?.client()?, &self.name).await
+    }
+}
+
+impl Drop for Arrivals {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let name = self.name.clone();
+        cleanup_from_drop(
+            &format!("deleting MutatingWebhookConfiguration {name}"),
+            move |client| async move { delete_mwc(client, &name).await },
+        );
+    }
+}
+
+async fn delete_mwc(client: Client, name: &str) -> Result<()> {
+    let api: Api<MutatingWebhookConfiguration> = Api::all(client);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting MutatingWebhookConfiguration {name}")),
+    }
+}
+
+/// A Deployment's binding as the detector creates it: `cpu` cores × 1 replica, no cluster
+/// chosen yet, `spec.schedulePriority.priority` = `priority`.
+pub fn unplaced(ns: &str, name: &str, cpu: &str, priority: i32) -> Value {
+    let mut v = Rb::deployment(name, 1).request("cpu", cpu).json(ns);
+    if let Some(spec) = v["spec"].as_object_mut() {
+        spec.remove("clusters");
+        spec.insert("schedulePriority".into(), json!({"priority": priority}));
+    }
+    v
+}
+
+/// Whether a binding object waits in a line (suspended, marked, unplaced: core's rule).
+pub fn waiting(obj: &Value) -> bool {
+    let Ok(rb) = serde_json::from_value::<karmada_quota_crds::ResourceBinding>(obj.clone()) else {
+        return false;
+    };
+    is_waiting(rb.metadata.annotations.as_ref(), &rb.spec)
+}
+
+/// Whether a binding object carries our mark.
+pub fn marked(obj: &Value) -> bool {
+    obj["metadata"]["annotations"][ANNOTATION_QUEUED_AT].is_string()
+}
+
+/// Every binding of a namespace: name → waiting?
+pub async fn binding_states(client: &Client, ns: &str) -> Result<BTreeMap<String, bool>> {
+    let list = bindings(client, ns)
+        .list(&ListParams::default())
+        .await
+        .with_context(|| format!("listing ResourceBindings in {ns}"))?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|o| {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            let v = serde_json::to_value(&o).unwrap_or_default();
+            (name, waiting(&v))
+        })
+        .collect())
+}
