@@ -347,7 +347,7 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     echo "(cargo-nextest not found: using cargo test)"
     cargo test --locked "${features[@]}" --test karmada --test karmada_workloads \
-        --test karmada_interpreter --no-fail-fast \
+        --test karmada_interpreter --test karmada_queue --no-fail-fast \
         -- --include-ignored --test-threads 2 --nocapture 2>&1 | tee "$dir/logs/tests.log" || status=$?
     cargo test --locked "${features[@]}" --test karmada_failover --no-fail-fast \
         -- --include-ignored --nocapture 2>&1 | tee -a "$dir/logs/tests.log" || status=$?

@@ -4,7 +4,7 @@
 //! ```text
 //!  reconcile(quota) ─ not synced yet? requeue
 //!     │ leader and paced (interval, contended backoff)? requeue after the wait
-//!     │ plan(fresh quota) = the kind's computation + desired status   (pure, from the index)
+//!     │ plan(fresh quota) = the kind's computation + desired status + its waiting line (pure)
 //!     ├─ follower: keep the view for the dashboard, write nothing
 //!     └─ leader:   status::update ─ unchanged ─► nothing
 //!                      │ a fold-only change while few entries wait? put off (fold_wait)
@@ -207,7 +207,7 @@ pub async fn reconcile<K: QuotaKind>(
             &*ctx.store,
             (*object).clone(),
             |q| {
-                let (next, plan) = K::plan(&ctx, q);
+                let (next, plan) = plan_with_line(&ctx, q);
                 let wait = next.as_ref().and_then(|n| {
                     ctx.pacing
                         .fold_wait(&key, q.quota_status(), K::quota_part(n))
@@ -300,6 +300,23 @@ pub async fn reconcile<K: QuotaKind>(
     ctx.metrics.reconciled(started.elapsed());
     let next = desired::next_requeue(computed, now.as_second(), ctx.resync);
     Ok(Action::requeue(fold_after.map_or(next, |f| f.min(next))))
+}
+
+/// The kind's plan of `q`, with the quota's waiting line (`status.queue`, kept by the
+/// leader's release loop) in the KarmadaQuota-shaped part: one place for both kinds.
+fn plan_with_line<K: QuotaKind>(ctx: &KindCtx<K>, q: &K) -> (Option<K::Status>, Option<K::Plan>) {
+    let (next, plan) = K::plan(ctx, q);
+    let quota = ctx.queue.with_line(
+        &q.key(),
+        q.quota_status(),
+        next.as_ref().map(|s| K::quota_part(s).clone()),
+    );
+    let next = quota.map(|quota| {
+        let mut next = next.unwrap_or_else(|| q.status().cloned().unwrap_or_default());
+        *K::quota_part_mut(&mut next) = quota;
+        next
+    });
+    (next, plan)
 }
 
 /// After a failed reconcile: count it and retry with exponential backoff (1 s … 5 min).

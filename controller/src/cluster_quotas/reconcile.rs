@@ -53,7 +53,6 @@ impl QuotaKind for KarmadaClusterQuota {
             compute::compute(cq, &labels, &index, &ctx.members, now.as_second())
         };
         let status = compute::desired_status(cq, &computed, &reach, now);
-        let status = with_line(&ctx.queue, cq, status);
         (status, Some(ClusterPlanned { computed, now }))
     }
 
@@ -86,19 +85,3 @@ impl QuotaKind for KarmadaClusterQuota {
 
 #[cfg(test)]
 mod tests;
-
-/// `status` (the next status, `None`: nothing to write) with the cluster quota's line.
-fn with_line(
-    queue: &crate::queue::Line,
-    cq: &KarmadaClusterQuota,
-    status: Option<KarmadaClusterQuotaStatus>,
-) -> Option<KarmadaClusterQuotaStatus> {
-    let key = karmada_quota_core::selection::QuotaKey::Cluster {
-        name: kube::ResourceExt::name_any(cq),
-    };
-    let current = cq.status.as_ref().map(|s| &s.quota);
-    let quota = queue.with_line(&key, current, status.as_ref().map(|s| s.quota.clone()))?;
-    let mut next = status.unwrap_or_else(|| cq.status.clone().unwrap_or_default());
-    next.quota = quota;
-    Some(next)
-}

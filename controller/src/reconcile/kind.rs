@@ -116,11 +116,6 @@ impl QuotaKind for KarmadaQuota {
             desired::compute(quota, &index, &observed, now.as_second())
         };
         let status = desired::desired_status(quota, &computed, &reach, now);
-        let key = karmada_quota_core::selection::QuotaKey::Namespaced {
-            namespace: ns,
-            name: quota.name_any(),
-        };
-        let status = ctx.queue.with_line(&key, quota.status.as_ref(), status);
         (status, Some(Planned { computed, now }))
     }
 
