@@ -40,6 +40,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+# Certificates, CPU accounting, scrapes, log/die: shared with the other benches.
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 export KARMADA_VERSION=${KARMADA_VERSION:-v1.18.2}
 export KARMADA_FEATURE_GATES=${KARMADA_FEATURE_GATES:-FederatedQuotaEnforcement=true}
@@ -51,13 +54,12 @@ TIMEOUT=${BENCH_TIMEOUT:-600}
 WORK=${BENCH_DIR:-$root/target/bench-karmada}
 BIN=${BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}
 RESULTS=$WORK/results.jsonl
-mkdir -p "$WORK/logs"
-
-log() { printf '==> %s\n' "$*" >&2; }
-die() {
-    printf 'bench/karmada.sh: %s\n' "$*" >&2
-    exit 1
-}
+KDIR=$WORK/karmada
+# lib.sh's names for the control plane (Karmada's, here), certificates and logs.
+CP=$KDIR
+TLS=$WORK/tls
+LOGS=$WORK/logs
+mkdir -p "$LOGS"
 case ${1:-} in
 -h | --help)
     sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
@@ -83,9 +85,7 @@ for b in karmada-quota-webhook karmada-quota-controller kq-bench; do
     [[ -x $BIN/$b ]] || die "$BIN/$b missing after the build (BIN_DIR/CARGO_TARGET_DIR?)"
 done
 
-KDIR=$WORK/karmada
 KARMADA_PID=
-PIDS=()
 stop_procs() {
     local p
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -128,31 +128,21 @@ start_karmada() { # throttle
     rm -rf "$KDIR"
     KARMADA_RUN_DIR=$KDIR KARMADA_SKIP_BUILD=1 \
         KARMADA_CONTROLLER_MANAGER_ARGS=$extra KARMADA_SCHEDULER_ARGS=$extra \
-        setsid hack/e2e-karmada.sh --up-only >"$WORK/logs/karmada-up-$1.log" 2>&1 &
+        setsid hack/e2e-karmada.sh --up-only >"$LOGS/karmada-up-$1.log" 2>&1 &
     KARMADA_PID=$!
     for _ in $(seq 1 600); do
         grep -q '^KARMADA_WEBHOOK_PORT=' "$KDIR/env" 2>/dev/null && return 0
         kill -0 "$KARMADA_PID" 2>/dev/null || {
-            tail -n 30 "$WORK/logs/karmada-up-$1.log" >&2
-            die "hack/e2e-karmada.sh --up-only stopped; see $WORK/logs/karmada-up-$1.log"
+            tail -n 30 "$LOGS/karmada-up-$1.log" >&2
+            die "hack/e2e-karmada.sh --up-only stopped; see $LOGS/karmada-up-$1.log"
         }
         sleep 0.5
     done
-    die "Karmada did not come up in 300 s; see $WORK/logs/karmada-up-$1.log"
+    die "Karmada did not come up in 300 s; see $LOGS/karmada-up-$1.log"
 }
 
-# The project's webhook (serving certificate for 127.0.0.1) and, for project rounds, its
-# controller, both against the Karmada apiserver with the admin kubeconfig.
-TLS=$WORK/tls
-make_certs() {
-    mkdir -p "$TLS"
-    printf '%s\n' "subjectAltName=IP:127.0.0.1" "extendedKeyUsage=serverAuth" >"$TLS/leaf.ext"
-    local ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-    openssl req -x509 "${ec[@]}" -days 30 -subj /CN=kq-bench-ca -keyout "$TLS/ca.key" -out "$TLS/ca.pem" 2>/dev/null
-    openssl req "${ec[@]}" -subj /CN=127.0.0.1 -keyout "$TLS/tls.key" -out "$TLS/tls.csr" 2>/dev/null
-    openssl x509 -req -days 30 -set_serial 1 -in "$TLS/tls.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" \
-        -extfile "$TLS/leaf.ext" -out "$TLS/tls.pem" 2>/dev/null
-}
+# The project's webhook (lib.sh's serving certificate for 127.0.0.1) and, for project
+# rounds, its controller, both against the Karmada apiserver with the admin kubeconfig.
 WEBHOOK_PID=
 CONTROLLER_PID=
 start_webhook() {
@@ -160,7 +150,7 @@ start_webhook() {
     WEBHOOK_ADMIN=$(free_port)
     "$BIN/karmada-quota-webhook" --listen "127.0.0.1:$WEBHOOK_PORT" --admin-listen "127.0.0.1:$WEBHOOK_ADMIN" \
         --kubeconfig "$KDIR/kubeconfig-0" --tls-cert-file "$TLS/tls.pem" --tls-private-key-file "$TLS/tls.key" \
-        --log warn >"$WORK/logs/webhook-$1.log" 2>&1 &
+        --log warn >"$LOGS/webhook-$1.log" 2>&1 &
     WEBHOOK_PID=$!
     PIDS+=("$WEBHOOK_PID")
     wait_200 "http://127.0.0.1:$WEBHOOK_ADMIN/readyz" webhook
@@ -169,7 +159,7 @@ start_controller() {
     CONTROLLER_ADMIN=$(free_port)
     "$BIN/karmada-quota-controller" --kubeconfig "$KDIR/kubeconfig-0" --admin-listen "127.0.0.1:$CONTROLLER_ADMIN" \
         --dashboard-listen "127.0.0.1:$(free_port)" --no-leader-election --log warn \
-        >>"$WORK/logs/controller-$1.log" 2>&1 &
+        >>"$LOGS/controller-$1.log" 2>&1 &
     CONTROLLER_PID=$!
     PIDS+=("$CONTROLLER_PID")
     wait_200 "http://127.0.0.1:$CONTROLLER_ADMIN/readyz" controller
@@ -187,18 +177,6 @@ register_webhook() {
     k 0 apply -f "$WORK/vwc.yaml" >/dev/null
 }
 unregister_webhook() { k 0 delete validatingwebhookconfiguration kq-bench --ignore-not-found >/dev/null; }
-
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-apiserver_pid() { awk '$2 == "apiserver-0" {print $1}' "$KDIR/pids"; }
-scrape() { # dir
-    mkdir -p "$1"
-    local token port
-    token=$(sed -n 's/^TOKEN=//p' "$KDIR/env")
-    port=$(sed -n 's/^APISERVER_0_PORT=//p' "$KDIR/env")
-    curl -sk -H "Authorization: Bearer $token" "https://127.0.0.1:$port/metrics" >"$1/apiserver.prom" || :
-    : >"$1/webhook.prom"
-    [[ -n ${WEBHOOK_ADMIN:-} ]] && curl -s "http://127.0.0.1:$WEBHOOK_ADMIN/metrics" >"$1/webhook.prom" || :
-}
 
 # The workload of one round: namespace, policy (Divided by static weight 1:1 over both
 # members), the mode's quota, N Deployments of 1 replica × 100m.
@@ -307,8 +285,8 @@ run_round() { # throttle round mode
     prepare "$ns" "$mode"
     sleep 2 # let the informers settle after the setup writes
     local api_pid before after t0 t1 p
-    api_pid=$(apiserver_pid)
-    scrape "$WORK/scrape/$ns-before"
+    api_pid=$(cp_pid apiserver-0)
+    scrape_all "$WORK/scrape/$ns-before"
     before=$(cpu_ticks "$api_pid")
     t0=$(date +%s.%N)
     k 0 create -f "$WORK/$ns-deployments.yaml" >/dev/null
@@ -328,7 +306,7 @@ run_round() { # throttle round mode
     done
     t1=$(date +%s.%N)
     after=$(cpu_ticks "$api_pid")
-    scrape "$WORK/scrape/$ns-after"
+    scrape_all "$WORK/scrape/$ns-after"
     local m='{}'
     if [[ $mode == project ]]; then
         m=$("$BIN/kq-bench" metrics-delta --before "$WORK/scrape/$ns-before/webhook.prom" \

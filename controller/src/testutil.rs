@@ -226,3 +226,24 @@ pub fn base_ctx(
     );
     (c, tx)
 }
+
+/// KarmadaClusterQuota "business-a" at generation 1 over the namespaces labelled
+/// `business=a`, with `hard`; no status.
+pub fn business_quota(hard: &[(&str, &str)]) -> karmada_quota_crds::KarmadaClusterQuota {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    let mut q = karmada_quota_crds::KarmadaClusterQuota::new(
+        "business-a",
+        karmada_quota_crds::KarmadaClusterQuotaSpec {
+            namespace_selector: Some(LabelSelector {
+                match_labels: Some([("business".to_owned(), "a".to_owned())].into()),
+                match_expressions: None,
+            }),
+            quota: KarmadaQuotaSpec {
+                hard: api_map(hard),
+                ..Default::default()
+            },
+        },
+    );
+    q.metadata.generation = Some(1);
+    q
+}

@@ -87,8 +87,10 @@ async fn the_sampler_reports_a_lost_reservation_an_overcommit_and_a_refusal_not_
         registration,
         ..
     } = s;
-    webhook.kill().await?;
+    // From the moment the kill is sent: a create in flight then meets the dying process
+    // (EOF) before kill() has reaped it.
     let killed_at = load.elapsed();
+    webhook.kill().await?;
     wait_for(
         "a create refused by the missing webhook",
         SETTLE,

@@ -132,8 +132,6 @@ pub fn desired_status(
 mod tests {
     use super::*;
     use crate::testutil::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as ApiSelector;
-    use karmada_quota_crds::{KarmadaClusterQuotaSpec, KarmadaQuotaSpec};
     use kube::runtime::watcher::Event;
 
     const NOW: i64 = 1_800_000_000;
@@ -150,25 +148,6 @@ mod tests {
                 ((*ns).to_owned(), l)
             })
             .collect()
-    }
-
-    fn business(hard: &[(&str, &str)]) -> KarmadaClusterQuota {
-        let mut q = KarmadaClusterQuota::new(
-            "business-a",
-            KarmadaClusterQuotaSpec {
-                namespace_selector: Some(ApiSelector {
-                    match_labels: Some([("business".to_owned(), "a".to_owned())].into()),
-                    match_expressions: None,
-                }),
-                quota: KarmadaQuotaSpec {
-                    hard: api_map(hard),
-                    scope_selector: None,
-                    ..Default::default()
-                },
-            },
-        );
-        q.metadata.generation = Some(1);
-        q
     }
 
     fn index() -> Index {
@@ -195,7 +174,7 @@ mod tests {
 
     #[test]
     fn used_is_the_union_of_the_selected_namespaces_and_each_has_its_row() {
-        let q = business(&[("requests.cpu", "50"), ("pods", "100")]);
+        let q = business_quota(&[("requests.cpu", "50"), ("pods", "100")]);
         let c = compute(
             &q,
             &labels(&[
@@ -234,7 +213,7 @@ mod tests {
 
     #[test]
     fn a_relabelled_namespace_moves_its_usage_at_the_next_computation() {
-        let q = business(&[("requests.cpu", "50")]);
+        let q = business_quota(&[("requests.cpu", "50")]);
         let before = compute(
             &q,
             &labels(&[("a-dev", "a"), ("a-prod", "a"), ("b", "b")]),
@@ -258,7 +237,7 @@ mod tests {
 
     #[test]
     fn entries_are_pruned_in_the_namespace_they_name() {
-        let mut q = business(&[("requests.cpu", "50")]);
+        let mut q = business_quota(&[("requests.cpu", "50")]);
         let mut seen = mk_reservation("web", "u2", 1, &[("requests.cpu", "3")], NOW + 60);
         seen.reserved_by.namespace = "a-prod".into();
         // Same binding name as a-dev's served "web", but in a-prod and never seen: a
@@ -298,7 +277,7 @@ mod tests {
 
     #[test]
     fn an_invalid_spec_keeps_the_namespaces_and_says_why() {
-        let mut q = business(&[("requests.cpu", "50")]);
+        let mut q = business_quota(&[("requests.cpu", "50")]);
         q.spec.namespace_selector = None;
         q.status = Some(karmada_quota_crds::KarmadaClusterQuotaStatus {
             namespaces: vec![NamespaceUsage {

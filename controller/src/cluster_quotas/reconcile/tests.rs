@@ -7,8 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as ApiSelector;
-use karmada_quota_crds::{KarmadaClusterQuota, KarmadaClusterQuotaSpec, KarmadaQuotaSpec};
+use karmada_quota_crds::KarmadaClusterQuota;
 use karmada_quota_status::fake::FakeStore;
 use kube::api::ObjectMeta;
 use kube::core::PartialObjectMetaExt;
@@ -21,24 +20,6 @@ use crate::reconcile::{CONTENDED_WRITE_ATTEMPTS, Ctx, reconcile};
 use crate::testutil::*;
 
 const FAR: i64 = 4_000_000_000;
-
-fn business(hard: &[(&str, &str)]) -> KarmadaClusterQuota {
-    let mut q = KarmadaClusterQuota::new(
-        "business-a",
-        KarmadaClusterQuotaSpec {
-            namespace_selector: Some(ApiSelector {
-                match_labels: Some([("business".to_owned(), "a".to_owned())].into()),
-                match_expressions: None,
-            }),
-            quota: KarmadaQuotaSpec {
-                hard: api_map(hard),
-                ..Default::default()
-            },
-        },
-    );
-    q.metadata.generation = Some(1);
-    q
-}
 
 /// Namespace "a-dev" labelled business=a, listed.
 fn labels() -> NamespaceLabels {
@@ -82,7 +63,7 @@ fn ctx(
 
 #[tokio::test]
 async fn a_cluster_quota_is_written_and_its_view_lists_its_namespaces() {
-    let q = business(&[("pods", "10")]);
+    let q = business_quota(&[("pods", "10")]);
     let store = FakeStore::with(std::slice::from_ref(&q));
     let (c, _tx) = ctx(&store, |c| c);
     reconcile(Arc::new(q), c.clone()).await.unwrap();
@@ -96,7 +77,7 @@ async fn a_cluster_quota_is_written_and_its_view_lists_its_namespaces() {
 
 #[tokio::test]
 async fn a_contended_cluster_quota_write_backs_off_like_a_namespaced_one() {
-    let q = business(&[("pods", "10")]);
+    let q = business_quota(&[("pods", "10")]);
     let store = FakeStore::with(std::slice::from_ref(&q));
     store.conflict_every.store(1, Ordering::SeqCst);
     let (c, _tx) = ctx(&store, |c| {
@@ -116,7 +97,7 @@ async fn a_contended_cluster_quota_write_backs_off_like_a_namespaced_one() {
 
 #[tokio::test]
 async fn a_fold_only_change_of_a_cluster_quota_is_put_off() {
-    let q = business(&[("pods", "10")]);
+    let q = business_quota(&[("pods", "10")]);
     let store = FakeStore::with(std::slice::from_ref(&q));
     let (c, _tx) = ctx(&store, |c| c.with_fold_interval(Duration::from_secs(60)));
     reconcile(Arc::new(q), c.clone()).await.unwrap();
