@@ -36,34 +36,7 @@ pub const ANNOTATION_QUEUED_AT: &str = "quota.karmada.io/queued-at";
 /// KarmadaClusterQuota's prefixed `cluster/`), for people; the line itself is recomputed.
 pub const ANNOTATION_WAITING_FOR: &str = "quota.karmada.io/waiting-for";
 
-/// `spec.admission.mode`: what a quota does with a binding that does not fit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum AdmissionMode {
-    /// Refuse it (the default; the behaviour before queueing existed).
-    #[default]
-    Refuse,
-    /// Hold it: admitted with scheduling suspended, released in order once it fits.
-    Queue,
-}
-
-/// `spec.admission.order`: may later work pass a head of the line that does not fit?
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum QueueOrder {
-    /// Nothing passes the head: work starts strictly in line order.
-    StrictFifo,
-    /// A later binding that fits may start while the head does not (Kueue's default).
-    #[default]
-    BestEffortFifo,
-}
-
-/// A quota's `spec.admission`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Admission {
-    /// Refuse or queue.
-    pub mode: AdmissionMode,
-    /// The line's order rule.
-    pub order: QueueOrder,
-}
+pub use crate::quota::{Admission, AdmissionMode, QueueOrder};
 
 /// Whether scheduling of the binding is suspended (by anyone).
 pub fn suspended(spec: &ResourceBindingSpec) -> bool {

@@ -7,6 +7,35 @@ use crate::resources::{NameKind, REQUESTS_PREFIX, ResourceList, classify, is_int
 use crate::scope::{RawRequirement, ScopeSelector};
 use crate::selection::{Covers, QuotaKey, validate_namespace_selector};
 
+/// `spec.admission.mode`: what a quota does with a binding that does not fit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AdmissionMode {
+    /// Refuse it (the default; the behaviour before queueing existed).
+    #[default]
+    Refuse,
+    /// Hold it: admitted with scheduling suspended, released in order once it fits.
+    Queue,
+}
+
+/// `spec.admission.order`: may later work pass a head of the line that does not fit?
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueOrder {
+    /// Nothing passes the head: work starts strictly in line order.
+    StrictFifo,
+    /// A later binding that fits may start while the head does not (Kueue's default).
+    #[default]
+    BestEffortFifo,
+}
+
+/// A quota's `spec.admission`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// Refuse or queue.
+    pub mode: AdmissionMode,
+    /// The line's order rule.
+    pub order: QueueOrder,
+}
+
 /// A validated quota spec.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QuotaSpec {
@@ -30,7 +59,7 @@ pub struct QuotaPolicy {
     pub draining: DrainingReplicas,
     /// What it does with a binding that does not fit: refuse it, or hold it in a line
     /// (`spec.admission`, [`crate::queue`]).
-    pub admission: crate::queue::Admission,
+    pub admission: Admission,
 }
 
 /// `spec.drainingReplicas`: do the replicas Karmada left draining in a member it moved a

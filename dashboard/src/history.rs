@@ -34,7 +34,7 @@ use karmada_quota_core::history::{Chart, Reading, Store, promql};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Snapshot;
-use crate::report::Prometheus;
+use crate::prometheus::Prometheus;
 use crate::report_cache::{Fetches, ReportLimits};
 use crate::{Dashboard, Visible};
 

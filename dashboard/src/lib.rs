@@ -42,6 +42,7 @@ pub mod live;
 pub mod login;
 pub mod model;
 pub mod pages;
+pub mod prometheus;
 pub mod report;
 pub mod report_cache;
 pub mod session;

@@ -21,8 +21,6 @@
 //! the viewer may see.
 
 use std::collections::BTreeSet;
-use std::fmt;
-use std::sync::Arc;
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -31,43 +29,15 @@ use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
-use futures::future::BoxFuture;
 use karmada_quota_core::billing::window::{parse_duration, parse_time};
 use karmada_quota_core::billing::{self, Key, Report, Request, Series, Source, Window};
 use serde::Deserialize;
 
 use crate::Dashboard;
 use crate::pages::Chrome;
+pub use crate::prometheus::{Prometheus, RangeQuery, fetch};
 use crate::report_cache::FetchError;
 use crate::visible::Visible;
-
-/// Runs one PromQL range query (Prometheus' `/api/v1/query_range`).
-pub trait RangeQuery: Send + Sync {
-    /// The series of `query` over `window` (start `from`, end the window's last instant,
-    /// its step), or a message saying why there are none.
-    fn query_range<'a>(
-        &'a self,
-        query: &'a str,
-        window: Window,
-    ) -> BoxFuture<'a, Result<Vec<Series>, String>>;
-}
-
-/// The Prometheus the Report page reads.
-#[derive(Clone)]
-pub struct Prometheus {
-    /// Its URL (shown on the page).
-    pub url: String,
-    /// How to query it.
-    pub api: Arc<dyn RangeQuery>,
-}
-
-impl fmt::Debug for Prometheus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Prometheus")
-            .field("url", &self.url)
-            .finish()
-    }
-}
 
 /// The form's default window start.
 pub const DEFAULT_FROM: &str = "-24h";
@@ -166,28 +136,6 @@ impl Form {
         .collect::<Vec<_>>()
         .join("&")
     }
-}
-
-/// The series `request` needs (usage, and the namespaces' team labels when grouping by
-/// team): the same two queries as the plugin's `report` command.
-pub async fn fetch(
-    prometheus: &Prometheus,
-    request: &Request,
-) -> Result<(Vec<Series>, Vec<Series>), String> {
-    let queries = request.queries();
-    let usage = prometheus
-        .api
-        .query_range(&queries.usage, request.window)
-        .await?;
-    let teams = if request.by.contains(&Key::Team) {
-        prometheus
-            .api
-            .query_range(&queries.teams, request.window)
-            .await?
-    } else {
-        Vec::new()
-    };
-    Ok((usage, teams))
 }
 
 /// Of `namespaces`, those the request's viewer may list KarmadaQuotas in (all of them
@@ -421,6 +369,10 @@ pub async fn json(State(d): State<Dashboard>, v: Visible, Query(form): Query<For
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use futures::future::BoxFuture;
+
     use axum::body::Body;
     use axum::http::Request as HttpRequest;
     use http_body_util::BodyExt;

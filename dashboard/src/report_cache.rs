@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use karmada_quota_core::billing::{Request, Series};
 use tokio::sync::{OnceCell, Semaphore};
 
-use crate::report::{Prometheus, fetch};
+use crate::prometheus::{Prometheus, fetch};
 
 /// How the Report page's queries are cached and limited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
