@@ -50,6 +50,15 @@ pub use tls::{ClientAuthFiles, ServerTls, TlsError, TlsFiles};
 /// How long open requests may finish after shutdown was requested.
 pub const GRACEFUL_SHUTDOWN: Duration = Duration::from_secs(10);
 
+/// After shutdown is requested, how long the listener still serves, answering every
+/// request with `Connection: close`, before it stops accepting. A keep-alive connection
+/// closed by the server while idle races a request the client sends on it at that moment
+/// (the client gets EOF: with `failurePolicy: Fail`, a refused admission during a
+/// rollout); a connection closed after a response that says so is never reused. So
+/// clients that keep sending (the apiserver under load) move to fresh connections (the
+/// new pod, once the endpoint is gone) before anything is cut.
+pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);
+
 /// Largest read buffer of one connection (hyper's default is ~400 KiB): request heads of
 /// these APIs are a few KiB, and 512 connections × 64 KiB stays small.
 const MAX_READ_BUFFER: usize = 64 * 1024;
@@ -169,6 +178,13 @@ pub async fn serve(
     let over_cap = RateLog::new(what, "connection closed: --max-connections reached");
     let refused = Arc::new(RateLog::new(what, "TLS handshake failed"));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (drain_tx, drain_rx) = watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        tracing::info!(%addr, listener = what, drain = ?SHUTDOWN_DRAIN, "shutting down: answering with Connection: close");
+        let _ = drain_tx.send(true);
+        tokio::time::sleep(SHUTDOWN_DRAIN).await;
+    };
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -198,6 +214,7 @@ pub async fn serve(
             header_read_timeout: limits.header_read_timeout,
             refused: refused.clone(),
             stop: stop_rx.clone(),
+            draining: drain_rx.clone(),
         }));
     }
     drop(listener);
@@ -222,17 +239,37 @@ struct Connection {
     header_read_timeout: Duration,
     refused: Arc<RateLog>,
     stop: watch::Receiver<bool>,
+    /// Shutdown was requested: every response closes its connection.
+    draining: watch::Receiver<bool>,
 }
 
 async fn connection(c: Connection) {
     let _permit = c.permit;
     let _ = c.stream.set_nodelay(true);
     let Some(tls) = c.tls else {
-        return http(c.stream, c.router, c.guards, c.header_read_timeout, c.stop).await;
+        return http(
+            c.stream,
+            c.router,
+            c.guards,
+            c.header_read_timeout,
+            c.stop,
+            c.draining,
+        )
+        .await;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
     match tokio::time::timeout(c.header_read_timeout, acceptor.accept(c.stream)).await {
-        Ok(Ok(stream)) => http(stream, c.router, c.guards, c.header_read_timeout, c.stop).await,
+        Ok(Ok(stream)) => {
+            http(
+                stream,
+                c.router,
+                c.guards,
+                c.header_read_timeout,
+                c.stop,
+                c.draining,
+            )
+            .await;
+        }
         Ok(Err(e)) => c.refused.log(&c.peer, &e.to_string()),
         Err(_) => c
             .refused
@@ -246,11 +283,23 @@ async fn http<I>(
     guards: Arc<guard::Guards>,
     header_read_timeout: Duration,
     mut stop: watch::Receiver<bool>,
+    draining: watch::Receiver<bool>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service =
-        hyper::service::service_fn(move |req| guard::handle(router.clone(), guards.clone(), req));
+    let service = hyper::service::service_fn(move |req| {
+        let (router, guards, draining) = (router.clone(), guards.clone(), draining.clone());
+        async move {
+            let mut resp = guard::handle(router, guards, req).await?;
+            if *draining.borrow() {
+                resp.headers_mut().insert(
+                    hyper::header::CONNECTION,
+                    hyper::header::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())

@@ -272,7 +272,8 @@ async fn bodies_held_open_cannot_take_more_than_the_body_budget() {
 }
 
 #[tokio::test]
-async fn shutdown_finishes_the_open_request_and_accepts_nothing_new() {
+async fn shutdown_drains_with_connection_close_then_finishes_the_open_request_and_accepts_nothing_new()
+ {
     let mut server = Server::start(Limits::default(), None).await;
     let mut open = TcpStream::connect(server.addr).await.unwrap();
     open.write_all(b"GET /wait HTTP/1.1\r\nhost: t\r\n\r\n")
@@ -281,9 +282,25 @@ async fn shutdown_finishes_the_open_request_and_accepts_nothing_new() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.stop.take().unwrap().send(()).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
+    // Draining: still served, but every answer closes its connection (a client never
+    // reuses it, so no request races the server closing an idle keep-alive connection).
+    let mut late = TcpStream::connect(server.addr)
+        .await
+        .expect("not accepting while draining");
+    late.write_all(b"GET /ok HTTP/1.1\r\nhost: t\r\n\r\n")
+        .await
+        .unwrap();
+    let (answer, closed) = read_to_close(&mut late, Duration::from_secs(5)).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 200")
+            && answer.to_ascii_lowercase().contains("connection: close")
+            && closed,
+        "{answer}"
+    );
+    tokio::time::sleep(SHUTDOWN_DRAIN + Duration::from_millis(300)).await;
     assert!(
         TcpStream::connect(server.addr).await.is_err(),
-        "still accepting after shutdown"
+        "still accepting after the drain"
     );
     server.gate.notify_one();
     let (answer, closed) = read_to_close(&mut open, Duration::from_secs(5)).await;
