@@ -246,30 +246,19 @@ struct Connection {
 async fn connection(c: Connection) {
     let _permit = c.permit;
     let _ = c.stream.set_nodelay(true);
+    let serving = Serving {
+        router: c.router,
+        guards: c.guards,
+        header_read_timeout: c.header_read_timeout,
+        stop: c.stop,
+        draining: c.draining,
+    };
     let Some(tls) = c.tls else {
-        return http(
-            c.stream,
-            c.router,
-            c.guards,
-            c.header_read_timeout,
-            c.stop,
-            c.draining,
-        )
-        .await;
+        return http(c.stream, serving).await;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
     match tokio::time::timeout(c.header_read_timeout, acceptor.accept(c.stream)).await {
-        Ok(Ok(stream)) => {
-            http(
-                stream,
-                c.router,
-                c.guards,
-                c.header_read_timeout,
-                c.stop,
-                c.draining,
-            )
-            .await;
-        }
+        Ok(Ok(stream)) => http(stream, serving).await,
         Ok(Err(e)) => c.refused.log(&c.peer, &e.to_string()),
         Err(_) => c
             .refused
@@ -277,16 +266,26 @@ async fn connection(c: Connection) {
     }
 }
 
-async fn http<I>(
-    io: I,
+/// What serving HTTP on one connection needs.
+struct Serving {
     router: Router,
     guards: Arc<guard::Guards>,
     header_read_timeout: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     draining: watch::Receiver<bool>,
-) where
+}
+
+async fn http<I>(io: I, serving: Serving)
+where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let Serving {
+        router,
+        guards,
+        header_read_timeout,
+        mut stop,
+        draining,
+    } = serving;
     let service = hyper::service::service_fn(move |req| {
         let (router, guards, draining) = (router.clone(), guards.clone(), draining.clone());
         async move {
