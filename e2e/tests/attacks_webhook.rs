@@ -65,16 +65,19 @@ async fn connectors(env: &Env) -> Result<(TlsConnector, TlsConnector)> {
     ))
 }
 
-/// A forged AdmissionReview: the CREATE of a 4-cpu binding that will never exist.
-fn forged_review(ns: &str) -> Vec<u8> {
+/// A forged AdmissionReview: the CREATE of a 4-cpu binding that will never exist, to
+/// `path` (the validating or the mutating endpoint).
+fn forged_review_to(ns: &str, path: &str) -> Vec<u8> {
     let obj = Rb::deployment("never-exists", 1)
         .request("cpu", "4")
         .json(ns);
     let review = binding_review(&obj, "00000000-0000-4000-8000-00000000f0f0", false);
-    post(
-        "/validate/resourcebinding",
-        &serde_json::to_vec(&review).unwrap_or_default(),
-    )
+    post(path, &serde_json::to_vec(&review).unwrap_or_default())
+}
+
+/// [`forged_review_to`] the validating endpoint.
+fn forged_review(ns: &str) -> Vec<u8> {
+    forged_review_to(ns, "/validate/resourcebinding")
 }
 
 /// A forged review POSTed to the webhook without a client certificate, or with one from
@@ -111,6 +114,26 @@ async fn forged_reviews_are_refused_at_the_handshake_while_the_apiserver_passes(
     ensure!(
         err.to_ascii_lowercase().contains("certificate"),
         "refused, but not by the certificate check: {err}"
+    );
+
+    step(
+        "[Attack] a forged CREATE review to the mutating endpoint (the waiting line), no client certificate",
+    );
+    let refused = raw_request(
+        s.webhook.addr(),
+        Some(&anonymous),
+        &forged_review_to(ns, "/mutate/resourcebinding"),
+    )
+    .await;
+    let err = format!(
+        "{:#}",
+        refused
+            .err()
+            .context("a mutating review without a certificate was answered")?
+    );
+    ensure!(
+        err.to_ascii_lowercase().contains("certificate"),
+        "the mutating review was refused, but not by the certificate check: {err}"
     );
 
     step("[Attack] the same with a client certificate of another CA (the apiserver's CN)");
