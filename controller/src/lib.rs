@@ -177,13 +177,7 @@ pub async fn run_until(
                 unaccounted_default: args.unaccounted_workloads.into(),
                 metrics: queue_metrics,
                 client: client.clone(),
-                recorder: Some(Recorder::new(
-                    client.clone(),
-                    Reporter {
-                        controller: CONTROLLER_NAME.to_owned(),
-                        instance: Some(args.identity()),
-                    },
-                )),
+                recorder: Some(recorder(&args, &client)),
             }
             .run(),
         );
@@ -394,6 +388,18 @@ pub fn admin_app(registry: Arc<Mutex<Registry>>, ready: &Readiness) -> axum::Rou
     admin_router(registry, ready.clone())
 }
 
+/// The controller's event recorder (this replica as the reporting instance): the quotas'
+/// events and the waiting line's.
+fn recorder(args: &Args, client: &Client) -> Recorder {
+    Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: CONTROLLER_NAME.to_owned(),
+            instance: Some(args.identity()),
+        },
+    )
+}
+
 /// Everything a reconcile needs.
 #[allow(clippy::too_many_arguments)]
 fn reconcile_context(
@@ -406,13 +412,7 @@ fn reconcile_context(
     election: &Election,
     line: &Arc<queue::Line>,
 ) -> Arc<Ctx> {
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: CONTROLLER_NAME.to_owned(),
-            instance: Some(args.identity()),
-        },
-    );
+    let recorder = recorder(args, client);
     Arc::new(
         Ctx::new(
             index.clone(),
