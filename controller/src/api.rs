@@ -13,6 +13,7 @@ use std::sync::{Arc, RwLock};
 use karmada_quota_core::ResourceList;
 use karmada_quota_core::status::ClusterView;
 use karmada_quota_core::top::BindingUsage;
+use karmada_quota_crds::quota::QueueStatus;
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
 use kube::ResourceExt;
 use serde::Serialize;
@@ -62,6 +63,50 @@ pub struct QuotaReport {
     pub error: Option<String>,
     /// When this report was computed (RFC 3339).
     pub computed_at: String,
+    /// `spec.admission` with its defaults filled in.
+    pub admission: AdmissionReport,
+    /// The waiting line as the leader last wrote it (`status.queue`); absent while
+    /// nobody waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
+}
+
+/// What a quota does with a binding that does not fit (`spec.admission`, defaults
+/// filled in).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionReport {
+    /// `Refuse` or `Queue`.
+    pub mode: String,
+    /// The line's order: `BestEffortFIFO` or `StrictFIFO`.
+    pub order: String,
+}
+
+impl Default for AdmissionReport {
+    fn default() -> Self {
+        Self {
+            mode: "Refuse".into(),
+            order: "BestEffortFIFO".into(),
+        }
+    }
+}
+
+impl AdmissionReport {
+    /// The quota's `spec.admission`, as written (a value the validation refuses is
+    /// shown as written: the quota's error says why).
+    pub fn of(quota: &KarmadaQuota) -> Self {
+        let spec = quota.spec.admission.as_ref();
+        let d = Self::default();
+        Self {
+            mode: spec.and_then(|a| a.mode.clone()).unwrap_or(d.mode),
+            order: spec.and_then(|a| a.order.clone()).unwrap_or(d.order),
+        }
+    }
+
+    /// Whether bindings that do not fit wait instead of being refused.
+    pub fn queueing(&self) -> bool {
+        self.mode == "Queue"
+    }
 }
 
 impl QuotaReport {
@@ -156,6 +201,8 @@ impl QuotaReport {
             conditions,
             error: None,
             computed_at: now.to_string(),
+            admission: AdmissionReport::of(quota),
+            queue: status.queue.clone().filter(|q| q.total > 0),
         };
         match computed {
             Computed::Invalid(errors) => {
@@ -234,6 +281,8 @@ mod tests {
             shares: BTreeMap::new(),
             error: None,
             computed_at: "2026-01-01T00:00:00Z".into(),
+            admission: AdmissionReport::default(),
+            queue: None,
         };
         let usage =
             |name: &str, used: &[(&str, &str)], observed: Option<&[(&str, &str)]>| ClusterUsage {

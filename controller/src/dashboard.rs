@@ -20,8 +20,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use karmada_quota_core::ResourceList;
+use karmada_quota_crds::convert::list_from_api;
 use karmada_quota_dashboard::model::{
-    ClusterUsage, Condition, Denial, Member, Quota, Reach as DashReach, Reservation, Snapshot,
+    ClusterUsage, Condition, Denial, Line, Member, Quota, Reach as DashReach, Reservation,
+    Snapshot, Waiting,
 };
 use karmada_quota_dashboard::{Access, Dashboard, Settings};
 use karmada_quota_runtime::listener::{self, Limits, ServerTls, TlsFiles};
@@ -130,7 +132,41 @@ pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
         top_bindings: r.top_bindings.clone(),
         namespaces: r.namespaces.clone(),
         shares: r.shares.clone(),
+        line: line(r),
     }
+}
+
+/// The quota's waiting line for the pages: while it queues, or while some still wait.
+fn line(r: &QuotaReport) -> Option<Line> {
+    if !r.admission.queueing() && r.queue.is_none() {
+        return None;
+    }
+    // The controller wrote these values: one that does not parse shows as nothing asked.
+    let list = |map, field| list_from_api(map, field).unwrap_or_default();
+    let queue = r.queue.clone().unwrap_or_default();
+    Some(Line {
+        queueing: r.admission.queueing(),
+        order: r.admission.order.clone(),
+        total: queue.total,
+        waiting: queue
+            .waiting
+            .iter()
+            .map(|w| Waiting {
+                position: w.position,
+                namespace: if w.namespace.is_empty() {
+                    r.namespace.clone()
+                } else {
+                    w.namespace.clone()
+                },
+                name: w.name.clone(),
+                priority: w.priority,
+                asks: list(&w.asks, "asks"),
+                short: list(&w.short, "short"),
+                since: w.since.0.as_second(),
+                stuck: w.stuck.clone(),
+            })
+            .collect(),
+    })
 }
 
 /// Everything the feeder reads.
@@ -390,7 +426,7 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{ConditionReport, ReservationReport};
+    use crate::api::{AdmissionReport, ConditionReport, ReservationReport};
     use crate::testutil::rl;
     use karmada_quota_core::status::ClusterView;
 
@@ -433,7 +469,72 @@ mod tests {
             }],
             error: None,
             computed_at: "2026-01-01T00:00:10Z".into(),
+            admission: AdmissionReport::default(),
+            queue: None,
         }
+    }
+
+    #[test]
+    fn maps_the_waiting_line_while_the_quota_queues_or_some_still_wait() {
+        use karmada_quota_crds::convert::list_to_api;
+        use karmada_quota_crds::quota::{QueueStatus, WaitingBinding};
+        // Refusing, nobody waiting: no line.
+        assert_eq!(quota(&report(), vec![]).line, None);
+        // Queueing, nobody waiting: an empty line (the page says so).
+        let mut r = report();
+        r.admission = AdmissionReport {
+            mode: "Queue".into(),
+            order: "StrictFIFO".into(),
+        };
+        let empty = quota(&r, vec![]).line.unwrap();
+        assert!(empty.queueing && empty.total == 0 && empty.waiting.is_empty());
+        assert_eq!(empty.order, "StrictFIFO");
+        // Two waiting of three; the head short of one pod.
+        r.queue = Some(QueueStatus {
+            total: 3,
+            waiting: vec![
+                WaitingBinding {
+                    position: 1,
+                    namespace: String::new(),
+                    name: "train".into(),
+                    priority: 100,
+                    asks: list_to_api(&rl(&[("pods", "4")])),
+                    short: list_to_api(&rl(&[("pods", "1")])),
+                    since: karmada_quota_crds::convert::unix_to_time(1_767_225_600),
+                    stuck: None,
+                },
+                WaitingBinding {
+                    position: 2,
+                    namespace: "team-b".into(),
+                    name: "etl".into(),
+                    priority: 0,
+                    asks: list_to_api(&rl(&[("pods", "1")])),
+                    short: Default::default(),
+                    since: karmada_quota_crds::convert::unix_to_time(1_767_225_605),
+                    stuck: Some("requests.cpu is required".into()),
+                },
+            ],
+        });
+        let line = quota(&r, vec![]).line.unwrap();
+        assert_eq!(line.total, 3);
+        let head = &line.waiting[0];
+        // A KarmadaQuota's line leaves the namespace out: it is the quota's.
+        assert_eq!(
+            (head.namespace.as_str(), head.name.as_str()),
+            ("team-a", "train")
+        );
+        assert_eq!((head.priority, head.since), (100, 1_767_225_600));
+        assert_eq!(head.asks, rl(&[("pods", "4")]));
+        assert_eq!(head.short, rl(&[("pods", "1")]));
+        assert_eq!(line.waiting[1].namespace, "team-b");
+        assert_eq!(
+            line.waiting[1].stuck.as_deref(),
+            Some("requests.cpu is required")
+        );
+        // Switched back to refusal with some still waiting: shown, not queueing.
+        r.admission = AdmissionReport::default();
+        let left = quota(&r, vec![]).line.unwrap();
+        assert!(!left.queueing && left.total == 3);
     }
 
     #[test]

@@ -316,7 +316,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_viewer_sees_its_share_of_the_cluster_quota_over_its_namespace_and_nothing_else() {
-        use crate::model::{Quota, Reservation};
+        use crate::model::{Line, Quota, Reservation, Waiting};
+        let waiting = |position, namespace: &str, name: &str| Waiting {
+            position,
+            namespace: namespace.into(),
+            name: name.into(),
+            ..Waiting::default()
+        };
         use karmada_quota_core::ResourceList;
         let list = |cpu: &str| ResourceList::parse_map([("requests.cpu", cpu)]).unwrap();
         let mut s = snapshot();
@@ -330,6 +336,16 @@ mod tests {
                 binding: "web-frontend".into(),
                 ..Reservation::default()
             }],
+            line: Some(Line {
+                queueing: true,
+                order: "StrictFIFO".into(),
+                total: 3,
+                waiting: vec![
+                    waiting(1, "web", "web-batch"),
+                    waiting(2, "ml-train", "train-b"),
+                    waiting(3, "web", "web-cron"),
+                ],
+            }),
             ..Quota::default()
         });
         let (_, a) = access(FakeReviewer::teams(), CachePolicy::default());
@@ -344,9 +360,22 @@ mod tests {
         assert_eq!(business.namespaces, ["ml-train"]);
         assert_eq!(business.shares.keys().collect::<Vec<_>>(), ["ml-train"]);
         assert!(business.reservations.is_empty() && business.top_bindings.is_empty());
+        // Its own waiting binding at its place in the whole line, and how many wait in all.
+        let line = business.line.as_ref().unwrap();
+        assert_eq!(line.total, 3);
+        assert_eq!(
+            line.waiting
+                .iter()
+                .map(|w| (w.position, w.name.as_str()))
+                .collect::<Vec<_>>(),
+            [(2, "train-b")]
+        );
         let json = serde_json::to_string(&seen).unwrap();
         assert!(
-            !json.contains("web-frontend") && !json.contains("\"web\""),
+            !json.contains("web-frontend")
+                && !json.contains("web-batch")
+                && !json.contains("web-cron")
+                && !json.contains("\"web\""),
             "{json}"
         );
         // Nobody's namespace: nothing of it.

@@ -38,6 +38,7 @@ pub mod credentials;
 pub mod csrf;
 pub mod headers;
 pub mod history;
+pub mod line;
 pub mod live;
 pub mod login;
 pub mod model;

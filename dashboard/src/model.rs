@@ -106,12 +106,55 @@ pub struct Quota {
     /// A KarmadaClusterQuota: each selected namespace's share of `used`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub shares: BTreeMap<String, ResourceList>,
+    /// The waiting line: present while the quota queues what does not fit
+    /// (`spec.admission.mode: Queue`) or bindings still wait in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<Line>,
+}
+
+/// A quota's waiting line (docs/queueing.md), as the leader last wrote it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Line {
+    /// Whether the quota queues now (`false`: switched back to refusal while some wait).
+    pub queueing: bool,
+    /// `StrictFIFO` or `BestEffortFIFO`.
+    pub order: String,
+    /// How many wait in all (`waiting` lists the head of the line only).
+    pub total: i64,
+    /// The head of the line, in order.
+    pub waiting: Vec<Waiting>,
+}
+
+/// One binding waiting in a line.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiting {
+    /// 1-based place in the line.
+    pub position: i64,
+    /// The binding's namespace.
+    pub namespace: String,
+    /// The ResourceBinding's name.
+    pub name: String,
+    /// Its scheduling priority.
+    pub priority: i32,
+    /// What it asks of the quota.
+    pub asks: ResourceList,
+    /// What the quota lacks for it now (empty: it fits here and waits for those ahead or
+    /// for another quota).
+    pub short: ResourceList,
+    /// When it joined the line (Unix seconds).
+    pub since: i64,
+    /// Why it cannot be released whatever room there is, when that is so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<String>,
 }
 
 impl Quota {
     /// What a viewer allowed in some of the namespaces a cluster quota selects sees of
     /// it: its limits and totals, the shares of `allowed` namespaces only, and nothing that
-    /// names another namespace's objects (reservations, top bindings, denials). `None`
+    /// names another namespace's objects (reservations, top bindings, denials, waiting
+    /// bindings: the line keeps its total and the positions of those shown). `None`
     /// when it selects none of them.
     pub fn share_for(&self, allowed: impl Fn(&str) -> bool) -> Option<Quota> {
         let namespaces: Vec<String> = self
@@ -130,6 +173,15 @@ impl Quota {
                 .filter(|(ns, _)| allowed(ns))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            line: self.line.as_ref().map(|line| Line {
+                waiting: line
+                    .waiting
+                    .iter()
+                    .filter(|w| allowed(&w.namespace))
+                    .cloned()
+                    .collect(),
+                ..line.clone()
+            }),
             namespaces,
             reservations: Vec::new(),
             top_bindings: Vec::new(),

@@ -8,6 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use crate::line::LineView;
 use crate::model::{Condition, Denial, Snapshot};
 use crate::view::{self, ClusterView, Group, MemberView, QuotaCard, TopBindingView};
 use crate::{Dashboard, Settings, Visible};
@@ -121,6 +122,8 @@ pub struct QuotaPage {
     pub top_bindings: Vec<TopBindingView>,
     /// A KarmadaClusterQuota: (namespace, its usage as text), those the viewer may see.
     pub shares: Vec<(String, String)>,
+    /// The waiting line, while the quota queues or some still wait.
+    pub line: Option<LineView>,
     /// The JSON of the usage-over-time chart (the page's script draws it).
     pub history_api: String,
     /// The chart's ranges, the default first.
@@ -154,29 +157,18 @@ impl QuotaPage {
                 .iter()
                 .map(|r| ReservationLine {
                     binding: r.binding.clone(),
-                    reserved: r
-                        .reserved
-                        .iter()
-                        .map(|(n, v)| format!("{n}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    reserved: view::list_text(&r.reserved),
                     expires: r.expires.clone(),
                 })
                 .collect(),
             conditions: quota.conditions.clone(),
             denials: quota.denials.clone(),
             top_bindings: view::top_bindings(quota),
+            line: LineView::of(quota, s.generated_at),
             shares: quota
                 .shares
                 .iter()
-                .map(|(ns, used)| {
-                    let text = used
-                        .iter()
-                        .map(|(n, v)| format!("{n}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    (ns.clone(), text)
-                })
+                .map(|(ns, used)| (ns.clone(), view::list_text(used)))
                 .collect(),
             history_api: if namespace.is_empty() {
                 format!("/api/v1/cluster-quotas/{name}/history")

@@ -124,6 +124,7 @@ pub(crate) fn snapshot() -> Snapshot {
         ],
         namespaces: vec![],
         shares: BTreeMap::new(),
+        line: None,
     };
     let serve = Quota {
         namespace: "ml-serve".into(),
@@ -251,6 +252,84 @@ async fn quota_page_compares_clusters_and_escapes_denials() {
     );
     assert!(!html.contains("=2 <script>"));
     assert!(html.contains("×3"));
+}
+
+#[tokio::test]
+async fn quota_page_shows_the_waiting_line_in_order_escaped_and_the_overview_counts_it() {
+    use crate::model::{Line, Waiting};
+    let mut s = snapshot();
+    let gpus = s.quotas.iter_mut().find(|q| q.name == "gpus").unwrap();
+    let waiting = |position, name: &str, short: &[(&str, &str)], since| Waiting {
+        position,
+        namespace: "ml-train".into(),
+        name: name.into(),
+        priority: 100 - i32::try_from(position).unwrap(),
+        asks: rl(&[("requests.nvidia.com/gpu", "4")]),
+        short: rl(short),
+        since,
+        stuck: None,
+    };
+    gpus.line = Some(Line {
+        queueing: true,
+        order: "StrictFIFO".into(),
+        total: 3,
+        waiting: vec![
+            waiting(
+                1,
+                "train-<i>big</i>",
+                &[("requests.nvidia.com/gpu", "3")],
+                1_700_000_120,
+            ),
+            waiting(2, "eval", &[], 1_700_000_290),
+        ],
+    });
+    let (_tx, d) = dashboard(s);
+    let (code, _, html) = get(&d, "/quotas/ml-train/gpus").await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        html.contains(r##"<a href="#line" class="waiting">3 waiting</a>"##),
+        "{html}"
+    );
+    assert!(
+        html.contains("<code>StrictFIFO</code>: nothing passes the head"),
+        "{html}"
+    );
+    let head = html
+        .find("train-&#60;i&#62;big")
+        .or_else(|| html.find("train-&lt;i&gt;big"));
+    let second = html.find(r#"data-waiting="eval""#);
+    assert!(
+        head.is_some() && second.is_some() && head < second,
+        "in order, escaped: {html}"
+    );
+    assert!(!html.contains("<i>big</i>"));
+    assert!(
+        html.contains("requests.nvidia.com/gpu=3 more free"),
+        "{html}"
+    );
+    // The snapshot was taken 180 s after the head arrived.
+    assert!(html.contains(r#"<td class="v-waited">3m0s</td>"#), "{html}");
+    assert!(
+        html.contains("3 waiting in all; 1 not listed here"),
+        "{html}"
+    );
+    // The JSON API carries the line; the overview's card counts it.
+    let (_, _, json) = get(&d, "/api/v1/quotas/ml-train/gpus").await;
+    assert!(
+        json.contains(r#""line":{"queueing":true,"order":"StrictFIFO","total":3"#),
+        "{json}"
+    );
+    let (_, _, overview) = get(&d, "/").await;
+    assert!(
+        overview.contains(r#"<span class="waiting">3 waiting</span>"#),
+        "{overview}"
+    );
+    // A quota without a line shows no section.
+    let (_, _, other) = get(&d, "/quotas/ml-serve/serving").await;
+    assert!(
+        !other.contains("Waiting line") && !other.contains("waiting</"),
+        "{other}"
+    );
 }
 
 #[tokio::test]

@@ -31,6 +31,8 @@ pub struct QuotaCard {
     pub drifting: bool,
     /// Pending reservations.
     pub pending: usize,
+    /// Bindings waiting in the quota's line.
+    pub waiting: i64,
     /// Bindings matched.
     pub bindings: usize,
     /// Why nothing was computed.
@@ -89,6 +91,7 @@ impl QuotaCard {
             rows: q.rows(),
             drifting: q.drifting(),
             pending: q.reservations.len(),
+            waiting: q.line.as_ref().map_or(0, |l| l.total),
             bindings: q.bindings,
             error: q.error.clone(),
         }
@@ -456,6 +459,15 @@ pub fn banners(s: &Snapshot, settings: &Settings) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// `requests.cpu=2, pods=1`: a resource list as one line of text.
+pub fn list_text(list: &karmada_quota_core::ResourceList) -> String {
+    list.0
+        .iter()
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `45s`, `3m20s`, `2h5m`.

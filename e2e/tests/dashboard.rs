@@ -18,7 +18,8 @@
 //! ServiceAccount team-a (RBAC: list karmadaquotas in its namespace only) and checks that
 //! team B's quota, its denial and its numbers appear on no page, API or CSV of team A.
 //! chromium and chromedriver come from `hack/tools.sh install` (Debian packages). The quota
-//! page's usage-over-time chart has its tests in `dashboard/history.rs`.
+//! page's usage-over-time chart has its tests in `dashboard/history.rs`, its waiting line in
+//! `dashboard/line.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +46,10 @@ use serde_json::json;
 /// The quota page's usage-over-time chart.
 #[path = "dashboard/history.rs"]
 mod history;
+
+/// The quota page's waiting line.
+#[path = "dashboard/line.rs"]
+mod line;
 
 /// How long the page may take to follow a change (controller + one feed tick + SSE).
 const FOLLOW: Duration = Duration::from_secs(20);
