@@ -163,11 +163,11 @@ const REPORT_EXAMPLES: &str = "Examples:\n  \
 pub struct ReportArgs {
     /// The Prometheus HTTP API (scraping the controller's /metrics), e.g.
     /// http://127.0.0.1:9090; a path prefix is kept (https://example.org/prometheus).
-    #[arg(long, env = "KQ_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_runtime::prometheus::check_url)]
+    #[arg(long, env = "KQ_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_billing::prometheus::check_url)]
     pub prometheus: String,
     /// TLS and credentials for --prometheus.
     #[command(flatten)]
-    pub prometheus_access: karmada_quota_runtime::prometheus_access::PrometheusAccess,
+    pub prometheus_access: karmada_quota_billing::prometheus_access::PrometheusAccess,
     /// Start of the window: RFC 3339 (2026-01-01T00:00:00Z), a date (2026-01-01, midnight
     /// UTC), Unix seconds, `now`, or a duration before now (-24h, now-7d).
     #[arg(

@@ -17,10 +17,10 @@
 
 use std::time::Duration;
 
-use karmada_quota_core::billing::csv::table_cells;
-use karmada_quota_core::billing::window::{parse_duration, parse_time};
-use karmada_quota_core::billing::{self, Key, Report, Request, Source, Window};
-use karmada_quota_runtime::prometheus::Prometheus;
+use karmada_quota_billing::csv::table_cells;
+use karmada_quota_billing::prometheus::Prometheus;
+use karmada_quota_billing::window::{parse_duration, parse_time};
+use karmada_quota_billing::{self as billing, Key, Report, Request, Source, Window};
 
 use crate::args::{ReportArgs, ReportOutput, ReportSource};
 use crate::render::table;
@@ -67,7 +67,7 @@ pub fn timeout(args: &ReportArgs) -> Result<Duration, String> {
 pub async fn fetch(
     prometheus: &Prometheus,
     request: &Request,
-) -> Result<Report, karmada_quota_runtime::prometheus::Error> {
+) -> Result<Report, karmada_quota_billing::prometheus::Error> {
     prometheus.report(request).await
 }
 

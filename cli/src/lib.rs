@@ -274,7 +274,7 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
 pub async fn run_report(args: &args::ReportArgs, now: i64) -> Result<String, Failure> {
     let request = billing::request(args, now).map_err(|e| bad_input(anyhow::anyhow!(e)))?;
     let timeout = billing::timeout(args).map_err(|e| bad_input(anyhow::anyhow!(e)))?;
-    let prometheus = karmada_quota_runtime::prometheus::Prometheus::with_access(
+    let prometheus = karmada_quota_billing::prometheus::Prometheus::with_access(
         &args.prometheus,
         timeout,
         &args.prometheus_access,

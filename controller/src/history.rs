@@ -55,7 +55,7 @@ pub async fn sample(
 mod tests {
     use std::sync::RwLock;
 
-    use karmada_quota_core::history::{Bounds, Store};
+    use karmada_quota_billing::history::{Bounds, Store};
     use karmada_quota_dashboard::model::{ClusterUsage, Quota};
 
     use super::*;

@@ -643,7 +643,7 @@ fn spawn_dashboard(
         stop.rx.clone(),
         (
             std::sync::Arc::new(std::sync::RwLock::new(
-                karmada_quota_core::history::Store::new(args.dashboard.history_bounds()),
+                karmada_quota_billing::history::Store::new(args.dashboard.history_bounds()),
             )),
             args.dashboard.history_step,
         ),

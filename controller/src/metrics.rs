@@ -13,10 +13,10 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use karmada_quota_billing::{NAMESPACE_LABELS_METRIC, label_name};
 use karmada_quota_core::Quantity;
 #[cfg(test)]
 use karmada_quota_core::ResourceList;
-use karmada_quota_core::billing::{NAMESPACE_LABELS_METRIC, label_name};
 use karmada_quota_core::status::QuotaView;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

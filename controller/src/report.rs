@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use karmada_quota_core::billing::{Series, Window};
+use karmada_quota_billing::prometheus::{DEFAULT_TIMEOUT, Prometheus};
+use karmada_quota_billing::{Series, Window};
 use karmada_quota_dashboard::report::{Prometheus as PageSource, RangeQuery};
-use karmada_quota_runtime::prometheus::{DEFAULT_TIMEOUT, Prometheus};
 
 impl RangeQuery for PrometheusQueries {
     fn query_range<'a>(
@@ -30,7 +30,7 @@ struct PrometheusQueries(Prometheus);
 /// the controller runs on without the page).
 pub fn page_source(
     url: &str,
-    access: &karmada_quota_runtime::prometheus_access::PrometheusAccess,
+    access: &karmada_quota_billing::prometheus_access::PrometheusAccess,
 ) -> Result<PageSource, String> {
     let prometheus =
         Prometheus::with_access(url, DEFAULT_TIMEOUT, access).map_err(|e| e.to_string())?;

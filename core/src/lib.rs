@@ -24,21 +24,17 @@
 //! `policy::Policy::binding_for` adds a policy's placement (`placement`), giving the
 //! binding Karmada would create — priced by the same `usage::BindingCharge`.
 //!
-//! After the fact: `billing` turns the controller's usage series (Prometheus range
-//! queries) into average, peak and resource-hours per team, namespace and member cluster;
-//! `history` keeps a bounded window of each quota's numbers and shapes either source into
-//! the dashboard's usage-over-time chart.
+//! Usage after the fact (billing reports, usage over time, Prometheus) is not here: it is
+//! `karmada-quota-billing`, a consumer of this crate's quantities and resource lists.
 //!
 //! Quantities are exact ([`quantity::Quantity`], Kubernetes semantics); resource lists
 //! are [`resources::ResourceList`]; quota specs are validated by [`quota::validate_spec`].
 
-pub mod billing;
 pub mod binding;
 pub mod complete;
 pub mod decision;
 pub mod failover;
 pub mod field;
-pub mod history;
 pub mod ledger;
 pub mod placement;
 pub mod pod;

@@ -28,9 +28,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
+use karmada_quota_billing::Window;
+use karmada_quota_billing::history::{Chart, Reading, Store, promql};
 use karmada_quota_core::ResourceList;
-use karmada_quota_core::billing::Window;
-use karmada_quota_core::history::{Chart, Reading, Store, promql};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Snapshot;
@@ -381,7 +381,7 @@ pub fn fetches() -> Arc<Fetches<Chart>> {
 /// An empty in-memory window with the default bounds (a dashboard nobody feeds).
 pub fn empty() -> Recent {
     Arc::new(RwLock::new(Store::new(
-        karmada_quota_core::history::Bounds::default(),
+        karmada_quota_billing::history::Bounds::default(),
     )))
 }
 

@@ -148,7 +148,7 @@ pub struct Dashboard {
     /// Prometheus, or when it fails).
     pub history: history::Recent,
     /// The chart's Prometheus fetches.
-    pub history_fetches: Arc<report_cache::Fetches<karmada_quota_core::history::Chart>>,
+    pub history_fetches: Arc<report_cache::Fetches<karmada_quota_billing::history::Chart>>,
 }
 
 impl Dashboard {

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use karmada_quota_core::billing::{Key, Request, Series, Window};
+use karmada_quota_billing::{Key, Request, Series, Window};
 
 /// Runs one PromQL range query (Prometheus' `/api/v1/query_range`).
 pub trait RangeQuery: Send + Sync {

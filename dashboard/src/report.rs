@@ -29,8 +29,8 @@ use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
-use karmada_quota_core::billing::window::{parse_duration, parse_time};
-use karmada_quota_core::billing::{self, Key, Report, Request, Series, Source, Window};
+use karmada_quota_billing::window::{parse_duration, parse_time};
+use karmada_quota_billing::{self as billing, Key, Report, Request, Series, Source, Window};
 use serde::Deserialize;
 
 use crate::Dashboard;

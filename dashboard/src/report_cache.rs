@@ -22,7 +22,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use karmada_quota_core::billing::{Request, Series};
+use karmada_quota_billing::{Request, Series};
 use tokio::sync::{OnceCell, Semaphore};
 
 use crate::prometheus::{Prometheus, fetch};

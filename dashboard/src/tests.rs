@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tower::ServiceExt;
 
 use futures::future::BoxFuture;
-use karmada_quota_core::billing::{Series, Window};
+use karmada_quota_billing::{Series, Window};
 
 use crate::model::*;
 use crate::report::RangeQuery;

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use karmada_quota_core::billing::query_value;
+use karmada_quota_billing::query_value;
 use serde_json::Value;
 
 use crate::chart::tool;

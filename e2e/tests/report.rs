@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, ensure};
 use fantoccini::Locator;
 use k8s_openapi::api::core::v1::Namespace;
-use karmada_quota_core::billing::query_value as encode;
+use karmada_quota_billing::query_value as encode;
 use karmada_quota_e2e::browser::{self, Driver};
 use karmada_quota_e2e::controller::{
     Controller, ensure_namespace, member_apis, used_is, wait_quota,

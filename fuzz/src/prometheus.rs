@@ -16,8 +16,8 @@
 
 use std::collections::BTreeSet;
 
-use karmada_quota_core::billing::series::AnswerError;
-use karmada_quota_core::billing::{Key, PromResponse, Request, Series, Source, Window, csv};
+use karmada_quota_billing::series::AnswerError;
+use karmada_quota_billing::{Key, PromResponse, Request, Series, Source, Window, csv};
 
 use crate::parts::split;
 
@@ -83,7 +83,7 @@ pub fn run(data: &[u8]) {
         );
         let team = row.team.as_deref().expect("grouped by team");
         assert!(
-            team == karmada_quota_core::billing::UNALLOCATED || team_values.contains(team),
+            team == karmada_quota_billing::UNALLOCATED || team_values.contains(team),
             "team {team:?} is no label value"
         );
         assert!(

@@ -11,7 +11,6 @@
 //! - [`init_logging`]: `tracing` to stderr, plain or JSON;
 //! - [`client`]: a kube client from `--kubeconfig` or the usual discovery;
 //! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once;
-//! - [`prometheus`]: range queries to a Prometheus, for usage reports;
 //! - [`untrusted`]: request-borne strings clipped for logs, identifier length limits;
 //!   [`bounded`]: a capped map for caches keyed by them.
 
@@ -19,8 +18,6 @@ pub mod bounded;
 pub mod duration;
 pub mod listener;
 pub mod plurals;
-pub mod prometheus;
-pub mod prometheus_access;
 pub mod relist;
 pub mod unaccounted;
 pub use unaccounted::UnaccountedArg;

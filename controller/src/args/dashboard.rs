@@ -74,7 +74,7 @@ pub struct DashboardArgs {
     /// page reads usage history from it (average, peak and resource-hours per team,
     /// namespace and member cluster, with a CSV download), as `kubectl karmada-quota
     /// report` does. Unset: the page says how to turn it on.
-    #[arg(long, env = "KQ_DASHBOARD_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_runtime::prometheus::check_url)]
+    #[arg(long, env = "KQ_DASHBOARD_PROMETHEUS", value_name = "URL", value_parser = karmada_quota_billing::prometheus::check_url)]
     pub dashboard_prometheus: Option<String>,
 
     /// How much usage history the controller keeps in memory for the quota page's chart
@@ -97,7 +97,7 @@ pub struct DashboardArgs {
 
     /// TLS and credentials for --dashboard-prometheus (`--prometheus-*`).
     #[command(flatten)]
-    pub prometheus_access: karmada_quota_runtime::prometheus_access::PrometheusAccess,
+    pub prometheus_access: karmada_quota_billing::prometheus_access::PrometheusAccess,
 
     /// Allow `--dashboard-auth=none` on an address other than loopback, i.e. show every
     /// quota, reservation and binding name to anyone who can reach the port. Without it
@@ -204,8 +204,8 @@ fn at_least_a_second(s: &str) -> Result<Duration, String> {
 
 impl DashboardArgs {
     /// The in-memory history's bounds (`--history-*`).
-    pub fn history_bounds(&self) -> karmada_quota_core::history::Bounds {
-        karmada_quota_core::history::Bounds {
+    pub fn history_bounds(&self) -> karmada_quota_billing::history::Bounds {
+        karmada_quota_billing::history::Bounds {
             window: self.history_window.as_secs(),
             step: self.history_step.as_secs(),
             max_quotas: self.history_max_quotas,

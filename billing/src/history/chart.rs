@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::billing::Series;
-use crate::billing::units::unit_of;
+use crate::Series;
 use crate::history::Kind;
+use crate::units::unit_of;
 
 /// One point: Unix seconds and a value in the resource's unit; `[t, v]` in JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

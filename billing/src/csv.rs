@@ -65,7 +65,7 @@ pub fn field(f: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::billing::compute::{Key, Row, Source};
+    use crate::compute::{Key, Row, Source};
 
     #[test]
     fn numbers_drop_trailing_zeros() {

@@ -18,9 +18,7 @@
 
 use std::time::Duration;
 
-use karmada_quota_core::billing::{
-    Key, PromResponse, Report, Request, Series, Window, query_value,
-};
+use crate::{Key, PromResponse, Report, Request, Series, Window, query_value};
 
 /// How long one query may take (Prometheus' own default query timeout is 2 minutes).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -76,7 +74,7 @@ pub enum Error {
         /// The URL.
         url: String,
         /// What Prometheus said.
-        source: karmada_quota_core::billing::series::AnswerError,
+        source: crate::series::AnswerError,
     },
 }
 

@@ -1,3 +1,16 @@
+//! Usage after the fact and over time, apart from the quota engine (`karmada-quota-core`):
+//!
+//! - billing reports (this module's root): average, peak and resource-hours per team,
+//!   namespace, member cluster (and quota), from the controller's Prometheus series;
+//! - [`history`]: a bounded window of each quota's numbers, and the dashboard's
+//!   usage-over-time chart from either that window or Prometheus;
+//! - [`prometheus`] / [`prometheus_access`]: the one Prometheus HTTP API client both use
+//!   (the plugin's `report`, the dashboard's Report page and chart), with its flags.
+//!
+//! Only quantities and resource lists come from core; nothing here decides admission.
+//!
+//! ## Billing reports
+//!
 //! Usage reports for billing: average, peak and resource-hours per team, namespace,
 //! member cluster (and quota), from the controller's Prometheus series.
 //!
@@ -21,6 +34,9 @@
 
 pub mod compute;
 pub mod csv;
+pub mod history;
+pub mod prometheus;
+pub mod prometheus_access;
 pub mod series;
 pub mod units;
 pub mod window;

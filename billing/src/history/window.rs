@@ -22,9 +22,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use crate::ResourceList;
 use crate::history::chart::{Chart, ResourceLines, downsample};
 use crate::history::{Kind, LineKey, base_value};
+use karmada_quota_core::ResourceList;
 
 /// Lines kept per quota: used, reserved and hard of each resource first, then per member
 /// cluster; lines beyond are not recorded.
@@ -446,7 +446,9 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::mk_list as rl;
+    fn rl(entries: &[(&str, &str)]) -> karmada_quota_core::ResourceList {
+        karmada_quota_core::ResourceList::parse_map(entries.iter().copied()).expect("test list")
+    }
 
     fn reading<'a>(
         name: &'a str,

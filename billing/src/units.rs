@@ -6,7 +6,7 @@
 //! shown unit. `requests.` and `limits.` prefixes keep their own rows (a quota may track
 //! both), with the unit of the resource they name.
 
-use crate::resources::COUNT_PREFIX;
+use karmada_quota_core::resources::COUNT_PREFIX;
 
 const GIB: f64 = 1_073_741_824.0;
 

@@ -13,7 +13,7 @@
 //! Pure: no clock, no lock, no HTTP. The values are the controller's computed numbers (the
 //! same it exports as `kq_quota_used`, `kq_quota_reserved`, `kq_quota_hard` and
 //! `kq_quota_cluster_used`), as floats in the unit a person reads
-//! ([`billing::units`](crate::billing::units): cores, GiB, pods…). The store is in
+//! ([`billing::units`](crate::units): cores, GiB, pods…). The store is in
 //! [`window`], the chart's shape and the downsampling in [`chart`], the PromQL in
 //! [`promql`].
 
@@ -47,7 +47,7 @@ pub struct LineKey {
 }
 
 /// A quantity as a float in base units (cores, bytes, counts), as the metrics export it.
-pub fn base_value(q: &crate::Quantity) -> f64 {
+pub fn base_value(q: &karmada_quota_core::Quantity) -> f64 {
     #[allow(clippy::cast_precision_loss)]
     let v = q.nanos() as f64 / 1e9;
     v
