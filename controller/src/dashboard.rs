@@ -369,9 +369,10 @@ pub fn spawn(
     access: Option<Access>,
     sources: Sources,
     listen: (Limits, Option<TlsFiles>),
-    stop: watch::Receiver<bool>,
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     history: (karmada_quota_dashboard::history::Recent, Duration),
 ) {
+    let stop = futures::FutureExt::shared(stop);
     let (limits, tls_files) = listen;
     let tls = match tls_files.map(ServerTls::load).transpose() {
         Ok(tls) => tls,
@@ -381,13 +382,13 @@ pub fn spawn(
         }
     };
     let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
-    tokio::spawn(feed(sources, tx, crate::shutdown_future(&stop)));
+    tokio::spawn(feed(sources, tx, stop.clone()));
     let (recent, step) = history;
     tokio::spawn(crate::history::sample(
         rx.clone(),
         recent.clone(),
         step,
-        crate::shutdown_future(&stop),
+        stop.clone(),
     ));
     let mut dashboard = match Dashboard::new(rx, settings) {
         Ok(d) => d.with_history(recent),
@@ -414,7 +415,7 @@ pub fn spawn(
         let served = async {
             let tcp = listener::bind(addr, "dashboard").await?;
             let router = karmada_quota_dashboard::router(dashboard);
-            let shutdown = crate::shutdown_future(&stop);
+            let shutdown = stop.clone();
             listener::serve("dashboard", tcp, router, limits, tls, shutdown).await
         };
         if let Err(e) = served.await {

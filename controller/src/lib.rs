@@ -61,6 +61,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 pub use args::Args;
 pub use error::Error;
@@ -86,64 +87,45 @@ fn now_secs() -> i64 {
     jiff::Timestamp::now().as_second()
 }
 
-/// The one internal stop signal: the caller's, or a failed admin server.
+/// The one internal stop signal (tokio-util's `CancellationToken`): cancelled by the
+/// caller (a child of its token), or by a failed admin server.
 #[derive(Clone)]
-struct Stop {
-    tx: Arc<watch::Sender<bool>>,
-    rx: watch::Receiver<bool>,
-}
+struct Stop(CancellationToken);
 
 impl Stop {
-    /// A stop signal that also fires when `external` does.
-    fn following(external: &watch::Receiver<bool>) -> Self {
-        let (tx, rx) = watch::channel(false);
-        let stop = Self {
-            tx: Arc::new(tx),
-            rx,
-        };
-        let (ext, tx) = (shutdown_future(external), stop.tx.clone());
-        tokio::spawn(async move {
-            ext.await;
-            tx.send_replace(true);
-        });
-        stop
+    /// A stop signal that also fires when `external` is cancelled.
+    fn following(external: &CancellationToken) -> Self {
+        Self(external.child_token())
     }
 
     /// Ask everything to stop.
     fn halt(&self) {
-        self.tx.send_replace(true);
+        self.0.cancel();
     }
 
     /// Resolves once stopping was asked.
     fn requested(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
-        shutdown_future(&self.rx)
-    }
-}
-
-/// A future that resolves once shutdown was requested.
-fn shutdown_future(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + Sync + 'static {
-    let mut rx = rx.clone();
-    async move {
-        let _ = rx.wait_for(|stop| *stop).await;
+        self.0.clone().cancelled_owned()
     }
 }
 
 /// Run the controller until SIGTERM / Ctrl-C.
 pub async fn run(args: Args, client: Client) -> Result<(), Error> {
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = CancellationToken::new();
+    let on_signal = stop.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("shutdown requested");
-        stop_tx.send_replace(true);
+        on_signal.cancel();
     });
-    run_until(args, client, stop_rx).await
+    run_until(args, client, stop).await
 }
 
-/// Run the controller until `stop` becomes true.
+/// Run the controller until `external_stop` is cancelled.
 pub async fn run_until(
     args: Args,
     client: Client,
-    external_stop: watch::Receiver<bool>,
+    external_stop: CancellationToken,
 ) -> Result<(), Error> {
     args.check_role().map_err(Error::Config)?;
     let stop = Stop::following(&external_stop);
@@ -640,7 +622,7 @@ fn spawn_dashboard(
         access,
         sources,
         (args.listener.limits(), args.dashboard.dashboard_tls()),
-        stop.rx.clone(),
+        stop.requested(),
         (
             std::sync::Arc::new(std::sync::RwLock::new(
                 karmada_quota_billing::history::Store::new(args.dashboard.history_bounds()),
