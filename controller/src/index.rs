@@ -148,6 +148,8 @@ pub struct Index {
     /// (`--unaccounted-workloads`, the same as the webhook's).
     pub unaccounted_default: karmada_quota_core::quota::Unaccounted,
     quotas_synced: bool,
+    /// [`Index::synced`], published on each change (readiness awaits it: no poll).
+    synced_tx: tokio::sync::watch::Sender<bool>,
 }
 
 impl Index {
@@ -169,6 +171,7 @@ impl Index {
             clusters_synced: false,
             quotas_synced: false,
             unaccounted_default: karmada_quota_core::quota::Unaccounted::Deny,
+            synced_tx: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -208,6 +211,7 @@ impl Index {
             Step::Buffered => Touched::new(),
             Step::Relisted(all) => {
                 self.bindings_synced = true;
+                self.publish_synced();
                 self.reset_bindings(all, now)
             }
         };
@@ -481,6 +485,7 @@ impl Index {
             Step::Relisted(all) => {
                 self.clusters = all;
                 self.clusters_synced = true;
+                self.publish_synced();
                 true
             }
         }
@@ -494,6 +499,7 @@ impl Index {
     /// Mark the Cluster watch as synced without running one (`--member-clusters-from-api=false`).
     pub fn skip_clusters(&mut self) {
         self.clusters_synced = true;
+        self.publish_synced();
     }
 
     // ---- readiness --------------------------------------------------------------------
@@ -507,11 +513,23 @@ impl Index {
     /// The quota watch listed everything once.
     pub fn quotas_listed(&mut self) {
         self.quotas_synced = true;
+        self.publish_synced();
     }
 
     /// Whether every watch has listed everything once.
     pub fn synced(&self) -> bool {
         self.quotas_synced && self.bindings_synced && self.clusters_synced
+    }
+
+    /// [`Index::synced`] as it changes: the watches' own state, for readiness.
+    pub fn synced_changes(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.synced_tx.subscribe()
+    }
+
+    fn publish_synced(&mut self) {
+        let now = self.synced();
+        self.synced_tx
+            .send_if_modified(|v| std::mem::replace(v, now) != now);
     }
 }
 
