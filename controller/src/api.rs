@@ -8,7 +8,9 @@
 //! status).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LockResult, RwLock, RwLockReadGuard};
+
+use tokio::sync::watch;
 
 use karmada_quota_core::ResourceList;
 use karmada_quota_core::status::ClusterView;
@@ -18,10 +20,63 @@ use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
 use kube::ResourceExt;
 use serde::Serialize;
 
+use crate::changes::Changes;
 use crate::desired::Computed;
 
-/// (namespace, name) → the latest computed report.
-pub type Views = Arc<RwLock<BTreeMap<(String, String), QuotaReport>>>;
+/// A quota's key in [`Views`]: (namespace, name), `""` for a cluster-scoped one.
+pub type ViewKey = (String, String);
+
+/// (namespace, name) → the latest computed report; each change is published on its
+/// [`Changes`] (the dashboard's feed awaits them).
+#[derive(Clone, Debug, Default)]
+pub struct Views {
+    map: Arc<RwLock<BTreeMap<ViewKey, QuotaReport>>>,
+    changes: Changes,
+}
+
+impl Views {
+    /// Every report, read-locked.
+    pub fn read(&self) -> LockResult<RwLockReadGuard<'_, BTreeMap<ViewKey, QuotaReport>>> {
+        self.map.read()
+    }
+
+    /// Keep `report` as `key`'s latest; a change other than its computation time is
+    /// published.
+    pub fn publish(&self, key: ViewKey, report: QuotaReport) {
+        let changed = {
+            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            let changed = map.get_mut(&key).is_none_or(|old| {
+                old.computed_at = report.computed_at.clone();
+                *old != report
+            });
+            map.insert(key, report);
+            changed
+        };
+        if changed {
+            self.changes.poke();
+        }
+    }
+
+    /// Forget the reports of `keys` (a deleted quota); published when one was kept.
+    pub fn remove<'a>(&self, keys: impl IntoIterator<Item = &'a ViewKey>) {
+        let removed = {
+            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            let mut removed = false;
+            for key in keys {
+                removed |= map.remove(key).is_some();
+            }
+            removed
+        };
+        if removed {
+            self.changes.poke();
+        }
+    }
+
+    /// Every later change.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+}
 
 /// One quota as the controller last computed it.
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -4,11 +4,13 @@
 //! runtime's hardened listener (its limits; HTTPS with `--dashboard-tls-*`).
 //!
 //! ```text
-//!  api::Views ─────────┐
-//!  MemberRegistry ─────┤ every FEED_INTERVAL: snapshot() ─► watch::Sender<Arc<Snapshot>>
-//!  namespaces ─────────┤ (teams: label value, the one Namespace watch)                 └─► dashboard::router (pages,
-//!  Event watch ────────┘ (Warning events on KarmadaQuotas:        SSE, JSON, CSV)
-//!                         denials, drift, unreachable members)
+//!  api::Views ─────────┐ each pokes its Changes when what it holds changed (reconcile
+//!  MemberRegistry ─────┤ publishes a view; a member's reach; a namespace; a Warning);
+//!  namespaces ─────────┤ leadership is a watch of its own
+//!  Event watch ────────┘        │ feed() awaits any (at most one rebuild per MIN_GAP)
+//!                               ▼
+//!                  snapshot() ─► watch::Sender<Arc<Snapshot>> ─► dashboard::router
+//!                                                               (pages, SSE, JSON, CSV)
 //! ```
 //!
 //! Read-only: the dashboard gets computed numbers, never an object or a Secret.
@@ -33,12 +35,15 @@ use kube::runtime::watcher::{self, watcher};
 use tokio::sync::watch;
 
 use crate::api::{QuotaReport, Views};
+use crate::changes::Changes;
 use crate::members::{MemberRegistry, Reach};
 use crate::namespaces::NamespaceLabels;
 
-/// How often the snapshot is rebuilt and compared with the last one sent.
-const FEED_INTERVAL: Duration = Duration::from_secs(1);
-/// An unchanged snapshot is still re-sent this often, so data ages on the pages advance.
+/// The least time between two rebuilds of the snapshot: a burst of changes (a re-list,
+/// many quotas reconciled at once) is sent as one.
+const MIN_GAP: Duration = Duration::from_millis(250);
+/// With no change, the snapshot is still re-sent this often, so data ages on the pages
+/// advance.
 const REFRESH_INTERVAL: Duration = Duration::from_secs(10);
 /// Warning events kept per quota.
 const EVENTS_PER_QUOTA: usize = 20;
@@ -184,6 +189,23 @@ pub struct Sources {
     pub team_label: String,
     /// Recent Warning events per quota.
     pub warnings: Warnings,
+    /// Poked by [`watch_warnings`] on each Warning event kept.
+    pub warnings_changed: Changes,
+}
+
+impl Sources {
+    /// The change signals of every source but leadership.
+    fn changes(&self) -> Vec<watch::Receiver<u64>> {
+        let mut all = vec![
+            self.views.changes(),
+            self.namespaces.changes(),
+            self.warnings_changed.subscribe(),
+        ];
+        if let MemberSource::Measured(registry) = &self.members {
+            all.push(registry.changes());
+        }
+        all
+    }
 }
 
 /// Where the dashboard learns whether members are reachable.
@@ -256,21 +278,33 @@ pub fn snapshot(sources: &Sources, freshness: &mut Freshness, now: i64) -> Snaps
     }
 }
 
-/// Rebuild the snapshot every [`FEED_INTERVAL`]; send it when it changed (or every
-/// [`REFRESH_INTERVAL`]) until `stop`.
+/// Rebuild the snapshot when a source changed (at most once per [`MIN_GAP`]) and send it
+/// when it differs from the last one sent, or every [`REFRESH_INTERVAL`] regardless;
+/// until `stop`.
 pub async fn feed(
     sources: Sources,
     tx: watch::Sender<Arc<Snapshot>>,
     stop: impl std::future::Future<Output = ()>,
 ) {
     let mut freshness = Freshness::default();
-    let mut last_sent = tokio::time::Instant::now();
-    let mut tick = tokio::time::interval(FEED_INTERVAL);
+    let mut changes = sources.changes();
+    let mut leader = sources.leader.clone();
+    let mut leader_live = true;
+    let mut last_sent: Option<tokio::time::Instant> = None;
     tokio::pin!(stop);
     loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {}
+        if let Some(at) = last_sent {
+            tokio::select! {
+                () = &mut stop => return,
+                () = crate::changes::any_changed(&mut changes) => {}
+                r = leader.changed(), if leader_live => leader_live = r.is_ok(),
+                () = tokio::time::sleep_until(at + REFRESH_INTERVAL) => {}
+            }
+            // Let a burst settle into one rebuild.
+            tokio::select! {
+                () = &mut stop => return,
+                () = tokio::time::sleep_until(at + MIN_GAP) => {}
+            }
         }
         let now = jiff::Timestamp::now().as_second();
         let next = snapshot(&sources, &mut freshness, now);
@@ -281,9 +315,10 @@ pub async fn feed(
                 ..current.as_ref().clone()
             } != next
         };
-        if changed || last_sent.elapsed() >= REFRESH_INTERVAL {
+        let due = last_sent.is_none_or(|at| at.elapsed() >= REFRESH_INTERVAL);
+        if changed || due {
             tx.send_replace(Arc::new(next));
-            last_sent = tokio::time::Instant::now();
+            last_sent = Some(tokio::time::Instant::now());
         }
     }
 }
@@ -293,7 +328,7 @@ pub const WARNING_EVENTS: &str = "involvedObject.kind=KarmadaQuota,type=Warning"
 
 /// Keep the recent Warning events of every quota (what the webhook refused, drift,
 /// unreachable members) in `warnings`.
-pub async fn watch_warnings(api: Api<CoreEvent>, warnings: Warnings) {
+pub async fn watch_warnings(api: Api<CoreEvent>, warnings: Warnings, changed: Changes) {
     let mut events = watcher(
         api,
         watcher::Config::default()
@@ -305,7 +340,10 @@ pub async fn watch_warnings(api: Api<CoreEvent>, warnings: Warnings) {
     .boxed();
     while let Some(ev) = events.next().await {
         match ev {
-            Ok(ev) => record_warning(&warnings, &ev),
+            Ok(ev) => {
+                record_warning(&warnings, &ev);
+                changed.poke();
+            }
             Err(e) => tracing::warn!(error = %e, "event watch (dashboard) error; retrying"),
         }
     }
@@ -536,6 +574,68 @@ mod tests {
         r.admission = AdmissionReport::default();
         let left = quota(&r, vec![]).line.unwrap();
         assert!(!left.queueing && left.total == 3);
+    }
+
+    #[tokio::test]
+    async fn the_feed_sends_a_snapshot_when_a_source_changes_and_not_on_a_timer() {
+        let views = Views::default();
+        let (namespaces, _writer) = NamespaceLabels::with_writer();
+        let leader = watch::Sender::new(false);
+        let registry = MemberRegistry::default();
+        let sources = Sources {
+            views: views.clone(),
+            members: MemberSource::Measured(registry.clone()),
+            leader: leader.subscribe(),
+            namespaces,
+            team_label: String::new(),
+            warnings: Warnings::default(),
+            warnings_changed: Changes::default(),
+        };
+        let (tx, mut rx) = watch::channel(Arc::new(Snapshot::default()));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let feed = tokio::spawn(feed(sources, tx, async move {
+            let _ = stop_rx.await;
+        }));
+        let next = |rx: &mut watch::Receiver<Arc<Snapshot>>| {
+            let mut rx = rx.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(5), rx.changed())
+                    .await
+                    .expect("a snapshot within 5 s")
+                    .unwrap();
+                rx.borrow_and_update().clone()
+            }
+        };
+        // The first snapshot at once.
+        let first = next(&mut rx).await;
+        assert!(first.quotas.is_empty());
+        rx.borrow_and_update();
+        // A reconcile publishes a view: pushed.
+        views.publish(("team-a".into(), "q".into()), report());
+        let s = next(&mut rx).await;
+        assert_eq!(s.quotas.len(), 1);
+        rx.borrow_and_update();
+        // The same numbers computed again (a later computation time): nothing to send.
+        let mut again = report();
+        again.computed_at = "2026-01-01T00:05:00Z".into();
+        views.publish(("team-a".into(), "q".into()), again);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(1500), rx.changed())
+                .await
+                .is_err(),
+            "no snapshot without a change (the refresh is every {REFRESH_INTERVAL:?})"
+        );
+        // A member's reachability and leadership are pushed too.
+        let epoch = registry.start("m9");
+        let s = next(&mut rx).await;
+        assert!(s.members.iter().any(|m| m.name == "m9"));
+        rx.borrow_and_update();
+        registry.set_reach("m9", epoch, Reach::Reachable);
+        leader.send_replace(true);
+        let s = next(&mut rx).await;
+        assert!(s.leader || next(&mut rx).await.leader);
+        let _ = stop_tx.send(());
+        feed.await.unwrap();
     }
 
     #[test]

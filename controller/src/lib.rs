@@ -28,6 +28,7 @@
 
 pub mod api;
 pub mod args;
+pub mod changes;
 pub mod cluster_quotas;
 pub mod dashboard;
 pub mod dashboard_auth;
@@ -570,6 +571,7 @@ fn spawn_dashboard(
         namespaces: namespaces.clone(),
         team_label: args.dashboard.dashboard_team_label.trim().to_owned(),
         warnings: dashboard::Warnings::default(),
+        warnings_changed: changes::Changes::default(),
     };
     let label = sources.team_label.clone();
     let prometheus = args
@@ -584,6 +586,7 @@ fn spawn_dashboard(
     tokio::spawn(dashboard::watch_warnings(
         watches::scoped_api(client, args.watch_namespace()),
         sources.warnings.clone(),
+        sources.warnings_changed.clone(),
     ));
     let access = (args.dashboard.dashboard_auth == args::DashboardAuth::Kubernetes).then(|| {
         karmada_quota_dashboard::Access::new(

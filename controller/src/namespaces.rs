@@ -25,12 +25,14 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Api, Client};
 
+use crate::changes::Changes;
 use crate::metrics::Metrics;
 
 /// The namespaces' labels, from the one metadata watch.
 #[derive(Clone)]
 pub struct NamespaceLabels {
     store: Store<PartialObjectMeta<Namespace>>,
+    changes: Changes,
 }
 
 impl NamespaceLabels {
@@ -77,10 +79,21 @@ impl NamespaceLabels {
             .collect()
     }
 
+    /// Every later change (a namespace added, relabelled or deleted; a re-list done).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
     /// A store fed by the caller (tests).
     pub fn with_writer() -> (Self, reflector::store::Writer<PartialObjectMeta<Namespace>>) {
         let (store, writer) = reflector::store();
-        (Self { store }, writer)
+        (
+            Self {
+                store,
+                changes: Changes::default(),
+            },
+            writer,
+        )
     }
 }
 
@@ -92,7 +105,10 @@ pub fn watch_namespaces(
     on_change: impl Fn(&NamespaceLabels) + Send + 'static,
 ) -> NamespaceLabels {
     let (store, writer) = reflector::store();
-    let labels = NamespaceLabels { store };
+    let labels = NamespaceLabels {
+        store,
+        changes: Changes::default(),
+    };
     let view = labels.clone();
     let feed = watch(
         Api::<PartialObjectMeta<Namespace>>::all(client),
@@ -102,7 +118,10 @@ pub fn watch_namespaces(
     .reflect(writer)
     .for_each(move |ev| {
         match ev {
-            Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => on_change(&view),
+            Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => {
+                view.changes.poke();
+                on_change(&view);
+            }
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "Namespace watch error; retrying");

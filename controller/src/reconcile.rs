@@ -289,10 +289,7 @@ pub async fn reconcile<K: QuotaKind>(
     if let Computed::Valid { view, .. } = computed {
         ctx.metrics.observe_quota(view);
     }
-    ctx.views
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key.clone(), view);
+    ctx.views.publish(key.clone(), view);
     ctx.failures
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -343,10 +340,7 @@ pub(crate) fn count_failure(ctx: &Ctx, key: &(String, String)) -> (u32, Duration
 
 /// Drop what is kept about a deleted quota.
 pub fn forget(ctx: &Ctx, ns: &str, name: &str) {
-    ctx.views
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&(ns.to_owned(), name.to_owned()));
+    ctx.views.remove([&(ns.to_owned(), name.to_owned())]);
     ctx.pacing.forget(&(ns.to_owned(), name.to_owned()));
     ctx.metrics.forget_quota(ns, name);
 }

@@ -126,23 +126,24 @@ fn forget_deleted(
     views: &Views,
     metrics: &Metrics,
 ) {
-    let mut views = views.write().unwrap_or_else(|e| e.into_inner());
     match ev {
         Event::Delete(q) => {
             let (ns, name) = (q.namespace().unwrap_or_default(), q.name_any());
-            views.remove(&(ns.clone(), name.clone()));
             metrics.forget_quota(&ns, &name);
+            views.remove([&(ns, name)]);
         }
         Event::InitDone => {
             let gone: Vec<_> = views
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
                 .keys()
                 .filter(|(ns, name)| store.get(&ObjectRef::new(name).within(ns)).is_none())
                 .cloned()
                 .collect();
-            for key in gone {
-                views.remove(&key);
+            for key in &gone {
                 metrics.forget_quota(&key.0, &key.1);
             }
+            views.remove(&gone);
         }
         _ => {}
     }

@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use crate::changes::Changes;
+
 use k8s_openapi::api::core::v1::Pod;
 use karmada_quota_core::status::ObservedPods;
 use kube::runtime::watcher::Event;
@@ -59,17 +61,26 @@ struct Members {
     last_epoch: u64,
 }
 
-/// Every member's state, shared between the member tasks and the reconciler.
+/// Every member's state, shared between the member tasks and the reconciler; a change of
+/// reachability (or of the members) is published on its [`Changes`].
 #[derive(Clone, Debug, Default)]
-pub struct MemberRegistry(Arc<RwLock<Members>>);
+pub struct MemberRegistry {
+    members: Arc<RwLock<Members>>,
+    changes: Changes,
+}
 
 impl MemberRegistry {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Members> {
-        self.0.read().unwrap_or_else(|e| e.into_inner())
+        self.members.read().unwrap_or_else(|e| e.into_inner())
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Members> {
-        self.0.write().unwrap_or_else(|e| e.into_inner())
+        self.members.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every later change of reachability or of the members.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Pods of `namespace` per member: `None` for a member not (or no longer) reachable.
@@ -124,6 +135,8 @@ impl MemberRegistry {
         };
         if !same {
             st.reach = reach;
+            drop(members);
+            self.changes.poke();
         }
         !same
     }
@@ -142,12 +155,17 @@ impl MemberRegistry {
                 epoch,
             },
         );
+        drop(members);
+        self.changes.poke();
         epoch
     }
 
     /// Forget `member`.
     pub fn remove(&self, member: &str) {
-        self.write().by_name.remove(member);
+        let removed = self.write().by_name.remove(member).is_some();
+        if removed {
+            self.changes.poke();
+        }
     }
 
     /// Insert a member in a given state (tests).
