@@ -4,6 +4,7 @@
 mod batcher;
 mod bounds;
 mod cluster;
+mod early;
 mod policy;
 mod router;
 mod tenancy;
