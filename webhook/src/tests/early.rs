@@ -62,7 +62,10 @@ async fn an_unchanged_update_is_answered_while_the_namespace_write_hangs() {
             .await
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!create.is_finished(), "the CREATE must be held by its write");
+    assert!(
+        !create.is_finished(),
+        "the CREATE must be held by its write"
+    );
 
     let (old, new) = relabelled();
     let resp = tokio::time::timeout(PROMPT, h.review_binding(update_rb(old, new)))

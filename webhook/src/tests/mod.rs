@@ -7,6 +7,7 @@ mod cluster;
 mod early;
 mod policy;
 mod router;
+mod spans;
 mod tenancy;
 
 use std::collections::BTreeMap;
