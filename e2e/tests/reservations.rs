@@ -425,8 +425,8 @@ async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> 
 /// while a reservation write of its namespace is held up, and writes nothing: q's status
 /// writes pass a gate the test closes; rb-new's CREATE is decided and its write reaches
 /// the gate; then rb-old is relabelled (same charge) and is admitted while the gate still
-/// holds that write. Without the early answer the UPDATE queued behind the held write and
-/// was refused at the decision timeout.
+/// holds that write and rb-new's review waits for it. Without the early answer the UPDATE
+/// queued behind the held write and was answered only once rb-new's review timed out.
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn an_unchanged_update_is_answered_while_a_reservation_write_is_held() -> Result<()> {
@@ -477,9 +477,13 @@ async fn an_unchanged_update_is_answered_while_a_reservation_write_is_held() -> 
         .get_or_insert_default()
         .insert("relabelled".into(), "yes".into());
     let outcome = api.replace("rb-old", &PostParams::default(), &stored).await;
+    // rb-new's review still waits for its write: it has not timed out (which it does at
+    // its decision timeout, 2 s after it arrived; the queued UPDATE was answered only then).
+    let timed_out = s.webhook.decisions(&["reason=\"timeout\""]).await?;
     ensure!(
-        gate.allowed() == let_through,
-        "the held write was let through before the UPDATE was answered"
+        timed_out == 0 && gate.allowed() == let_through,
+        "the UPDATE was answered only after rb-new's held write ended \
+         ({timed_out} reviews timed out)"
     );
     if let Err(e) = outcome {
         bail!("the UPDATE of rb-old, whose charge did not change, was not admitted: {e}");
@@ -492,7 +496,10 @@ async fn an_unchanged_update_is_answered_while_a_reservation_write_is_held() -> 
 
     step("[Release] the gate opens; rb-new's CREATE ends (admitted or timed out)");
     open.send_replace(true);
-    create_new.await.context("rb-new's CREATE task")??;
+    match create_new.await.context("rb-new's CREATE task")?? {
+        Ok(_) => step("[Result] rb-new admitted"),
+        Err(status) => step(&format!("[Result] rb-new refused: {}", status.message)),
+    }
     gate.stop().await?;
     s.teardown().await
 }
