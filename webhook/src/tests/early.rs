@@ -142,3 +142,18 @@ async fn an_unchanged_update_is_still_refused_under_a_quota_that_cannot_be_enfor
     );
     assert_eq!(allowed_with(&h, REASON_CHARGE_UNCHANGED), 0);
 }
+
+#[tokio::test]
+async fn an_old_object_that_does_not_decode_is_charged_like_a_create_not_answered_early() {
+    let h = Harness::new(&[cpu_quota()]);
+    let new = mk_binding("web", "uid-web", 1, 2, "1", "");
+    // The same binding, but a stored object that is not a valid ResourceBinding: it is
+    // dropped, and the request is charged in full (2 cpu), never waved through.
+    let mut broken = new.clone();
+    broken["spec"]["replicas"] = json!("two");
+    let resp = h.review_binding(update_rb(broken, new)).await;
+    assert!(verdict(&resp).0, "{resp}");
+    assert_eq!(allowed_with(&h, REASON_CHARGE_UNCHANGED), 0);
+    assert_eq!(h.store.entries("compute"), 1);
+    assert_eq!(h.store.effective("compute").to_string(), "requests.cpu=4");
+}
