@@ -231,7 +231,8 @@ fn fold(
 /// The `fold` span of binding `rb`: at debug, or at trace for a re-list's (`listed`).
 fn fold_span(rb: &ResourceBinding, listed: bool) -> Span {
     let namespace = rb.metadata.namespace.as_deref().unwrap_or_default();
-    let binding = format_args!("{namespace}/{}", rb.name_any());
+    let name = rb.metadata.name.as_deref().unwrap_or_default();
+    let binding = format_args!("{namespace}/{name}");
     if listed {
         tracing::trace_span!("fold", binding = %binding, namespace)
     } else {

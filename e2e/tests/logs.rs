@@ -22,7 +22,8 @@ const LOG_TIMEOUT: Duration = Duration::from_secs(30);
 /// The JSON lines of the log at `path` that the query `span.binding == key` selects
 /// (lines that are not JSON are not selected: a missing field fails the test).
 fn lines_of_binding(path: &Path, key: &str) -> Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -1,18 +1,19 @@
 //! `POST /validate/resourcebinding` (docs/design.md §5), as named steps read top-down:
 //!
 //! ```text
-//!  decode ─► which quotas cover it ─► what it charges ─► early answers ─► reserve ─► answer
-//!  (decode)   (covering::prepare)      (charge::charges)  (charge unchanged) (batcher;   (allow,
-//!                                                                           dry run:     denial
-//!                                                                           decide now)  reported,
-//!                                                                                        error)
+//!  1. decode                 decode::decode                400, or an allow for another kind
+//!  2. which quotas cover it  covering::prepare             allow (not judged, no quota), 400, 503
+//!  3. what it charges        charge::charges               403 (paused after creation), 504
+//!  4. early answers          early_answer                  allow: an UPDATE whose charge
+//!                                                          did not change, without queueing
+//!  5. reserve                reserve                       the batcher (a dry run: decided now)
+//!  6. answer                 answer                        allow, denial (reported), error
 //! ```
 //!
-//! Every step but the last may end the review with its own answer (a 400, an allow
-//! without a decision, a 503 for an unusable view, …); bounded by `--decision-timeout`,
-//! and an error or a timeout is a refusal, never an allow. The review runs in a `review`
-//! span carrying `binding` (`namespace/name`), `namespace` and `operation`
-//! ([`super::review_span`]).
+//! Steps 1–4 may end the review with their own answer (right column). The whole review is
+//! bounded by `--decision-timeout`; an error or a timeout is a refusal, never an allow. It
+//! runs in a `review` span carrying `binding` (`namespace/name`), `namespace` and
+//! `operation` ([`super::review_span`]).
 
 use axum::Json;
 use axum::body::Bytes;
