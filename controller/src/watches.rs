@@ -18,10 +18,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::runtime::{WatchStreamExt, reflector::store::Writer};
 use kube::{Api, Client, ResourceExt};
+use tracing::Span;
 
 use crate::api::Views;
 use crate::args::Args;
-use crate::index::{CountResolution, Index};
+use crate::index::{CountResolution, Index, Touched};
 use crate::members::MemberKubeconfig;
 use crate::members::{Members, desired_members};
 use crate::metrics::Metrics;
@@ -180,15 +181,63 @@ async fn watch_bindings(
             }
             _ => Ok(None),
         };
-        let (touched, n) = {
-            let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
-            let touched = idx.apply_resolved_binding_event(&ev, as_resolution(&count), now_secs());
-            (touched, idx.binding_count())
-        };
+        let (touched, n) = fold(&index, &ev, &count);
         metrics.set_bindings(n);
         triggers.namespaces(touched);
         line.apply(&ev, count.as_ref().ok().and_then(|c| c.as_deref()));
         line.wake();
+    }
+}
+
+/// Fold one ResourceBinding watch event into the index: the namespaces whose bindings
+/// changed, and how many bindings the index holds now. A binding's own event is folded in
+/// a `fold` span carrying `binding` (`namespace/name`: the value the webhook's `review`
+/// span of the same binding carries) and `namespace`, and logged at debug (trace for a
+/// re-list's, which is folded in bulk at its end), so one log query on `binding` follows
+/// a binding from its admission to its fold.
+fn fold(
+    index: &RwLock<Index>,
+    ev: &Event<ResourceBinding>,
+    count: &Result<Option<String>, String>,
+) -> (Touched, usize) {
+    let span = match ev {
+        Event::Apply(rb) | Event::Delete(rb) => fold_span(rb, false),
+        Event::InitApply(rb) => fold_span(rb, true),
+        Event::Init | Event::InitDone => Span::none(),
+    };
+    let _in = span.enter();
+    let (touched, n) = {
+        let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
+        let touched = idx.apply_resolved_binding_event(ev, as_resolution(count), now_secs());
+        (touched, idx.binding_count())
+    };
+    match ev {
+        Event::Apply(_) | Event::Delete(_) => tracing::debug!(
+            event = if matches!(ev, Event::Apply(_)) {
+                "apply"
+            } else {
+                "delete"
+            },
+            changed = !touched.is_empty(),
+            "ResourceBinding folded into the index"
+        ),
+        Event::InitApply(_) => {
+            tracing::trace!("ResourceBinding listed; folded at the end of the re-list");
+        }
+        Event::Init | Event::InitDone => {}
+    }
+    (touched, n)
+}
+
+/// The `fold` span of binding `rb`: at debug, or at trace for a re-list's (`listed`).
+fn fold_span(rb: &ResourceBinding, listed: bool) -> Span {
+    let namespace = rb.metadata.namespace.as_deref().unwrap_or_default();
+    let name = rb.metadata.name.as_deref().unwrap_or_default();
+    let binding = format_args!("{namespace}/{name}");
+    if listed {
+        tracing::trace_span!("fold", binding = %binding, namespace)
+    } else {
+        tracing::debug_span!("fold", binding = %binding, namespace)
     }
 }
 
@@ -263,4 +312,63 @@ where
             std::future::ready(ok)
         })
         .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::testutil::mk_binding;
+
+    /// The fold of a binding's watch event logs, at debug, in a `fold` span whose
+    /// `binding` is `namespace/name`: what the webhook's `review` span says of it.
+    #[test]
+    fn a_folded_binding_is_logged_under_its_namespace_and_name() {
+        let out: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || SharedBuf(sink.clone()))
+            .finish();
+        let index = RwLock::new(Index::new(3600));
+        let rb = mk_binding("team-a", "web", "uid-web", 1, 2, "1", &[]);
+        tracing::subscriber::with_default(subscriber, || {
+            fold(&index, &Event::Init, &Ok(None));
+            fold(&index, &Event::InitDone, &Ok(None));
+            fold(&index, &Event::Apply(rb.clone()), &Ok(None));
+            fold(&index, &Event::Delete(rb), &Ok(None));
+        });
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        for (line, event) in lines.iter().zip(["apply", "delete"]) {
+            assert_eq!(
+                line["fields"]["message"],
+                "ResourceBinding folded into the index"
+            );
+            assert_eq!(line["fields"]["event"], event);
+            assert_eq!(line["fields"]["changed"], true);
+            assert_eq!(line["span"]["name"], "fold");
+            assert_eq!(line["span"]["binding"], "team-a/web", "{line}");
+            assert_eq!(line["span"]["namespace"], "team-a");
+        }
+    }
+
+    /// Writes into a shared buffer.
+    struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for SharedBuf {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
 }

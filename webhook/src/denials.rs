@@ -81,6 +81,19 @@ pub struct Denied<'a> {
     pub dry_run: bool,
 }
 
+impl Denied<'_> {
+    /// `namespace/name` of the binding (`name` for a cluster-scoped one): the `binding`
+    /// of the log line (as the `review` span and the controller's fold say it) and of the
+    /// events' note.
+    pub fn binding_key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.binding.to_owned()
+        } else {
+            format!("{}/{}", self.namespace, self.binding)
+        }
+    }
+}
+
 /// The handler's denial reporter. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Denials {
@@ -133,7 +146,7 @@ impl Denials {
         match verdict {
             Verdict::Log { suppressed } => tracing::info!(
                 namespace = %d.namespace,
-                binding = %d.binding,
+                binding = %d.binding_key(),
                 quota = %quota_ref.as_ref().map_or("", |q| q.name.as_str()),
                 reason = %reason,
                 code = d.denial.code,
@@ -154,11 +167,7 @@ impl Denials {
         if d.dry_run || !deserves_event(d.denial.reason) {
             return;
         }
-        let key = if d.namespace.is_empty() {
-            d.binding.to_owned()
-        } else {
-            format!("{}/{}", d.namespace, d.binding)
-        };
+        let key = d.binding_key();
         let template = template_ref(d.namespace, d.template);
         if template.is_none() && !d.template.kind.is_empty() && !d.template.name.is_empty() {
             self.metrics.events.dropped("invalid_template", 1);

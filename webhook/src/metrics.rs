@@ -137,7 +137,7 @@ impl Metrics {
 }
 
 impl Default for Metrics {
-    /// Metrics not registered anywhere (tests).
+    /// Metrics not registered anywhere (the tests and bench/src/webhook_cache.rs).
     fn default() -> Self {
         Self {
             decisions: Family::default(),
@@ -244,11 +244,13 @@ impl EventMetrics {
     }
 
     /// Successful writes of `op` so far.
+    #[cfg(test)]
     pub fn written_count(&self, op: &'static str) -> u64 {
         self.written.get_or_create(&EventWriteLabels { op }).get()
     }
 
     /// Failed writes of `op` with `error` so far.
+    #[cfg(test)]
     pub fn failed_count(&self, op: &'static str, error: &'static str) -> u64 {
         self.failed
             .get_or_create(&EventFailureLabels { op, error })
@@ -256,6 +258,7 @@ impl EventMetrics {
     }
 
     /// Denials dropped for `cause` so far.
+    #[cfg(test)]
     pub fn dropped_count(&self, cause: &'static str) -> u64 {
         self.dropped.get_or_create(&EventDropLabels { cause }).get()
     }

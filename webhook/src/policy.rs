@@ -209,6 +209,7 @@ impl KubePolicyWorld {
     }
 
     /// Kinds cached now.
+    #[cfg(test)]
     pub fn cached_kinds(&self) -> usize {
         self.kinds().len()
     }

@@ -26,17 +26,25 @@ use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::{DynamicObject, admission::AdmissionReview};
 use serde_json::{Value, json};
 use tokio::time::Instant;
+use tracing::field::Empty;
 
-use super::{
-    Answer, BINDING, Decoded, RESOURCEBINDING_PATH, allowed, decode, error_answer, finish, prepare,
-};
-use crate::AppState;
+use super::answer::{Answer, allowed, error_answer, finish};
+use super::covering::prepare;
+use super::decode::{BINDING, Decoded, decode};
+use super::review_span::record_binding;
+use super::{AppState, RESOURCEBINDING_PATH};
 
 /// Path of the mutating ResourceBinding review (CREATE only).
 pub const MUTATE_RESOURCEBINDING_PATH: &str = "/mutate/resourcebinding";
 /// Metric label of a mutating ResourceBinding review.
 const KIND_ARRIVAL: &str = "resourcebinding_arrival";
 
+/// The handler: one review, answered (with its patch) and counted.
+#[tracing::instrument(
+    name = "review",
+    skip_all,
+    fields(kind = KIND_ARRIVAL, binding = Empty, namespace = Empty, operation = Empty)
+)]
 pub(super) async fn mutate_binding(
     State(st): State<AppState>,
     body: Bytes,
@@ -51,6 +59,7 @@ async fn review_arrival(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         Decoded::Request(r) => r,
         Decoded::Answer(a) => return *a,
     };
+    record_binding(&req);
     if req.operation != Operation::Create {
         return allowed(&req, "NotChecked");
     }
@@ -88,8 +97,6 @@ async fn review_arrival(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         Ok(Arrival::Admit) => strip_mark(&req, allowed(&req, "Admitted")),
         Ok(Arrival::Wait(keys)) => {
             tracing::info!(
-                namespace = %p.namespace,
-                binding = %p.name,
                 quotas = %waiting_for(&keys),
                 priority = binding.priority,
                 dry_run = req.dry_run,

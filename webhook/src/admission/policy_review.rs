@@ -3,7 +3,19 @@
 //! quotas (`crate::policy::check`) and answers with warnings, or a refusal under
 //! `--policy-enforcement=deny`; a stale view skips the check with a warning.
 
-use super::*;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use tokio::time::Instant;
+use tracing::field::Empty;
+
+use super::answer::{Answer, allowed, bad_request, bad_review, finish, refused};
+use super::decode::{object_key, other_kind};
+use super::{AppState, KIND_POLICY};
+use crate::metrics::DENIED;
+use crate::policy::{Enforcement, POLICY_GROUP, PROPAGATIONPOLICY_PATH, Verdict};
 
 /// What a policy review holds before the dry run: the request and its policy, or the
 /// answer given without a dry run.
@@ -86,6 +98,8 @@ pub fn decode_policy_review(
         .map_err(|a| Box::new(a.response))
 }
 
+/// The handler of both policy paths: one review, answered and counted.
+#[tracing::instrument(name = "review", skip_all, fields(kind = KIND_POLICY, policy = Empty))]
 pub(super) async fn validate_policy(
     State(st): State<AppState>,
     body: Bytes,
@@ -102,6 +116,7 @@ async fn review_policy(st: &AppState, body: &[u8], deadline: Instant) -> Answer 
         Ok(decoded) => decoded,
         Err(answer) => return *answer,
     };
+    tracing::Span::current().record("policy", what.as_str());
     let Some(world) = &st.policies else {
         return allowed(&req, "NotChecked");
     };

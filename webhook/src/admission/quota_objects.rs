@@ -4,7 +4,25 @@
 //! refusals from crds' validation; warnings for a namespace's second quota and for a
 //! selector that selects nothing yet.
 
-use super::*;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use karmada_quota_crds::convert::{validate_cluster_spec, validate_spec};
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
+use karmada_quota_runtime::untrusted::clip;
+use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+use kube::core::{DynamicObject, Resource};
+use tokio::time::Instant;
+use tracing::field::Empty;
+
+use super::answer::{Answer, allowed, bad_request, finish, refused};
+use super::decode::{CLUSTER_QUOTA, Decoded, QUOTA, decode, object_key};
+use super::review_span::record_quota;
+use super::{
+    AppState, CODE_INVALID, KARMADACLUSTERQUOTA_PATH, KARMADAQUOTA_PATH, KIND_CLUSTER_QUOTA,
+    KIND_QUOTA, REASON_FORBIDDEN, REASON_INVALID,
+};
+use crate::metrics::DENIED;
 
 /// The 422 refusal of an invalid object: `what` (kind and name) and every error.
 fn invalid<T: Resource, E: ToString>(
@@ -97,6 +115,8 @@ fn to_judge<'a, T: Resource, S: PartialEq>(
 /// Metric reason of that refusal.
 const REASON_NOT_QUOTA_ADMIN: &str = "NotQuotaAdmin";
 
+/// The KarmadaQuota handler: one review, answered and counted.
+#[tracing::instrument(name = "review", skip_all, fields(kind = KIND_QUOTA, quota = Empty))]
 pub(super) async fn validate_quota(
     State(st): State<AppState>,
     body: Bytes,
@@ -111,6 +131,8 @@ fn review_quota(st: &AppState, body: &[u8]) -> Answer {
         Decoded::Request(r) => r,
         Decoded::Answer(a) => return *a,
     };
+    let either = req.object.as_ref().or(req.old_object.as_ref());
+    record_quota(&object_key(&req, either.map(|q| &q.metadata)));
     let new = match to_judge(
         st,
         &req,
@@ -151,6 +173,8 @@ fn review_quota(st: &AppState, body: &[u8]) -> Answer {
     answer
 }
 
+/// The KarmadaClusterQuota handler: one review, answered and counted.
+#[tracing::instrument(name = "review", skip_all, fields(kind = KIND_CLUSTER_QUOTA, quota = Empty))]
 pub(super) async fn validate_cluster_quota(
     State(st): State<AppState>,
     body: Bytes,
@@ -165,6 +189,12 @@ fn review_cluster_quota(st: &AppState, body: &[u8]) -> Answer {
         Decoded::Request(r) => r,
         Decoded::Answer(a) => return *a,
     };
+    let either = req.object.as_ref().or(req.old_object.as_ref());
+    let name = either
+        .and_then(|q| q.metadata.name.as_deref())
+        .filter(|n| !n.is_empty())
+        .unwrap_or(&req.name);
+    record_quota(&clip(name).to_string());
     let new = match to_judge(
         st,
         &req,

@@ -180,6 +180,7 @@ impl FreshnessMetrics {
     }
 
     /// The stale gauge's value (for tests).
+    #[cfg(test)]
     pub fn stale_value(&self) -> i64 {
         self.stale.get()
     }

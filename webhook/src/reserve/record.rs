@@ -9,8 +9,9 @@ use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_status::{self as status, Outcome, UpdateError, entries};
 use tokio::time::timeout_at;
 
+use super::batch::{Slot, Verdict};
 use super::copy::Kind;
-use super::{Inner, Slot, Verdict, lock, ttl_secs};
+use super::{Inner, lock, ttl_secs};
 use crate::Error;
 
 impl Inner {
@@ -112,7 +113,7 @@ impl Inner {
                                 .collect::<Vec<_>>()
                                 .join("; "),
                         };
-                        tracing::warn!(%quota, error = %e, "refusing ResourceBindings");
+                        tracing::warn!(error = %e, "refusing ResourceBindings");
                         for &i in &live {
                             slots[i].fail(Err(clone_error(&e)));
                         }
@@ -162,7 +163,7 @@ impl Inner {
                     },
                     UpdateError::Store { source, .. } => {
                         self.metrics.write("error");
-                        tracing::warn!(%quota, error = %source, "status write failed");
+                        tracing::warn!(error = %source, "status write failed");
                         store_error(source)
                     }
                 };

@@ -18,6 +18,11 @@ const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(2);
 impl Inner {
     /// Remove `entries` (written for requests that did not end admitted) from `quota`,
     /// best effort: what cannot be removed is left for the controller to expire.
+    #[tracing::instrument(
+        name = "rollback",
+        skip_all,
+        fields(quota = %quota, entries = entries.len())
+    )]
     pub(super) async fn roll_back<K: Kind>(
         &self,
         group: &str,
@@ -74,17 +79,22 @@ impl Inner {
                         .len()
                         .saturating_sub(removed.load(Ordering::Relaxed)),
                 );
-                tracing::debug!(%quota, removed = removed.load(Ordering::Relaxed), "rolled back reservations");
+                tracing::debug!(
+                    removed = removed.load(Ordering::Relaxed),
+                    "rolled back reservations"
+                );
             }
             Ok(Err(e)) => {
                 self.forget(group, quota);
                 self.metrics.rolled_back("failed", entries.len());
-                tracing::warn!(%quota, error = %e, entries = entries.len(), "could not roll back reservations; the controller will expire them");
+                tracing::warn!(error = %e, "could not roll back reservations; the controller will expire them");
             }
             Err(_) => {
                 self.forget(group, quota);
                 self.metrics.rolled_back("failed", entries.len());
-                tracing::warn!(%quota, entries = entries.len(), "rolling back reservations timed out; the controller will expire them");
+                tracing::warn!(
+                    "rolling back reservations timed out; the controller will expire them"
+                );
             }
         }
     }

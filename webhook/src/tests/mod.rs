@@ -4,8 +4,10 @@
 mod batcher;
 mod bounds;
 mod cluster;
+mod early;
 mod policy;
 mod router;
+mod spans;
 mod tenancy;
 
 use std::collections::BTreeMap;

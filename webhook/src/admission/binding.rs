@@ -1,0 +1,194 @@
+//! `POST /validate/resourcebinding` (docs/design.md §5), as named steps read top-down:
+//!
+//! ```text
+//!  1. decode                 decode::decode                400, or an allow for another kind
+//!  2. which quotas cover it  covering::prepare             allow (not judged, no quota), 400, 503
+//!  3. what it charges        charge::charges               403 (paused after creation), 504
+//!  4. early answers          early_answer                  allow: an UPDATE whose charge
+//!                                                          did not change, without queueing
+//!  5. reserve                reserve                       the batcher (a dry run: decided now)
+//!  6. answer                 answer                        allow, denial (reported), error
+//! ```
+//!
+//! Steps 1–4 may end the review with their own answer (right column). The whole review is
+//! bounded by `--decision-timeout`; an error or a timeout is a refusal, never an allow. It
+//! runs in a `review` span carrying `binding` (`namespace/name`), `namespace` and
+//! `operation` ([`super::review_span`]).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use karmada_quota_core::decision::Decision;
+use karmada_quota_crds::ResourceBinding;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use tokio::time::{Instant, timeout_at};
+use tracing::field::Empty;
+
+use super::answer::{Answer, allowed, error_answer, finish, refused};
+use super::charge::{Charges, charges};
+use super::covering::{Prepared, prepare};
+use super::decode::{BINDING, Decoded, decode};
+use super::review_span::record_binding;
+use super::{AppState, KIND_BINDING, RESOURCEBINDING_PATH};
+use crate::denials::Denied;
+use crate::metrics::DENIED;
+use crate::reserve::BindingRequest;
+use crate::{Error, Result};
+
+/// Metric reason of an UPDATE allowed early because its charge did not change.
+pub const REASON_CHARGE_UNCHANGED: &str = "ChargeUnchanged";
+
+/// The handler: one review, answered and counted.
+#[tracing::instrument(
+    name = "review",
+    skip_all,
+    fields(kind = KIND_BINDING, binding = Empty, namespace = Empty, operation = Empty)
+)]
+pub(super) async fn validate_binding(
+    State(st): State<AppState>,
+    body: Bytes,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let started = Instant::now();
+    let answer = review_binding(&st, &body, started + st.settings.decision_timeout).await;
+    finish(&st, KIND_BINDING, started, answer)
+}
+
+/// The review of `body`, step by step (see the module's doc), answered by `deadline`.
+async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer {
+    let req = match decode::<ResourceBinding>(body, RESOURCEBINDING_PATH, &BINDING) {
+        Decoded::Request(r) => r,
+        Decoded::Answer(a) => return *a,
+    };
+    record_binding(&req);
+    let p = match prepare(st, &req, deadline, true).await {
+        Ok(p) => p,
+        Err(answer) => return *answer,
+    };
+    let charges = match charges(st, &req, &p, deadline).await {
+        Ok(c) => c,
+        Err(answer) => return *answer,
+    };
+    log_review(&req, &p, &charges);
+    if let Some(answer) = early_answer(st, &req, &p, &charges) {
+        return answer;
+    }
+    let result = reserve(st, &req, &p, charges, deadline).await;
+    answer(st, &req, &p, result)
+}
+
+/// Who sends what (docs/karmada.md: the detector's CREATE, the scheduler's UPDATE), at
+/// debug.
+fn log_review(req: &AdmissionRequest<ResourceBinding>, p: &Prepared<'_>, charges: &Charges) {
+    let new = p.new;
+    tracing::debug!(
+        user = req.user_info.username.as_deref().unwrap_or(""),
+        clusters = new.spec.clusters.len(),
+        // A multi-template binding carries its replicas in its components.
+        replicas = if new.spec.components.is_empty() {
+            i64::from(new.spec.replicas)
+        } else {
+            new.spec
+                .components
+                .iter()
+                .map(|c| i64::from(c.replicas))
+                .sum()
+        },
+        components = new.spec.components.len(),
+        waiting = charges.waiting,
+        dry_run = req.dry_run,
+        "ResourceBinding review"
+    );
+}
+
+/// The answer given before any queueing: an UPDATE whose charge did not change is
+/// allowed at once (core's rule 1 allows it and writes nothing, so it need not wait behind
+/// the reservation writes of its batch group). Only while every quota covering it can be
+/// enforced; otherwise the usual path refuses it, naming the quota, as before.
+fn early_answer(
+    st: &AppState,
+    req: &AdmissionRequest<ResourceBinding>,
+    p: &Prepared<'_>,
+    charges: &Charges,
+) -> Option<Answer> {
+    if !charges.unchanged() {
+        return None;
+    }
+    st.batcher
+        .check_enforceable(&p.namespace, &p.quotas, &p.clusters)
+        .ok()?;
+    tracing::debug!(
+        reason = REASON_CHARGE_UNCHANGED,
+        dry_run = req.dry_run,
+        "ResourceBinding allowed"
+    );
+    Some(allowed(req, REASON_CHARGE_UNCHANGED))
+}
+
+/// The decision and, unless a dry run, the reservation: the batcher decides the request
+/// with its group's batch and records its entries by `deadline`; a dry run is decided now
+/// against the newest copies, nothing written.
+async fn reserve(
+    st: &AppState,
+    req: &AdmissionRequest<ResourceBinding>,
+    p: &Prepared<'_>,
+    charges: Charges,
+    deadline: Instant,
+) -> Result<Decision> {
+    let request = BindingRequest {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        uid: p.uid.clone(),
+        generation: p.new.metadata.generation.unwrap_or(0),
+        old: charges.old,
+        new: charges.new,
+    };
+    if req.dry_run {
+        st.batcher.decide_now_with(&request, &p.quotas, &p.clusters)
+    } else {
+        timeout_at(deadline, st.batcher.submit(request, deadline))
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    }
+}
+
+/// The answer to the decision `result`: an allow; a denial (logged and turned into events
+/// by [`crate::denials`]) with core's code, reason and message; or the refusal of an error.
+fn answer(
+    st: &AppState,
+    req: &AdmissionRequest<ResourceBinding>,
+    p: &Prepared<'_>,
+    result: Result<Decision>,
+) -> Answer {
+    match result {
+        Ok(Decision::Allow(_)) => {
+            tracing::debug!(
+                reason = "Allowed",
+                dry_run = req.dry_run,
+                "ResourceBinding allowed"
+            );
+            allowed(req, "Allowed")
+        }
+        Ok(Decision::Deny(d)) => {
+            st.denials.report(&Denied {
+                binding_kind: BINDING.kind,
+                namespace: &p.namespace,
+                binding: &p.name,
+                template: &p.new.spec.resource,
+                quotas: &p.quotas,
+                cluster_quotas: &p.clusters,
+                denial: &d,
+                dry_run: req.dry_run,
+            });
+            refused(
+                req,
+                d.code,
+                d.reason.as_str(),
+                &d.message,
+                DENIED,
+                d.reason.as_str(),
+            )
+        }
+        Err(e) => error_answer(st, req, &p.key, e),
+    }
+}
