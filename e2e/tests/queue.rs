@@ -1156,3 +1156,232 @@ async fn best_effort_lets_smaller_later_arrivals_pass_a_head_that_does_not_fit()
     );
     l.teardown().await
 }
+
+// ---------------------------------------------------------------------------------------
+// Strict order against another admission between the plan and the head's release
+// ---------------------------------------------------------------------------------------
+
+/// Label that routes a binding's UPDATEs to [`RoomTaker`].
+const TAKE_ROOM_LABEL: &str = "e2e.karmada-quota/take-room";
+
+/// A mutating admission webhook (the process's test certificate) for UPDATEs of the
+/// bindings labelled `TAKE_ROOM_LABEL=<id>`: at the first one that is not a dry run (the
+/// head's release) it scales binding `hog` to `replicas` and only then answers (allowed,
+/// no patch). That is another admission taking the room after the controller planned
+/// the release and before the validating webhook judges it — what a scale-up of a running
+/// workload, or a second webhook replica, does in a real cluster.
+struct RoomTaker {
+    name: String,
+    client: Client,
+    server: JoinHandle<()>,
+    /// Dry-run reviews seen (the probe that the apiserver calls it).
+    probes: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether it took the room (the hog's scale was admitted).
+    took: Arc<AtomicBool>,
+}
+
+impl RoomTaker {
+    async fn start(l: &Line, hog: &str, replicas: i64) -> Result<RoomTaker> {
+        use axum::Json;
+        use axum::routing::post;
+        use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+        use karmada_quota_e2e::webhook::WebhookTls;
+
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let tls = WebhookTls::get(l.s.env).await?;
+        let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+            .await
+            .context("loading the test certificate")?;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], karmada_quota_e2e::free_port()?));
+        let probes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let took = Arc::new(AtomicBool::new(false));
+        let fired = Arc::new(AtomicBool::new(false));
+        let (client, ns, hog) = (l.client().clone(), l.ns().to_owned(), hog.to_owned());
+        let (p, t) = (probes.clone(), took.clone());
+        let app = axum::Router::new().route(
+            "/take-room",
+            post(move |Json(review): Json<Value>| {
+                let (client, ns, hog) = (client.clone(), ns.clone(), hog.clone());
+                let (probes, took, fired) = (p.clone(), t.clone(), fired.clone());
+                async move {
+                    let request = &review["request"];
+                    if request["dryRun"] == json!(true) {
+                        probes.fetch_add(1, Ordering::Relaxed);
+                    } else if !fired.swap(true, Ordering::SeqCst) {
+                        // The webhook's view of the freed room may lag the controller's a
+                        // moment: try for up to 5 s (this review's timeout is 10 s).
+                        let until = Instant::now() + Duration::from_secs(5);
+                        loop {
+                            let scaled = bindings(&client, &ns)
+                                .patch(
+                                    &hog,
+                                    &PatchParams::default(),
+                                    &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+                                )
+                                .await;
+                            match scaled {
+                                Ok(_) => {
+                                    took.store(true, Ordering::SeqCst);
+                                    break;
+                                }
+                                Err(e) if Instant::now() >= until => {
+                                    eprintln!("[RoomTaker] scaling {hog} failed: {e}");
+                                    break;
+                                }
+                                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                            }
+                        }
+                    }
+                    Json(json!({
+                        "apiVersion": "admission.k8s.io/v1",
+                        "kind": "AdmissionReview",
+                        "response": {"uid": request["uid"].clone(), "allowed": true},
+                    }))
+                }
+            }),
+        );
+        let server = tokio::spawn(async move {
+            let _ = axum_server::bind_rustls(addr, config)
+                .serve(app.into_make_service())
+                .await;
+        });
+        let name = format!("kq-e2e-take-room-{}", l.ns());
+        let mwc: MutatingWebhookConfiguration = serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": "take-room.e2e.karmada-quota.io",
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {
+                    "url": format!("https://{addr}/take-room"),
+                    "caBundle": tls.ca_bundle,
+                },
+                "rules": [{
+                    "apiGroups": ["work.karmada.io"],
+                    "apiVersions": ["v1alpha2"],
+                    "operations": ["UPDATE"],
+                    "resources": ["resourcebindings"],
+                    "scope": "Namespaced",
+                }],
+                "objectSelector": {"matchLabels": {TAKE_ROOM_LABEL: l.ns()}},
+                "failurePolicy": "Fail",
+                "sideEffects": "NoneOnDryRun",
+                "timeoutSeconds": 10,
+            }],
+        }))?;
+        kube::Api::<MutatingWebhookConfiguration>::all(l.client().clone())
+            .create(&kube::api::PostParams::default(), &mwc)
+            .await
+            .with_context(|| format!("creating MutatingWebhookConfiguration {name}"))?;
+        Ok(RoomTaker {
+            name,
+            client: l.client().clone(),
+            server,
+            probes,
+            took,
+        })
+    }
+
+    async fn stop(self) -> Result<()> {
+        use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+        kube::Api::<MutatingWebhookConfiguration>::all(self.client.clone())
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            .with_context(|| format!("deleting {}", self.name))?;
+        self.server.abort();
+        Ok(())
+    }
+}
+
+/// StrictFIFO, 4 cpu: `hog` (1 cpu) and three fillers run; `head` (2 cpu, priority 10)
+/// and `next` (1 cpu) wait. With the controller down the three fillers go, so that its
+/// first plan releases both (3 cpu free). Between that plan and the head's release
+/// another admission takes 2 cpu (the hog scales to 3, through [`RoomTaker`]): the head's
+/// release is refused (it no longer fits: 1 cpu free) and it keeps its place. In strict
+/// order nothing may then pass it: `next` must keep waiting although 1 cpu is free
+/// (docs/queueing.md: "StrictFIFO: nothing passes the head of the line").
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn strict_order_holds_when_another_admission_takes_the_heads_room_after_the_plan()
+-> Result<()> {
+    let mut l = Line::start("queue_strict_race", "4", "StrictFIFO").await?;
+    let ns = l.ns().to_owned();
+    l.fill(4).await?;
+    step("[Create] head (2 cpu, priority 10, labelled for the room taker), next (1 cpu): wait");
+    let mut head = unplaced(&ns, "head", "2", 10);
+    head["metadata"]["labels"] = json!({TAKE_ROOM_LABEL: ns});
+    let created = expect_admitted(create(l.client(), &head).await?)?;
+    ensure!(waiting(&serde_json::to_value(&created)?), "head must wait");
+    l.asks.insert("head".into(), 2000);
+    ensure!(l.submit("next", 1, 0).await?, "next must wait");
+    l.shows_line(&["head".to_owned(), "next".to_owned()])
+        .await?;
+
+    step("[Setup] a mutating webhook on head's UPDATEs that first scales fill-1 (the hog) to 3");
+    let taker = RoomTaker::start(&l, "fill-1", 3).await?;
+    wait_for(
+        "the apiserver to call the room taker",
+        Duration::from_secs(20),
+        || async {
+            let _ = bindings(l.client(), &ns)
+                .patch(
+                    "head",
+                    &PatchParams {
+                        dry_run: true,
+                        ..PatchParams::default()
+                    },
+                    &Patch::Merge(json!({"metadata": {"annotations": {"e2e/probe": "1"}}})),
+                )
+                .await;
+            (taker.probes.load(Ordering::Relaxed) > 0).then_some(())
+        },
+    )
+    .await?;
+
+    step("[Restart] controller down; fill-2..fill-4 deleted (3 cpu free); a new controller");
+    if let Some(ctl) = l.ctl.take() {
+        ctl.kill().await?;
+    }
+    l.delete_all(&["fill-2".into(), "fill-3".into(), "fill-4".into()])
+        .await?;
+    // From here the hog counts 3 cpu (it runs 1 until the room taker scales it, so the
+    // bindings' side over-counts by 2 until then: still within hard unless head goes).
+    let mut asks = l.asks.clone();
+    asks.insert("fill-1".into(), 3000);
+    let stop = Arc::new(AtomicBool::new(false));
+    let samples = sampler(l.client().clone(), ns.clone(), 4000, asks, stop.clone());
+    l.ctl = Some(start_controller(&l.s).await?);
+    wait_for(
+        "the head's release (the room taker scales the hog first)",
+        Duration::from_secs(20),
+        || async { taker.took.load(Ordering::SeqCst).then_some(()) },
+    )
+    .await?;
+    step("[Check] the hog runs 3 cpu; for 5 s: head waits (1 cpu free), next must not pass it");
+    let names = vec!["head".to_owned(), "next".to_owned()];
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut seen = BTreeSet::new();
+    while Instant::now() < until {
+        seen = l.released(&names).await?;
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let samples = samples.await?;
+    taker.stop().await?;
+    ensure!(
+        samples.violations.is_empty(),
+        "over hard: {:?}",
+        samples.violations
+    );
+    ensure!(
+        seen.is_empty(),
+        "StrictFIFO broken: {seen:?} released while the head (2 cpu) waits and does not fit \
+         (hog 3 cpu of 4): the controller's round went on releasing after the head's \
+         release was refused"
+    );
+    l.teardown().await
+}
