@@ -1,22 +1,19 @@
 //! Reservations under faults, against a real apiserver: an outage of the controller never
 //! lets a quota be over-committed, and a request that ends refused leaves no entry behind.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use axum::Json;
-use axum::routing::post;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use karmada_quota_e2e::controller::{Controller, wait_quota};
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
+use karmada_quota_e2e::test_hook::{HookKind, TestHook, refuse};
 use karmada_quota_e2e::webhook::{
-    Outcome, Rb, Webhook, WebhookTls, create, expect_admitted, quota, quota_usage, seed_used,
+    Outcome, Rb, Webhook, create, expect_admitted, quota, quota_usage, seed_used,
     wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, accepts, free_port, metric_sum, wait_for};
+use karmada_quota_e2e::{Env, accepts, metric_sum, wait_for};
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 /// One namespace routed to one webhook.
@@ -200,52 +197,19 @@ const REFUSAL: &str = "status writes of this quota are refused by the e2e test";
 /// An HTTPS admission webhook (the process's test certificate) that refuses every review,
 /// registered for UPDATEs of `karmadaquotas/status` of the objects labelled
 /// `REFUSE_LABEL=<id>`: it makes one quota's status write fail while the others succeed.
-struct StatusRefuser {
-    name: String,
-    client: Client,
-    server: tokio::task::JoinHandle<()>,
-}
+struct StatusRefuser(TestHook);
 
 impl StatusRefuser {
     async fn start(client: &Client, env: &Env, id: &str) -> Result<StatusRefuser> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let tls = WebhookTls::get(env).await?;
-        let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
-            .await
-            .context("loading the test certificate")?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-        let app = axum::Router::new().route(
-            "/refuse",
-            post(|Json(review): Json<Value>| async move {
-                let uid = review["request"]["uid"].clone();
-                Json(json!({
-                    "apiVersion": "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "response": {
-                        "uid": uid,
-                        "allowed": false,
-                        "status": {"code": 403, "reason": "Forbidden", "message": REFUSAL},
-                    },
-                }))
-            }),
-        );
-        let server = tokio::spawn(async move {
-            let _ = axum_server::bind_rustls(addr, config)
-                .serve(app.into_make_service())
-                .await;
-        });
-        let name = format!("kq-e2e-refuse-{id}");
-        let vwc: ValidatingWebhookConfiguration = serde_json::from_value(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": name},
-            "webhooks": [{
+        let hook = TestHook::start(
+            client,
+            env,
+            HookKind::Validating,
+            &format!("kq-e2e-refuse-{id}"),
+            |request: Value| async move { refuse(&request, REFUSAL) },
+            json!({
                 "name": "refuse-status.e2e.karmada-quota.io",
                 "admissionReviewVersions": ["v1"],
-                "clientConfig": {
-                    "url": format!("https://{addr}/refuse"),
-                    "caBundle": tls.ca_bundle,
-                },
                 "rules": [{
                     "apiGroups": ["quota.karmada.io"],
                     "apiVersions": ["v1alpha1"],
@@ -257,26 +221,14 @@ impl StatusRefuser {
                 "failurePolicy": "Fail",
                 "sideEffects": "None",
                 "timeoutSeconds": 3,
-            }],
-        }))?;
-        Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .create(&PostParams::default(), &vwc)
-            .await
-            .with_context(|| format!("creating ValidatingWebhookConfiguration {name}"))?;
-        Ok(StatusRefuser {
-            name,
-            client: client.clone(),
-            server,
-        })
+            }),
+        )
+        .await?;
+        Ok(StatusRefuser(hook))
     }
 
     async fn stop(self) -> Result<()> {
-        Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
-            .delete(&self.name, &DeleteParams::default())
-            .await
-            .with_context(|| format!("deleting {}", self.name))?;
-        self.server.abort();
-        Ok(())
+        self.0.stop().await
     }
 }
 
