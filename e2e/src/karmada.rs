@@ -717,6 +717,17 @@ mod tests {
     }
 
     #[test]
+    fn member_placement_lists_each_members_replicas_in_member_order() {
+        let rb: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": "w-deployment"},
+            "spec": {"clusters": [{"name": "member2", "replicas": 3}]}
+        }))
+        .unwrap();
+        assert_eq!(member_placement(&rb), vec![None, Some(3)]);
+    }
+
+    #[test]
     fn policies_select_named_deployments_or_all() {
         let p = policy("ns", "p", &[], placement::duplicated_named());
         assert_eq!(p["spec"]["resourceSelectors"][0].get("name"), None);
