@@ -941,6 +941,27 @@ struct Crowd {
 }
 
 impl Crowd {
+    /// Watch the releases and sample the quota (`fillers` cpus, all taken by fill-1..) while
+    /// `line` waits in this order.
+    async fn start(
+        l: &Line,
+        fillers: usize,
+        line: &[String],
+        every: Duration,
+    ) -> Result<(Crowd, Sampling)> {
+        let (client, ns) = (l.client().clone(), l.ns().to_owned());
+        let recorder = Recorder::start(client.clone(), ns.clone()).await?;
+        let hard = i128::try_from(fillers)? * 1000;
+        let sampling = sampler(client, ns, hard, l.asks.clone(), every);
+        let crowd = Crowd {
+            recorder,
+            running: (1..=fillers).map(|i| format!("fill-{i}")).collect(),
+            line: line.iter().cloned().collect(),
+            order: Vec::new(),
+        };
+        Ok((crowd, sampling))
+    }
+
     /// Free `n` (delete the `n` oldest running) and expect the next `n` of the line
     /// released within `within`, in order, nothing else; how long it took.
     async fn step(&mut self, l: &Line, n: usize, within: Duration) -> Result<Duration> {
@@ -1034,20 +1055,7 @@ async fn a_hundred_concurrent_arrivals_are_released_in_line_order_across_a_contr
     l.shows_line(&order).await?;
     l.used_settles_at(10_000).await?;
 
-    let recorder = Recorder::start(l.client().clone(), ns.clone()).await?;
-    let sampling = sampler(
-        l.client().clone(),
-        ns.clone(),
-        10_000,
-        l.asks.clone(),
-        SAMPLE_CROWD_EVERY,
-    );
-    let mut c = Crowd {
-        recorder,
-        running: (1..=10).map(|i| format!("fill-{i}")).collect(),
-        line: order.iter().cloned().collect(),
-        order: Vec::new(),
-    };
+    let (mut c, sampling) = Crowd::start(&l, 10, &order, SAMPLE_CROWD_EVERY).await?;
     let mut latencies = Vec::new();
 
     step("[Free] 5 steps of 1 cpu: each releases exactly the head");
@@ -1125,21 +1133,8 @@ async fn best_effort_lets_smaller_later_arrivals_pass_a_head_that_does_not_fit()
     ensure!(order[0] == "big", "big heads the line: {order:?}");
     l.shows_line(&order).await?;
 
-    let recorder = Recorder::start(l.client().clone(), ns.clone()).await?;
-    let sampling = sampler(
-        l.client().clone(),
-        ns.clone(),
-        4000,
-        l.asks.clone(),
-        SAMPLE_EVERY,
-    );
     // The line without big: who passes it, in order.
-    let mut c = Crowd {
-        recorder,
-        running: (1..=4).map(|i| format!("fill-{i}")).collect(),
-        line: order[1..].iter().cloned().collect(),
-        order: Vec::new(),
-    };
+    let (mut c, sampling) = Crowd::start(&l, 4, &order[1..], SAMPLE_EVERY).await?;
     step("[Free] 6 steps of 1 cpu: each time the next small one passes big (needs 3)");
     for _ in 0..6 {
         let took = c.step(&l, 1, STEP_WITHIN).await?;
