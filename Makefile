@@ -1,5 +1,5 @@
 # The README's commands. Each target is a script under hack/ so it also runs without make.
-.PHONY: demo test e2e-karmada bench-karmada crds fmt lint bench image fuzz plugin-dist
+.PHONY: demo test e2e-karmada e2e-karmada-queue-wait bench-karmada crds fmt lint bench image fuzz plugin-dist
 
 demo: ## Local control plane + webhook + controller + samples; Ctrl-C stops it all
 	bash hack/demo.sh
@@ -9,6 +9,9 @@ test: ## Unit and end-to-end tests (installs what they need)
 
 e2e-karmada: ## Optional: e2e tests against real Karmada v1.14 (KARMADA_SRC, KARMADA_BIN_DIR; docs/karmada.md)
 	bash hack/e2e-karmada.sh
+
+e2e-karmada-queue-wait: ## Optional: real Karmada, time to start after waits of 30 s, 3 and 10 min, queue vs refusal (~25 min; docs/karmada.md)
+	KQ_QUEUE_WAITS=$${KQ_QUEUE_WAITS:-30,180,600} KARMADA_E2E_TESTS=karmada_queue_wait bash hack/e2e-karmada.sh
 
 crds: ## Regenerate the checked-in CRD from the Rust types (and the chart's copy)
 	cargo run -q -p karmada-quota-crds --bin crdgen > crds/quota.karmada.io_karmadaquotas.yaml

@@ -32,6 +32,10 @@
 #                    for those two, e.g. --kube-api-qps=1000 --kube-api-burst=2000 (bench/karmada.sh
 #                    lifts the client throttle this way).
 #   KARMADA_RUN_DIR  where the control plane and logs live (default <target>/e2e-karmada).
+#   KARMADA_E2E_TESTS  run only these test binaries of e2e/tests/ (space-separated, e.g.
+#                    karmada_queue_wait) instead of every karmada* one; `make
+#                    e2e-karmada-queue-wait` sets it with KQ_QUEUE_WAITS=30,180,600 (the
+#                    waits of e2e/tests/karmada_queue_wait.rs, seconds; default 30).
 #   KARMADA_SKIP_BUILD=1  with --up-only: do not build the project (bench/karmada.sh builds
 #                    release binaries itself).
 #   CACHE            ${XDG_CACHE_HOME:-~/.cache}/karmada-quota (as controlplane.sh).
@@ -62,7 +66,7 @@ case ${1:-} in
 --up-only) up_only=1 ;;
 "") ;;
 -h | --help)
-    sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 *)
@@ -337,7 +341,21 @@ step "run the Karmada e2e tests (e2e/tests/karmada*.rs)"
 export E2E_CONTROLPLANE_DIR=$dir E2E_KARMADA_DIR=$dir E2E_KARMADA_FEATURE_GATES=$KARMADA_FEATURE_GATES
 t_tests=$SECONDS
 status=0 # pipefail: a failing test run fails the pipe through tee
-if cargo nextest --version >/dev/null 2>&1; then
+read -r -a only <<<"${KARMADA_E2E_TESTS:-}"
+if [[ ${#only[@]} -gt 0 ]]; then
+    selected=()
+    for t in "${only[@]}"; do
+        [[ -f e2e/tests/$t.rs ]] || die "KARMADA_E2E_TESTS names $t, but e2e/tests/$t.rs does not exist"
+        selected+=(--test "$t")
+    done
+    if cargo nextest --version >/dev/null 2>&1; then
+        cargo nextest run --locked "${features[@]}" "${selected[@]}" --run-ignored all \
+            --no-fail-fast --test-threads 2 --success-output immediate 2>&1 | tee "$dir/logs/tests.log" || status=$?
+    else
+        cargo test --locked "${features[@]}" "${selected[@]}" --no-fail-fast \
+            -- --include-ignored --test-threads 2 --nocapture 2>&1 | tee "$dir/logs/tests.log" || status=$?
+    fi
+elif cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --locked "${features[@]}" --test 'karmada*' --run-ignored all \
         -E 'not binary(karmada_failover)' \
         --no-fail-fast --test-threads 2 --success-output immediate 2>&1 | tee "$dir/logs/tests.log" || status=$?
@@ -347,7 +365,7 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     echo "(cargo-nextest not found: using cargo test)"
     cargo test --locked "${features[@]}" --test karmada --test karmada_workloads \
-        --test karmada_interpreter --test karmada_queue --no-fail-fast \
+        --test karmada_interpreter --test karmada_queue --test karmada_queue_wait --no-fail-fast \
         -- --include-ignored --test-threads 2 --nocapture 2>&1 | tee "$dir/logs/tests.log" || status=$?
     cargo test --locked "${features[@]}" --test karmada_failover --no-fail-fast \
         -- --include-ignored --nocapture 2>&1 | tee -a "$dir/logs/tests.log" || status=$?

@@ -441,6 +441,21 @@ pub fn placed(rb: &DynamicObject) -> Vec<(String, i64)> {
     out
 }
 
+/// What the members should run of a binding's workload: the replicas `spec.clusters`
+/// gives each member, in [`MEMBERS`] order (`None` where it is not placed), as
+/// [`member_replicas`] reads them.
+pub fn member_placement(rb: &DynamicObject) -> Vec<Option<i32>> {
+    let on = placed(rb);
+    MEMBERS
+        .iter()
+        .map(|m| {
+            on.iter()
+                .find(|(n, _)| n == m)
+                .map(|(_, r)| i32::try_from(*r).unwrap_or(i32::MAX))
+        })
+        .collect()
+}
+
 /// `spec.replicas` of a binding.
 pub fn replicas(rb: &DynamicObject) -> i64 {
     rb.data["spec"]["replicas"].as_i64().unwrap_or(0)
@@ -699,6 +714,17 @@ mod tests {
             ("q", "QuotaExceeded")
         );
         assert!(DenialLine::parse(&review).is_none());
+    }
+
+    #[test]
+    fn member_placement_lists_each_members_replicas_in_member_order() {
+        let rb: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": "w-deployment"},
+            "spec": {"clusters": [{"name": "member2", "replicas": 3}]}
+        }))
+        .unwrap();
+        assert_eq!(member_placement(&rb), vec![None, Some(3)]);
     }
 
     #[test]

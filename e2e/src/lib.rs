@@ -28,6 +28,7 @@
 //!    faults       UnservedApi: an API group whose discovery fails (503)
 //!    apply_yaml / apply_json / accepts / rejects / wait_for
 //!    prometheus   Debian's prometheus on loopback scraping admin ports (usage report)
+//!    TestHook     an admission webhook served by the test itself (refuse, act first)
 //!    Binary       target/<profile>/karmada-quota-{webhook,controller} as children,
 //!                 killed on drop, log tail printed when the test panics;
 //!                 wait_admin() polls an admin path (http_get) until it answers 200
@@ -66,6 +67,7 @@ pub mod queue;
 mod quota_status;
 pub mod service;
 pub mod setup;
+pub mod test_hook;
 pub mod viewer;
 mod wait;
 pub mod webhook;

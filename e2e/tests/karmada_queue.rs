@@ -10,8 +10,8 @@ use anyhow::{Result, ensure};
 use karmada_quota_e2e::Env;
 use karmada_quota_e2e::controller::{milli, wait_quota};
 use karmada_quota_e2e::karmada::{
-    KarmadaSetup, MEMBERS, QUOTA, apply, binding_name, delete_as_gc, deployment, placed, placement,
-    policy, wait_binding, wait_member_replicas, wait_scheduled,
+    KarmadaSetup, QUOTA, apply, binding_name, delete_as_gc, deployment, member_placement,
+    placement, policy, wait_binding, wait_member_replicas, wait_scheduled,
 };
 use karmada_quota_e2e::queue::{Arrivals, waiting};
 use karmada_quota_e2e::setup::step;
@@ -116,15 +116,7 @@ async fn a_deployment_over_a_queueing_quota_waits_unplaced_and_is_placed_once_ro
         "[Result] second placed {:?} after the deletion: {}",
         placed_after, rb.data["spec"]["clusters"]
     ));
-    let on = placed(&rb);
-    let want: Vec<Option<i32>> = MEMBERS
-        .iter()
-        .map(|m| {
-            on.iter()
-                .find(|(n, _)| n == m)
-                .map(|(_, r)| i32::try_from(*r).unwrap_or(0))
-        })
-        .collect();
+    let want = member_placement(&rb);
     step(&format!("[Check] the members run {want:?}"));
     wait_member_replicas(env, &ns, "second", &want).await?;
     wait_quota(
