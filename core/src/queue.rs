@@ -351,5 +351,25 @@ pub fn plan<'l>(
     out
 }
 
+/// The `StrictFifo` quotas whose line `w` stands in. When the release of `w` planned by
+/// [`plan`] does not go through (another admission took the room first), nothing planned
+/// after it in these lines may start in that round: it would pass a head that no longer
+/// fits. The caller plans again.
+pub fn strict_lines<'l>(
+    quotas: &[QuotaState],
+    w: &Waiting,
+    labels: impl Fn(&str) -> Option<&'l Labels>,
+) -> BTreeSet<QuotaKey> {
+    quotas
+        .iter()
+        .filter(|s| {
+            s.spec.policy.admission.order == QueueOrder::StrictFifo
+                && s.covers.covers(&w.namespace, labels(&w.namespace))
+                && in_line(s, &w.charge)
+        })
+        .map(QuotaState::key)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

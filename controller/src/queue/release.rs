@@ -12,7 +12,9 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use karmada_quota_core::queue::{ANNOTATION_QUEUED_AT, ANNOTATION_WAITING_FOR, Plan, plan};
+use karmada_quota_core::queue::{
+    ANNOTATION_QUEUED_AT, ANNOTATION_WAITING_FOR, Plan, plan, strict_lines,
+};
 use karmada_quota_core::quota::{QuotaState, Unaccounted};
 use karmada_quota_core::selection::{Labels, QuotaKey};
 use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
@@ -162,12 +164,28 @@ impl Releaser {
             }
         }
         let mut again = false;
+        // StrictFIFO lines whose planned release did not go through: nothing planned
+        // behind it there may start this round (it would pass the head); planned again.
+        let mut held: std::collections::BTreeSet<QuotaKey> = Default::default();
+        let covering = |e: &Entry| {
+            strict_lines(&states, &e.waiting, |ns| {
+                labels.iter().find(|(n, _)| n == ns).map(|(_, l)| l)
+            })
+        };
         for i in &p.released {
             let e = &entries[*i];
+            let lines = covering(e);
+            if lines.iter().any(|k| held.contains(k)) {
+                tracing::debug!(binding = %format!("{}/{}", e.waiting.namespace, e.waiting.name), "release put off: a head before it in a strict line was refused");
+                still.insert(e.waiting.uid.clone());
+                again = true;
+                continue;
+            }
             if self.release(e, now).await {
                 still.remove(&e.waiting.uid);
                 known.remove(&e.waiting.uid);
             } else {
+                held.extend(lines);
                 still.insert(e.waiting.uid.clone());
                 again = true;
             }

@@ -312,3 +312,18 @@ fn the_mark_round_trips_with_milliseconds() {
     assert_eq!(parse_queued_at(&v), Some(1_790_000_000_123));
     assert_eq!(parse_queued_at("yesterday"), None);
 }
+
+#[test]
+fn a_failed_release_holds_the_strict_lines_it_stands_in_only() {
+    let strict = quota("strict", "4", "0", QueueOrder::StrictFifo);
+    let best = quota("best", "4", "0", QueueOrder::BestEffortFifo);
+    let w = waiting("head", 2, 10, 1);
+    let lines = strict_lines(&[strict.clone(), best.clone()], &w, no_labels);
+    assert_eq!(lines.into_iter().collect::<Vec<_>>(), [strict.key()]);
+    // A quota over another namespace, or one that limits nothing it asks: not its line.
+    let mut other = strict.clone();
+    other.covers = Covers::Namespace("team-b".into());
+    let mut memory = strict;
+    memory.spec.hard = mk_list(&[("requests.memory", "1Gi")]);
+    assert!(strict_lines(&[other, memory, best], &w, no_labels).is_empty());
+}
