@@ -155,3 +155,22 @@ pub async fn binding_states(client: &Client, ns: &str) -> Result<BTreeMap<String
         })
         .collect())
 }
+
+/// Dry-run creates a 1m-cpu binding in `ns` until it is admitted without waiting: the
+/// webhook's cache has seen the queueing quota's status (before that, an arrival waits for
+/// a status it cannot read, and a test's first filler would join the line).
+pub async fn wait_until_arrivals_fit(client: &Client, ns: &str) -> Result<()> {
+    let probe = unplaced(ns, "probe", "1m", 0);
+    try_wait_for(
+        "the webhook to admit an arrival that fits without suspending it",
+        std::time::Duration::from_secs(30),
+        || async {
+            let outcome = create_with(client, &probe, true).await?;
+            Ok::<_, anyhow::Error>(match outcome {
+                Ok(obj) if !waiting(&serde_json::to_value(&obj)?) => Some(()),
+                _ => None,
+            })
+        },
+    )
+    .await
+}

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use karmada_quota_e2e::commands::plugin;
 use karmada_quota_e2e::controller::{Controller, get_quota, milli, wait_quota};
-use karmada_quota_e2e::queue::{Arrivals, binding_states, marked, unplaced, waiting};
+use karmada_quota_e2e::queue::{
+    Arrivals, binding_states, marked, unplaced, wait_until_arrivals_fit, waiting,
+};
 use karmada_quota_e2e::setup::{WebhookSetup, step};
 use karmada_quota_e2e::test_hook::{HookKind, TestHook, allow};
 use karmada_quota_e2e::webhook::{bindings, create, create_with, expect_admitted, quota};
@@ -64,6 +66,7 @@ impl Line {
             },
         )
         .await?;
+        wait_until_arrivals_fit(&s.client, s.ns()).await?;
         step(&format!(
             "[Setup] quota q: requests.cpu={cpu}, Queue, {order}"
         ));

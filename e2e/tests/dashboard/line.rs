@@ -15,7 +15,7 @@
 use anyhow::{Result, ensure};
 use fantoccini::Client as Browser;
 use karmada_quota_e2e::controller::{Controller, milli, wait_quota};
-use karmada_quota_e2e::queue::{Arrivals, unplaced, waiting};
+use karmada_quota_e2e::queue::{Arrivals, unplaced, wait_until_arrivals_fit, waiting};
 use karmada_quota_e2e::setup::WebhookSetup;
 use karmada_quota_e2e::webhook::{bindings, create, expect_admitted, quota};
 use karmada_quota_e2e::{accepts, wait_for};
@@ -148,6 +148,7 @@ async fn the_quota_page_shows_the_waiting_line_live_in_order_until_it_empties() 
         .start(s.env)
         .await?;
     used_cpu(&s.client, s.ns(), 0).await?;
+    wait_until_arrivals_fit(&s.client, s.ns()).await?;
     let dash = ctl.dashboard_url();
     step(&format!(
         "[Setup] quota q: requests.cpu=2, Queue, StrictFIFO; dashboard at {dash}/"
