@@ -2,24 +2,21 @@
 //! lets a quota be over-committed, a request that ends refused leaves no entry behind, and
 //! an UPDATE whose charge did not change does not wait behind a held reservation write.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use axum::Json;
-use axum::routing::post;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use karmada_quota_e2e::controller::{Controller, wait_quota};
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
+use karmada_quota_e2e::test_hook::{HookKind, TestHook, allow, refuse};
 use karmada_quota_e2e::webhook::{
-    Outcome, Rb, Webhook, WebhookTls, bindings, create, expect_admitted, quota, quota_usage,
-    seed_used, wait_until_status_seen,
+    Outcome, Rb, Webhook, bindings, create, expect_admitted, quota, quota_usage, seed_used,
+    wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, accepts, free_port, metric_sum, wait_for};
+use karmada_quota_e2e::{Env, accepts, metric_sum, wait_for};
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -220,70 +217,40 @@ struct Counts {
     allowed: AtomicUsize,
 }
 
-/// An HTTPS admission webhook (the process's test certificate) registered for UPDATEs of
-/// `karmadaquotas/status` of the objects labelled `REFUSE_LABEL=<id>`: it refuses one
-/// quota's status writes while the others succeed, or holds them until the test opens it.
+/// A test webhook ([`TestHook`]) registered for UPDATEs of `karmadaquotas/status` of the
+/// objects labelled `REFUSE_LABEL=<id>`: it refuses one quota's status writes while the
+/// others succeed, or holds them until the test opens it.
 struct StatusGate {
-    name: String,
-    client: Client,
-    server: tokio::task::JoinHandle<()>,
+    hook: TestHook,
     counts: Arc<Counts>,
 }
 
 impl StatusGate {
     async fn start(client: &Client, env: &Env, id: &str, gate: Gate) -> Result<StatusGate> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let tls = WebhookTls::get(env).await?;
-        let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
-            .await
-            .context("loading the test certificate")?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let counts = Arc::new(Counts::default());
         let seen = counts.clone();
-        let app = axum::Router::new().route(
-            "/gate",
-            post(move |Json(review): Json<Value>| {
+        let hook = TestHook::start(
+            client,
+            env,
+            HookKind::Validating,
+            &format!("kq-e2e-gate-{id}"),
+            move |request: Value| {
                 let (gate, counts) = (gate.clone(), seen.clone());
                 async move {
                     counts.seen.fetch_add(1, Ordering::SeqCst);
-                    let uid = review["request"]["uid"].clone();
-                    let response = match gate {
-                        Gate::Refuse => json!({
-                            "uid": uid,
-                            "allowed": false,
-                            "status": {"code": 403, "reason": "Forbidden", "message": REFUSAL},
-                        }),
+                    match gate {
+                        Gate::Refuse => refuse(&request, REFUSAL),
                         Gate::Hold(mut open) => {
                             let _ = tokio::time::timeout(HOLD_LIMIT, open.wait_for(|o| *o)).await;
                             counts.allowed.fetch_add(1, Ordering::SeqCst);
-                            json!({"uid": uid, "allowed": true})
+                            allow(&request)
                         }
-                    };
-                    Json(json!({
-                        "apiVersion": "admission.k8s.io/v1",
-                        "kind": "AdmissionReview",
-                        "response": response,
-                    }))
+                    }
                 }
-            }),
-        );
-        let server = tokio::spawn(async move {
-            let _ = axum_server::bind_rustls(addr, config)
-                .serve(app.into_make_service())
-                .await;
-        });
-        let name = format!("kq-e2e-gate-{id}");
-        let vwc: ValidatingWebhookConfiguration = serde_json::from_value(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": name},
-            "webhooks": [{
+            },
+            json!({
                 "name": "gate-status.e2e.karmada-quota.io",
                 "admissionReviewVersions": ["v1"],
-                "clientConfig": {
-                    "url": format!("https://{addr}/gate"),
-                    "caBundle": tls.ca_bundle,
-                },
                 "rules": [{
                     "apiGroups": ["quota.karmada.io"],
                     "apiVersions": ["v1alpha1"],
@@ -295,18 +262,10 @@ impl StatusGate {
                 "failurePolicy": "Fail",
                 "sideEffects": "None",
                 "timeoutSeconds": 10,
-            }],
-        }))?;
-        Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .create(&PostParams::default(), &vwc)
-            .await
-            .with_context(|| format!("creating ValidatingWebhookConfiguration {name}"))?;
-        Ok(StatusGate {
-            name,
-            client: client.clone(),
-            server,
-            counts,
-        })
+            }),
+        )
+        .await?;
+        Ok(StatusGate { hook, counts })
     }
 
     /// Status writes the gate was asked about so far.
@@ -320,12 +279,7 @@ impl StatusGate {
     }
 
     async fn stop(self) -> Result<()> {
-        Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
-            .delete(&self.name, &DeleteParams::default())
-            .await
-            .with_context(|| format!("deleting {}", self.name))?;
-        self.server.abort();
-        Ok(())
+        self.hook.stop().await
     }
 }
 
