@@ -9,7 +9,7 @@
 //!        │ templates a customization targets: priced by its Lua (`interpreted`)
 //!        ▼
 //!  core::whatif::what_if (the interpreter, the placement, the webhook's decision as a
-//!  dry run) ─► Report for people and bots
+//!  dry run) ─► Verdict for people and bots
 //! ```
 
 use std::collections::BTreeMap;
@@ -188,7 +188,7 @@ pub struct Refusal {
 /// The whole answer.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub struct Verdict {
     /// Per quota touched or defined by the change, by namespace and name.
     pub quotas: Vec<QuotaOutcome>,
     /// Templates the webhook would refuse.
@@ -199,7 +199,7 @@ pub struct Report {
     pub errors: Vec<String>,
 }
 
-impl Report {
+impl Verdict {
     /// Whether everything fits.
     pub fn fits(&self) -> bool {
         self.refused.is_empty() && self.errors.is_empty() && self.quotas.iter().all(|q| q.fits)
@@ -267,8 +267,8 @@ fn interpreted(inputs: &Inputs, current: &Current, errors: &mut Vec<String>) -> 
 /// Check `inputs` against `current`: core's what-if (a dry run of the webhook's decision)
 /// over the quotas as the manifests define them (their spec wins, the status is the
 /// current one).
-pub fn check(inputs: &Inputs, current: &Current) -> Report {
-    let mut report = Report::default();
+pub fn check(inputs: &Inputs, current: &Current) -> Verdict {
+    let mut report = Verdict::default();
     let mut quotas: BTreeMap<(String, String), KarmadaQuota> =
         current.quotas.iter().map(|q| (key(q), q.clone())).collect();
     for q in &inputs.quotas {

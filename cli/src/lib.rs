@@ -15,12 +15,12 @@
 pub mod args;
 pub mod billing;
 pub mod check;
+pub mod check_table;
 pub mod cluster;
 pub mod manifests;
 pub mod model;
 pub mod queue;
 pub mod render;
-pub mod report;
 
 use std::io::IsTerminal;
 
@@ -331,7 +331,7 @@ async fn run_check(global: &args::Global, args: &CheckArgs) -> Result<(String, u
             s.push('\n');
             s
         }
-        CheckOutput::Table => report::render(&report),
+        CheckOutput::Table => check_table::render(&report),
     };
     Ok((text, code))
 }

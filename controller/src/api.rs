@@ -3,7 +3,7 @@
 //! port serves health, readiness and metrics only, and every JSON view of quotas is the
 //! dashboard's `/api/v1/…`, behind its authentication and visibility rules.
 //!
-//! A report carries the bindings that use the most of the quota (`topBindings`). Every
+//! A computed quota carries the bindings that use the most of the quota (`topBindings`). Every
 //! replica computes it (followers the same view; only the leader writes it to the quota's
 //! status).
 
@@ -26,30 +26,30 @@ use crate::desired::Computed;
 /// A quota's key in [`Views`]: (namespace, name), `""` for a cluster-scoped one.
 pub type ViewKey = (String, String);
 
-/// (namespace, name) → the latest computed report; each change is published on its
+/// (namespace, name) → the latest computed quota; each change is published on its
 /// [`Changes`] (the dashboard's feed awaits them).
 #[derive(Clone, Debug, Default)]
 pub struct Views {
-    map: Arc<RwLock<BTreeMap<ViewKey, QuotaReport>>>,
+    map: Arc<RwLock<BTreeMap<ViewKey, ComputedQuota>>>,
     changes: Changes,
 }
 
 impl Views {
-    /// Every report, read-locked.
-    pub fn read(&self) -> LockResult<RwLockReadGuard<'_, BTreeMap<ViewKey, QuotaReport>>> {
+    /// Every computed quota, read-locked.
+    pub fn read(&self) -> LockResult<RwLockReadGuard<'_, BTreeMap<ViewKey, ComputedQuota>>> {
         self.map.read()
     }
 
-    /// Keep `report` as `key`'s latest; a change other than its computation time is
+    /// Keep `quota` as `key`'s latest; a change other than its computation time is
     /// published.
-    pub fn publish(&self, key: ViewKey, report: QuotaReport) {
+    pub fn publish(&self, key: ViewKey, quota: ComputedQuota) {
         let changed = {
             let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
             let changed = map.get_mut(&key).is_none_or(|old| {
-                old.computed_at = report.computed_at.clone();
-                *old != report
+                old.computed_at = quota.computed_at.clone();
+                *old != quota
             });
-            map.insert(key, report);
+            map.insert(key, quota);
             changed
         };
         if changed {
@@ -57,7 +57,7 @@ impl Views {
         }
     }
 
-    /// Forget the reports of `keys` (a deleted quota); published when one was kept.
+    /// Forget the computed quotas of `keys` (a deleted quota); published when one was kept.
     pub fn remove<'a>(&self, keys: impl IntoIterator<Item = &'a ViewKey>) {
         let removed = {
             let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
@@ -81,12 +81,12 @@ impl Views {
 /// One quota as the controller last computed it.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct QuotaReport {
+pub struct ComputedQuota {
     /// Namespace.
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// metadata.generation the report is for.
+    /// metadata.generation it was computed for.
     pub generation: Option<i64>,
     /// Limits (empty for an invalid spec).
     pub hard: ResourceList,
@@ -97,7 +97,7 @@ pub struct QuotaReport {
     /// Per member cluster: placed `used` and measured `observed` (absent when unknown).
     pub clusters: Vec<ClusterView>,
     /// Pending reservations after pruning.
-    pub reservations: Vec<ReservationReport>,
+    pub reservations: Vec<PendingReservation>,
     /// Clusters running more than placed: cluster → the names above.
     pub drift: BTreeMap<String, ResourceList>,
     /// Number of bindings the quota matches.
@@ -106,7 +106,7 @@ pub struct QuotaReport {
     /// `core::top::TOP_BINDINGS`): name, usage of the hard names, clusters.
     pub top_bindings: Vec<BindingUsage>,
     /// The quota's conditions (as last written by the leader).
-    pub conditions: Vec<ConditionReport>,
+    pub conditions: Vec<QuotaCondition>,
     /// A KarmadaClusterQuota (`namespace` empty): the namespaces it selects.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,
@@ -116,10 +116,10 @@ pub struct QuotaReport {
     /// Why nothing was computed (invalid spec).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// When this report was computed (RFC 3339).
+    /// When it was computed (RFC 3339).
     pub computed_at: String,
     /// `spec.admission` with its defaults filled in.
-    pub admission: AdmissionReport,
+    pub admission: AdmissionSummary,
     /// The waiting line as the leader last wrote it (`status.queue`); absent while
     /// nobody waits.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -130,14 +130,14 @@ pub struct QuotaReport {
 /// filled in).
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct AdmissionReport {
+pub struct AdmissionSummary {
     /// `Refuse` or `Queue`.
     pub mode: String,
     /// The line's order: `BestEffortFIFO` or `StrictFIFO`.
     pub order: String,
 }
 
-impl Default for AdmissionReport {
+impl Default for AdmissionSummary {
     fn default() -> Self {
         Self {
             mode: "Refuse".into(),
@@ -146,7 +146,7 @@ impl Default for AdmissionReport {
     }
 }
 
-impl AdmissionReport {
+impl AdmissionSummary {
     /// The quota's `spec.admission`, as written (a value the validation refuses is
     /// shown as written: the quota's error says why).
     pub fn of(quota: &KarmadaQuota) -> Self {
@@ -164,7 +164,7 @@ impl AdmissionReport {
     }
 }
 
-impl QuotaReport {
+impl ComputedQuota {
     /// For a replica that measures no member (`--role=dashboard`): each cluster's
     /// `observed` as the controller wrote it in `status` (clusters only the status lists
     /// are added with its placed usage), and the drift recomputed from them. A value that
@@ -190,7 +190,7 @@ impl QuotaReport {
 /// A pending reservation.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ReservationReport {
+pub struct PendingReservation {
     /// Binding name.
     pub binding: String,
     /// Binding uid.
@@ -206,7 +206,7 @@ pub struct ReservationReport {
 /// A condition, without its bookkeeping fields.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ConditionReport {
+pub struct QuotaCondition {
     /// Type.
     #[serde(rename = "type")]
     pub type_: String,
@@ -220,8 +220,8 @@ pub struct ConditionReport {
     pub last_transition_time: String,
 }
 
-impl QuotaReport {
-    /// The report of `quota`, computed as `computed`, whose status now is `status`.
+impl ComputedQuota {
+    /// The view of `quota`, computed as `computed`, whose status now is `status`.
     pub fn new(
         quota: &KarmadaQuota,
         computed: &Computed,
@@ -231,7 +231,7 @@ impl QuotaReport {
         let conditions = status
             .conditions
             .iter()
-            .map(|c| ConditionReport {
+            .map(|c| QuotaCondition {
                 type_: c.type_.clone(),
                 status: c.status.clone(),
                 reason: c.reason.clone(),
@@ -256,7 +256,7 @@ impl QuotaReport {
             conditions,
             error: None,
             computed_at: now.to_string(),
-            admission: AdmissionReport::of(quota),
+            admission: AdmissionSummary::of(quota),
             queue: status.queue.clone().filter(|q| q.total > 0),
         };
         match computed {
@@ -280,7 +280,7 @@ impl QuotaReport {
                 r.reservations = view
                     .reservations
                     .iter()
-                    .map(|e| ReservationReport {
+                    .map(|e| PendingReservation {
                         binding: e.reserved_by.name.clone(),
                         uid: e.reserved_by.uid.clone(),
                         generation: e.generation,
@@ -316,7 +316,7 @@ mod tests {
 
     #[test]
     fn a_dashboard_replica_takes_observed_usage_and_drift_from_the_status() {
-        let mut r = QuotaReport {
+        let mut r = ComputedQuota {
             namespace: "team-a".into(),
             name: "q".into(),
             generation: Some(1),
@@ -336,7 +336,7 @@ mod tests {
             shares: BTreeMap::new(),
             error: None,
             computed_at: "2026-01-01T00:00:00Z".into(),
-            admission: AdmissionReport::default(),
+            admission: AdmissionSummary::default(),
             queue: None,
         };
         let usage =

@@ -34,7 +34,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use tokio::sync::watch;
 
-use crate::api::{QuotaReport, Views};
+use crate::api::{ComputedQuota, Views};
 use crate::changes::Changes;
 use crate::members::{MemberRegistry, Reach};
 use crate::namespaces::NamespaceLabels;
@@ -87,7 +87,7 @@ fn unix(rfc3339: &str) -> i64 {
 }
 
 /// The dashboard's quota of a controller report.
-pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
+pub fn quota(r: &ComputedQuota, denials: Vec<Denial>) -> Quota {
     let mut reserved = ResourceList::new();
     for res in &r.reservations {
         reserved.add_assign(&res.reserved);
@@ -142,7 +142,7 @@ pub fn quota(r: &QuotaReport, denials: Vec<Denial>) -> Quota {
 }
 
 /// The quota's waiting line for the pages: while it queues, or while some still wait.
-fn line(r: &QuotaReport) -> Option<Line> {
+fn line(r: &ComputedQuota) -> Option<Line> {
     if !r.admission.queueing() && r.queue.is_none() {
         return None;
     }
@@ -220,8 +220,8 @@ pub enum MemberSource {
 /// Each member's reach as the quotas' status tells it, for a replica that measures none:
 /// unreachable (with its error) when a MembersReachable=False condition names it, else
 /// reachable when a quota shows what it runs, else connecting (listed, not measured yet).
-pub fn reach_from_reports<'a>(
-    reports: impl IntoIterator<Item = &'a QuotaReport>,
+pub fn reach_from_views<'a>(
+    reports: impl IntoIterator<Item = &'a ComputedQuota>,
 ) -> BTreeMap<String, Reach> {
     let mut reach = BTreeMap::new();
     for r in reports {
@@ -254,7 +254,7 @@ pub fn snapshot(sources: &Sources, freshness: &mut Freshness, now: i64) -> Snaps
     let views = sources.views.read().unwrap_or_else(|e| e.into_inner());
     let reach = match &sources.members {
         MemberSource::Measured(registry) => registry.reach(),
-        MemberSource::FromStatus => reach_from_reports(views.values()),
+        MemberSource::FromStatus => reach_from_views(views.values()),
     };
     let quotas = views
         .values()
@@ -465,12 +465,12 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{AdmissionReport, ConditionReport, ReservationReport};
+    use crate::api::{AdmissionSummary, PendingReservation, QuotaCondition};
     use crate::testutil::rl;
     use karmada_quota_core::status::ClusterView;
 
-    fn report() -> QuotaReport {
-        QuotaReport {
+    fn report() -> ComputedQuota {
+        ComputedQuota {
             namespace: "team-a".into(),
             name: "q".into(),
             generation: Some(1),
@@ -483,7 +483,7 @@ mod tests {
                 observed: Some(rl(&[("pods", "4")])),
                 ..ClusterView::default()
             }],
-            reservations: vec![ReservationReport {
+            reservations: vec![PendingReservation {
                 binding: "b".into(),
                 uid: "u".into(),
                 generation: 1,
@@ -499,7 +499,7 @@ mod tests {
             }],
             namespaces: Vec::new(),
             shares: BTreeMap::new(),
-            conditions: vec![ConditionReport {
+            conditions: vec![QuotaCondition {
                 type_: "Ready".into(),
                 status: "True".into(),
                 reason: "Computed".into(),
@@ -508,7 +508,7 @@ mod tests {
             }],
             error: None,
             computed_at: "2026-01-01T00:00:10Z".into(),
-            admission: AdmissionReport::default(),
+            admission: AdmissionSummary::default(),
             queue: None,
         }
     }
@@ -521,7 +521,7 @@ mod tests {
         assert_eq!(quota(&report(), vec![]).line, None);
         // Queueing, nobody waiting: an empty line (the page says so).
         let mut r = report();
-        r.admission = AdmissionReport {
+        r.admission = AdmissionSummary {
             mode: "Queue".into(),
             order: "StrictFIFO".into(),
         };
@@ -571,7 +571,7 @@ mod tests {
             Some("requests.cpu is required")
         );
         // Switched back to refusal with some still waiting: shown, not queueing.
-        r.admission = AdmissionReport::default();
+        r.admission = AdmissionSummary::default();
         let left = quota(&r, vec![]).line.unwrap();
         assert!(!left.queueing && left.total == 3);
     }
@@ -661,7 +661,7 @@ mod tests {
             observed: None,
             ..ClusterView::default()
         });
-        down.conditions.push(ConditionReport {
+        down.conditions.push(QuotaCondition {
             type_: "MembersReachable".into(),
             status: "False".into(),
             reason: "Unreachable".into(),
@@ -675,7 +675,7 @@ mod tests {
             observed: None,
             ..ClusterView::default()
         });
-        let reach = reach_from_reports([&down, &fresh]);
+        let reach = reach_from_views([&down, &fresh]);
         assert_eq!(reach["m1"], Reach::Reachable);
         assert_eq!(reach["m2"], Reach::Unreachable("connection refused".into()));
         // Named down by a condition, though no quota places anything there.

@@ -28,6 +28,7 @@
 
 pub mod api;
 pub mod args;
+pub mod billing_source;
 pub mod changes;
 pub mod cluster_quotas;
 pub mod dashboard;
@@ -42,7 +43,6 @@ pub mod metrics;
 pub mod namespaces;
 pub mod queue;
 pub mod reconcile;
-pub mod report;
 pub mod triggers;
 pub mod watches;
 
@@ -579,7 +579,7 @@ fn spawn_dashboard(
         .dashboard_prometheus
         .as_deref()
         .and_then(|url| {
-            report::page_source(url, &args.dashboard.prometheus_access)
+            billing_source::page_source(url, &args.dashboard.prometheus_access)
                 .inspect_err(|e| tracing::error!(error = %e, "dashboard Report page off"))
                 .ok()
         });

@@ -30,7 +30,7 @@ use kube::runtime::events::{Event as KubeEvent, Recorder};
 use tokio::sync::watch;
 
 use crate::Error;
-use crate::api::{QuotaReport, Views};
+use crate::api::{ComputedQuota, Views};
 use crate::desired::{self, Computed, Notice};
 use crate::index::Index;
 use crate::members::MemberRegistry;
@@ -121,8 +121,8 @@ impl Ctx {
         computed: &Computed,
         status: &KarmadaQuotaStatus,
         now: jiff::Timestamp,
-    ) -> QuotaReport {
-        let mut report = QuotaReport::new(quota, computed, status, now);
+    ) -> ComputedQuota {
+        let mut report = ComputedQuota::new(quota, computed, status, now);
         if self.observed_from_status {
             report.observed_from_status(status);
         }

@@ -10,7 +10,7 @@ use super::NamespaceLabels;
 use super::compute::{self, ClusterComputed};
 use super::shares::Shares;
 use crate::Error;
-use crate::api::QuotaReport;
+use crate::api::ComputedQuota;
 use crate::desired::Computed;
 use crate::reconcile::{KindCtx, QuotaKind};
 
@@ -65,7 +65,7 @@ impl QuotaKind for KarmadaClusterQuota {
         cq: &Self,
         plan: &ClusterPlanned,
         stored: &KarmadaClusterQuotaStatus,
-    ) -> QuotaReport {
+    ) -> ComputedQuota {
         let c = &plan.computed;
         let mut report = ctx.report(&compute::shadow(cq), &c.computed, &stored.quota, plan.now);
         report.namespaces = c.namespaces.iter().map(|(n, _)| n.clone()).collect();

@@ -21,7 +21,7 @@ use kube::ResourceExt;
 
 use super::Ctx;
 use crate::Error;
-use crate::api::QuotaReport;
+use crate::api::ComputedQuota;
 use crate::desired::{self, Computed};
 
 /// A quota kind the reconciler handles.
@@ -52,7 +52,7 @@ pub trait QuotaKind: QuotaObject {
         object: &Self,
         plan: &Self::Plan,
         stored: &Self::Status,
-    ) -> QuotaReport;
+    ) -> ComputedQuota;
 
     /// The leader's own writes after the status is settled (a cluster quota's shares);
     /// `Ok(n)`: n objects changed.
@@ -128,7 +128,7 @@ impl QuotaKind for KarmadaQuota {
         quota: &Self,
         plan: &Planned,
         stored: &KarmadaQuotaStatus,
-    ) -> QuotaReport {
+    ) -> ComputedQuota {
         ctx.report(quota, &plan.computed, stored, plan.now)
     }
 }

@@ -1,7 +1,7 @@
-//! Printing `check`'s report for people: per quota what the change adds, then what would
+//! Printing `check`'s verdict for people: per quota what the change adds, then what would
 //! be refused and why.
 
-use crate::check::Report;
+use crate::check::Verdict;
 
 fn list(map: &std::collections::BTreeMap<String, String>, names: &[&String]) -> String {
     names
@@ -12,7 +12,7 @@ fn list(map: &std::collections::BTreeMap<String, String>, names: &[&String]) -> 
 }
 
 /// The report as text.
-pub fn render(report: &Report) -> String {
+pub fn render(report: &Verdict) -> String {
     let mut out = String::new();
     for q in &report.quotas {
         let names: Vec<&String> = q.hard.keys().collect();
