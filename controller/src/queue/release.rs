@@ -90,11 +90,24 @@ impl Releaser {
         }
     }
 
+    /// Whether every quota and binding was listed: a plan from an empty or partial quota
+    /// store would take a waiting binding for one no quota covers and release it, out of
+    /// its line's order (seen right after a controller restart: the bindings listed, the
+    /// KarmadaQuotas not yet).
     fn synced(&self) -> bool {
-        self.index
+        use futures::FutureExt;
+        let listed = self
+            .index
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .bindings_synced()
+            .synced();
+        let cluster_quotas = match self.line.cluster_view.get() {
+            Some((clusters, labels)) => {
+                labels.ready() && matches!(clusters.wait_until_ready().now_or_never(), Some(Ok(())))
+            }
+            None => true,
+        };
+        listed && cluster_quotas
     }
 
     /// The engine's view of every quota (those that parse), the webhook's defaults set.
