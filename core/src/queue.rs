@@ -310,10 +310,7 @@ pub fn plan<'l>(
     for i in order {
         let w = &waiting[i];
         let lines: Vec<usize> = (0..states.len())
-            .filter(|q| {
-                let s = &states[*q];
-                s.covers.covers(&w.namespace, labels(&w.namespace)) && in_line(s, &w.charge)
-            })
+            .filter(|q| stands_in(&states[*q], w, &labels))
             .collect();
         let held = lines.iter().any(|q| blocked.contains(&states[*q].key()));
         let mut stuck = None;
@@ -362,13 +359,20 @@ pub fn strict_lines<'l>(
 ) -> BTreeSet<QuotaKey> {
     quotas
         .iter()
-        .filter(|s| {
-            s.spec.policy.admission.order == QueueOrder::StrictFifo
-                && s.covers.covers(&w.namespace, labels(&w.namespace))
-                && in_line(s, &w.charge)
-        })
+        .filter(|s| s.spec.policy.admission.order == QueueOrder::StrictFifo)
+        .filter(|s| stands_in(s, w, &labels))
         .map(QuotaState::key)
         .collect()
+}
+
+/// Whether `w` stands in `quota`'s line: the quota covers its namespace and limits
+/// something it asks ([`in_line`]). The one rule [`plan`] and [`strict_lines`] share.
+fn stands_in<'l>(
+    quota: &QuotaState,
+    w: &Waiting,
+    labels: &impl Fn(&str) -> Option<&'l Labels>,
+) -> bool {
+    quota.covers.covers(&w.namespace, labels(&w.namespace)) && in_line(quota, &w.charge)
 }
 
 #[cfg(test)]
