@@ -21,12 +21,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
-use karmada_quota_core::ResourceList;
-use karmada_quota_crds::convert::list_from_api;
-use karmada_quota_dashboard::model::{
-    ClusterUsage, Condition, Denial, Line, Member, Quota, Reach as DashReach, Reservation,
-    Snapshot, Waiting,
-};
+use karmada_quota_dashboard::model::{Denial, Member, Reach as DashReach, Snapshot};
 use karmada_quota_dashboard::{Access, Dashboard, Settings};
 use karmada_quota_runtime::listener::{self, Limits, ServerTls, TlsFiles};
 use kube::Api;
@@ -35,9 +30,12 @@ use kube::runtime::watcher::{self, watcher};
 use tokio::sync::watch;
 
 use crate::api::{ComputedQuota, Views};
+
+mod map;
 use crate::changes::Changes;
 use crate::members::{MemberRegistry, Reach};
 use crate::namespaces::NamespaceLabels;
+pub use map::quota;
 
 /// The least time between two rebuilds of the snapshot: a burst of changes (a re-list,
 /// many quotas reconciled at once) is sent as one.
@@ -78,100 +76,6 @@ impl Freshness {
             stale_since,
         }
     }
-}
-
-fn unix(rfc3339: &str) -> i64 {
-    rfc3339
-        .parse::<jiff::Timestamp>()
-        .map_or(0, jiff::Timestamp::as_second)
-}
-
-/// The dashboard's quota of a controller report.
-pub fn quota(r: &ComputedQuota, denials: Vec<Denial>) -> Quota {
-    let mut reserved = ResourceList::new();
-    for res in &r.reservations {
-        reserved.add_assign(&res.reserved);
-    }
-    Quota {
-        namespace: r.namespace.clone(),
-        name: r.name.clone(),
-        hard: r.hard.clone(),
-        used: r.used.clone(),
-        reserved,
-        clusters: r
-            .clusters
-            .iter()
-            .map(|c| ClusterUsage {
-                name: c.name.clone(),
-                placed: c.used.clone(),
-                observed: c.observed.clone(),
-                draining: c.draining.clone(),
-                draining_unknown: c.draining_unknown,
-            })
-            .collect(),
-        reservations: r
-            .reservations
-            .iter()
-            .map(|res| Reservation {
-                binding: res.binding.clone(),
-                uid: res.uid.clone(),
-                reserved: res.reserved.clone(),
-                expires: res.expiration_time.clone(),
-            })
-            .collect(),
-        conditions: r
-            .conditions
-            .iter()
-            .map(|c| Condition {
-                type_: c.type_.clone(),
-                status: c.status.clone(),
-                reason: c.reason.clone(),
-                message: c.message.clone(),
-                since: c.last_transition_time.clone(),
-            })
-            .collect(),
-        bindings: r.bindings,
-        error: r.error.clone(),
-        computed_at: unix(&r.computed_at),
-        denials,
-        top_bindings: r.top_bindings.clone(),
-        namespaces: r.namespaces.clone(),
-        shares: r.shares.clone(),
-        line: line(r),
-    }
-}
-
-/// The quota's waiting line for the pages: while it queues, or while some still wait.
-fn line(r: &ComputedQuota) -> Option<Line> {
-    if !r.admission.queueing() && r.queue.is_none() {
-        return None;
-    }
-    // The controller wrote these values: one that does not parse shows as nothing asked.
-    let list = |map, field| list_from_api(map, field).unwrap_or_default();
-    let queue = r.queue.clone().unwrap_or_default();
-    Some(Line {
-        queueing: r.admission.queueing(),
-        order: r.admission.order.clone(),
-        total: queue.total,
-        waiting: queue
-            .waiting
-            .iter()
-            .map(|w| Waiting {
-                position: w.position,
-                namespace: if w.namespace.is_empty() {
-                    r.namespace.clone()
-                } else {
-                    w.namespace.clone()
-                },
-                name: w.name.clone(),
-                priority: w.priority,
-                asks: list(&w.asks, "asks"),
-                short: list(&w.short, "short"),
-                since: w.since.0.as_second(),
-                stuck: w.stuck.clone(),
-            })
-            .collect(),
-    })
 }
 
 /// Everything the feeder reads.
