@@ -246,37 +246,40 @@ impl Releaser {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        let result = match api.patch(&w.name, &params, &Patch::Merge(&patch)).await {
+        // The outcome is counted before the event is published, so that the series agree
+        // with the binding the moment it is released (an event write can be slow).
+        let (result, waited) = match api.patch(&w.name, &params, &Patch::Merge(&patch)).await {
             Ok(_) => {
                 let waited = (now.as_millisecond() - w.queued_at).max(0) as f64 / 1000.0;
                 self.metrics.wait.observe(waited);
                 tracing::info!(namespace = %w.namespace, binding = %w.name, waited_seconds = waited, "released from the quota line");
-                self.event(
-                    e,
-                    "Released",
-                    format!(
-                        "released from the quota line after {waited:.1}s: its quotas have room"
-                    ),
-                )
-                .await;
-                "released"
+                ("released", Some(waited))
             }
             Err(kube::Error::Api(s)) if s.code == 403 => {
                 tracing::debug!(namespace = %w.namespace, binding = %w.name, message = %s.message, "release refused by the webhook; it keeps its place");
-                "refused"
+                ("refused", None)
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => "changed",
-            Err(kube::Error::Api(s)) if s.code == 404 => "gone",
+            Err(kube::Error::Api(s)) if s.code == 409 => ("changed", None),
+            Err(kube::Error::Api(s)) if s.code == 404 => ("gone", None),
             Err(err) => {
                 tracing::warn!(namespace = %w.namespace, binding = %w.name, error = %err, "could not release a waiting binding; retrying");
-                "error"
+                ("error", None)
             }
         };
         self.metrics
             .releases
             .get_or_create(&ResultLabel { result })
             .inc();
-        result == "released"
+        let Some(waited) = waited else {
+            return false;
+        };
+        self.event(
+            e,
+            "Released",
+            format!("released from the quota line after {waited:.1}s: its quotas have room"),
+        )
+        .await;
+        true
     }
 
     /// A Normal event on the binding's template.
