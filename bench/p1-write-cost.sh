@@ -14,6 +14,10 @@
 #                 x-kubernetes-preserve-unknown-fields (schema left out)            u(N)
 #   jsonpatch:N   JSON patch of the status: test resourceVersion, drop the oldest
 #                 entry, append one                                                 p(N)
+#   batch:k       a reservation batch object (schema-less, no subresource) holding k
+#                 entries created under the next number of the worker's sequence, and
+#                 the previous batch deleted: a reservation store outside the quota's
+#                 status, whose write carries only its own admissions (issue 24 §2)  b(k)
 #
 # and charges each cell the apiserver's and etcd's CPU time (/proc/<pid>/stat) per
 # operation, less their idle rate measured in the second before the cell. A create cell
@@ -24,7 +28,7 @@
 #
 # Usage: bench/p1-write-cost.sh [ROUNDS (default 3)]
 # Environment: OPS (300), CONCURRENCY (4), ENTRIES ("0,1,10,100,500"), BATCH (14: the k
-# of the one-namespace bound), BIN_DIR (target/release), BENCH_DIR (target/bench).
+# of the one-namespace bound), BATCHES ("1,14,32": the k of the batch cells; "" for none), BIN_DIR (target/release), BENCH_DIR (target/bench).
 # Needs: cargo build --release -p karmada-quota-bench; controlplane.sh install.
 # Output: a table per round on stdout; raw JSON in $BENCH_DIR/write-cost.json.
 # RENDER_ONLY=1 prints the tables again from that JSON (no control plane, no run).
@@ -37,6 +41,7 @@ OPS=${OPS:-300}
 CONCURRENCY=${CONCURRENCY:-4}
 ENTRIES=${ENTRIES:-0,1,10,100,500}
 BATCH=${BATCH:-14}
+BATCHES=${BATCHES-1,14,32}
 OUT=$WORK/write-cost.json
 
 [[ -n ${RENDER_ONLY:-} || -x $KQ_BENCH ]] || die "$KQ_BENCH missing: cargo build --release -p karmada-quota-bench"
@@ -50,7 +55,7 @@ if [[ -z ${RENDER_ONLY:-} ]]; then
     [[ $(cat "/proc/$api/comm" 2>/dev/null) == kube-apiserver* ]] || die "pid $api is not the apiserver"
     log "write-cost: $ROUNDS rounds, $OPS ops per cell, $CONCURRENCY workers, N in $ENTRIES (apiserver pid $api, etcd $etcd)"
     "$KQ_BENCH" write-cost --kubeconfig "$KUBECONFIG" --apiserver-pid "$api" --etcd-pid "$etcd" \
-        --rounds "$ROUNDS" --ops "$OPS" --concurrency "$CONCURRENCY" --entries "$ENTRIES" >"$OUT"
+        --rounds "$ROUNDS" --ops "$OPS" --concurrency "$CONCURRENCY" --entries "$ENTRIES" --batch-sizes "$BATCHES" >"$OUT"
 fi
 
 # From the cells: each cell's CPU per op net of its round's median idle rate (one idle
@@ -80,7 +85,10 @@ jq -r --argjson k "$BATCH" '
       def net($name): cell($name) | if . == null then null else .net end;
       ([$cells[] | select(.kind == "create") | .net]) as $creates
       | ($cells | map(select(.kind == "put")) | sort_by(.n)) as $puts
+      | ($puts | length) as $g
+      | ((net("create#\($g)") + (net("create#\($g + 1)") // net("create#\($g)"))) / 2) as $cb
       | {round: $round, idle: $ia, creates: $creates, c: ($creates | med),
+         batches: [$cells[] | select(.kind == "batch") | {k: .n, c: $cb, b: .net, kb: (.body_bytes / 1024), p50: .p50_ms}],
          by_n: [$puts | to_entries[] | .key as $g | .value as $w
            | ((net("create#\($g)") + (net("create#\($g + 1)") // net("create#\($g)"))) / 2) as $c
            | {n: $w.n, kb: ($w.body_bytes / 1024), c: $c, w: $w.net, u: net("put-free:\($w.n)"),
@@ -93,6 +101,12 @@ jq -r --argjson k "$BATCH" '
        "| N | body KB | c (around) | w put | u put-free | p jsonpatch | w/c | u/c | p/c | schema share of w | bound k=1 | bound k=\($k) | w p50 ms | etcd ms (w) |",
        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
        (.by_n[] | "| \(.n) | \(.kb | f) | \(.c | f) | \(.w | f) | \(.u | f) | \(.p | f) | \(.w / .c | f) | \(.u / .c | f) | \(if .p then .p / .c else null end | f) | \(if .w > 0 then (.w - .u) / .w else null end | f) | \(b(.c; .w; 1) | f) | \(b(.c; .w; $k) | f) | \(.p50 | f) | \(.etcd | f) |")),
+    "",
+    "reservation batches: b(k) = create of a batch of k entries + delete of the previous one; per admission b/k",
+    "| round | k | body KB | c (around) | b(k) | b/k per admission | (b/k)/c | bound 1/(1 + b/(k·c)) | b p50 ms |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ($rounds[] | .round as $r | .batches[]
+     | "| \($r) | \(.k) | \(.kb | f) | \(.c | f) | \(.b | f) | \(.b / .k | f) | \(.b / .k / .c | f) | \(b(.c; .b; .k) | f) | \(.p50 | f) |"),
     "",
     "errors: \([$all.cells[].errors] | add)",
     "",

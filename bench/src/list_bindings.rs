@@ -12,7 +12,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::ObjectList;
 use serde_json::{Value, json};
 
-async fn client(kubeconfig: &Path) -> Result<Client> {
+pub(crate) async fn client(kubeconfig: &Path) -> Result<Client> {
     let kc = Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
     let mut config =
@@ -21,14 +21,20 @@ async fn client(kubeconfig: &Path) -> Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
-/// List all bindings in pages of `page`; the JSON report.
-pub async fn run(kubeconfig: &Path, page: usize) -> Result<Value> {
+/// List all bindings in pages of `page` (consistent, from etcd), or with `any` in one
+/// `resourceVersion=0` list from the apiserver's watch cache (what the controller's
+/// watches ask for: `any_semantic`); the JSON report.
+pub async fn run(kubeconfig: &Path, page: usize, any: bool) -> Result<Value> {
     let client = client(kubeconfig).await?;
     let (mut transfer, mut deserialize) = (Duration::ZERO, Duration::ZERO);
     let (mut count, mut bytes, mut pages) = (0usize, 0usize, 0usize);
     let mut cont: Option<String> = None;
     loop {
-        let mut url = format!("/apis/work.karmada.io/v1alpha2/resourcebindings?limit={page}");
+        let mut url = if any {
+            "/apis/work.karmada.io/v1alpha2/resourcebindings?resourceVersion=0".to_owned()
+        } else {
+            format!("/apis/work.karmada.io/v1alpha2/resourcebindings?limit={page}")
+        };
         if let Some(c) = &cont {
             url.push_str("&continue=");
             url.push_str(c);
@@ -52,6 +58,7 @@ pub async fn run(kubeconfig: &Path, page: usize) -> Result<Value> {
     }
     Ok(json!({
         "bench": "list-bindings",
+        "semantic": if any { "any (watch cache)" } else { "consistent (etcd, paged)" },
         "bindings": count,
         "pages": pages,
         "bytes_per_binding": bytes as f64 / count.max(1) as f64,

@@ -14,6 +14,7 @@
 mod controller_scale;
 mod generate;
 mod list_bindings;
+mod populate;
 mod promdelta;
 mod rss;
 mod webhook_cache;
@@ -88,6 +89,26 @@ enum Command {
         /// Page size.
         #[arg(long, default_value_t = 500)]
         page: usize,
+        /// One list with resourceVersion=0, served from the apiserver's watch cache (what
+        /// the controller's watches ask for), instead of consistent pages from etcd.
+        #[arg(long)]
+        any: bool,
+    },
+    /// Create Q KarmadaQuotas over N namespaces through the apiserver, each with a synced
+    /// status, to start a webhook or controller cold against them (bench/p3-cold-start.sh).
+    PopulateQuotas {
+        /// Kubeconfig of the apiserver.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+        /// Quotas.
+        #[arg(long, default_value_t = 10_000)]
+        quotas: usize,
+        /// Namespaces (`team-NNNNN`, created when missing).
+        #[arg(long, default_value_t = 5_000)]
+        namespaces: usize,
+        /// Requests in flight.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
     },
     /// Apiserver (and etcd) CPU per ResourceBinding create and per KarmadaQuota status
     /// write with N entries, with and without the status schema, and per JSON patch
@@ -131,6 +152,15 @@ enum Command {
         /// Idle seconds measured before every cell (its rate is subtracted from the cell).
         #[arg(long, env = "KQ_IDLE_SECONDS", default_value_t = 1)]
         idle_seconds: u64,
+        /// Entries per reservation batch of the `batch:k` cells, comma-separated (a
+        /// reservation store outside the quota's status; empty: no batch cells).
+        #[arg(
+            long,
+            env = "KQ_BATCH_SIZES",
+            value_delimiter = ',',
+            default_value = "1,14,32"
+        )]
+        batch_sizes: Vec<usize>,
     },
     /// Counters and histograms between two scrapes of a /metrics endpoint.
     MetricsDelta {
@@ -194,7 +224,17 @@ async fn main() -> Result<()> {
             })
             .await?
         }
-        Command::ListBindings { kubeconfig, page } => list_bindings::run(&kubeconfig, page).await?,
+        Command::ListBindings {
+            kubeconfig,
+            page,
+            any,
+        } => list_bindings::run(&kubeconfig, page, any).await?,
+        Command::PopulateQuotas {
+            kubeconfig,
+            quotas,
+            namespaces,
+            concurrency,
+        } => populate::run(&kubeconfig, quotas, namespaces, concurrency).await?,
         Command::WriteCost {
             kubeconfig,
             apiserver_pid,
@@ -207,6 +247,7 @@ async fn main() -> Result<()> {
             quota_watchers,
             binding_watchers,
             idle_seconds,
+            batch_sizes,
         } => {
             write_cost::run(&write_cost::Config {
                 kubeconfig,
@@ -220,6 +261,7 @@ async fn main() -> Result<()> {
                 quota_watchers,
                 binding_watchers,
                 idle: Duration::from_secs(idle_seconds.max(1)),
+                batch_sizes,
             })
             .await?
         }

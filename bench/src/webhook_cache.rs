@@ -75,13 +75,13 @@ impl StatusStore for NoStore {
     }
 }
 
-fn namespace(n: usize) -> String {
+pub(crate) fn namespace(n: usize) -> String {
     format!("team-{n:05}")
 }
 
 /// Quota `k`: namespace k mod N, cpu/memory/pods/count limits, a synced `status.used` and
 /// a few reservation entries, as the controller and the webhook leave it.
-fn quota(k: usize, namespaces: usize, managed_fields: bool) -> Value {
+pub(crate) fn quota(k: usize, namespaces: usize, managed_fields: bool) -> Value {
     let ns = namespace(k % namespaces);
     let entries: Vec<Value> = (0..3)
         .map(|e| {

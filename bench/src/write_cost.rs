@@ -12,7 +12,16 @@
 //!                `x-kubernetes-preserve-unknown-fields` (no schema under status)      u(N)
 //!  jsonpatch:N   a JSON patch of the KarmadaQuota's status: test resourceVersion,
 //!                drop the oldest entry, append one                                   p(N)
+//!  batch:k       a reservation *batch*: one new schema-less object holding k entries
+//!                created (its name the next number of the worker's sequence, so a
+//!                second writer of the same number gets 409: the compare-and-swap), and
+//!                the previous batch deleted (as a controller would once it folded it)  b(k)
 //! ```
+//!
+//! `batch:k` prototypes a reservation store outside the quota's status (issue 24 §2): a
+//! write that carries only the entries of its own admissions, never the pending ones, and
+//! that admissions of many namespaces can share (group commit across namespaces). Per
+//! admission it costs b(k) / k.
 //!
 //! Each write holds N entries, one of them new (it replaces the oldest, so the object
 //! changes and keeps its size); N = 0 changes `status.summary` only (the floor of a status
@@ -44,6 +53,9 @@ use serde_json::{Value, json};
 const FREE_GROUP: &str = "writecost.bench.karmada-quota.io";
 const FREE_KIND: &str = "WriteCostQuota";
 const FREE_PLURAL: &str = "writecostquotas";
+/// The throwaway batch kind (same group): schema-less, no status subresource.
+const BATCH_KIND: &str = "WriteCostBatch";
+const BATCH_PLURAL: &str = "writecostbatches";
 const QUOTA_PATH: &str = "/apis/quota.karmada.io/v1alpha1";
 const BINDING_PATH: &str = "/apis/work.karmada.io/v1alpha2";
 /// Linux's USER_HZ: the unit of utime/stime in /proc/<pid>/stat on every Linux ABI.
@@ -78,6 +90,8 @@ pub struct Config {
     pub binding_watchers: usize,
     /// Idle measured before every cell (its rate is subtracted from the cell).
     pub idle: Duration,
+    /// Entries per reservation batch of the `batch:k` cells (empty: none).
+    pub batch_sizes: Vec<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +100,7 @@ enum Kind {
     Put,
     PutFree,
     JsonPatch,
+    Batch,
 }
 
 impl Kind {
@@ -95,6 +110,7 @@ impl Kind {
             Kind::Put => "put",
             Kind::PutFree => "put-free",
             Kind::JsonPatch => "jsonpatch",
+            Kind::Batch => "batch",
         }
     }
 }
@@ -132,6 +148,8 @@ struct Worker {
     quotas: Vec<Target>,
     free: Vec<Target>,
     made: u64,
+    /// The number of the worker's last reservation batch (0: none yet).
+    batches: u64,
 }
 
 #[derive(Deserialize)]
@@ -297,6 +315,37 @@ fn free_crd() -> Result<Value> {
     Ok(crd)
 }
 
+/// The reservation batch kind: namespaced, one schema-less `spec`, no subresources.
+fn batch_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{BATCH_PLURAL}.{FREE_GROUP}")},
+        "spec": {
+            "group": FREE_GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": BATCH_KIND, "listKind": format!("{BATCH_KIND}List"),
+                      "plural": BATCH_PLURAL, "singular": BATCH_KIND.to_lowercase()},
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                }}}
+            }]
+        }
+    })
+}
+
+/// A batch object: `k` entries of admissions, numbered `seq` in the worker's sequence.
+fn batch_object(ns: &str, seq: u64, entries: &[Value]) -> Value {
+    json!({
+        "apiVersion": format!("{FREE_GROUP}/v1alpha1"),
+        "kind": BATCH_KIND,
+        "metadata": {"name": format!("b-{seq:08}"), "namespace": ns},
+        "spec": {"quota": "q", "entries": entries},
+    })
+}
+
 async fn client(kubeconfig: &PathBuf) -> Result<Client> {
     let kc = Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
@@ -342,17 +391,21 @@ fn rv_of(text: &str) -> Result<String> {
         .context("the apiserver's answer has no resourceVersion")
 }
 
-/// Create the throwaway CRD and wait until it serves.
+/// Create the throwaway CRDs and wait until they serve.
 async fn install_free_crd(client: &Client) -> Result<()> {
-    let crd = free_crd()?;
+    install_crd(client, &free_crd()?, FREE_PLURAL).await?;
+    install_crd(client, &batch_crd(), BATCH_PLURAL).await
+}
+
+async fn install_crd(client: &Client, crd: &Value, plural: &str) -> Result<()> {
     let url = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    match post(client, url, &crd).await {
+    match post(client, url, crd).await {
         Ok(_) => {}
         Err(e) if format!("{e:#}").contains("already exists") => {}
         Err(e) => return Err(e),
     }
     for _ in 0..300 {
-        let probe = format!("/apis/{FREE_GROUP}/v1alpha1/{FREE_PLURAL}?limit=1");
+        let probe = format!("/apis/{FREE_GROUP}/v1alpha1/{plural}?limit=1");
         if send(client, "GET", &probe, "application/json", Vec::new())
             .await
             .is_ok()
@@ -361,14 +414,16 @@ async fn install_free_crd(client: &Client) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    bail!("the CRD {FREE_PLURAL}.{FREE_GROUP} did not serve within 30 s")
+    bail!("the CRD {plural}.{FREE_GROUP} did not serve within 30 s")
 }
 
 async fn delete_free_crd(client: &Client) {
-    let url = format!(
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{FREE_PLURAL}.{FREE_GROUP}"
-    );
-    let _ = send(client, "DELETE", &url, "application/json", Vec::new()).await;
+    for plural in [FREE_PLURAL, BATCH_PLURAL] {
+        let url = format!(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{FREE_GROUP}"
+        );
+        let _ = send(client, "DELETE", &url, "application/json", Vec::new()).await;
+    }
 }
 
 /// Create the object at `collection` (kind `kind`), write its status with `n` entries, and
@@ -490,6 +545,29 @@ async fn op(
             t.rv = rv_of(&text)?;
             Ok(took)
         }
+        Kind::Batch => {
+            let now = now_unix();
+            let mut entries = Vec::with_capacity(cell.n);
+            for _ in 0..cell.n {
+                w.made += 1;
+                let name = format!("rb-{:05}", w.made);
+                entries.push(webhook_entry(q, &w.ns, &name, &uid(windex, w.made), now)?);
+            }
+            w.batches += 1;
+            let body = serde_json::to_vec(&batch_object(&w.ns, w.batches, &entries))?;
+            let coll = format!(
+                "/apis/{FREE_GROUP}/v1alpha1/namespaces/{}/{BATCH_PLURAL}",
+                w.ns
+            );
+            let start = Instant::now();
+            send(client, "POST", &coll, "application/json", body).await?;
+            let took = start.elapsed();
+            if w.batches > 1 {
+                let old = format!("{coll}/b-{:08}", w.batches - 1);
+                send(client, "DELETE", &old, "application/json", Vec::new()).await?;
+            }
+            Ok(took)
+        }
         Kind::JsonPatch => {
             let (ns, made) = (w.ns.clone(), &mut w.made);
             let t = w
@@ -587,6 +665,7 @@ pub async fn run(cfg: &Config) -> Result<Value> {
             quotas: Vec::new(),
             free: Vec::new(),
             made: 0,
+            batches: 0,
         };
         let qs = decision_quota(&ns)?;
         for &n in &cfg.entries {
@@ -618,6 +697,10 @@ pub async fn run(cfg: &Config) -> Result<Value> {
         watches.push(spawn_watch(
             client.clone(),
             format!("/apis/{free_api}/{FREE_PLURAL}"),
+        ));
+        watches.push(spawn_watch(
+            client.clone(),
+            format!("/apis/{free_api}/{BATCH_PLURAL}"),
         ));
     }
     for _ in 0..cfg.binding_watchers {
@@ -652,7 +735,17 @@ fn round_cells(cfg: &Config) -> Vec<Cell> {
         }
         cells.extend(kinds.into_iter().map(|kind| Cell { kind, n, slot }));
     }
-    cells.push(create(cfg.entries.len()));
+    if !cfg.batch_sizes.is_empty() {
+        cells.push(create(cfg.entries.len()));
+        cells.extend(cfg.batch_sizes.iter().map(|&n| Cell {
+            kind: Kind::Batch,
+            n,
+            slot: cfg.entries.len(),
+        }));
+        cells.push(create(cfg.entries.len() + 1));
+    } else {
+        cells.push(create(cfg.entries.len()));
+    }
     cells
 }
 
@@ -800,10 +893,20 @@ fn sample_body_bytes(workers: &[Worker], cell: Cell) -> usize {
             .free
             .get(cell.slot)
             .map_or(0, |t| put_body(t, "write 1").len()),
+        Kind::Batch => {
+            let Some(e) = w.quotas.iter().find_map(|t| t.entries.front()) else {
+                return 0;
+            };
+            serde_json::to_vec(&batch_object(&w.ns, 1, &vec![e.clone(); cell.n]))
+                .map_or(0, |b| b.len())
+        }
     }
 }
 
 async fn refresh_rv(client: &Client, w: &mut Worker, cell: Cell) {
+    if cell.kind == Kind::Batch {
+        return;
+    }
     let list = if cell.kind == Kind::PutFree {
         &mut w.free
     } else {
@@ -849,6 +952,7 @@ mod tests {
             quota_watchers: 0,
             binding_watchers: 0,
             idle: Duration::from_secs(1),
+            batch_sizes: vec![1, 14],
         };
         let names: Vec<String> = round_cells(&cfg).into_iter().map(Cell::name).collect();
         assert_eq!(
@@ -862,8 +966,37 @@ mod tests {
                 "put:10",
                 "put-free:10",
                 "jsonpatch:10",
-                "create#2"
+                "create#2",
+                "batch:1",
+                "batch:14",
+                "create#3"
             ]
+        );
+        let no_batches = Config {
+            batch_sizes: Vec::new(),
+            ..cfg
+        };
+        let names: Vec<String> = round_cells(&no_batches)
+            .into_iter()
+            .map(Cell::name)
+            .collect();
+        assert_eq!(names.last().map(String::as_str), Some("create#2"));
+        assert_eq!(names.len(), 9);
+    }
+
+    #[test]
+    fn a_batch_holds_its_entries_under_its_sequence_number_and_its_crd_has_no_subresource() {
+        let q = decision_quota("ns1").unwrap();
+        let e = webhook_entry(&q, "ns1", "rb-00001", &uid(0, 1), 1_000).unwrap();
+        let b = batch_object("ns1", 12, &[e.clone(), e]);
+        assert_eq!(b["metadata"]["name"], "b-00000012");
+        assert_eq!(b["spec"]["entries"].as_array().map(Vec::len), Some(2));
+        let crd = batch_crd();
+        let v = &crd["spec"]["versions"][0];
+        assert!(v.get("subresources").is_none());
+        assert_eq!(
+            v["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"],
+            true
         );
     }
 

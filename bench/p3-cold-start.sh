@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# P3 cold start at scale (issue 24 §3), through the real apiserver, no webhook registered:
+#
+#   1. NAMESPACES (100) namespaces with a quota each, then N (100,000) ResourceBindings
+#      created through the apiserver (kq-load, round-robin, no controller running)
+#   2. LIST of all bindings twice: consistent pages of 500 from etcd, and one
+#      resourceVersion=0 list from the apiserver's watch cache (what the controller's
+#      watches ask for); transfer vs typed deserialize time of each
+#   3. ROUNDS times: every quota's status.used reset (pods=0), a controller started cold;
+#      seconds until /readyz answers 200, and until the FIRST COMPLETE STATUS: every
+#      quota's status.used.pods is N / NAMESPACES; its RSS then
+#   4. QUOTAS (10,000) more quotas over QUOTA_NAMESPACES (5,000) namespaces, each with a
+#      synced status (kq-bench populate-quotas); then ROUNDS times a webhook started cold:
+#      seconds until /readyz answers 200 (its quota cache listed and synced), its RSS
+#
+# Usage: bench/p3-cold-start.sh
+# Environment: N, NAMESPACES, CONCURRENCY (64), QUOTAS, QUOTA_NAMESPACES, ROUNDS (3),
+# BIN_DIR (release binaries: karmada-quota-webhook, karmada-quota-controller, kq-load,
+# kq-bench), BENCH_DIR, and the binaries' KQ_* flag twins.
+set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+N=${N:-100000}
+NAMESPACES=${NAMESPACES:-100}
+CONCURRENCY=${CONCURRENCY:-64}
+QUOTAS=${QUOTAS:-10000}
+QUOTA_NAMESPACES=${QUOTA_NAMESPACES:-5000}
+ROUNDS=${ROUNDS:-3}
+HARD='{requests.cpu: "100k", pods: "1M", count/deployments.apps: "1M"}'
+RESULTS=$WORK/p3-cold-start.jsonl
+((N % NAMESPACES == 0)) || die "N must be a multiple of NAMESPACES"
+PER_NS=$((N / NAMESPACES))
+
+require_binaries
+[[ -x $BIN/karmada-quota-controller ]] || die "$BIN/karmada-quota-controller missing"
+trap bench_cleanup EXIT
+bench_up
+make_certs
+: >"$RESULTS"
+
+rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
+
+nss=()
+for k in $(seq 0 $((NAMESPACES - 1))); do nss+=("$(printf 'p3-%03d' "$k")"); done
+log "$NAMESPACES namespaces with a quota each"
+for ns in "${nss[@]}"; do
+    printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n' "$ns"
+    printf 'apiVersion: quota.karmada.io/v1alpha1\nkind: KarmadaQuota\nmetadata: {name: q, namespace: %s}\nspec:\n  hard: %s\n---\n' "$ns" "$HARD"
+done >"$WORK/p3-objects.yaml"
+kubectl_ apply -f "$WORK/p3-objects.yaml"
+
+log "$N ResourceBinding creates over $NAMESPACES namespaces ($CONCURRENCY in flight)"
+line=$("$KQ_LOAD" creates --kubeconfig "$KUBECONFIG" --namespace "$(IFS=,; echo "${nss[*]}")" \
+    --count "$N" --concurrency "$CONCURRENCY" --label p3-cold)
+jq -c '{phase: "creates"} + .' <<<"$line" | tee -a "$RESULTS"
+
+log "LIST of all bindings: consistent pages from etcd, then one list from the watch cache"
+"$KQ_BENCH" list-bindings --kubeconfig "$KUBECONFIG" | jq -c '{phase: "list"} + .' | tee -a "$RESULTS"
+"$KQ_BENCH" list-bindings --kubeconfig "$KUBECONFIG" --any | jq -c '{phase: "list"} + .' | tee -a "$RESULTS"
+
+# How many quotas do not show PER_NS pods yet (status.used.pods in the controller's
+# canonical form: 1000 is written `1k`).
+incomplete() {
+    kubectl --kubeconfig "$KUBECONFIG" get kquota -A -o json 2>/dev/null |
+        jq --argjson want "$PER_NS" 'def n: if endswith("k") then (.[:-1] | tonumber) * 1000
+            elif endswith("M") then (.[:-1] | tonumber) * 1000000 else tonumber end;
+            [.items[] | select(.metadata.namespace | startswith("p3-"))
+             | select(((.status.used.pods // "0") | n) != $want)] | length'
+}
+
+cold_controller() { # round
+    log "round $1: every quota's status.used reset; a cold controller on $N bindings"
+    for ns in "${nss[@]}"; do
+        "$KQ_LOAD" seed-used --kubeconfig "$KUBECONFIG" --namespace "$ns" --quota q --used pods=0 >/dev/null
+    done
+    [[ $(incomplete) == "$NAMESPACES" ]] || die "the reset left some quota complete"
+    local admin t0 ready="" complete="" pid
+    admin=$(free_port)
+    t0=$(now)
+    "$BIN/karmada-quota-controller" --kubeconfig "$KUBECONFIG" \
+        --admin-listen "127.0.0.1:$admin" --no-leader-election \
+        --log warn >"$LOGS/controller-cold-$1.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    while [[ -z $complete ]]; do
+        kill -0 "$pid" 2>/dev/null || die "the cold controller exited; see $LOGS/controller-cold-$1.log"
+        [[ -n $ready || $(http_code "$admin" /readyz) != 200 ]] || ready=$(since "$t0")
+        if [[ $(incomplete) == 0 ]]; then complete=$(since "$t0"); fi
+        awk -v t="$(since "$t0")" 'BEGIN {exit !(t > 900)}' && die "no complete status within 900 s"
+        sleep 0.2
+    done
+    [[ -n $ready ]] || ready=$complete
+    jq -cn --argjson r "$1" --argjson ready "$ready" --argjson complete "$complete" \
+        --argjson rss "$(rss_mib "$pid")" --argjson n "$N" --argjson q "$NAMESPACES" \
+        '{phase: "controller-cold", round: $r, bindings: $n, quotas: $q, ready_s: $ready,
+          first_complete_status_s: $complete, rss_mib: $rss}' | tee -a "$RESULTS"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+}
+
+for r in $(seq 1 "$ROUNDS"); do cold_controller "$r"; done
+
+log "$QUOTAS quotas over $QUOTA_NAMESPACES namespaces, each with a synced status"
+"$KQ_BENCH" populate-quotas --kubeconfig "$KUBECONFIG" --quotas "$QUOTAS" \
+    --namespaces "$QUOTA_NAMESPACES" --concurrency 32 | jq -c '{phase: "populate"} + .' | tee -a "$RESULTS"
+
+for r in $(seq 1 "$ROUNDS"); do
+    log "round $r: a cold webhook on $((QUOTAS + NAMESPACES)) quotas"
+    port=$(free_port)
+    admin=$(free_port)
+    t0=$(now)
+    "$BIN/karmada-quota-webhook" --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
+        --kubeconfig "$KUBECONFIG" --tls-cert-file "$TLS/tls.pem" \
+        --tls-private-key-file "$TLS/tls.key" --log warn >"$LOGS/webhook-cold-$r.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    until [[ $(http_code "$admin" /readyz) == 200 ]]; do
+        kill -0 "$pid" 2>/dev/null || die "the cold webhook exited; see $LOGS/webhook-cold-$r.log"
+        awk -v t="$(since "$t0")" 'BEGIN {exit !(t > 300)}' && die "the webhook was not ready within 300 s"
+        sleep 0.05
+    done
+    ready=$(since "$t0")
+    jq -cn --argjson r "$r" --argjson ready "$ready" --argjson rss "$(rss_mib "$pid")" \
+        --argjson q "$((QUOTAS + NAMESPACES))" \
+        '{phase: "webhook-cold", round: $r, quotas: $q, ready_s: $ready, rss_mib: $rss}' | tee -a "$RESULTS"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+done
+log "results: $RESULTS"
