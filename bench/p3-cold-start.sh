@@ -13,10 +13,14 @@
 #      synced status (kq-bench populate-quotas); then ROUNDS times a webhook started cold:
 #      seconds until /readyz answers 200 (its quota cache listed and synced), its RSS
 #
+# With BEFORE_BIN_DIR (another build's karmada-quota-webhook and -controller), every round
+# starts both builds, in alternating order (odd rounds before → after, even rounds after →
+# before), so their times are compared side by side on one control plane in one run.
+#
 # Usage: bench/p3-cold-start.sh
 # Environment: N, NAMESPACES, CONCURRENCY (64), QUOTAS, QUOTA_NAMESPACES, ROUNDS (3),
 # BIN_DIR (release binaries: karmada-quota-webhook, karmada-quota-controller, kq-load,
-# kq-bench), BENCH_DIR, and the binaries' KQ_* flag twins.
+# kq-bench), BEFORE_BIN_DIR (optional), BENCH_DIR, and the binaries' KQ_* flag twins.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -40,6 +44,7 @@ make_certs
 : >"$RESULTS"
 
 rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+peak_mib() { awk '/^VmHWM:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 
@@ -71,8 +76,19 @@ incomplete() {
              | select(((.status.used.pods // "0") | n) != $want)] | length'
 }
 
-cold_controller() { # round
-    log "round $1: every quota's status.used reset; a cold controller on $N bindings"
+# The builds of a round, in order: "label=dir" pairs.
+builds() { # round
+    if [[ -z ${BEFORE_BIN_DIR:-} ]]; then
+        echo "after=$BIN"
+    elif (($1 % 2)); then
+        echo "before=$BEFORE_BIN_DIR after=$BIN"
+    else
+        echo "after=$BIN before=$BEFORE_BIN_DIR"
+    fi
+}
+
+cold_controller() { # round label dir
+    log "round $1 ($2): every quota's status.used reset; a cold controller on $N bindings"
     for ns in "${nss[@]}"; do
         "$KQ_LOAD" seed-used --kubeconfig "$KUBECONFIG" --namespace "$ns" --quota q --used pods=0 >/dev/null
     done
@@ -80,53 +96,61 @@ cold_controller() { # round
     local admin t0 ready="" complete="" pid
     admin=$(free_port)
     t0=$(now)
-    "$BIN/karmada-quota-controller" --kubeconfig "$KUBECONFIG" \
+    "$3/karmada-quota-controller" --kubeconfig "$KUBECONFIG" \
         --admin-listen "127.0.0.1:$admin" --no-leader-election \
-        --log warn >"$LOGS/controller-cold-$1.log" 2>&1 &
+        --log warn >"$LOGS/controller-cold-$1-$2.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     while [[ -z $complete ]]; do
-        kill -0 "$pid" 2>/dev/null || die "the cold controller exited; see $LOGS/controller-cold-$1.log"
+        kill -0 "$pid" 2>/dev/null || die "the cold controller exited; see $LOGS/controller-cold-$1-$2.log"
         [[ -n $ready || $(http_code "$admin" /readyz) != 200 ]] || ready=$(since "$t0")
         if [[ $(incomplete) == 0 ]]; then complete=$(since "$t0"); fi
         awk -v t="$(since "$t0")" 'BEGIN {exit !(t > 900)}' && die "no complete status within 900 s"
         sleep 0.2
     done
     [[ -n $ready ]] || ready=$complete
-    jq -cn --argjson r "$1" --argjson ready "$ready" --argjson complete "$complete" \
-        --argjson rss "$(rss_mib "$pid")" --argjson n "$N" --argjson q "$NAMESPACES" \
-        '{phase: "controller-cold", round: $r, bindings: $n, quotas: $q, ready_s: $ready,
-          first_complete_status_s: $complete, rss_mib: $rss}' | tee -a "$RESULTS"
+    jq -cn --argjson r "$1" --arg build "$2" --argjson ready "$ready" --argjson complete "$complete" \
+        --argjson rss "$(rss_mib "$pid")" --argjson peak "$(peak_mib "$pid")" --argjson n "$N" --argjson q "$NAMESPACES" \
+        '{phase: "controller-cold", round: $r, build: $build, bindings: $n, quotas: $q, ready_s: $ready,
+          first_complete_status_s: $complete, rss_mib: $rss, peak_rss_mib: $peak}' | tee -a "$RESULTS"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
 }
 
-for r in $(seq 1 "$ROUNDS"); do cold_controller "$r"; done
+for r in $(seq 1 "$ROUNDS"); do
+    for b in $(builds "$r"); do cold_controller "$r" "${b%%=*}" "${b#*=}"; done
+done
 
 log "$QUOTAS quotas over $QUOTA_NAMESPACES namespaces, each with a synced status"
 "$KQ_BENCH" populate-quotas --kubeconfig "$KUBECONFIG" --quotas "$QUOTAS" \
     --namespaces "$QUOTA_NAMESPACES" --concurrency 32 | jq -c '{phase: "populate"} + .' | tee -a "$RESULTS"
 
-for r in $(seq 1 "$ROUNDS"); do
-    log "round $r: a cold webhook on $((QUOTAS + NAMESPACES)) quotas"
+cold_webhook() { # round label dir
+    log "round $1 ($2): a cold webhook on $((QUOTAS + NAMESPACES)) quotas"
+    local port admin t0 pid ready
     port=$(free_port)
     admin=$(free_port)
     t0=$(now)
-    "$BIN/karmada-quota-webhook" --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
+    "$3/karmada-quota-webhook" --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
         --kubeconfig "$KUBECONFIG" --tls-cert-file "$TLS/tls.pem" \
-        --tls-private-key-file "$TLS/tls.key" --log warn >"$LOGS/webhook-cold-$r.log" 2>&1 &
+        --tls-private-key-file "$TLS/tls.key" --log warn >"$LOGS/webhook-cold-$1-$2.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     until [[ $(http_code "$admin" /readyz) == 200 ]]; do
-        kill -0 "$pid" 2>/dev/null || die "the cold webhook exited; see $LOGS/webhook-cold-$r.log"
+        kill -0 "$pid" 2>/dev/null || die "the cold webhook exited; see $LOGS/webhook-cold-$1-$2.log"
         awk -v t="$(since "$t0")" 'BEGIN {exit !(t > 300)}' && die "the webhook was not ready within 300 s"
         sleep 0.05
     done
     ready=$(since "$t0")
-    jq -cn --argjson r "$r" --argjson ready "$ready" --argjson rss "$(rss_mib "$pid")" \
+    jq -cn --argjson r "$1" --arg build "$2" --argjson ready "$ready" --argjson rss "$(rss_mib "$pid")" \
+        --argjson peak "$(peak_mib "$pid")" \
         --argjson q "$((QUOTAS + NAMESPACES))" \
-        '{phase: "webhook-cold", round: $r, quotas: $q, ready_s: $ready, rss_mib: $rss}' | tee -a "$RESULTS"
+        '{phase: "webhook-cold", round: $r, build: $build, quotas: $q, ready_s: $ready, rss_mib: $rss, peak_rss_mib: $peak}' | tee -a "$RESULTS"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+    for b in $(builds "$r"); do cold_webhook "$r" "${b%%=*}" "${b#*=}"; done
 done
 log "results: $RESULTS"

@@ -26,7 +26,7 @@ use karmada_quota_dashboard::{Access, Dashboard, Settings};
 use karmada_quota_runtime::listener::{self, Limits, ServerTls, TlsFiles};
 use kube::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher::watcher;
 use tokio::sync::watch;
 
 use crate::api::{ComputedQuota, Views};
@@ -35,6 +35,7 @@ mod map;
 use crate::changes::Changes;
 use crate::members::{MemberRegistry, Reach};
 use crate::namespaces::NamespaceLabels;
+use karmada_quota_runtime::watch_cache::from_watch_cache;
 pub use map::quota;
 
 /// The least time between two rebuilds of the snapshot: a burst of changes (a re-list,
@@ -233,15 +234,10 @@ pub const WARNING_EVENTS: &str = "involvedObject.kind=KarmadaQuota,type=Warning"
 /// Keep the recent Warning events of every quota (what the webhook refused, drift,
 /// unreachable members) in `warnings`.
 pub async fn watch_warnings(api: Api<CoreEvent>, warnings: Warnings, changed: Changes) {
-    let mut events = watcher(
-        api,
-        watcher::Config::default()
-            .fields(WARNING_EVENTS)
-            .any_semantic(),
-    )
-    .default_backoff()
-    .applied_objects()
-    .boxed();
+    let mut events = watcher(api, from_watch_cache().fields(WARNING_EVENTS))
+        .default_backoff()
+        .applied_objects()
+        .boxed();
     while let Some(ev) = events.next().await {
         match ev {
             Ok(ev) => {

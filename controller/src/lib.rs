@@ -29,6 +29,7 @@
 pub mod api;
 pub mod args;
 pub mod billing_source;
+mod cache_list;
 pub mod changes;
 pub mod cluster_quotas;
 pub mod dashboard;

@@ -21,12 +21,13 @@ use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_core::selection::Labels;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::Event;
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Api, Client};
 
 use crate::changes::Changes;
 use crate::metrics::Metrics;
+use karmada_quota_runtime::watch_cache::from_watch_cache;
 
 /// The namespaces' labels, from the one metadata watch.
 #[derive(Clone)]
@@ -112,7 +113,7 @@ pub fn watch_namespaces(
     let view = labels.clone();
     let feed = watch(
         Api::<PartialObjectMeta<Namespace>>::all(client),
-        watcher::Config::default().any_semantic(),
+        from_watch_cache(),
     )
     .default_backoff()
     .reflect(writer)

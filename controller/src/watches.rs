@@ -29,6 +29,7 @@ use crate::metrics::Metrics;
 use crate::now_secs;
 use crate::queue::Line;
 use crate::triggers::Triggers;
+use karmada_quota_runtime::watch_cache::from_watch_cache;
 
 /// How often bindings whose count name could not be resolved are priced again.
 const UNPRICED_RETRY: Duration = Duration::from_secs(1);
@@ -97,7 +98,7 @@ pub(crate) fn quotas(
     let line = line.clone();
     let stream = watcher(
         scoped_api::<KarmadaQuota>(client, args.watch_namespace()),
-        watcher::Config::default().any_semantic(),
+        from_watch_cache(),
     )
     .default_backoff()
     .inspect_err(move |e| {
@@ -160,7 +161,7 @@ async fn watch_bindings(
     metrics: Arc<Metrics>,
     line: Arc<Line>,
 ) {
-    let mut events = guarded_events(api, "resourcebindings", metrics.clone());
+    let mut events = crate::cache_list::events(api, "resourcebindings", metrics.clone());
     let mut retry = tokio::time::interval(UNPRICED_RETRY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -298,7 +299,7 @@ fn guarded_events<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    watcher(api, watcher::Config::default().any_semantic())
+    watcher(api, from_watch_cache())
         .default_backoff()
         .filter_map(move |ev| {
             let ok = match ev {

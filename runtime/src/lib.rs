@@ -22,6 +22,7 @@ pub mod relist;
 pub mod unaccounted;
 pub use unaccounted::UnaccountedArg;
 pub mod untrusted;
+pub mod watch_cache;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

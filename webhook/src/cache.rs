@@ -500,7 +500,7 @@ async fn run_watch<K>(
 ) where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
+    let config = karmada_quota_runtime::watch_cache::from_watch_cache().timeout(WATCH_TIMEOUT_SECS);
     let mut backoff = RESTART_MIN;
     loop {
         let mut events = std::pin::pin!(watcher(api.clone(), config.clone()));

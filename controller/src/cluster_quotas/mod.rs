@@ -33,7 +33,7 @@ use karmada_quota_crds::KarmadaClusterQuota;
 use karmada_quota_status::StatusStore;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::Event;
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, ResourceExt};
 
@@ -44,6 +44,7 @@ pub use reconcile::{ClusterCtx, ClusterOwn};
 use crate::args::Args;
 use crate::metrics::Metrics;
 use crate::reconcile::Ctx;
+use karmada_quota_runtime::watch_cache::from_watch_cache;
 
 /// Start the cluster quota controller over `labels` (the one Namespace watch, whose every
 /// change reconciles every cluster quota); the future runs until `stop`.
@@ -59,7 +60,7 @@ pub(crate) fn run(
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> + Send + 'static {
     let selector = args.cluster_quota_selector.trim().to_owned();
-    let mut config = watcher::Config::default().any_semantic();
+    let mut config = from_watch_cache();
     if !selector.is_empty() {
         config = config.labels(&selector);
     }

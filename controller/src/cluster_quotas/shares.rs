@@ -21,11 +21,12 @@ use karmada_quota_crds::cluster_quota_share::SHARE_OF_LABEL;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaClusterQuotaShare, share_of};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::Event;
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, ResourceExt};
 
 use crate::metrics::Metrics;
+use karmada_quota_runtime::watch_cache::from_watch_cache;
 
 /// The field manager of the controller's server-side applies of shares.
 const FIELD_MANAGER: &str = "karmada-quota-controller";
@@ -89,9 +90,7 @@ impl Shares {
         let (store, writer) = reflector::store();
         let changed = watch(
             Api::<KarmadaClusterQuotaShare>::all(client.clone()),
-            watcher::Config::default()
-                .labels(SHARE_OF_LABEL)
-                .any_semantic(),
+            from_watch_cache().labels(SHARE_OF_LABEL),
         )
         .default_backoff()
         .inspect(move |ev| {

@@ -1,0 +1,56 @@
+//! The watcher configuration for lists the apiserver's watch cache serves.
+//!
+//! `watcher::Config::any_semantic()` alone does not do it: kube-core leaves
+//! `resourceVersion=0` out of a list that has a `limit` (`ListParams::populate_qp`), and a
+//! watcher's default page size is 500, so such a watcher lists consistently from etcd, page
+//! after page (at 10,000 quotas the webhook took 18–21 s to be ready; bench/RESULTS.md,
+//! "Cold start"). [`from_watch_cache`] also drops the page size: one `resourceVersion=0`
+//! list, served from the cache (client-go's reflectors list the same way). The whole list
+//! is then read at once, which is fine for the kinds that hold one object per quota,
+//! namespace or cluster; the ResourceBinding watch, which can hold a million objects,
+//! streams its list instead (the controller's `cache_list`).
+
+use kube::runtime::watcher;
+
+/// A watcher config whose lists are served by the apiserver's watch cache.
+pub fn from_watch_cache() -> watcher::Config {
+    let mut config = watcher::Config::default().any_semantic();
+    config.page_size = None;
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_asks_for_resource_version_zero_without_a_limit() {
+        let c = from_watch_cache();
+        assert_eq!(c.page_size, None);
+        assert!(matches!(c.list_semantic, watcher::ListSemantic::Any));
+    }
+
+    /// Why the page size must go: with a limit, kube sends no resourceVersion at all.
+    #[test]
+    fn kube_drops_resource_version_zero_from_a_paged_list() {
+        use kube::api::{ListParams, VersionMatch};
+        let url = |limit| {
+            let lp = ListParams {
+                resource_version: Some("0".into()),
+                version_match: Some(VersionMatch::NotOlderThan),
+                limit,
+                ..ListParams::default()
+            };
+            let req = kube::core::Request::new("/apis/g/v1/things")
+                .list(&lp)
+                .unwrap();
+            req.uri().to_string()
+        };
+        assert!(
+            !url(Some(500)).contains("resourceVersion"),
+            "{}",
+            url(Some(500))
+        );
+        assert!(url(None).contains("resourceVersion=0"), "{}", url(None));
+    }
+}
