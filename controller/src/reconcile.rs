@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use karmada_quota_runtime::backoff::Backoff;
 use karmada_quota_status::{self as status, Outcome};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, Recorder};
@@ -50,8 +51,10 @@ pub const MAX_WRITE_ATTEMPTS: u32 = 5;
 pub const CONTENDED_WRITE_ATTEMPTS: u32 = 2;
 /// Wait before reconciling again while the binding watch has not listed everything.
 const NOT_SYNCED_RETRY: Duration = Duration::from_secs(1);
-/// Longest error backoff of one quota.
-const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(300);
+/// The error backoff of one quota: 1 s doubling per failure in a row, up to 256 s (the
+/// doubling stopped at 2^8 s before this was one type, below the 300 s once named as its
+/// ceiling; the waits are kept as they were).
+const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(256));
 
 /// What the reconcilers of both kinds share.
 pub struct Ctx {
@@ -326,7 +329,7 @@ pub fn error_policy<K: QuotaKind>(object: Arc<K>, error: &Error, ctx: Arc<KindCt
 }
 
 /// Counts one more failed reconcile of `key` (either quota kind): the attempt number and
-/// the exponential backoff before the next (1 s … `MAX_ERROR_BACKOFF`).
+/// the exponential backoff before the next ([`ERROR_BACKOFF`]: 1 s … 256 s).
 pub(crate) fn count_failure(ctx: &Ctx, key: &(String, String)) -> (u32, Duration) {
     let n = {
         let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
@@ -334,7 +337,7 @@ pub(crate) fn count_failure(ctx: &Ctx, key: &(String, String)) -> (u32, Duration
         *n = n.saturating_add(1);
         *n
     };
-    let delay = Duration::from_secs(1_u64 << n.min(9).saturating_sub(1)).min(MAX_ERROR_BACKOFF);
+    let delay = ERROR_BACKOFF.delay(n);
     (n, delay)
 }
 

@@ -11,9 +11,11 @@
 //! - [`init_logging`]: `tracing` to stderr, plain or JSON;
 //! - [`client`]: a kube client from `--kubeconfig` or the usual discovery;
 //! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once;
+//! - [`backoff`]: the one retry backoff (doubling to a cap, reset on success);
 //! - [`untrusted`]: request-borne strings clipped for logs, identifier length limits;
 //!   [`bounded`]: a capped map for caches keyed by them.
 
+pub mod backoff;
 pub mod bounded;
 pub mod duration;
 pub mod listener;

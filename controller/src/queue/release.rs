@@ -19,6 +19,7 @@ use karmada_quota_core::quota::{QuotaState, Unaccounted};
 use karmada_quota_core::selection::{Labels, QuotaKey};
 use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
 use karmada_quota_crds::{KarmadaQuota, ResourceBinding};
+use karmada_quota_runtime::backoff::Backoff;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::reflector::Store;
@@ -67,7 +68,7 @@ impl Releaser {
         let mut safety = tokio::time::interval(SAFETY_ROUND);
         safety.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut known: std::collections::HashSet<String> = Default::default();
-        let mut retry = RETRY_MIN;
+        let mut retry = Backoff::new(RETRY_MIN, SAFETY_ROUND);
         let mut again: Option<tokio::time::Instant> = None;
         loop {
             let retry_at = again;
@@ -82,10 +83,9 @@ impl Releaser {
                 continue;
             }
             if self.round(&mut known).await {
-                again = Some(tokio::time::Instant::now() + retry);
-                retry = (retry * 2).min(SAFETY_ROUND);
+                again = Some(tokio::time::Instant::now() + retry.next_delay());
             } else {
-                retry = RETRY_MIN;
+                retry.reset();
             }
         }
     }
