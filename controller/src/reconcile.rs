@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
 use karmada_quota_runtime::backoff::Backoff;
+use karmada_quota_runtime::events::{Event, EventQueue, ObjectRef};
 use karmada_quota_status::{self as status, Outcome};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event as KubeEvent, Recorder};
 use tokio::sync::watch;
 
 use crate::Error;
@@ -68,8 +68,8 @@ pub struct Ctx {
     pub metrics: Arc<Metrics>,
     /// Whether this replica is the leader (only the leader writes and records events).
     pub leader: watch::Receiver<bool>,
-    /// Event recorder (`None` in tests).
-    pub recorder: Option<Recorder>,
+    /// The event writer's queue (`None` in tests).
+    pub events: Option<EventQueue<Event>>,
     /// Resync period.
     pub resync: Duration,
     /// Consecutive failures per quota, for the error backoff.
@@ -91,7 +91,7 @@ impl Ctx {
         views: Views,
         metrics: Arc<Metrics>,
         leader: watch::Receiver<bool>,
-        recorder: Option<Recorder>,
+        events: Option<EventQueue<Event>>,
         resync: Duration,
     ) -> Self {
         Self {
@@ -100,7 +100,7 @@ impl Ctx {
             views,
             metrics,
             leader,
-            recorder,
+            events,
             resync,
             failures: Mutex::new(HashMap::new()),
             pacing: Pacing::default(),
@@ -348,25 +348,29 @@ pub fn forget(ctx: &Ctx, ns: &str, name: &str) {
     ctx.metrics.forget_quota(ns, name);
 }
 
-/// Publishes `notices` as Events of the quota object `reference` (either kind).
+/// Publishes `notices` as Events of the quota object `reference` (either kind): queued for
+/// the event writer, which never makes the reconcile wait (a full queue drops and counts).
 pub(crate) async fn publish(
     ctx: &Ctx,
     reference: &k8s_openapi::api::core::v1::ObjectReference,
     notices: &[Notice],
 ) {
-    let Some(recorder) = &ctx.recorder else {
+    let Some(events) = &ctx.events else {
         return;
     };
     for n in notices {
-        let ev = KubeEvent {
+        let queued = events.try_emit(Event {
             type_: n.type_,
-            reason: n.reason.to_owned(),
-            note: Some(n.note.chars().take(1000).collect()),
-            action: "Reconcile".to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = recorder.publish(&ev, reference).await {
-            tracing::warn!(error = %e, reason = n.reason, "could not publish event");
+            action: "Reconcile",
+            reason: n.reason,
+            note: n.note.chars().take(1000).collect(),
+            regarding: ObjectRef::from_reference(reference),
+        });
+        if !queued {
+            tracing::warn!(
+                reason = n.reason,
+                "could not publish event: the event queue is full"
+            );
         }
     }
 }
