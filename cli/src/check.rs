@@ -8,7 +8,7 @@
 //!        │ quotas: the manifests' spec with the current status ─► engine states
 //!        │ templates a customization targets: priced by its Lua (`interpreted`)
 //!        ▼
-//!  core::whatif::what_if (the interpreter, the placement, the webhook's decision as a
+//!  interpreter::whatif::what_if (the interpreter, the placement, the webhook's decision as a
 //!  dry run) ─► Verdict for people and bots
 //! ```
 
@@ -16,12 +16,12 @@ use std::collections::BTreeMap;
 
 use karmada_quota_core::ResourceList;
 use karmada_quota_core::binding::ResourceBindingSpec;
-use karmada_quota_core::placement::ClusterFacts;
-use karmada_quota_core::policy::Policy;
-use karmada_quota_core::template::Template;
-use karmada_quota_core::whatif;
 use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
+use karmada_quota_interpreter::clusters::ClusterFacts;
+use karmada_quota_interpreter::policy::Policy;
+use karmada_quota_interpreter::template::Template;
+use karmada_quota_interpreter::whatif;
 use karmada_quota_interpreter::{Customization, Customizations, Limits};
 use serde::Serialize;
 use serde_json::Value;
@@ -109,7 +109,8 @@ impl Inputs {
                     .policies
                     .push(serde_json::from_value(doc).map_err(|e| err(format!("{kind}: {e}")))?),
                 ("cluster.karmada.io", "Cluster") => {
-                    self.clusters.push(karmada_quota_crds::cluster::facts(&doc));
+                    self.clusters
+                        .push(karmada_quota_interpreter::clusters::facts(&doc));
                 }
                 _ if karmada_quota_interpreter::is_customization(&doc) => {
                     Customization::from_object(&doc).map_err(err)?;
@@ -264,7 +265,7 @@ fn interpreted(inputs: &Inputs, current: &Current, errors: &mut Vec<String>) -> 
     templates
 }
 
-/// Check `inputs` against `current`: core's what-if (a dry run of the webhook's decision)
+/// Check `inputs` against `current`: the interpreter crate's what-if (a dry run of the webhook's decision)
 /// over the quotas as the manifests define them (their spec wins, the status is the
 /// current one).
 pub fn check(inputs: &Inputs, current: &Current) -> Verdict {

@@ -2,10 +2,10 @@
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Event;
-use karmada_quota_core::placement::ClusterFacts;
 use karmada_quota_crds::{
     KarmadaClusterQuota, KarmadaClusterQuotaShare, KarmadaQuota, ResourceBinding,
 };
+use karmada_quota_interpreter::clusters::ClusterFacts;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -246,7 +246,7 @@ impl Access {
                 .items
                 .iter()
                 .filter_map(|o| serde_json::to_value(o).ok())
-                .map(|v| karmada_quota_crds::cluster::facts(&v))
+                .map(|v| karmada_quota_interpreter::clusters::facts(&v))
                 .collect()),
             Err(kube::Error::Api(s)) if s.is_not_found() => Ok(Vec::new()),
             Err(e) => Err(e).context("listing Clusters (cluster.karmada.io/v1alpha1)"),

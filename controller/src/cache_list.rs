@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{AsyncBufRead, AsyncReadExt, StreamExt};
+use karmada_quota_runtime::backoff::Backoff;
 use kube::api::{Api, WatchEvent, WatchParams};
 use kube::runtime::watcher::Event;
 use kube::{Client, Resource};
@@ -72,11 +73,11 @@ async fn run<K>(api: Api<K>, what: &'static str, metrics: Arc<Metrics>, tx: mpsc
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let mut backoff = RESTART_MIN;
+    let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX);
     loop {
         let failure = match list(&api, what, &tx).await {
             Ok(rv) => {
-                backoff = RESTART_MIN;
+                backoff.reset();
                 watch(&api, what, rv, &tx).await
             }
             Err(f) => f,
@@ -90,10 +91,10 @@ where
             tracing::debug!(watch = what, "watch expired (410); listing again");
             continue;
         }
-        tracing::warn!(watch = what, error = %failure, retry_in = ?backoff, "watch error; listing again");
+        let wait = backoff.next_delay();
+        tracing::warn!(watch = what, error = %failure, retry_in = ?wait, "watch error; listing again");
         metrics.watch_restarted(what);
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(RESTART_MAX);
+        tokio::time::sleep(wait).await;
     }
 }
 

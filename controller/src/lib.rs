@@ -56,10 +56,10 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt, stream};
 use karmada_quota_crds::KarmadaQuota;
+use karmada_quota_runtime::events::{self, Event, EventConfig, EventQueue, KubeEventSink};
 use karmada_quota_runtime::{Readiness, admin_router, serve_admin, shutdown_signal};
 use kube::Client;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
@@ -80,6 +80,8 @@ use crate::triggers::{TriggerStreams, Triggers, triggers};
 
 /// The controller's name, as reporting controller of events.
 pub const CONTROLLER_NAME: &str = "karmada-quota-controller";
+/// Events waiting for the writer task (a full queue drops and counts, never waits).
+const EVENT_QUEUE_CAPACITY: usize = 1024;
 /// Longest wait for in-flight reconciles once shutdown was requested.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -141,6 +143,7 @@ pub async fn run_until(
     let members = start_members(&args, &client, &member_registry, &triggers, &metrics);
     let election = start_election(&args, &client, &stop, &triggers, &metrics);
     let views = Views::default();
+    let events = event_writer(&args, &client, &metrics);
     let ready = Readiness::default();
     args.dashboard
         .check_dashboard_exposure()
@@ -160,7 +163,7 @@ pub async fn run_until(
                 unaccounted_default: args.unaccounted_workloads.into(),
                 metrics: queue_metrics,
                 client: client.clone(),
-                recorder: Some(recorder(&args, &client)),
+                events: Some(events.clone()),
             }
             .run(),
         );
@@ -187,7 +190,7 @@ pub async fn run_until(
     ));
     let ctx = reconcile_context(
         &args,
-        &client,
+        events,
         &index,
         member_registry,
         views,
@@ -375,23 +378,28 @@ pub fn admin_app(registry: Arc<Mutex<Registry>>, ready: &Readiness) -> axum::Rou
     admin_router(registry, ready.clone())
 }
 
-/// The controller's event recorder (this replica as the reporting instance): the quotas'
-/// events and the waiting line's.
-fn recorder(args: &Args, client: &Client) -> Recorder {
-    Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: CONTROLLER_NAME.to_owned(),
-            instance: Some(args.identity()),
+/// The controller's event writer (this replica as the reporting instance), the one the
+/// webhook uses too: the quotas' events and the waiting line's, aggregated into series and
+/// paced, written off the reconcile's path.
+fn event_writer(args: &Args, client: &Client, metrics: &Metrics) -> EventQueue<Event> {
+    let (queue, rx) = EventQueue::channel(EVENT_QUEUE_CAPACITY, metrics.events());
+    tokio::spawn(events::run(
+        rx,
+        Arc::new(KubeEventSink::new(client.clone())),
+        EventConfig {
+            instance: args.identity(),
+            ..EventConfig::new(CONTROLLER_NAME, "controller event")
         },
-    )
+        metrics.events(),
+    ));
+    queue
 }
 
 /// Everything a reconcile needs.
 #[allow(clippy::too_many_arguments)]
 fn reconcile_context(
     args: &Args,
-    client: &Client,
+    events: EventQueue<Event>,
     index: &Arc<RwLock<Index>>,
     members: MemberRegistry,
     views: Views,
@@ -399,7 +407,6 @@ fn reconcile_context(
     election: &Election,
     line: &Arc<queue::Line>,
 ) -> Arc<Ctx> {
-    let recorder = recorder(args, client);
     Arc::new(
         Ctx::new(
             index.clone(),
@@ -407,7 +414,7 @@ fn reconcile_context(
             views,
             metrics.clone(),
             election.leader.clone(),
-            Some(recorder),
+            Some(events),
             args.resync_period,
         )
         .with_min_write_interval(args.min_write_interval)

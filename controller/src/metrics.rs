@@ -9,8 +9,8 @@
 //! `kq_quota_cluster_observed` and `kq_namespace_labels`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use karmada_quota_billing::{NAMESPACE_LABELS_METRIC, label_name};
@@ -18,6 +18,7 @@ use karmada_quota_core::Quantity;
 #[cfg(test)]
 use karmada_quota_core::ResourceList;
 use karmada_quota_core::status::QuotaView;
+use karmada_quota_runtime::events::EventMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -117,6 +118,7 @@ pub struct Metrics {
     series: Mutex<HashMap<(String, String), QuotaSeries>>,
     namespace_labels: Family<NamespaceLabels, Gauge>,
     exported_namespaces: Mutex<BTreeSet<NamespaceLabels>>,
+    events: Arc<EventMetrics>,
 }
 
 impl Metrics {
@@ -141,6 +143,7 @@ impl Metrics {
             series: Mutex::new(HashMap::new()),
             namespace_labels: Family::default(),
             exported_namespaces: Mutex::new(BTreeSet::new()),
+            events: Arc::default(),
         };
         registry.register(
             "kq_quota_hard",
@@ -223,7 +226,14 @@ impl Metrics {
              value as label_<key> (kube-state-metrics' kube_namespace_labels)",
             m.namespace_labels.clone(),
         );
+        m.events
+            .register(registry.sub_registry_with_prefix("kq_controller"), "events");
         m
+    }
+
+    /// The event writer's metrics (`kq_controller_events_…`).
+    pub fn events(&self) -> Arc<EventMetrics> {
+        self.events.clone()
     }
 
     /// Export `label_key` of every namespace in `teams` (namespace → value) as

@@ -19,10 +19,10 @@
 //!  top: the bindings that use the largest share of one quota (the dashboard's quota page)
 //! ```
 //!
-//! Before a change (what-if, PropagationPolicy admission): `template::Template::binding`
-//! reads a resource template the way Karmada's default interpreter does, and
-//! `policy::Policy::binding_for` adds a policy's placement (`placement`), giving the
-//! binding Karmada would create — priced by the same `usage::BindingCharge`.
+//! Before a change (what-if, PropagationPolicy admission), what Karmada would make of a
+//! resource template and a policy (its default interpreter, Lua customizations, a policy's
+//! placement among the known clusters) is `karmada-quota-interpreter`: it gives the binding
+//! Karmada would create, priced here by the same `usage::BindingCharge`.
 //!
 //! Usage after the fact (billing reports, usage over time, Prometheus) is not here: it is
 //! `karmada-quota-billing`, a consumer of this crate's quantities and resource lists.
@@ -37,9 +37,7 @@ pub mod failover;
 pub mod field;
 pub mod ledger;
 pub mod placement;
-pub mod pod;
 pub mod pod_kinds;
-pub mod policy;
 pub mod quantity;
 pub mod queue;
 pub mod quota;
@@ -47,11 +45,8 @@ pub mod resources;
 pub mod scope;
 pub mod selection;
 pub mod status;
-pub mod template;
 pub mod top;
 pub mod usage;
-pub mod whatif;
-pub mod workload_kinds;
 
 #[cfg(test)]
 mod testutil;

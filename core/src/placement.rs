@@ -5,6 +5,9 @@
 //! unknown fields are ignored. Karmada copies the policy's placement into every binding it
 //! creates, so the webhook sees it on the detector's CREATE, before the scheduler has
 //! filled `spec.clusters`.
+//!
+//! Which of the known member clusters a placement can choose (a policy's dry run) is not
+//! the engine's: it is `karmada_quota_interpreter::clusters`.
 
 use std::collections::BTreeMap;
 
@@ -145,52 +148,6 @@ impl SelectorRequirement {
     }
 }
 
-/// A member cluster as placement sees it (Karmada's Cluster: name, labels, and the fields
-/// a `fieldSelector` reads).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClusterFacts {
-    /// metadata.name.
-    pub name: String,
-    /// metadata.labels.
-    pub labels: BTreeMap<String, String>,
-    /// spec.provider.
-    pub provider: String,
-    /// spec.region.
-    pub region: String,
-    /// spec.zone (or the first of spec.zones).
-    pub zone: String,
-}
-
-impl ClusterAffinity {
-    /// Whether `cluster` may be chosen: not excluded, named (when names are given), and
-    /// matching the label and field selectors (Karmada's `util.ClusterMatches`).
-    pub fn matches(&self, cluster: &ClusterFacts) -> bool {
-        if self.exclude_clusters.contains(&cluster.name) {
-            return false;
-        }
-        if !self.cluster_names.is_empty() && !self.cluster_names.contains(&cluster.name) {
-            return false;
-        }
-        if let Some(selector) = &self.label_selector
-            && !selector.matches(&cluster.labels)
-        {
-            return false;
-        }
-        if let Some(fields) = &self.field_selector {
-            return fields.match_expressions.iter().all(|r| {
-                let value = match r.key.as_str() {
-                    "provider" => &cluster.provider,
-                    "region" => &cluster.region,
-                    "zone" => &cluster.zone,
-                    _ => return false,
-                };
-                r.matches((!value.is_empty()).then_some(value.as_str()))
-            });
-        }
-        true
-    }
-}
-
 impl Placement {
     /// Whether every chosen cluster runs all replicas: `replicaScheduling` absent, or of
     /// type `Duplicated` (Karmada's `Placement.ReplicaSchedulingType`; an empty type in a
@@ -239,42 +196,6 @@ impl Placement {
         names.sort_unstable();
         names.dedup();
         (!names.is_empty()).then_some(names)
-    }
-
-    /// The clusters of `known` this placement can choose, sorted by name: the first
-    /// affinity group that matches any cluster (the scheduler tries them in order), else
-    /// `clusterAffinity` (absent: every cluster); at most `maxGroups` of a spread
-    /// constraint by cluster. What the scheduler finally picks among them (by capacity,
-    /// taints, other spread constraints) is not modelled: this is the most it can choose.
-    pub fn candidate_clusters<'a>(&self, known: &'a [ClusterFacts]) -> Vec<&'a ClusterFacts> {
-        let mut chosen: Vec<&ClusterFacts> = if self.cluster_affinities.is_empty() {
-            known
-                .iter()
-                .filter(|c| self.cluster_affinity.as_ref().is_none_or(|a| a.matches(c)))
-                .collect()
-        } else {
-            self.cluster_affinities
-                .iter()
-                .map(|term| {
-                    known
-                        .iter()
-                        .filter(|c| term.affinity.matches(c))
-                        .collect::<Vec<_>>()
-                })
-                .find(|matched| !matched.is_empty())
-                .unwrap_or_default()
-        };
-        chosen.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(max) = self
-            .spread_constraints
-            .iter()
-            .filter(|s| s.spread_by_field == "cluster" && s.max_groups > 0)
-            .map(|s| usize::try_from(s.max_groups).unwrap_or(usize::MAX))
-            .min()
-        {
-            chosen.truncate(max);
-        }
-        chosen
     }
 }
 

@@ -76,32 +76,6 @@ impl Resource for Cluster {
     }
 }
 
-/// What placement reads of a Cluster object (as JSON): name, labels, provider, region
-/// and zone (or the first of `zones`). Missing fields are empty.
-pub fn facts(doc: &serde_json::Value) -> karmada_quota_core::placement::ClusterFacts {
-    let s = |p: &str| {
-        doc.pointer(p)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let zone = s("/spec/zone");
-    karmada_quota_core::placement::ClusterFacts {
-        name: s("/metadata/name"),
-        labels: doc
-            .pointer("/metadata/labels")
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
-            .unwrap_or_default(),
-        provider: s("/spec/provider"),
-        region: s("/spec/region"),
-        zone: if zone.is_empty() {
-            s("/spec/zones/0")
-        } else {
-            zone
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -304,7 +304,7 @@ fn every_field_of_the_binding_view_is_typed_in_both_binding_standins() {
     }
 }
 
-/// The policy view (`karmada_quota_core::policy::Policy`) only deserializes, so its
+/// The policy view (`karmada_quota_interpreter::policy::Policy`) only deserializes, so its
 /// selectors are written out here field by field; its placement is the binding's type.
 #[test]
 fn every_field_of_the_policy_view_is_typed_in_both_policy_standins() {
@@ -321,7 +321,7 @@ fn every_field_of_the_policy_view_is_typed_in_both_policy_standins() {
         }],
         "placement": serde_json::to_value(full_placement()).expect("serializes"),
     });
-    let _: karmada_quota_core::policy::PolicySpec =
+    let _: karmada_quota_interpreter::policy::PolicySpec =
         serde_json::from_value(spec.clone()).expect("the policy view reads it");
     for file in [
         "policy.karmada.io_propagationpolicies.yaml",
@@ -347,11 +347,11 @@ fn every_field_of_the_cluster_view_is_typed_in_the_cluster_standin() {
     let (_, schema) = only_version(file);
     let spec = serde_json::to_value(spec).expect("serializes");
     assert_typed(file, "spec", &schema["properties"]["spec"], &spec);
-    // What placement reads of a Cluster (`cluster::facts`, from the JSON).
+    // What placement reads of a Cluster (the interpreter's `clusters::facts`, from the JSON).
     let located = serde_json::json!({
         "provider": "aws", "region": "eu", "zone": "eu-1a", "zones": ["eu-1a", "eu-1b"]
     });
-    let facts = karmada_quota_crds::cluster::facts(&serde_json::json!({"spec": located}));
+    let facts = karmada_quota_interpreter::clusters::facts(&serde_json::json!({"spec": located}));
     assert_eq!((&*facts.provider, &*facts.zone), ("aws", "eu-1a"));
     assert_typed(file, "spec", &schema["properties"]["spec"], &located);
 }

@@ -1,7 +1,7 @@
 //! `manifests`: a file given to `kubectl karmada-quota check -f` — YAML or JSON, one or
 //! more documents — as the plugin reads it (`cli::manifests::parse`), sorts it
 //! (`check::Inputs::add_documents`: quotas, policies, clusters, templates, `List`s
-//! unpacked) and checks it offline against zero usage (`check::check`, core's what-if).
+//! unpacked) and checks it offline against zero usage (`check::check`, the interpreter crate's what-if).
 //!
 //! Input: UTF-8 text.
 //!
@@ -36,7 +36,7 @@ pub fn run(data: &[u8]) {
             inputs
                 .templates
                 .iter()
-                .any(|t| r.template == karmada_quota_core::whatif::describe(t)),
+                .any(|t| r.template == karmada_quota_interpreter::whatif::describe(t)),
             "refused {} which is no template of the input",
             r.template
         );

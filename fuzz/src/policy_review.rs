@@ -21,11 +21,11 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use karmada_quota_core::policy::{PROPAGATION_POLICY, Policy};
 use karmada_quota_core::quota::QuotaState;
-use karmada_quota_core::template::Template;
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::convert::quota_state;
+use karmada_quota_interpreter::policy::{PROPAGATION_POLICY, Policy};
+use karmada_quota_interpreter::template::Template;
 use karmada_quota_webhook::admission::{REASON_BAD_REQUEST, decode_policy_review};
 use karmada_quota_webhook::policy::{self, FakeWorld, Verdict};
 use kube::core::admission::Operation;
@@ -67,7 +67,7 @@ impl World {
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
-                    .map(karmada_quota_crds::cluster::facts)
+                    .map(karmada_quota_interpreter::clusters::facts)
                     .collect(),
                 ..FakeWorld::default()
             },

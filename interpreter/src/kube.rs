@@ -3,7 +3,7 @@
 //!
 //! | function | what it returns |
 //! |---|---|
-//! | `accuratePodRequirements(podTemplate)` | `{resourceRequest = {cpu = "500m", …}, nodeClaim = {…}}` for a pod template (`metadata` + `spec`), by core's per-replica rule (`pod::pod_template_request`, Karmada's `AddPodTemplateRequest`); `nil` when it requests nothing and claims no node |
+//! | `accuratePodRequirements(podTemplate)` | `{resourceRequest = {cpu = "500m", …}, nodeClaim = {…}}` for a pod template (`metadata` + `spec`), by the per-replica rule (`pod::pod_template_request`, Karmada's `AddPodTemplateRequest`); `nil` when it requests nothing and claims no node |
 //! | `resourceAdd(q1, q2, …)` | the sum of quantity strings (`nil` counts 0) as a quantity string |
 //! | `getResourceQuantity(q)` | a quantity string as a number (`"500m"` → 0.5) |
 //!
@@ -11,11 +11,11 @@
 //! gate. `getPodDependencies` (dependencies, not pricing) is not offered.
 
 use karmada_quota_core::Quantity;
-use karmada_quota_core::pod::{PodSpec, pod_template_request};
 use mlua::{Lua, Table, Value as LuaValue, Variadic};
 use serde_json::{Map, Value};
 
 use crate::convert::{from_lua, to_lua};
+use crate::pod::{PodSpec, pod_template_request};
 
 /// The `kube` table.
 pub fn library(lua: &Lua) -> mlua::Result<Table> {

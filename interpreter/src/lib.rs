@@ -1,8 +1,23 @@
-//! Prices a kind through the cluster's ResourceInterpreterCustomization Lua: runs a
-//! customization's `GetReplicas` (`replicaResource`) or `GetComponents`
-//! (`componentResource`) over a resource template in a sandboxed Lua 5.1 (Karmada runs
-//! gopher-lua, a Lua 5.1) and returns core's [`Interpreted`] for
-//! `karmada_quota_core::template::Template::interpreted`.
+//! What Karmada would make of a resource template and a PropagationPolicy, so the quota
+//! engine (`karmada-quota-core`) can price it before Karmada does.
+//!
+//! ```text
+//!  template (JSON/YAML) ─► template::Template::binding   (Karmada's default interpreter:
+//!        │                  pod: a replica's requests;    one pod template per kind,
+//!        │                  workload_kinds: components)   components of multi-template kinds)
+//!        │  a kind a ResourceInterpreterCustomization targets:
+//!        │  Customizations::interpret (Lua) ─► Interpreted ─► Template::interpreted
+//!        ▼
+//!  ResourceBindingSpec ◄── policy::Policy::binding_for (selection; the policy's placement,
+//!        │                   clusters::candidate_clusters among the known clusters)
+//!        ▼
+//!  core's usage::BindingCharge (the same price as the webhook's)
+//!  whatif: templates × policies against quotas — a dry run of core's decision
+//! ```
+//!
+//! The Lua part runs a customization's `GetReplicas` (`replicaResource`) or
+//! `GetComponents` (`componentResource`) over a template in a sandboxed Lua 5.1 (Karmada
+//! runs gopher-lua, a Lua 5.1):
 //!
 //! ```text
 //!  RIC objects ─► Customizations (by name; first script per target wins)
@@ -13,16 +28,28 @@
 //! `componentResource` is used when a customization gives one (as Karmada does with
 //! `MultiplePodTemplatesScheduling` on), else `replicaResource`. Every failure is a value
 //! naming the customization, the function and the field; nothing here panics on a script.
+//!
+//! A binding's own placement (`spec.placement`) and which kinds run pods a member counts
+//! stay in core: the charge of a binding reads them.
 
+pub mod clusters;
 pub mod convert;
 pub mod customization;
 pub mod kube;
+pub mod pod;
+pub mod policy;
 pub mod read;
 pub mod sandbox;
+pub mod template;
+pub mod whatif;
+pub mod workload_kinds;
+
+#[cfg(test)]
+mod testutil;
 
 pub use customization::{Customization, Customizations, Script, Scripts, is_customization};
-pub use karmada_quota_core::template::Interpreted;
 pub use sandbox::Limits;
+pub use template::Interpreted;
 
 use mlua::MultiValue;
 use serde_json::Value;

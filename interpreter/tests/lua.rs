@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use karmada_quota_core::ResourceList;
-use karmada_quota_core::template::Template;
+use karmada_quota_interpreter::template::Template;
 use karmada_quota_interpreter::{
     Customization, Customizations, InterpretError, Interpreted, Limits, Scripts, interpret,
 };
@@ -124,7 +124,7 @@ fn get_replicas_with_accurate_pod_requirements_prices_as_the_built_in_rule() {
         .expect("requirements")
         .resource_request;
     // The init container's 2 cpu beats the 1250m of the app containers; a limit stands in
-    // for the missing request (Karmada's AddPodTemplateRequest, core's pod_request).
+    // for the missing request (Karmada's AddPodTemplateRequest, the crate's pod_request).
     assert_eq!(
         request,
         list(&[("cpu", "2"), ("memory", "128Mi"), ("nvidia.com/gpu", "1")])

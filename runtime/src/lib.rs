@@ -11,11 +11,16 @@
 //! - [`init_logging`]: `tracing` to stderr, plain or JSON;
 //! - [`client`]: a kube client from `--kubeconfig` or the usual discovery;
 //! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once;
+//! - [`backoff`]: the one retry backoff (doubling to a cap, reset on success);
+//! - [`events`]: the one Kubernetes Event writer (aggregated series, paced, off the
+//!   caller's path);
 //! - [`untrusted`]: request-borne strings clipped for logs, identifier length limits;
 //!   [`bounded`]: a capped map for caches keyed by them.
 
+pub mod backoff;
 pub mod bounded;
 pub mod duration;
+pub mod events;
 pub mod listener;
 pub mod plurals;
 pub mod relist;

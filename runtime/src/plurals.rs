@@ -34,6 +34,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backoff::Backoff;
 use crate::bounded::LruMap;
 use crate::untrusted::{self, clip};
 
@@ -41,6 +42,8 @@ use crate::untrusted::{self, clip};
 /// unknown kind cannot turn every admission into a discovery request, while a CRD installed
 /// after the first lookup is still found within a minute.
 pub const REFRESH_AFTER_MISS: Duration = Duration::from_secs(60);
+/// After a failed discovery: 1 s, 2 s, 4 s … up to [`REFRESH_AFTER_MISS`].
+const DISCOVERY_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), REFRESH_AFTER_MISS);
 /// Longest wait for one discovery request. The client's own retry layer would keep
 /// retrying a 503 (an aggregated API whose server is down) for minutes, holding up the
 /// caller; this resolver retries on its own schedule instead.
@@ -88,7 +91,7 @@ impl GroupVersion {
     /// 1 s, 2 s, 4 s… up to [`REFRESH_AFTER_MISS`]; after an answer, [`REFRESH_AFTER_MISS`].
     fn refresh_after(&self) -> Duration {
         if self.error.is_some() {
-            Duration::from_secs(1 << self.failures.saturating_sub(1).min(6)).min(REFRESH_AFTER_MISS)
+            DISCOVERY_BACKOFF.delay(self.failures.max(1))
         } else {
             REFRESH_AFTER_MISS
         }

@@ -37,6 +37,7 @@ use karmada_quota_core::quota::QuotaState;
 use karmada_quota_core::selection::{Covers, Labels, QuotaKey};
 use karmada_quota_crds::convert::selector_from_api;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, QuotaObject};
+use karmada_quota_runtime::backoff::Backoff;
 use karmada_quota_runtime::untrusted::clip;
 use kube::core::{ObjectMeta, PartialObjectMeta, Resource};
 use kube::runtime::reflector::{self, Store};
@@ -501,7 +502,7 @@ async fn run_watch<K>(
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let config = karmada_quota_runtime::watch_cache::from_watch_cache().timeout(WATCH_TIMEOUT_SECS);
-    let mut backoff = RESTART_MIN;
+    let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX);
     loop {
         let mut events = std::pin::pin!(watcher(api.clone(), config.clone()));
         while let Some(event) = events.next().await {
@@ -514,7 +515,7 @@ async fn run_watch<K>(
                             | watcher::Event::Delete(_)
                     ) {
                         fresh.succeeded(watch);
-                        backoff = RESTART_MIN;
+                        backoff.reset();
                     }
                     apply(&event);
                 }
@@ -524,15 +525,14 @@ async fn run_watch<K>(
                         watch = watch.as_str(),
                         error = %clip(&e.to_string()),
                         failing_for = ?fresh.failing_for(watch),
-                        retry_in = ?backoff,
+                        retry_in = ?backoff.current(),
                         "watch failed; restarting it from a fresh list"
                     );
                     break;
                 }
             }
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(RESTART_MAX);
+        tokio::time::sleep(backoff.next_delay()).await;
     }
 }
 

@@ -25,12 +25,12 @@ use std::time::Duration;
 use karmada_quota_core::binding::ObjectReference;
 use karmada_quota_core::decision::{Denial, DenyReason};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
+use karmada_quota_runtime::events::ObjectRef;
 use karmada_quota_runtime::untrusted;
 use kube::Resource;
 use tokio::time::Instant;
 
 use crate::cache::{CachedClusterQuota, CachedQuota};
-use crate::event_series::ObjectRef;
 use crate::events::{DenialEvent, EventQueue};
 use crate::metrics::Metrics;
 
@@ -157,7 +157,7 @@ impl Denials {
                 d.denial.message
             ),
             Verdict::Suppress => {
-                self.metrics.events.logs_suppressed.inc();
+                self.metrics.denial_logs_suppressed.inc();
             }
         }
 
@@ -482,7 +482,7 @@ mod tests {
     #[tokio::test]
     async fn report_queues_template_and_quota_events_but_not_for_dry_run_or_status_unknown() {
         let metrics = Arc::new(Metrics::default());
-        let (queue, mut rx) = EventQueue::channel(8, metrics.clone());
+        let (queue, mut rx) = EventQueue::channel(8, metrics.events.clone());
         let denials = Denials::new(10 * SEC, Some(queue), metrics.clone());
         let q = mk_cached("q", &[("requests.cpu", "1")], &[("requests.cpu", "0")]);
         let quotas = vec![q];
@@ -518,7 +518,7 @@ mod tests {
         // The repeat is logged no more (suppressed and counted) but still queued.
         denials.report(&d);
         assert!(rx.try_recv().is_ok());
-        assert_eq!(metrics.events.logs_suppressed.get(), 1);
+        assert_eq!(metrics.denial_logs_suppressed.get(), 1);
 
         d.dry_run = true;
         denials.report(&d);
@@ -547,7 +547,7 @@ mod tests {
             &[("requests.cpu", "10")],
             &[("requests.cpu", "9")],
         )]);
-        let (queue, mut rx) = EventQueue::channel(8, h.state.metrics.clone());
+        let (queue, mut rx) = EventQueue::channel(8, h.state.metrics.events.clone());
         h.state.denials = Denials::new(Duration::ZERO, Some(queue), h.state.metrics.clone());
 
         let fits = h

@@ -31,7 +31,6 @@ pub mod admission;
 pub mod args;
 pub mod cache;
 pub mod denials;
-pub mod event_series;
 pub mod events;
 pub mod metrics;
 pub mod policy;

@@ -49,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
         Batcher::wall_clock(),
     );
     let events = args.events.then(|| {
-        let (queue, rx) = EventQueue::channel(events::QUEUE_CAPACITY, metrics.clone());
+        let (queue, rx) = EventQueue::channel(events::QUEUE_CAPACITY, metrics.events.clone());
         tokio::spawn(events::run(
             rx,
             Arc::new(KubeEventSink::new(client.clone())),
@@ -58,8 +58,9 @@ async fn main() -> anyhow::Result<()> {
                 qps: args.event_qps,
                 burst: args.event_burst,
                 instance: reporting_instance(),
+                ..EventConfig::new(events::REPORTING_CONTROLLER, "denial event")
             },
-            metrics.clone(),
+            metrics.events.clone(),
         ));
         queue
     });

@@ -1,6 +1,9 @@
 //! Prometheus metrics of the webhook (prometheus-client), served by the runtime's admin
 //! router on `/metrics`.
 
+use std::sync::Arc;
+
+use karmada_quota_runtime::events::EventMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -52,8 +55,10 @@ pub struct Metrics {
     /// Entries removed again because their request ended refused, failed or timed out,
     /// by result (`ok`: removed; `failed`: left for the controller to expire).
     pub rollbacks: Family<WriteLabels, Counter>,
-    /// Denial events and decision log lines.
-    pub events: EventMetrics,
+    /// Denial events (the shared event writer's metrics).
+    pub events: Arc<EventMetrics>,
+    /// Denial log lines suppressed by the per-binding rate limit.
+    pub denial_logs_suppressed: Counter,
     /// 1 when the HTTPS listener requires a client certificate (`--client-ca-file`), 0
     /// when anyone who reaches it may send reviews.
     pub client_auth_required: Gauge,
@@ -106,7 +111,12 @@ impl Metrics {
              --client-ca-file; 0 when anyone who reaches it can send reviews",
             m.client_auth_required.clone(),
         );
-        m.events.register(reg);
+        m.events.register(reg, "denial events");
+        reg.register(
+            "denial_logs_suppressed",
+            "Denial log lines suppressed by the per-binding rate limit",
+            m.denial_logs_suppressed.clone(),
+        );
         m
     }
 
@@ -149,118 +159,10 @@ impl Default for Metrics {
             // 1 … 512
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
             rollbacks: Family::default(),
-            events: EventMetrics::default(),
+            events: Arc::default(),
+            denial_logs_suppressed: Counter::default(),
             client_auth_required: Gauge::default(),
         }
-    }
-}
-
-/// Labels of `kq_webhook_events_written_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EventWriteLabels {
-    /// `create` (a new series) or `patch` (its count).
-    pub op: &'static str,
-}
-
-/// Labels of `kq_webhook_events_failed_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EventFailureLabels {
-    /// `create` or `patch`.
-    pub op: &'static str,
-    /// `api_error`, `timeout`, `not_found` (a patch of an event the apiserver expired).
-    pub error: &'static str,
-}
-
-/// Labels of `kq_webhook_events_dropped_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EventDropLabels {
-    /// `queue_full` (the writer's queue), `evicted` (unwritten occurrences of a series
-    /// forgotten to bound memory), `overload` (a new series refused while most tracked
-    /// ones are unwritten), `writer_stopped`.
-    pub cause: &'static str,
-}
-
-/// Metrics of denial events (`events`) and decision log lines (`denial_log`).
-#[derive(Debug, Default)]
-pub struct EventMetrics {
-    /// Event API writes that succeeded, by operation.
-    pub written: Family<EventWriteLabels, Counter>,
-    /// Event API writes that failed, by operation and error.
-    pub failed: Family<EventFailureLabels, Counter>,
-    /// Denials (or occurrences) that never reached the API, by cause.
-    pub dropped: Family<EventDropLabels, Counter>,
-    /// Occurrences counted into an existing event series instead of a new event.
-    pub aggregated: Counter,
-    /// Denial log lines suppressed by the per-binding rate limit.
-    pub logs_suppressed: Counter,
-}
-
-impl EventMetrics {
-    fn register(&self, reg: &mut Registry) {
-        reg.register(
-            "events_written",
-            "Denial events written to the API, by operation (create, patch)",
-            self.written.clone(),
-        );
-        reg.register(
-            "events_failed",
-            "Denial event writes that failed, by operation and error",
-            self.failed.clone(),
-        );
-        reg.register(
-            "events_dropped",
-            "Denial events dropped before any write, by cause",
-            self.dropped.clone(),
-        );
-        reg.register(
-            "events_aggregated",
-            "Denials counted into an existing event series",
-            self.aggregated.clone(),
-        );
-        reg.register(
-            "denial_logs_suppressed",
-            "Denial log lines suppressed by the per-binding rate limit",
-            self.logs_suppressed.clone(),
-        );
-    }
-
-    /// Count one successful write.
-    pub fn written(&self, op: &'static str) {
-        self.written.get_or_create(&EventWriteLabels { op }).inc();
-    }
-
-    /// Count one failed write.
-    pub fn failed(&self, op: &'static str, error: &'static str) {
-        self.failed
-            .get_or_create(&EventFailureLabels { op, error })
-            .inc();
-    }
-
-    /// Count `n` dropped denials.
-    pub fn dropped(&self, cause: &'static str, n: u64) {
-        self.dropped
-            .get_or_create(&EventDropLabels { cause })
-            .inc_by(n);
-    }
-
-    /// Successful writes of `op` so far.
-    #[cfg(test)]
-    pub fn written_count(&self, op: &'static str) -> u64 {
-        self.written.get_or_create(&EventWriteLabels { op }).get()
-    }
-
-    /// Failed writes of `op` with `error` so far.
-    #[cfg(test)]
-    pub fn failed_count(&self, op: &'static str, error: &'static str) -> u64 {
-        self.failed
-            .get_or_create(&EventFailureLabels { op, error })
-            .get()
-    }
-
-    /// Denials dropped for `cause` so far.
-    #[cfg(test)]
-    pub fn dropped_count(&self, cause: &'static str) -> u64 {
-        self.dropped.get_or_create(&EventDropLabels { cause }).get()
     }
 }
 
@@ -278,7 +180,7 @@ mod tests {
         m.batch_size.observe(3.0);
         m.events.written("create");
         m.events.dropped("queue_full", 2);
-        m.events.logs_suppressed.inc();
+        m.denial_logs_suppressed.inc();
         m.client_auth_required.set(1);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();

@@ -3,12 +3,12 @@
 //!
 //! ```text
 //!  POST /validate/propagationpolicy | /validate/clusterpropagationpolicy (CREATE/UPDATE)
-//!     │ decode the policy (core::policy::Policy)
+//!     │ decode the policy (interpreter::policy::Policy)
 //!     │ PolicyWorld (kube, a fake in tests): the templates each selector names (≤ the
 //!     │   limit), the member Clusters, the existing bindings of the namespaces touched
 //!     │ quotas: the webhook's cache
 //!     ▼
-//!  core::whatif::what_if — the interpreter, the placement, the admission decision
+//!  interpreter::whatif::what_if — the default interpreter, the placement, the admission decision
 //!     ▼
 //!  fits → allowed, no warning; exceeds → allowed with a warning per refused template
 //!  (`kubectl apply` prints them), or refused with `--policy-enforcement=deny`.
@@ -34,11 +34,11 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use karmada_quota_core::binding::ResourceBindingSpec;
-use karmada_quota_core::placement::ClusterFacts;
-use karmada_quota_core::policy::{PROPAGATION_POLICY, Policy, ResourceSelector};
-use karmada_quota_core::template::Template;
-use karmada_quota_core::whatif::{self, Current};
 use karmada_quota_crds::ResourceBinding;
+use karmada_quota_interpreter::clusters::ClusterFacts;
+use karmada_quota_interpreter::policy::{PROPAGATION_POLICY, Policy, ResourceSelector};
+use karmada_quota_interpreter::template::Template;
+use karmada_quota_interpreter::whatif::{self, Current};
 use karmada_quota_interpreter::{Customization, Customizations, Limits, customization, interpret};
 use karmada_quota_runtime::bounded::LruMap;
 use karmada_quota_runtime::untrusted::{self, clip};
@@ -339,7 +339,7 @@ impl PolicyWorld for KubePolicyWorld {
                 .items
                 .iter()
                 .filter_map(|o| serde_json::to_value(o).ok())
-                .map(|v| karmada_quota_crds::cluster::facts(&v))
+                .map(|v| karmada_quota_interpreter::clusters::facts(&v))
                 .collect())
         })
     }

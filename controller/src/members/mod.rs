@@ -42,7 +42,6 @@ pub use discovery::{MemberKubeconfig, MemberSource, desired_members, parse_membe
 pub use observed::{MemberPods, PodEntry, pod_entry, pod_view};
 pub use registry::{Epoch, MemberRegistry, MemberState, Reach};
 pub use trust::{AllowInsecure, Trust};
-pub use watch::Backoff;
 
 use crate::metrics::Metrics;
 use crate::triggers::Triggers;

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use karmada_quota_runtime::backoff::Backoff;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -45,36 +46,9 @@ pub const MEMBER_PAGE_SIZE: u32 = 500;
 /// The first list logs its progress every this many pods.
 const PROGRESS_EVERY: usize = 5_000;
 
-/// Exponential backoff: 1 s, 2 s, 4 s, … up to a maximum.
-#[derive(Clone, Debug)]
-pub struct Backoff {
-    next: Duration,
-    max: Duration,
-}
-
-impl Backoff {
-    const MIN: Duration = Duration::from_secs(1);
-
-    /// Start at one second, never above `max`.
-    pub fn new(max: Duration) -> Self {
-        Self {
-            next: Self::MIN.min(max),
-            max,
-        }
-    }
-
-    /// The next wait.
-    pub fn next_delay(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        d
-    }
-
-    /// Back to the shortest wait.
-    pub fn reset(&mut self) {
-        self.next = Self::MIN.min(self.max);
-    }
-}
+/// A member's first wait after a failure (doubled per failure in a row, up to
+/// `--member-max-backoff`), and the wait before re-listing after a broken stream.
+const RETRY_MIN: Duration = Duration::from_secs(1);
 
 /// One member's watch task.
 pub(crate) struct MemberTask {
@@ -127,7 +101,7 @@ const KUBECONFIG_SKIP: &str = "insecure-skip-tls-verify of its kubeconfig";
 
 impl MemberTask {
     pub(crate) async fn run(self) {
-        let mut backoff = Backoff::new(self.settings.max_backoff);
+        let mut backoff = Backoff::new(RETRY_MIN, self.settings.max_backoff);
         let mut failures = 0_u32;
         let mut configured: Option<Configured> = None;
         let mut told_unverified: Option<String> = None;
@@ -181,7 +155,7 @@ impl MemberTask {
                 }
                 Ended::Broken => {
                     failures = 0;
-                    tokio::time::sleep(Backoff::MIN).await;
+                    tokio::time::sleep(RETRY_MIN).await;
                 }
                 Ended::SecretChanged => {
                     tracing::info!(member = %self.name, "member Secret changed; watching again with it");
@@ -402,19 +376,5 @@ impl MemberTask {
         } else {
             tracing::debug!(member = %self.name, %error, "member cluster still unreachable");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_max_and_resets() {
-        let mut b = Backoff::new(Duration::from_secs(5));
-        let got: Vec<_> = (0..5).map(|_| b.next_delay().as_secs()).collect();
-        assert_eq!(got, [1, 2, 4, 5, 5]);
-        b.reset();
-        assert_eq!(b.next_delay(), Duration::from_secs(1));
     }
 }

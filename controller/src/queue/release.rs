@@ -11,7 +11,6 @@
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use karmada_quota_core::queue::{
     ANNOTATION_QUEUED_AT, ANNOTATION_WAITING_FOR, Plan, plan, strict_lines,
 };
@@ -19,8 +18,9 @@ use karmada_quota_core::quota::{QuotaState, Unaccounted};
 use karmada_quota_core::selection::{Labels, QuotaKey};
 use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
 use karmada_quota_crds::{KarmadaQuota, ResourceBinding};
+use karmada_quota_runtime::backoff::Backoff;
+use karmada_quota_runtime::events::{Event, EventQueue, EventType, ObjectRef};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::json;
@@ -57,8 +57,8 @@ pub struct Releaser {
     pub metrics: Arc<QueueMetrics>,
     /// API client (binding patches).
     pub client: Client,
-    /// Events on the templates (`None` in tests).
-    pub recorder: Option<Recorder>,
+    /// The event writer's queue: events on the templates (`None` in tests).
+    pub events: Option<EventQueue<Event>>,
 }
 
 impl Releaser {
@@ -67,7 +67,7 @@ impl Releaser {
         let mut safety = tokio::time::interval(SAFETY_ROUND);
         safety.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut known: std::collections::HashSet<String> = Default::default();
-        let mut retry = RETRY_MIN;
+        let mut retry = Backoff::new(RETRY_MIN, SAFETY_ROUND);
         let mut again: Option<tokio::time::Instant> = None;
         loop {
             let retry_at = again;
@@ -82,10 +82,9 @@ impl Releaser {
                 continue;
             }
             if self.round(&mut known).await {
-                again = Some(tokio::time::Instant::now() + retry);
-                retry = (retry * 2).min(SAFETY_ROUND);
+                again = Some(tokio::time::Instant::now() + retry.next_delay());
             } else {
-                retry = RETRY_MIN;
+                retry.reset();
             }
         }
     }
@@ -283,32 +282,34 @@ impl Releaser {
     }
 
     /// A Normal event on the binding's template.
-    async fn event(&self, e: &Entry, reason: &str, note: String) {
-        let Some(recorder) = &self.recorder else {
+    async fn event(&self, e: &Entry, reason: &'static str, note: String) {
+        let Some(events) = &self.events else {
             return;
         };
         let t = &e.template;
-        let reference = ObjectReference {
-            api_version: Some(t.api_version.clone()),
-            kind: Some(t.kind.clone()),
-            namespace: Some(if t.namespace.is_empty() {
+        let regarding = ObjectRef {
+            api_version: t.api_version.clone(),
+            kind: t.kind.clone(),
+            namespace: if t.namespace.is_empty() {
                 e.waiting.namespace.clone()
             } else {
                 t.namespace.clone()
-            }),
-            name: Some(t.name.clone()),
-            uid: (!t.uid.is_empty()).then(|| t.uid.clone()),
-            ..ObjectReference::default()
+            },
+            name: t.name.clone(),
+            uid: t.uid.clone(),
         };
-        let ev = KubeEvent {
+        let queued = events.try_emit(Event {
             type_: EventType::Normal,
-            reason: reason.to_owned(),
-            note: Some(note.chars().take(1000).collect()),
-            action: "Queue".to_owned(),
-            secondary: None,
-        };
-        if let Err(err) = recorder.publish(&ev, &reference).await {
-            tracing::debug!(error = %err, reason, "could not publish a queue event");
+            action: "Queue",
+            reason,
+            note: note.chars().take(1000).collect(),
+            regarding,
+        });
+        if !queued {
+            tracing::debug!(
+                reason,
+                "could not publish a queue event: the event queue is full"
+            );
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use karmada_quota_crds::KarmadaQuotaStatus;
+use karmada_quota_runtime::backoff::Backoff;
 
 use crate::desired;
 
@@ -84,9 +85,10 @@ impl Pacing {
         if streak == 0 || self.max_write_backoff.is_zero() {
             return self.min_write_interval;
         }
-        self.min_write_interval
-            .saturating_mul(1 << streak.min(16))
-            .min(self.max_write_backoff)
+        // A streak of n contended turns waits the backoff's (n + 1)-th step: the interval
+        // doubled n times (at most 16), never below the interval itself.
+        Backoff::new(self.min_write_interval, self.max_write_backoff)
+            .delay(streak.min(16) + 1)
             .max(self.min_write_interval)
     }
 

@@ -22,7 +22,7 @@ use crate::policy::{Enforcement, POLICY_GROUP, PROPAGATIONPOLICY_PATH, Verdict};
 type PolicyReview = Result<
     (
         AdmissionRequest<DynamicObject>,
-        karmada_quota_core::policy::Policy,
+        karmada_quota_interpreter::policy::Policy,
         String,
     ),
     Box<Answer>,
@@ -64,7 +64,7 @@ fn decode_policy(body: &[u8]) -> PolicyReview {
             &format!("{what}: the review has no object"),
         )));
     };
-    let mut policy: karmada_quota_core::policy::Policy =
+    let mut policy: karmada_quota_interpreter::policy::Policy =
         match serde_json::to_value(object).and_then(serde_json::from_value) {
             Ok(p) => p,
             Err(e) => {
@@ -89,7 +89,7 @@ pub fn decode_policy_review(
 ) -> Result<
     (
         Box<AdmissionRequest<DynamicObject>>,
-        karmada_quota_core::policy::Policy,
+        karmada_quota_interpreter::policy::Policy,
     ),
     Box<AdmissionResponse>,
 > {

@@ -441,7 +441,7 @@ async fn a_propagation_policy_is_priced_against_the_cluster_quota_selecting_its_
             &[("requests.cpu", "3")],
         )],
     );
-    let web: karmada_quota_core::template::Template = serde_json::from_value(json!({
+    let web: karmada_quota_interpreter::template::Template = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": "a-dev"},
         "spec": {"replicas": 2, "template": {"spec": {"containers": [

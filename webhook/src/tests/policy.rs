@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use karmada_quota_core::template::Template;
+use karmada_quota_interpreter::template::Template;
 use serde_json::{Value, json};
 
 use super::*;
@@ -108,7 +108,7 @@ async fn a_policy_that_would_exceed_gets_a_warning_naming_quota_template_and_num
 
 #[tokio::test]
 async fn deny_mode_refuses_and_duplicated_counts_every_cluster() {
-    let cluster = |name: &str| karmada_quota_core::placement::ClusterFacts {
+    let cluster = |name: &str| karmada_quota_interpreter::clusters::ClusterFacts {
         name: name.into(),
         ..Default::default()
     };
@@ -197,7 +197,7 @@ async fn the_increase_over_an_existing_binding_is_what_counts() {
 /// the listed resource's, and a label or kind-only selector then selects it.
 #[test]
 fn a_listed_item_without_type_is_selected_by_label_and_by_kind() {
-    use karmada_quota_core::policy::ResourceSelector;
+    use karmada_quota_interpreter::policy::ResourceSelector;
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "Deployment"));
     // As the API server lists it: no apiVersion, no kind on the item.

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{NS, harness, review_of};
 use crate::policy::{Enforcement, FakeWorld, Skip, interpreted_template};
-use karmada_quota_core::template::Template;
+use karmada_quota_interpreter::template::Template;
 
 fn widget_resource() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("example.io", "v1", "Widget"))

@@ -1,5 +1,5 @@
-//! Aggregation and rate limiting of denial events, without I/O: which Event to write
-//! when, in bounded memory. The writer task in [`crate::events`] drives it.
+//! Aggregation and rate limiting of events, without I/O: which Event to write when, in
+//! bounded memory. The writer task in [`crate::events`] drives it.
 //!
 //! ```text
 //!  observe(key) ──► Series { seen, written, next_write }      one per (regarding object,
@@ -13,7 +13,7 @@
 //! A series counts every occurrence it observes (`seen`); the API sees one create and then
 //! at most one patch per `interval` carrying the newest count, so a detector retrying
 //! every few milliseconds costs one write per interval, and the count still says how often
-//! the request was refused. The note is part of the key because events.k8s.io/v1 makes an
+//! the request was refused (or a controller saw the same change). The note is part of the key because events.k8s.io/v1 makes an
 //! event's note immutable: a changed message (e.g. a different `used:`) starts a new event.
 
 use std::collections::{BTreeMap, HashMap};
@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use kube::runtime::events::EventType;
 use tokio::time::Instant;
 
 /// Most series tracked at once. Each holds two object references and a note (≤ 1 KiB),
@@ -55,7 +56,11 @@ pub struct SeriesKey {
     pub regarding: ObjectRef,
     /// A second object involved (the quota for a template's event, and vice versa).
     pub related: Option<ObjectRef>,
-    /// `QuotaExceeded`, … (a core deny reason).
+    /// `Normal` or `Warning`.
+    pub type_: EventType,
+    /// What was done regarding the object (`Admit`, `Reconcile`, `Queue`).
+    pub action: &'static str,
+    /// `QuotaExceeded`, `DriftDetected`, … (CamelCase, machine-readable).
     pub reason: &'static str,
     /// The human-readable message (≤ 1 KiB, already truncated).
     pub note: String,

@@ -20,10 +20,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::binding::{Component, ComponentReplicaRequirements};
+use karmada_quota_core::binding::{Component, ComponentReplicaRequirements};
+use karmada_quota_core::quantity::{Format, Quantity};
+use karmada_quota_core::resources::ResourceList;
+
 use crate::pod::{PodSpec, PodTemplate, RawQuantity, pod_request};
-use crate::quantity::{Format, Quantity};
-use crate::resources::ResourceList;
 
 /// A RayCluster's spec (also a RayJob's `spec.rayClusterSpec`).
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
@@ -401,9 +402,10 @@ fn flink_memory(text: &str) -> Result<i64, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::scope::ScopeSelector;
+    use karmada_quota_core::scope::ScopeSelector;
+    use karmada_quota_core::usage::BindingCharge;
+
     use crate::template::Template;
-    use crate::usage::BindingCharge;
 
     fn template(yaml: &str) -> Template {
         serde_saphyr::from_str(yaml).expect("template")

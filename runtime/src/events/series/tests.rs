@@ -1,4 +1,4 @@
-//! Tests of `event_series`.
+//! Tests of `events::series`.
 use super::*;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -13,6 +13,8 @@ fn mk_key(name: &str, note: &str) -> SeriesKey {
             uid: format!("uid-{name}"),
         },
         related: None,
+        type_: EventType::Warning,
+        action: "Admit",
         reason: "QuotaExceeded",
         note: note.into(),
     }

@@ -12,8 +12,10 @@
 //! given those clusters with all replicas each; Divided splits the replicas, so it is
 //! charged once with no clusters (the split is the scheduler's).
 
-use crate::binding::{ResourceBindingSpec, TargetCluster};
-use crate::placement::{ClusterFacts, LabelSelector, Placement};
+use karmada_quota_core::binding::{ResourceBindingSpec, TargetCluster};
+use karmada_quota_core::placement::{LabelSelector, Placement};
+
+use crate::clusters::{ClusterFacts, candidate_clusters};
 use crate::template::{Template, TemplateError};
 
 /// A PropagationPolicy or ClusterPropagationPolicy: only the fields quota reads.
@@ -112,10 +114,7 @@ impl Policy {
         let workload =
             spec.replica_requirements.is_some() || spec.replicas > 0 || !spec.components.is_empty();
         if workload && self.spec.placement.is_duplicated() {
-            spec.clusters = self
-                .spec
-                .placement
-                .candidate_clusters(known)
+            spec.clusters = candidate_clusters(&self.spec.placement, known)
                 .into_iter()
                 .map(|c| TargetCluster {
                     name: c.name.clone(),
@@ -134,8 +133,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::scope::ScopeSelector;
-    use crate::usage::BindingCharge;
+    use karmada_quota_core::scope::ScopeSelector;
+    use karmada_quota_core::usage::BindingCharge;
 
     fn policy(yaml: &str) -> Policy {
         serde_saphyr::from_str(yaml).expect("policy")

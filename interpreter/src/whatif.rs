@@ -18,15 +18,16 @@
 
 use std::collections::BTreeMap;
 
-use crate::binding::ResourceBindingSpec;
-use crate::decision::{AdmissionRequest, Decision, Denial, decide_batch};
-use crate::ledger::effective_usage;
-use crate::placement::ClusterFacts;
+use karmada_quota_core::binding::ResourceBindingSpec;
+use karmada_quota_core::decision::{AdmissionRequest, Decision, Denial, decide_batch};
+use karmada_quota_core::ledger::effective_usage;
+use karmada_quota_core::quota::QuotaState;
+use karmada_quota_core::resources::ResourceList;
+use karmada_quota_core::usage::{BindingCharge, builtin_plural, count_name};
+
+use crate::clusters::ClusterFacts;
 use crate::policy::{PROPAGATION_POLICY, Policy};
-use crate::quota::QuotaState;
-use crate::resources::ResourceList;
 use crate::template::Template;
-use crate::usage::{BindingCharge, builtin_plural, count_name};
 
 /// The state a change is checked against.
 #[derive(Clone, Debug, Default)]
@@ -303,7 +304,7 @@ fn with_zero_used(q: &QuotaState) -> QuotaState {
     let used = q.used.get_or_insert_with(ResourceList::new);
     for (name, _) in q.spec.hard.iter() {
         if used.get(name).is_none() {
-            used.insert(name, crate::quantity::Quantity::ZERO);
+            used.insert(name, karmada_quota_core::quantity::Quantity::ZERO);
         }
     }
     q
@@ -312,8 +313,8 @@ fn with_zero_used(q: &QuotaState) -> QuotaState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quota::QuotaSpec;
-    use crate::testutil::{mk_deployment, mk_list};
+    use crate::testutil::mk_list;
+    use karmada_quota_core::quota::QuotaSpec;
 
     fn template(yaml: &str) -> Template {
         serde_saphyr::from_str(yaml).unwrap()
@@ -353,8 +354,9 @@ mod tests {
             )],
         );
         // Running: 2 × 500m; the change scales to 4 × 500m: +1 cpu → 2 of 3.
-        let mut running = mk_deployment(2, &[("cpu", "500m")], "", &[]);
-        running.resource.namespace = "a".into();
+        let running = template(&WEB.replace("replicas: 4", "replicas: 2"))
+            .binding()
+            .unwrap();
         current.bindings.insert("a".into(), vec![running]);
         let out = what_if(&[template(WEB)], &[policy(DIVIDED)], &current);
         assert_eq!(out.refused, []);
@@ -403,7 +405,7 @@ mod tests {
         assert_eq!(out.refused.len(), 1, "{out:?}");
         assert_eq!(
             out.refused[0].denial.reason,
-            crate::decision::DenyReason::Unaccounted
+            karmada_quota_core::decision::DenyReason::Unaccounted
         );
         // Told its group runs no pods (--pod-less-groups), it is an object and fits.
         current.pod_less_groups = vec!["cert-manager.io".into()];
@@ -418,7 +420,7 @@ mod tests {
             &[("requests.cpu", "3")],
             Some(&[("requests.cpu", "1")]),
         );
-        biz.covers = crate::selection::Covers::Selected(Default::default());
+        biz.covers = karmada_quota_core::selection::Covers::Selected(Default::default());
         let mut current = Current::default();
         current.cluster_quotas.push(biz);
         for ns in ["a", "b"] {

@@ -27,7 +27,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::binding::{ObjectReference, ReplicaRequirements, ResourceBindingSpec};
+use karmada_quota_core::binding::{ObjectReference, ReplicaRequirements, ResourceBindingSpec};
+
 use crate::pod::{PodSpec, PodTemplate, pod_request};
 
 /// A resource template: only the fields the interpreter reads; the rest is ignored.
@@ -58,7 +59,7 @@ pub struct Interpreted {
     /// `GetReplicas`' per-replica requirements.
     pub replica_requirements: Option<ReplicaRequirements>,
     /// `GetComponents`' components.
-    pub components: Vec<crate::binding::Component>,
+    pub components: Vec<karmada_quota_core::binding::Component>,
 }
 
 /// `metadata` of a template.
@@ -202,7 +203,8 @@ impl Template {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::ResourceList;
+    use karmada_quota_core::resources::ResourceList;
+
     use crate::testutil::mk_list;
 
     fn template(yaml: &str) -> Template {
@@ -349,8 +351,8 @@ spec:
 
     #[test]
     fn the_binding_charges_what_a_detector_made_binding_charges() {
-        use crate::scope::ScopeSelector;
-        use crate::usage::BindingCharge;
+        use karmada_quota_core::scope::ScopeSelector;
+        use karmada_quota_core::usage::BindingCharge;
         let spec = template(DEPLOYMENT).binding().unwrap();
         let usage = BindingCharge::compute(&spec, Some("count/deployments.apps"))
             .scoped(&ScopeSelector::default())

@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::quantity::{Format, Quantity};
-use crate::resources::ResourceList;
+use karmada_quota_core::quantity::{Format, Quantity};
+use karmada_quota_core::resources::ResourceList;
 
 /// `spec.template`.
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
