@@ -27,7 +27,7 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::QuotaObject;
-use karmada_quota_runtime::plurals::PluralResolver;
+use karmada_quota_shell::plurals::PluralResolver;
 use karmada_quota_webhook::cache::CachedClusterQuota;
 use karmada_quota_webhook::{
     AppState, Batcher, BatcherConfig, CachedQuota, Denials, Metrics, QuotaCache, Settings,

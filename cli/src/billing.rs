@@ -5,7 +5,7 @@
 //!  ReportArgs ─► request() (core::billing::window: times, step; keys; bad input → exit 2)
 //!       │
 //!       ▼
-//!  runtime::prometheus::Prometheus::report ─► two range queries (unreachable or refused
+//!  karmada_quota_billing::prometheus::Prometheus::report ─► two range queries (unreachable or refused
 //!       │                                      → exit 3) ─► core::billing::Request::compute
 //!       ▼
 //!  render(): table (people), csv (core::billing::csv, as the dashboard's download), json

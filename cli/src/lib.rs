@@ -8,7 +8,7 @@
 //!          render::{get, describe, top} (pure, golden-tested) ─► stdout
 //!  check: manifests ─► check::Inputs ─► check::check (the interpreter crate + core's decision, a
 //!         dry run) against the usage of the cluster, a file, or zero ─► report, exit code
-//!  report: billing::request ─► runtime::prometheus (two range queries) ─► core::billing
+//!  report: billing::request ─► karmada_quota_billing::prometheus (two range queries) ─► core::billing
 //!          (average, peak, resource-hours) ─► table, csv, json
 //! ```
 

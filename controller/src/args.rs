@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
-use karmada_quota_runtime::listener::ListenerArgs;
-use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs, duration};
+use karmada_quota_shell::listener::ListenerArgs;
+use karmada_quota_shell::{AdminArgs, ClientArgs, LogArgs, duration};
 
 mod dashboard;
 pub use dashboard::{DashboardArgs, DashboardAuth};
@@ -230,7 +230,7 @@ pub struct Args {
         value_enum,
         default_value = "deny"
     )]
-    pub unaccounted_workloads: karmada_quota_runtime::UnaccountedArg,
+    pub unaccounted_workloads: karmada_quota_shell::UnaccountedArg,
 
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -370,7 +370,7 @@ mod tests {
         assert_eq!(a.dashboard.dashboard_tls(), None);
         assert_eq!(
             a.listener.limits(),
-            karmada_quota_runtime::listener::Limits::default()
+            karmada_quota_shell::listener::Limits::default()
         );
         assert_eq!(a.dashboard.dashboard_team_label, "karmada-quota.io/team");
         assert_eq!(a.dashboard.dashboard_stale_after, Duration::from_secs(60));

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{AsyncBufRead, AsyncReadExt, StreamExt};
-use karmada_quota_runtime::backoff::Backoff;
+use karmada_quota_shell::backoff::Backoff;
 use kube::api::{Api, WatchEvent, WatchParams};
 use kube::runtime::watcher::Event;
 use kube::{Client, Resource};

@@ -23,7 +23,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use karmada_quota_dashboard::model::{Denial, Member, Reach as DashReach, Snapshot};
 use karmada_quota_dashboard::{Access, Dashboard, Settings};
-use karmada_quota_runtime::listener::{self, Limits, ServerTls, TlsFiles};
+use karmada_quota_shell::listener::{self, Limits, ServerTls, TlsFiles};
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::watcher;
@@ -35,7 +35,7 @@ mod map;
 use crate::changes::Changes;
 use crate::members::{MemberRegistry, Reach};
 use crate::namespaces::NamespaceLabels;
-use karmada_quota_runtime::watch_cache::from_watch_cache;
+use karmada_quota_shell::watch_cache::from_watch_cache;
 pub use map::quota;
 
 /// The least time between two rebuilds of the snapshot: a burst of changes (a re-list,

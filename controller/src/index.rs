@@ -40,7 +40,7 @@ use karmada_quota_core::queue::is_waiting;
 use karmada_quota_core::quota::ReservedBy;
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::{Cluster, ResourceBinding};
-use karmada_quota_runtime::relist::{Relist, Step};
+use karmada_quota_shell::relist::{Relist, Step};
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 

@@ -56,8 +56,8 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt, stream};
 use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_runtime::events::{self, Event, EventConfig, EventQueue, KubeEventSink};
-use karmada_quota_runtime::{Readiness, admin_router, serve_admin, shutdown_signal};
+use karmada_quota_shell::events::{self, Event, EventConfig, EventQueue, KubeEventSink};
+use karmada_quota_shell::{Readiness, admin_router, serve_admin, shutdown_signal};
 use kube::Client;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};

@@ -18,7 +18,7 @@ use karmada_quota_core::Quantity;
 #[cfg(test)]
 use karmada_quota_core::ResourceList;
 use karmada_quota_core::status::QuotaView;
-use karmada_quota_runtime::events::EventMetrics;
+use karmada_quota_shell::events::EventMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

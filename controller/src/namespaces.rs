@@ -27,7 +27,7 @@ use kube::{Api, Client};
 
 use crate::changes::Changes;
 use crate::metrics::Metrics;
-use karmada_quota_runtime::watch_cache::from_watch_cache;
+use karmada_quota_shell::watch_cache::from_watch_cache;
 
 /// The namespaces' labels, from the one metadata watch.
 #[derive(Clone)]

@@ -1,7 +1,7 @@
 //! Readiness: `/readyz` follows the watches' own synced state and the Lease as they
 //! change (no poll).
 
-use karmada_quota_runtime::Readiness;
+use karmada_quota_shell::Readiness;
 use tokio::sync::watch;
 
 /// `/readyz` follows this: ready while every watch has listed once and the Lease can be

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
-use karmada_quota_runtime::backoff::Backoff;
-use karmada_quota_runtime::events::{Event, EventQueue, ObjectRef};
+use karmada_quota_shell::backoff::Backoff;
+use karmada_quota_shell::events::{Event, EventQueue, ObjectRef};
 use karmada_quota_status::{self as status, Outcome};
 use kube::runtime::controller::Action;
 use tokio::sync::watch;

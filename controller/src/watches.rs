@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  KarmadaQuota    ─► reflector store ─► deleted quotas' views and metrics forgotten ─► Controller
-//!  ResourceBinding ─► count name resolved (runtime::plurals) ─► index ─► Triggers (touched namespaces)
+//!  ResourceBinding ─► count name resolved (shell::plurals) ─► index ─► Triggers (touched namespaces)
 //!                     unpriced ones (discovery failed): priced again every UNPRICED_RETRY
 //!                     (the resolver backs off its discovery requests on its own)
 //!  Cluster         ─► index ─► desired members ─► Members::sync
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use karmada_quota_crds::{Cluster, KarmadaQuota, ResourceBinding};
-use karmada_quota_runtime::plurals::PluralResolver;
+use karmada_quota_shell::plurals::PluralResolver;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::runtime::{WatchStreamExt, reflector::store::Writer};
@@ -29,7 +29,7 @@ use crate::metrics::Metrics;
 use crate::now_secs;
 use crate::queue::Line;
 use crate::triggers::Triggers;
-use karmada_quota_runtime::watch_cache::from_watch_cache;
+use karmada_quota_shell::watch_cache::from_watch_cache;
 
 /// How often bindings whose count name could not be resolved are priced again.
 const UNPRICED_RETRY: Duration = Duration::from_secs(1);

@@ -1,5 +1,5 @@
 //! `prometheus`: what a Prometheus (or anything at its URL) answers to the usage report's
-//! two range queries — the JSON `runtime::prometheus::query_range` decodes into core's
+//! two range queries — the JSON `karmada_quota_billing::prometheus::query_range` decodes into core's
 //! `billing::PromResponse` and `into_matrix`, then `Request::compute` (averages, peaks,
 //! resource-hours by team, namespace and cluster) and the CSV and JSON renderings.
 //!

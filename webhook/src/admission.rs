@@ -24,7 +24,7 @@
 //!
 //! Review fields are untrusted: a binding whose namespace, name, uid or template apiVersion
 //! is longer than Kubernetes allows is refused (400) before any lookup, and every value a
-//! log line or message quotes from a review is clipped (`runtime::untrusted`).
+//! log line or message quotes from a review is clipped (`shell::untrusted`).
 //!
 //! A ResourceBinding is refused (503, retryable) rather than charged against a view that
 //! may be wrong: while a cache watch has failed for longer than `--max-cache-staleness`
@@ -41,7 +41,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::post;
-use karmada_quota_runtime::plurals::PluralResolver;
+use karmada_quota_shell::plurals::PluralResolver;
 
 use crate::cache::QuotaCache;
 use crate::denials::Denials;

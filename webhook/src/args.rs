@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use karmada_quota_runtime::listener::ListenerArgs;
-use karmada_quota_runtime::{AdminArgs, ClientArgs, LogArgs};
+use karmada_quota_shell::listener::ListenerArgs;
+use karmada_quota_shell::{AdminArgs, ClientArgs, LogArgs};
 
 /// Validating admission webhook that enforces KarmadaQuota on Karmada ResourceBindings.
 ///
@@ -50,18 +50,18 @@ pub struct Args {
     pub client_allowed_names: Vec<String>,
 
     /// How often the certificate, key and client CA files are checked for changes.
-    #[arg(long, env = "KQ_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = karmada_quota_runtime::duration::parse)]
+    #[arg(long, env = "KQ_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = karmada_quota_shell::duration::parse)]
     pub tls_reload_interval: Duration,
 
     /// Longest time to answer one admission review; past it the request is refused
     /// (never allowed). Keep it below the webhook configuration's timeoutSeconds (3s).
-    #[arg(long, env = "KQ_DECISION_TIMEOUT", default_value = "2s", value_parser = karmada_quota_runtime::duration::parse)]
+    #[arg(long, env = "KQ_DECISION_TIMEOUT", default_value = "2s", value_parser = karmada_quota_shell::duration::parse)]
     pub decision_timeout: Duration,
 
     /// Lifetime of a reservation entry in a quota's status: once it has passed, the
     /// controller drops an entry whose binding it never observed. Until the controller
     /// removes it, an entry counts, expired or not.
-    #[arg(long, env = "KQ_RESERVATION_TTL", default_value = "60s", value_parser = karmada_quota_runtime::duration::parse)]
+    #[arg(long, env = "KQ_RESERVATION_TTL", default_value = "60s", value_parser = karmada_quota_shell::duration::parse)]
     pub reservation_ttl: Duration,
 
     /// A quota holding this many pending reservation entries refuses new ones (retryable),
@@ -97,7 +97,7 @@ pub struct Args {
         value_enum,
         default_value = "deny"
     )]
-    pub unaccounted_workloads: karmada_quota_runtime::UnaccountedArg,
+    pub unaccounted_workloads: karmada_quota_shell::UnaccountedArg,
 
     /// API groups whose kinds run no pods (comma-separated), e.g.
     /// `cert-manager.io,monitoring.coreos.com`: a binding of such a kind is an object, never
@@ -123,7 +123,7 @@ pub struct Args {
 
     /// At most one write per event series (object, reason, message) per interval; the
     /// denials in between are counted into the event's series.count.
-    #[arg(long, env = "KQ_EVENT_INTERVAL", default_value = "10s", value_parser = karmada_quota_runtime::duration::parse)]
+    #[arg(long, env = "KQ_EVENT_INTERVAL", default_value = "10s", value_parser = karmada_quota_shell::duration::parse)]
     pub event_interval: Duration,
 
     /// Event writes per second over all series (a token bucket).
@@ -137,14 +137,14 @@ pub struct Args {
     /// At most one info log line per (namespace, binding, reason) per interval for
     /// denials; the lines skipped are counted in the next one and in a metric. 0s logs
     /// every denial. Allowed requests are logged at debug.
-    #[arg(long, env = "KQ_DENIAL_LOG_INTERVAL", default_value = "10s", value_parser = karmada_quota_runtime::duration::parse)]
+    #[arg(long, env = "KQ_DENIAL_LOG_INTERVAL", default_value = "10s", value_parser = karmada_quota_shell::duration::parse)]
     pub denial_log_interval: Duration,
 
     /// Longest time the quota view may go without a working watch: once a watch of
     /// KarmadaQuotas, KarmadaClusterQuotas or Namespaces has kept failing for longer,
     /// /readyz answers 503 and ResourceBindings in namespaces with quotas are refused
     /// (retryable) until it recovers. Counted from the watch's first failure.
-    #[arg(long, env = "KQ_MAX_CACHE_STALENESS", default_value = "60s", value_parser = karmada_quota_runtime::duration::parse)]
+    #[arg(long, env = "KQ_MAX_CACHE_STALENESS", default_value = "60s", value_parser = karmada_quota_shell::duration::parse)]
     pub max_cache_staleness: Duration,
 
     /// Comma-separated groups whose members may create and delete KarmadaQuotas and

@@ -37,8 +37,8 @@ use karmada_quota_core::quota::QuotaState;
 use karmada_quota_core::selection::{Covers, Labels, QuotaKey};
 use karmada_quota_crds::convert::selector_from_api;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, QuotaObject};
-use karmada_quota_runtime::backoff::Backoff;
-use karmada_quota_runtime::untrusted::clip;
+use karmada_quota_shell::backoff::Backoff;
+use karmada_quota_shell::untrusted::clip;
 use kube::core::{ObjectMeta, PartialObjectMeta, Resource};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
@@ -501,7 +501,7 @@ async fn run_watch<K>(
 ) where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let config = karmada_quota_runtime::watch_cache::from_watch_cache().timeout(WATCH_TIMEOUT_SECS);
+    let config = karmada_quota_shell::watch_cache::from_watch_cache().timeout(WATCH_TIMEOUT_SECS);
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX);
     loop {
         let mut events = std::pin::pin!(watcher(api.clone(), config.clone()));

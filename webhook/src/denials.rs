@@ -25,8 +25,8 @@ use std::time::Duration;
 use karmada_quota_core::binding::ObjectReference;
 use karmada_quota_core::decision::{Denial, DenyReason};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
-use karmada_quota_runtime::events::ObjectRef;
-use karmada_quota_runtime::untrusted;
+use karmada_quota_shell::events::ObjectRef;
+use karmada_quota_shell::untrusted;
 use kube::Resource;
 use tokio::time::Instant;
 

@@ -1,5 +1,5 @@
 //! Denial events (docs/design.md §5 "Events and decision logs"): what a denial makes
-//! visible, handed to the shared event writer (`karmada_quota_runtime::events`), which
+//! visible, handed to the shared event writer (`karmada_quota_shell::events`), which
 //! aggregates, paces and writes it off the admission path.
 //!
 //! A denial becomes up to two Warning events: one on the binding's resource template
@@ -8,8 +8,8 @@
 //! handler only calls [`EventQueue::try_emit`], which never waits: a full queue drops the
 //! denial and counts it; nothing here can slow or change a decision.
 
-use karmada_quota_runtime::events::{self as writer, EventType, NOTE_LIMIT, truncate};
-pub use karmada_quota_runtime::events::{
+use karmada_quota_shell::events::{self as writer, EventType, NOTE_LIMIT, truncate};
+pub use karmada_quota_shell::events::{
     EventConfig, EventSink, KubeEventSink, ObjectRef, Occurrence, SeriesKey, SinkError,
     WRITE_TIMEOUT, run,
 };

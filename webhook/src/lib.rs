@@ -6,7 +6,7 @@
 //!                                              │ /validate/karmadaquota: crds::convert::validate_spec
 //!                                              │ /validate/resourcebinding:
 //!                                              │   decode ─► BindingCharge::compute (core, plural
-//!                                              │   from runtime::plurals) ─► dry-run? decide now
+//!                                              │   from shell::plurals) ─► dry-run? decide now
 //!                                              ▼
 //!   cache::QuotaCache ◄── reflector(watch KarmadaQuota, all namespaces)
 //!        │ (namespace's quotas, parsed once per watch event)
@@ -136,7 +136,7 @@ pub enum Error {
 
     /// The TLS certificate, key or client CA bundle could not be loaded (names the file).
     #[error(transparent)]
-    Tls(#[from] karmada_quota_runtime::listener::TlsError),
+    Tls(#[from] karmada_quota_shell::listener::TlsError),
 
     /// The HTTPS server failed.
     #[error("HTTPS server on {addr}: {source}")]

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clap::Parser;
-use karmada_quota_runtime::{self as runtime, Readiness, plurals::PluralResolver};
+use karmada_quota_shell::{self as shell, Readiness, plurals::PluralResolver};
 use karmada_quota_webhook::cache::freshness;
 use karmada_quota_webhook::events::{self, EventConfig, EventQueue, KubeEventSink};
 use karmada_quota_webhook::{
@@ -17,9 +17,9 @@ use prometheus_client::registry::Registry;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    runtime::init_logging(&args.log)?;
+    shell::init_logging(&args.log)?;
     server::install_crypto_provider();
-    let client = runtime::client(&args.client).await?;
+    let client = shell::client(&args.client).await?;
 
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
@@ -110,15 +110,15 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     tokio::spawn(async move {
-        runtime::shutdown_signal().await;
+        shell::shutdown_signal().await;
         tracing::info!("shutting down");
         let _ = stop_tx.send(true);
     });
     let limits = args.listener.limits();
-    let admin = runtime::serve_admin(
+    let admin = shell::serve_admin(
         args.admin.admin_listen,
         limits,
-        runtime::admin_router(Arc::new(Mutex::new(registry)), ready),
+        shell::admin_router(Arc::new(Mutex::new(registry)), ready),
         stopped(),
     );
     let https = server::serve_https(args.listen, app(state), tls, limits, stopped());

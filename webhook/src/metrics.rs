@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use karmada_quota_runtime::events::EventMetrics;
+use karmada_quota_shell::events::EventMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -40,8 +40,8 @@ use karmada_quota_interpreter::policy::{PROPAGATION_POLICY, Policy, ResourceSele
 use karmada_quota_interpreter::template::Template;
 use karmada_quota_interpreter::whatif::{self, Current};
 use karmada_quota_interpreter::{Customization, Customizations, Limits, customization, interpret};
-use karmada_quota_runtime::bounded::LruMap;
-use karmada_quota_runtime::untrusted::{self, clip};
+use karmada_quota_shell::bounded::LruMap;
+use karmada_quota_shell::untrusted::{self, clip};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::core::admission::{AdmissionRequest, Operation};
 use kube::discovery::{self, Scope};

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use axum::Router;
-use karmada_quota_runtime::listener::{self, ClientAuthFiles, Limits, ServerTls, TlsFiles};
+use karmada_quota_shell::listener::{self, ClientAuthFiles, Limits, ServerTls, TlsFiles};
 
 use crate::{Args, Error, Result};
 

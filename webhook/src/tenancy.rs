@@ -152,10 +152,10 @@ impl QuotaAdmins {
         };
         let who = match user.filter(|u| !u.is_empty()) {
             Some(u) => {
-                let u = karmada_quota_runtime::untrusted::clip(u);
+                let u = karmada_quota_shell::untrusted::clip(u);
                 let gs: Vec<String> = groups
                     .iter()
-                    .map(|g| karmada_quota_runtime::untrusted::clip(g).to_string())
+                    .map(|g| karmada_quota_shell::untrusted::clip(g).to_string())
                     .collect();
                 format!("user \"{u}\" (groups: {})", list(&gs))
             }
@@ -164,7 +164,7 @@ impl QuotaAdmins {
         let allow = match user.filter(|u| !u.is_empty()) {
             Some(u) => format!(
                 "to allow it, add \"{}\" to {USERS_FLAG} or one of its groups to {GROUPS_FLAG}",
-                karmada_quota_runtime::untrusted::clip(u)
+                karmada_quota_shell::untrusted::clip(u)
             ),
             None => "the API server always names the user: check who sends this review".to_owned(),
         };

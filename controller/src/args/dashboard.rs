@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ArgAction;
-use karmada_quota_runtime::duration;
-use karmada_quota_runtime::listener::TlsFiles;
+use karmada_quota_shell::duration;
+use karmada_quota_shell::listener::TlsFiles;
 
 /// Flags of the browser dashboard the controller serves.
 #[derive(Clone, Debug, clap::Args)]

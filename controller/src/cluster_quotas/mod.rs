@@ -44,7 +44,7 @@ pub use reconcile::{ClusterCtx, ClusterOwn};
 use crate::args::Args;
 use crate::metrics::Metrics;
 use crate::reconcile::Ctx;
-use karmada_quota_runtime::watch_cache::from_watch_cache;
+use karmada_quota_shell::watch_cache::from_watch_cache;
 
 /// Start the cluster quota controller over `labels` (the one Namespace watch, whose every
 /// change reconciles every cluster quota); the future runs until `stop`.

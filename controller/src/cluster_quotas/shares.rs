@@ -26,7 +26,7 @@ use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, ResourceExt};
 
 use crate::metrics::Metrics;
-use karmada_quota_runtime::watch_cache::from_watch_cache;
+use karmada_quota_shell::watch_cache::from_watch_cache;
 
 /// The field manager of the controller's server-side applies of shares.
 const FIELD_MANAGER: &str = "karmada-quota-controller";

@@ -7,7 +7,7 @@ use karmada_quota_core::ResourceList;
 use karmada_quota_core::status::{ObservedPod, PodOwner};
 use karmada_quota_core::usage::{PodView, pod_usage};
 use karmada_quota_crds::convert::list_from_api;
-use karmada_quota_runtime::relist::{Relist, Step};
+use karmada_quota_shell::relist::{Relist, Step};
 use kube::runtime::watcher::Event;
 
 use crate::index::Touched;

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use karmada_quota_runtime::backoff::Backoff;
+use karmada_quota_shell::backoff::Backoff;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, ResourceExt};
 

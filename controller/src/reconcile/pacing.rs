@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use karmada_quota_crds::KarmadaQuotaStatus;
-use karmada_quota_runtime::backoff::Backoff;
+use karmada_quota_shell::backoff::Backoff;
 
 use crate::desired;
 

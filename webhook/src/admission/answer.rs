@@ -4,7 +4,7 @@
 //! and wraps it in the AdmissionReview sent back.
 
 use axum::Json;
-use karmada_quota_runtime::duration;
+use karmada_quota_shell::duration;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::core::{DynamicObject, Resource, Status};
 use tokio::time::Instant;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karmada_quota_crds::ResourceBinding;
-use karmada_quota_runtime::untrusted::{self, within};
+use karmada_quota_shell::untrusted::{self, within};
 use kube::core::admission::{AdmissionRequest, Operation};
 use tokio::time::{Instant, timeout_at};
 

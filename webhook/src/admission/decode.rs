@@ -5,7 +5,7 @@
 //! the fuzz targets drive.
 
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, ResourceBinding};
-use karmada_quota_runtime::untrusted::{self, clip, within};
+use karmada_quota_shell::untrusted::{self, clip, within};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::core::{DynamicObject, GroupVersionKind, Resource};
 use serde::de::DeserializeOwned;

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use karmada_quota_crds::convert::{validate_cluster_spec, validate_spec};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
-use karmada_quota_runtime::untrusted::clip;
+use karmada_quota_shell::untrusted::clip;
 use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
 use kube::core::{DynamicObject, Resource};
 use tokio::time::Instant;

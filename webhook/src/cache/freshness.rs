@@ -22,8 +22,8 @@ use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use karmada_quota_runtime::Readiness;
-use karmada_quota_runtime::untrusted::clip;
+use karmada_quota_shell::Readiness;
+use karmada_quota_shell::untrusted::clip;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;

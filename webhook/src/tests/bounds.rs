@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_core::binding::ObjectReference;
 use karmada_quota_interpreter::policy::ResourceSelector;
-use karmada_quota_runtime::Readiness;
+use karmada_quota_shell::Readiness;
 use karmada_quota_status::fake::FakeStore;
 use kube::api::ObjectMeta;
 use kube::core::{PartialObjectMeta, PartialObjectMetaExt};

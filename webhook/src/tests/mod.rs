@@ -23,7 +23,7 @@ use karmada_quota_core::ledger::effective_usage;
 use karmada_quota_crds::convert::quota_state;
 use karmada_quota_crds::quota::{ScopeSelector, ScopedResourceSelectorRequirement};
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus};
-use karmada_quota_runtime::plurals::PluralResolver;
+use karmada_quota_shell::plurals::PluralResolver;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use tower::ServiceExt;

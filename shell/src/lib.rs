@@ -1,4 +1,5 @@
-//! What the karmada-quota binaries share, so each `main` stays thin:
+//! The I/O shell both karmada-quota binaries share around the engine (`core`), so each
+//! `main` stays thin — what a process needs to run against Kubernetes and serve:
 //!
 //! - [`AdminArgs`] / [`LogArgs`] / [`ClientArgs`]: flags (with env twins) common to both
 //!   binaries, flattened into each binary's clap struct;
@@ -11,6 +12,7 @@
 //! - [`init_logging`]: `tracing` to stderr, plain or JSON;
 //! - [`client`]: a kube client from `--kubeconfig` or the usual discovery;
 //! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once;
+//!   [`watch_cache`]: watcher config whose lists the apiserver's watch cache serves;
 //! - [`backoff`]: the one retry backoff (doubling to a cap, reset on success);
 //! - [`events`]: the one Kubernetes Event writer (aggregated series, paced, off the
 //!   caller's path);
