@@ -171,7 +171,7 @@ where
                     continue;
                 }
                 Ok(WatchEvent::Error(e)) => {
-                    return Failure::Api(kube::Error::Api(e.into()));
+                    return Failure::Api(kube::Error::Api(e));
                 }
                 Err(e) => {
                     // One object that does not decode: skipped, the watch goes on.
