@@ -29,14 +29,13 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::watcher;
 use tokio::sync::watch;
 
-use crate::api::{ComputedQuota, Views};
+use crate::api::Views;
+use karmada_quota_dashboard::model::Quota;
 
-mod map;
 use crate::changes::Changes;
 use crate::members::{MemberRegistry, Reach};
 use crate::namespaces::NamespaceLabels;
 use karmada_quota_shell::watch_cache::from_watch_cache;
-pub use map::quota;
 
 /// The least time between two rebuilds of the snapshot: a burst of changes (a re-list,
 /// many quotas reconciled at once) is sent as one.
@@ -126,7 +125,7 @@ pub enum MemberSource {
 /// unreachable (with its error) when a MembersReachable=False condition names it, else
 /// reachable when a quota shows what it runs, else connecting (listed, not measured yet).
 pub fn reach_from_views<'a>(
-    reports: impl IntoIterator<Item = &'a ComputedQuota>,
+    reports: impl IntoIterator<Item = &'a Quota>,
 ) -> BTreeMap<String, Reach> {
     let mut reach = BTreeMap::new();
     for r in reports {
@@ -168,7 +167,10 @@ pub fn snapshot(sources: &Sources, freshness: &mut Freshness, now: i64) -> Snaps
                 .get(&(r.namespace.clone(), r.name.clone()))
                 .map(|d| d.iter().cloned().collect())
                 .unwrap_or_default();
-            quota(r, denials)
+            Quota {
+                denials,
+                ..r.clone()
+            }
         })
         .collect();
     Snapshot {
@@ -365,115 +367,32 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{AdmissionSummary, PendingReservation, QuotaCondition};
     use crate::testutil::rl;
-    use karmada_quota_core::status::ClusterView;
+    use karmada_quota_dashboard::model::{ClusterUsage, Condition};
 
-    fn report() -> ComputedQuota {
-        ComputedQuota {
+    fn view() -> Quota {
+        Quota {
             namespace: "team-a".into(),
             name: "q".into(),
-            generation: Some(1),
             hard: rl(&[("pods", "10")]),
             used: rl(&[("pods", "3")]),
-            effective: rl(&[("pods", "5")]),
-            clusters: vec![ClusterView {
+            clusters: vec![ClusterUsage {
                 name: "m1".into(),
-                used: rl(&[("pods", "3")]),
+                placed: rl(&[("pods", "3")]),
                 observed: Some(rl(&[("pods", "4")])),
-                ..ClusterView::default()
+                ..ClusterUsage::default()
             }],
-            reservations: vec![PendingReservation {
-                binding: "b".into(),
-                uid: "u".into(),
-                generation: 1,
-                reserved: rl(&[("pods", "2")]),
-                expiration_time: "2026-01-01T00:00:00Z".into(),
-            }],
-            drift: BTreeMap::new(),
             bindings: 2,
-            top_bindings: vec![karmada_quota_core::top::BindingUsage {
-                name: "web".into(),
-                usage: rl(&[("pods", "2")]),
-                clusters: vec!["m1".into()],
-            }],
-            namespaces: Vec::new(),
-            shares: BTreeMap::new(),
-            conditions: vec![QuotaCondition {
+            conditions: vec![Condition {
                 type_: "Ready".into(),
                 status: "True".into(),
                 reason: "Computed".into(),
                 message: String::new(),
-                last_transition_time: "2026-01-01T00:00:00Z".into(),
+                since: "2026-01-01T00:00:00Z".into(),
             }],
-            error: None,
-            computed_at: "2026-01-01T00:00:10Z".into(),
-            admission: AdmissionSummary::default(),
-            queue: None,
+            computed_at: 1_767_225_610,
+            ..Quota::default()
         }
-    }
-
-    #[test]
-    fn maps_the_waiting_line_while_the_quota_queues_or_some_still_wait() {
-        use karmada_quota_crds::convert::list_to_api;
-        use karmada_quota_crds::quota::{QueueStatus, WaitingBinding};
-        // Refusing, nobody waiting: no line.
-        assert_eq!(quota(&report(), vec![]).line, None);
-        // Queueing, nobody waiting: an empty line (the page says so).
-        let mut r = report();
-        r.admission = AdmissionSummary {
-            mode: "Queue".into(),
-            order: "StrictFIFO".into(),
-        };
-        let empty = quota(&r, vec![]).line.unwrap();
-        assert!(empty.queueing && empty.total == 0 && empty.waiting.is_empty());
-        assert_eq!(empty.order, "StrictFIFO");
-        // Two waiting of three; the head short of one pod.
-        r.queue = Some(QueueStatus {
-            total: 3,
-            waiting: vec![
-                WaitingBinding {
-                    position: 1,
-                    namespace: String::new(),
-                    name: "train".into(),
-                    priority: 100,
-                    asks: list_to_api(&rl(&[("pods", "4")])),
-                    short: list_to_api(&rl(&[("pods", "1")])),
-                    since: karmada_quota_crds::convert::unix_to_time(1_767_225_600),
-                    stuck: None,
-                },
-                WaitingBinding {
-                    position: 2,
-                    namespace: "team-b".into(),
-                    name: "etl".into(),
-                    priority: 0,
-                    asks: list_to_api(&rl(&[("pods", "1")])),
-                    short: Default::default(),
-                    since: karmada_quota_crds::convert::unix_to_time(1_767_225_605),
-                    stuck: Some("requests.cpu is required".into()),
-                },
-            ],
-        });
-        let line = quota(&r, vec![]).line.unwrap();
-        assert_eq!(line.total, 3);
-        let head = &line.waiting[0];
-        // A KarmadaQuota's line leaves the namespace out: it is the quota's.
-        assert_eq!(
-            (head.namespace.as_str(), head.name.as_str()),
-            ("team-a", "train")
-        );
-        assert_eq!((head.priority, head.since), (100, 1_767_225_600));
-        assert_eq!(head.asks, rl(&[("pods", "4")]));
-        assert_eq!(head.short, rl(&[("pods", "1")]));
-        assert_eq!(line.waiting[1].namespace, "team-b");
-        assert_eq!(
-            line.waiting[1].stuck.as_deref(),
-            Some("requests.cpu is required")
-        );
-        // Switched back to refusal with some still waiting: shown, not queueing.
-        r.admission = AdmissionSummary::default();
-        let left = quota(&r, vec![]).line.unwrap();
-        assert!(!left.queueing && left.total == 3);
     }
 
     #[tokio::test]
@@ -511,13 +430,13 @@ mod tests {
         assert!(first.quotas.is_empty());
         rx.borrow_and_update();
         // A reconcile publishes a view: pushed.
-        views.publish(("team-a".into(), "q".into()), report());
+        views.publish(("team-a".into(), "q".into()), view());
         let s = next(&mut rx).await;
         assert_eq!(s.quotas.len(), 1);
         rx.borrow_and_update();
         // The same numbers computed again (a later computation time): nothing to send.
-        let mut again = report();
-        again.computed_at = "2026-01-01T00:05:00Z".into();
+        let mut again = view();
+        again.computed_at += 300;
         views.publish(("team-a".into(), "q".into()), again);
         assert!(
             tokio::time::timeout(Duration::from_millis(1500), rx.changed())
@@ -539,41 +458,44 @@ mod tests {
     }
 
     #[test]
-    fn maps_a_report_with_reserved_as_the_sum_of_reservations() {
-        let q = quota(&report(), vec![]);
-        assert_eq!(q.reserved, rl(&[("pods", "2")]));
-        assert_eq!(q.used, rl(&[("pods", "3")]));
-        assert_eq!(q.clusters[0].observed, Some(rl(&[("pods", "4")])));
-        assert_eq!(q.clusters[0].drift(), ["pods"]);
-        assert_eq!(q.computed_at, 1_767_225_610);
-        let row = &q.rows()[0];
-        assert_eq!(row.percent, Some(50.0));
-        assert_eq!(q.top_bindings[0].name, "web");
-        assert_eq!(q.top_bindings[0].usage, rl(&[("pods", "2")]));
+    fn the_snapshot_serves_each_view_as_it_is_with_its_recent_denials() {
+        let views = Views::default();
+        views.publish(("team-a".into(), "q".into()), view());
+        let (namespaces, _writer) = NamespaceLabels::with_writer();
+        let leader = watch::Sender::new(false);
+        let sources = Sources {
+            views,
+            members: MemberSource::FromStatus,
+            leader: leader.subscribe(),
+            namespaces,
+            team_label: String::new(),
+            warnings: Warnings::default(),
+            warnings_changed: Changes::default(),
+        };
+        let snap = snapshot(&sources, &mut Freshness::default(), 1_767_225_700);
+        assert_eq!(snap.quotas, vec![view()]);
     }
 
     #[test]
     fn a_replica_that_measures_nothing_reads_members_from_the_quotas_status() {
-        let mut down = report();
-        down.clusters.push(ClusterView {
+        let mut down = view();
+        down.clusters.push(ClusterUsage {
             name: "m2".into(),
-            used: rl(&[("pods", "1")]),
-            observed: None,
-            ..ClusterView::default()
+            placed: rl(&[("pods", "1")]),
+            ..ClusterUsage::default()
         });
-        down.conditions.push(QuotaCondition {
+        down.conditions.push(Condition {
             type_: "MembersReachable".into(),
             status: "False".into(),
             reason: "Unreachable".into(),
             message: "m2 unreachable: connection refused; m3 unreachable: timed out".into(),
-            last_transition_time: "2026-01-01T00:00:00Z".into(),
+            since: "2026-01-01T00:00:00Z".into(),
         });
-        let mut fresh = report();
-        fresh.clusters.push(ClusterView {
+        let mut fresh = view();
+        fresh.clusters.push(ClusterUsage {
             name: "m4".into(),
-            used: rl(&[("pods", "1")]),
-            observed: None,
-            ..ClusterView::default()
+            placed: rl(&[("pods", "1")]),
+            ..ClusterUsage::default()
         });
         let reach = reach_from_views([&down, &fresh]);
         assert_eq!(reach["m1"], Reach::Reachable);

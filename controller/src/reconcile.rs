@@ -31,11 +31,12 @@ use kube::runtime::controller::Action;
 use tokio::sync::watch;
 
 use crate::Error;
-use crate::api::{ComputedQuota, Views};
+use crate::api::Views;
 use crate::desired::{self, Computed, Notice};
 use crate::index::Index;
 use crate::members::MemberRegistry;
 use crate::metrics::Metrics;
+use karmada_quota_dashboard::model::Quota;
 
 mod kind;
 mod pacing;
@@ -118,18 +119,18 @@ impl Ctx {
     }
 
     /// The view of `quota` computed as `computed`, whose stored status is `status`.
-    pub(crate) fn report(
+    pub(crate) fn view_of(
         &self,
         quota: &KarmadaQuota,
         computed: &Computed,
         status: &KarmadaQuotaStatus,
         now: jiff::Timestamp,
-    ) -> ComputedQuota {
-        let mut report = ComputedQuota::new(quota, computed, status, now);
+    ) -> Quota {
+        let mut view = crate::api::computed_quota(quota, computed, status, now);
         if self.observed_from_status {
-            report.observed_from_status(status);
+            crate::api::observed_from_status(&mut view, status);
         }
-        report
+        view
     }
 
     /// Show the lines `queue` keeps in the quotas' status.

@@ -26,7 +26,8 @@
 //! [`history`].
 //!
 //! The crate owns its data model ([`model`]) so it does not depend on the controller; the
-//! controller maps its computed views into a [`Snapshot`] and sends it on a watch channel.
+//! controller computes each quota's view as a [`model::Quota`] and sends them in a
+//! [`Snapshot`] on a watch channel.
 //! Modules: [`model`] (data and derived numbers), [`view`] (what the pages group and sort),
 //! [`pages`] (askama templates), [`api`] (JSON, CSV), [`live`] (SSE), [`auth`] (token and
 //! access reviews, cached), [`visible`] (the per-request filter), [`login`] (the form),

@@ -1,6 +1,7 @@
 //! The dashboard's own data model: a [`Snapshot`] of every quota and member cluster, fed by
-//! whoever runs the dashboard (the controller maps its computed view into it), and the
-//! derived numbers every page, the JSON API and the CSV export share.
+//! whoever runs the dashboard (the controller computes each quota's view as this
+//! [`Quota`]: one model from its reconcile to the page), and the derived numbers every
+//! page, the JSON API and the CSV export share.
 //!
 //! The share of a resource is `(used + reserved) / hard`, rounded to a tenth of a percent —
 //! the same number `kubectl karmada-quota get` prints for the quota's status.

@@ -73,8 +73,10 @@ pub enum Verdict {
 /// One create of the load.
 #[derive(Clone, Debug)]
 pub struct Attempt {
-    /// Since the load started.
+    /// When it was sent, since the load started.
     pub at: Duration,
+    /// When its answer came, since the load started.
+    pub answered: Duration,
     /// The binding's name.
     pub name: String,
     /// Whether it asked more than the quota holds.
@@ -129,11 +131,13 @@ impl Load {
                     },
                     Err(e) => Verdict::Error(format!("{e:#}")),
                 };
+                let answered = started.elapsed();
                 if verdict == Verdict::Admitted {
                     live.push_back(name.clone());
                 }
                 lock_attempts(&log).push(Attempt {
                     at,
+                    answered,
                     name,
                     big,
                     verdict,

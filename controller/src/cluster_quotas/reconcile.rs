@@ -10,9 +10,9 @@ use super::NamespaceLabels;
 use super::compute::{self, ClusterComputed};
 use super::shares::Shares;
 use crate::Error;
-use crate::api::ComputedQuota;
 use crate::desired::Computed;
 use crate::reconcile::{KindCtx, QuotaKind};
+use karmada_quota_dashboard::model::Quota;
 
 /// What a cluster quota's plan reads besides the shared context.
 pub struct ClusterOwn {
@@ -65,12 +65,12 @@ impl QuotaKind for KarmadaClusterQuota {
         cq: &Self,
         plan: &ClusterPlanned,
         stored: &KarmadaClusterQuotaStatus,
-    ) -> ComputedQuota {
+    ) -> Quota {
         let c = &plan.computed;
-        let mut report = ctx.report(&compute::shadow(cq), &c.computed, &stored.quota, plan.now);
-        report.namespaces = c.namespaces.iter().map(|(n, _)| n.clone()).collect();
-        report.shares = c.namespaces.iter().cloned().collect();
-        report
+        let mut view = ctx.view_of(&compute::shadow(cq), &c.computed, &stored.quota, plan.now);
+        view.namespaces = c.namespaces.iter().map(|(n, _)| n.clone()).collect();
+        view.shares = c.namespaces.iter().cloned().collect();
+        view
     }
 
     fn after<'a>(ctx: &'a KindCtx<Self>, cq: &'a Self) -> BoxFuture<'a, Result<usize, Error>> {

@@ -21,8 +21,8 @@ use kube::ResourceExt;
 
 use super::Ctx;
 use crate::Error;
-use crate::api::ComputedQuota;
 use crate::desired::{self, Computed};
+use karmada_quota_dashboard::model::Quota;
 
 /// A quota kind the reconciler handles.
 pub trait QuotaKind: QuotaObject {
@@ -47,12 +47,7 @@ pub trait QuotaKind: QuotaObject {
     fn computed(plan: &Self::Plan) -> (&Computed, jiff::Timestamp);
 
     /// The view of `object`, computed as `plan`, whose stored status is `stored`.
-    fn view(
-        ctx: &KindCtx<Self>,
-        object: &Self,
-        plan: &Self::Plan,
-        stored: &Self::Status,
-    ) -> ComputedQuota;
+    fn view(ctx: &KindCtx<Self>, object: &Self, plan: &Self::Plan, stored: &Self::Status) -> Quota;
 
     /// The leader's own writes after the status is settled (a cluster quota's shares);
     /// `Ok(n)`: n objects changed.
@@ -128,7 +123,7 @@ impl QuotaKind for KarmadaQuota {
         quota: &Self,
         plan: &Planned,
         stored: &KarmadaQuotaStatus,
-    ) -> ComputedQuota {
-        ctx.report(quota, &plan.computed, stored, plan.now)
+    ) -> Quota {
+        ctx.view_of(quota, &plan.computed, stored, plan.now)
     }
 }

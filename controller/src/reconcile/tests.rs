@@ -174,13 +174,12 @@ async fn conflict_rereads_so_a_reservation_added_meanwhile_survives() {
     assert_eq!(st.reservations.len(), 1);
     assert_eq!(st.reservations[0].reserved_by.uid, "u-api");
     assert_eq!(store.written(NS, "q").len(), 1);
-    let report = c.views.read().unwrap()[&("team-a".to_owned(), "q".to_owned())].clone();
+    let view = c.views.read().unwrap()[&("team-a".to_owned(), "q".to_owned())].clone();
+    // What admission checks against: used + the pending reservations.
+    let mut effective = view.used.clone();
+    effective.add_assign(&view.reserved);
     assert_eq!(
-        report
-            .effective
-            .get("pods")
-            .map(ToString::to_string)
-            .as_deref(),
+        effective.get("pods").map(ToString::to_string).as_deref(),
         Some("7")
     );
 }
