@@ -381,7 +381,6 @@ mod tests {
         quota.spec.admission = Some(AdmissionSpec {
             mode: Some("Queue".into()),
             order: Some("StrictFIFO".into()),
-            ..AdmissionSpec::default()
         });
         let empty = computed_quota(&quota, &computed, &status, now)
             .line
