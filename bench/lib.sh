@@ -145,6 +145,19 @@ quota() {
     kubectl_ apply -f "$WORK/quota-$1.yaml"
 }
 
+# p3_namespaces COUNT HARD-YAML-FLOW: namespaces p3-000… with a quota `q` each; sets nss.
+p3_namespaces() {
+    local k ns
+    nss=()
+    for k in $(seq 0 $(($1 - 1))); do nss+=("$(printf 'p3-%03d' "$k")"); done
+    log "$1 namespaces with a quota each"
+    for ns in "${nss[@]}"; do
+        printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n' "$ns"
+        printf 'apiVersion: quota.karmada.io/v1alpha1\nkind: KarmadaQuota\nmetadata: {name: q, namespace: %s}\nspec:\n  hard: %s\n---\n' "$ns" "$2"
+    done >"$WORK/p3-objects.yaml"
+    kubectl_ apply -f "$WORK/p3-objects.yaml"
+}
+
 # wait_used NS NAME: until status.used is set (by the controller).
 wait_used() {
     for _ in $(seq 1 300); do

@@ -48,14 +48,7 @@ peak_mib() { awk '/^VmHWM:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 
-nss=()
-for k in $(seq 0 $((NAMESPACES - 1))); do nss+=("$(printf 'p3-%03d' "$k")"); done
-log "$NAMESPACES namespaces with a quota each"
-for ns in "${nss[@]}"; do
-    printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n' "$ns"
-    printf 'apiVersion: quota.karmada.io/v1alpha1\nkind: KarmadaQuota\nmetadata: {name: q, namespace: %s}\nspec:\n  hard: %s\n---\n' "$ns" "$HARD"
-done >"$WORK/p3-objects.yaml"
-kubectl_ apply -f "$WORK/p3-objects.yaml"
+p3_namespaces "$NAMESPACES" "$HARD"
 
 log "$N ResourceBinding creates over $NAMESPACES namespaces ($CONCURRENCY in flight)"
 line=$("$KQ_LOAD" creates --kubeconfig "$KUBECONFIG" --namespace "$(IFS=,; echo "${nss[*]}")" \

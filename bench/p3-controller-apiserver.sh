@@ -33,14 +33,7 @@ bench_up
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 ticks() { cpu_ticks "$1"; }
 hz=$(getconf CLK_TCK)
-nss=()
-for k in $(seq 0 $((NAMESPACES - 1))); do nss+=("$(printf 'p3-%03d' "$k")"); done
-log "$NAMESPACES namespaces with a quota each"
-for ns in "${nss[@]}"; do
-    printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n' "$ns"
-    printf 'apiVersion: quota.karmada.io/v1alpha1\nkind: KarmadaQuota\nmetadata: {name: q, namespace: %s}\nspec:\n  hard: %s\n---\n' "$ns" "$HARD"
-done >"$WORK/p3-objects.yaml"
-kubectl_ apply -f "$WORK/p3-objects.yaml"
+p3_namespaces "$NAMESPACES" "$HARD"
 
 start_controller controller-warm
 for ns in "${nss[@]}"; do wait_used "$ns" q; done
