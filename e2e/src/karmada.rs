@@ -184,6 +184,25 @@ fn field<'a>(line: &'a Value, name: &str) -> Option<&'a Value> {
     line.get("fields")?.get(name)
 }
 
+/// A review's attribute: the line's own field, else its `review` span's (the webhook
+/// logs the binding, namespace and operation once, on the span).
+fn attr_str(line: &Value, name: &str) -> String {
+    match field(line, name).or_else(|| line.get("span")?.get(name)) {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    }
+}
+
+/// The binding's name: the span and the denial lines carry `namespace/name`.
+fn binding_name_of(line: &Value) -> String {
+    let b = attr_str(line, "binding");
+    match b.split_once('/') {
+        Some((_, name)) => name.to_owned(),
+        None => b,
+    }
+}
+
 fn field_str(line: &Value, name: &str) -> String {
     match field(line, name) {
         Some(Value::String(s)) => s.clone(),
@@ -217,9 +236,9 @@ impl Review {
             return None;
         }
         Some(Review {
-            namespace: field_str(line, "namespace"),
-            binding: field_str(line, "binding"),
-            operation: field_str(line, "operation"),
+            namespace: attr_str(line, "namespace"),
+            binding: binding_name_of(line),
+            operation: attr_str(line, "operation"),
             user: field_str(line, "user"),
             clusters: field(line, "clusters").and_then(Value::as_u64)?,
             replicas: field(line, "replicas").and_then(Value::as_i64)?,
@@ -254,6 +273,8 @@ pub struct DenialLine {
     pub reason: String,
     /// The whole log message (`ResourceBinding denied: exceeded quota: …`).
     pub message: String,
+    /// `Create` or `Update` (the review span's).
+    pub operation: String,
 }
 
 impl DenialLine {
@@ -265,11 +286,12 @@ impl DenialLine {
             return None;
         }
         Some(DenialLine {
-            namespace: field_str(line, "namespace"),
-            binding: field_str(line, "binding"),
+            namespace: attr_str(line, "namespace"),
+            binding: binding_name_of(line),
             quota: field_str(line, "quota"),
             reason: field_str(line, "reason"),
             message: message.to_owned(),
+            operation: attr_str(line, "operation"),
         })
     }
 }
@@ -714,6 +736,36 @@ mod tests {
             ("q", "QuotaExceeded")
         );
         assert!(DenialLine::parse(&review).is_none());
+    }
+
+    /// The lines as the webhook writes them since its `review` span carries the binding,
+    /// namespace and operation (copied from a v1.18.2 run's log).
+    #[test]
+    fn review_and_denial_lines_read_the_binding_from_the_review_span() {
+        let span = json!({"binding": "e2e-ns/web-deployment", "kind": "resourcebinding",
+            "namespace": "e2e-ns", "operation": "Update", "name": "review"});
+        let review = json!({"level": "DEBUG", "fields": {"message": "ResourceBinding review",
+            "user": "karmada-scheduler", "clusters": 2, "replicas": 4, "components": 0,
+            "waiting": false, "dry_run": false}, "span": span, "spans": [span]});
+        let r = Review::parse(&review).unwrap();
+        assert_eq!(
+            (r.namespace.as_str(), r.binding.as_str()),
+            ("e2e-ns", "web-deployment")
+        );
+        assert_eq!(
+            r.to_string(),
+            "UPDATE web-deployment by karmada-scheduler (replicas 4, 2 clusters)"
+        );
+        let denial = json!({"level": "INFO", "fields": {
+            "message": "ResourceBinding denied: exceeded quota: q, requested: requests.cpu=2",
+            "namespace": "e2e-ns", "binding": "e2e-ns/web-deployment", "quota": "q",
+            "reason": "QuotaExceeded", "code": 403, "dry_run": false, "suppressed": 0},
+            "span": span});
+        let d = DenialLine::parse(&denial).unwrap();
+        assert_eq!(
+            (d.namespace.as_str(), d.binding.as_str()),
+            ("e2e-ns", "web-deployment")
+        );
     }
 
     #[test]
