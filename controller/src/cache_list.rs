@@ -380,4 +380,121 @@ mod tests {
             assert!(events.is_empty());
         }
     }
+
+    fn list_body(rv: &str, names: &[&str]) -> String {
+        let items: Vec<String> = names.iter().map(|n| binding(n)).collect();
+        format!(
+            r#"{{"kind":"ResourceBindingList","apiVersion":"work.karmada.io/v1alpha2","metadata":{{"resourceVersion":"{rv}"}},"items":[{}]}}"#,
+            items.join(",")
+        )
+    }
+
+    fn watch_line(kind: &str, name: &str, rv: &str) -> String {
+        let mut o: serde_json::Value = serde_json::from_str(&binding(name)).unwrap();
+        o["metadata"]["resourceVersion"] = rv.into();
+        serde_json::json!({"type": kind, "object": o}).to_string()
+    }
+
+    fn name_of(e: &Event<ResourceBinding>) -> String {
+        match e {
+            Event::Init => "Init".into(),
+            Event::InitDone => "InitDone".into(),
+            Event::InitApply(o) => {
+                format!("InitApply {}", o.metadata.name.clone().unwrap_or_default())
+            }
+            Event::Apply(o) => format!("Apply {}", o.metadata.name.clone().unwrap_or_default()),
+            Event::Delete(o) => format!("Delete {}", o.metadata.name.clone().unwrap_or_default()),
+        }
+    }
+
+    /// Against a fake apiserver: a list from the watch cache (`resourceVersion=0`, no
+    /// limit), a watch from the list's version, and on 410 a new list, not a resumed watch.
+    #[tokio::test]
+    async fn lists_from_the_cache_watches_from_the_lists_version_and_lists_again_after_410() {
+        use std::sync::Mutex;
+        let requests: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = requests.clone();
+        let apiserver = tower::service_fn(move |req: axum::http::Request<kube::client::Body>| {
+            let seen = seen.clone();
+            async move {
+                let uri = req.uri().to_string();
+                let n = {
+                    let mut r = seen.lock().unwrap();
+                    r.push(uri.clone());
+                    r.len()
+                };
+                let body = match n {
+                    1 => list_body("11", &["a", "b"]),
+                    2 => [
+                        watch_line("ADDED", "c", "12"),
+                        watch_line("DELETED", "a", "13"),
+                        r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}}"#.to_owned(),
+                    ]
+                    .join("\n"),
+                    3 => list_body("20", &["b", "c"]),
+                    // The last watch stays open (quiet).
+                    _ => std::future::pending().await,
+                };
+                Ok::<_, std::convert::Infallible>(axum::http::Response::new(
+                    http_body_util::Full::new(axum::body::Bytes::from(body)),
+                ))
+            }
+        });
+        let api: Api<ResourceBinding> = Api::all(kube::Client::new(apiserver, "default"));
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Arc::new(Metrics::register(&mut registry));
+        let mut stream = events(api, "resourcebindings", metrics);
+        let mut got = Vec::new();
+        while got.len() < 10 {
+            let e = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .expect("an event within 10 s")
+                .expect("the stream goes on");
+            got.push(name_of(&e));
+        }
+        assert_eq!(
+            got,
+            [
+                "Init",
+                "InitApply a",
+                "InitApply b",
+                "InitDone",
+                "Apply c",
+                "Delete a",
+                "Init",
+                "InitApply b",
+                "InitApply c",
+                "InitDone",
+            ]
+        );
+        // A 410 is the watch's version expiring, not an error: no restart counted.
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            !text.contains("watch=\"resourcebindings\""),
+            "a 410 counted as a watch error:\n{text}"
+        );
+        let requests = requests.lock().unwrap().clone();
+        assert!(
+            requests[0].ends_with("/resourcebindings?resourceVersion=0"),
+            "{}",
+            requests[0]
+        );
+        assert!(!requests[0].contains("limit"), "{}", requests[0]);
+        assert!(
+            requests[1].contains("watch=true") && requests[1].contains("resourceVersion=11"),
+            "{}",
+            requests[1]
+        );
+        assert!(
+            requests[2].ends_with("/resourcebindings?resourceVersion=0"),
+            "a 410 lists again: {}",
+            requests[2]
+        );
+        assert!(
+            requests[3].contains("watch=true") && requests[3].contains("resourceVersion=20"),
+            "{}",
+            requests[3]
+        );
+    }
 }
