@@ -839,12 +839,29 @@ async fn concurrent_creates(test: &str, replicas: usize) -> Result<()> {
         "[Create] {CONCURRENT_CREATES} ResourceBindings of 1 cpu, {CONCURRENCY} at a time"
     ));
     let started = Instant::now();
+    // A 504 (no decision within --decision-timeout, under contention on a loaded machine)
+    // is the webhook failing closed; clients such as Karmada's controllers retry it, and
+    // so does this test, at most twice: what is checked is that exactly the limit is
+    // admitted, whatever the retries.
+    let retried = std::sync::atomic::AtomicUsize::new(0);
+    let retried = &retried;
     let outcomes: Vec<(usize, Result<Outcome>)> = futures::stream::iter(0..CONCURRENT_CREATES)
-        .map(|i| async move { (i, create(c, &one(i)).await) })
+        .map(|i| async move {
+            let mut outcome = create(c, &one(i)).await;
+            for _ in 0..2 {
+                if !matches!(&outcome, Ok(Err(s)) if s.code == 504) {
+                    break;
+                }
+                retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                outcome = create(c, &one(i)).await;
+            }
+            (i, outcome)
+        })
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
     let elapsed = started.elapsed();
+    let retried = retried.load(std::sync::atomic::Ordering::Relaxed);
     let want_denial = binding_denied(&format!(
         "exceeded quota: q, requested: requests.cpu=1, used: requests.cpu={CONCURRENT_LIMIT}, \
          limited: requests.cpu={CONCURRENT_LIMIT}"
@@ -859,7 +876,8 @@ async fn concurrent_creates(test: &str, replicas: usize) -> Result<()> {
         }
     }
     step(&format!(
-        "[Result] {} admitted, {denied} denied by quota, {} other errors in {elapsed:.2?}",
+        "[Result] {} admitted, {denied} denied by quota, {} other errors in {elapsed:.2?} \
+         ({retried} retries after a 504)",
         admitted.len(),
         other.len()
     ));
