@@ -26,6 +26,7 @@
 //! One door to the data: the admin port serves `/livez`, `/readyz` and `/metrics` only;
 //! every JSON view of quotas is the dashboard's, behind `--dashboard-auth`.
 
+mod admin;
 pub mod api;
 pub mod args;
 pub mod billing_source;
@@ -57,7 +58,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt, stream};
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_shell::events::{self, Event, EventConfig, EventQueue, KubeEventSink};
-use karmada_quota_shell::{Readiness, admin_router, serve_admin, shutdown_signal};
+use karmada_quota_shell::{Readiness, shutdown_signal};
 use kube::Client;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -66,6 +67,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use admin::admin_app;
 pub use args::Args;
 pub use error::Error;
 
@@ -148,7 +150,7 @@ pub async fn run_until(
     args.dashboard
         .check_dashboard_exposure()
         .map_err(Error::Config)?;
-    let admin = start_admin(&args, registry, &ready, &stop);
+    let admin = admin::start(&args, registry, &ready, &stop);
     watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics, &line);
     let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics, &line);
     let namespace_labels = watch_namespaces(&args, &client, &triggers, &metrics);
@@ -357,27 +359,6 @@ fn start_election(
     election
 }
 
-/// The admin server: /metrics, /livez, /readyz and nothing else (no quota data: that is
-/// the dashboard's, behind its login).
-fn start_admin(
-    args: &Args,
-    registry: Arc<Mutex<Registry>>,
-    ready: &Readiness,
-    stop: &Stop,
-) -> JoinHandle<anyhow::Result<()>> {
-    tokio::spawn(serve_admin(
-        args.admin.admin_listen,
-        args.listener.limits(),
-        admin_app(registry, ready),
-        stop.requested(),
-    ))
-}
-
-/// The admin port's routes: health, readiness, metrics.
-pub fn admin_app(registry: Arc<Mutex<Registry>>, ready: &Readiness) -> axum::Router {
-    admin_router(registry, ready.clone())
-}
-
 /// The controller's event writer (this replica as the reporting instance), the one the
 /// webhook uses too: the quotas' events and the waiting line's, aggregated into series and
 /// paced, written off the reconcile's path.
@@ -489,7 +470,7 @@ async fn run_to_the_end(
         tokio::select! {
             () = &mut controller => break,
             res = &mut *admin, if admin_result.is_none() => {
-                let res = flatten_admin(res);
+                let res = admin::flatten(res);
                 if let Err(e) = &res {
                     tracing::error!(error = %e, "admin server failed; shutting down");
                     stop.halt();
@@ -526,7 +507,7 @@ async fn shut_down(
     match admin_result {
         Some(res) => res,
         None => match tokio::time::timeout(SHUTDOWN_GRACE, admin).await {
-            Ok(res) => flatten_admin(res),
+            Ok(res) => admin::flatten(res),
             Err(_) => Err(Error::Admin("admin server did not stop in time".to_owned())),
         },
     }
@@ -653,14 +634,6 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-fn flatten_admin(res: Result<anyhow::Result<()>, tokio::task::JoinError>) -> Result<(), Error> {
-    match res {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Error::Admin(format!("{e:#}"))),
-        Err(e) => Err(Error::Admin(e.to_string())),
-    }
-}
-
 /// On becoming leader, reconcile every quota at once; export the leader gauge.
 async fn follow_leadership(
     mut leader: watch::Receiver<bool>,
@@ -675,51 +648,6 @@ async fn follow_leadership(
         }
         if leader.changed().await.is_err() {
             return;
-        }
-    }
-}
-
-#[cfg(test)]
-mod admin_tests {
-    use axum::body::Body;
-    use axum::http::{Request, StatusCode};
-    use tower::ServiceExt;
-
-    use super::*;
-
-    /// The admin port serves health, readiness and metrics, and 404 for everything else:
-    /// the old quota JSON and every dashboard route.
-    #[tokio::test]
-    async fn the_admin_port_serves_no_quota_data() {
-        let (_, registry) = register_metrics();
-        let ready = Readiness::default();
-        ready.set_ready();
-        let app = admin_app(registry, &ready);
-        let status = |path: String| {
-            let app = app.clone();
-            async move {
-                let req = Request::get(&path).body(Body::empty()).unwrap();
-                (app.oneshot(req).await.unwrap().status(), path)
-            }
-        };
-        for path in ["/livez", "/readyz", "/metrics"] {
-            assert_eq!(status(path.into()).await.0, StatusCode::OK, "{path}");
-        }
-        let mut paths: Vec<String> = karmada_quota_dashboard::route_paths()
-            .iter()
-            .map(|p| p.replace("{namespace}", "team-b").replace("{name}", "q"))
-            .collect();
-        paths.extend(
-            [
-                "/api/v1/quotas",
-                "/api/v1/quotas/team-b",
-                "/api/v1/quotas/team-b/q",
-            ]
-            .map(String::from),
-        );
-        for path in paths {
-            let (code, path) = status(path).await;
-            assert_eq!(code, StatusCode::NOT_FOUND, "{path} on the admin port");
         }
     }
 }
