@@ -36,6 +36,7 @@ pub mod cluster_quotas;
 pub mod dashboard;
 pub mod dashboard_auth;
 pub mod desired;
+mod election;
 mod error;
 pub mod history;
 pub mod index;
@@ -73,7 +74,7 @@ pub use error::Error;
 
 use crate::api::Views;
 use crate::index::Index;
-use crate::leader::{Elector, LeaseSettings};
+use crate::election::Election;
 use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceLabels;
@@ -143,7 +144,7 @@ pub async fn run_until(
     let (triggers, streams) = triggers();
     let member_registry = MemberRegistry::default();
     let members = start_members(&args, &client, &member_registry, &triggers, &metrics);
-    let election = start_election(&args, &client, &stop, &triggers, &metrics);
+    let election = election::start(&args, &client, &stop, &triggers, &metrics);
     let views = Views::default();
     let events = event_writer(&args, &client, &metrics);
     let ready = Readiness::default();
@@ -298,65 +299,6 @@ fn start_members(
     ));
     members.sync(&desired_members([], &args.member_kubeconfigs));
     members
-}
-
-/// Leadership as the rest of the controller sees it.
-struct Election {
-    /// Whether this replica is the leader (always, without leader election).
-    leader: watch::Receiver<bool>,
-    /// Whether the Lease can be used at all (namespace present, RBAC granted).
-    lease_ok: watch::Receiver<bool>,
-    /// The elector (it releases the Lease when it ends).
-    task: Option<JoinHandle<()>>,
-}
-
-/// Start the Lease election (or lead alone) and follow it: every quota is reconciled on
-/// becoming leader, and the leader gauge is kept.
-fn start_election(
-    args: &Args,
-    client: &Client,
-    stop: &Stop,
-    triggers: &Triggers,
-    metrics: &Arc<Metrics>,
-) -> Election {
-    let election = if !args.controls() {
-        tracing::info!("--role=dashboard: no Lease, no writes; numbers from the quotas' status");
-        Election {
-            leader: watch::channel(false).1,
-            lease_ok: watch::channel(true).1,
-            task: None,
-        }
-    } else if args.leader_election_enabled() {
-        let (elector, leader) = Elector::new(
-            client.clone(),
-            LeaseSettings {
-                namespace: args.lease_namespace.clone(),
-                name: args.lease_name.clone(),
-                identity: args.identity(),
-                duration: args.lease_duration,
-                renew_interval: args.lease_renew_interval,
-            },
-        );
-        let lease_ok = elector.lease_ok();
-        Election {
-            leader,
-            lease_ok,
-            task: Some(tokio::spawn(elector.run(stop.requested()))),
-        }
-    } else {
-        tracing::info!("leader election disabled: this replica writes status");
-        Election {
-            leader: watch::channel(true).1,
-            lease_ok: watch::channel(true).1,
-            task: None,
-        }
-    };
-    tokio::spawn(follow_leadership(
-        election.leader.clone(),
-        triggers.clone(),
-        metrics.clone(),
-    ));
-    election
 }
 
 /// The controller's event writer (this replica as the reporting instance), the one the
@@ -631,23 +573,5 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
-    }
-}
-
-/// On becoming leader, reconcile every quota at once; export the leader gauge.
-async fn follow_leadership(
-    mut leader: watch::Receiver<bool>,
-    triggers: Triggers,
-    metrics: Arc<Metrics>,
-) {
-    loop {
-        let is_leader = *leader.borrow_and_update();
-        metrics.set_leader(is_leader);
-        if is_leader {
-            triggers.all();
-        }
-        if leader.changed().await.is_err() {
-            return;
-        }
     }
 }
