@@ -73,8 +73,8 @@ pub use args::Args;
 pub use error::Error;
 
 use crate::api::Views;
-use crate::index::Index;
 use crate::election::Election;
+use crate::index::Index;
 use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceLabels;
