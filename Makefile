@@ -20,6 +20,8 @@ crds: ## Regenerate the checked-in CRD from the Rust types (and the chart's copy
 	cp crds/quota.karmada.io_karmadaclusterquotas.yaml charts/karmada-quota/files/
 	cargo run -q -p karmada-quota-crds --bin crdgen share > crds/quota.karmada.io_karmadaclusterquotashares.yaml
 	cp crds/quota.karmada.io_karmadaclusterquotashares.yaml charts/karmada-quota/files/
+	cargo run -q -p karmada-quota-crds --bin crdgen batch > crds/quota.karmada.io_karmadaquotareservations.yaml
+	cp crds/quota.karmada.io_karmadaquotareservations.yaml charts/karmada-quota/files/
 
 image: ## Build the image the chart deploys (docker if a daemon answers, else buildah), then run it (e2e/tests/image.rs)
 	bash hack/image.sh build

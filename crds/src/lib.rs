@@ -13,6 +13,8 @@
 //! - [`KarmadaClusterQuotaShare`]: a cluster quota's read-only mirror in each namespace it
 //!   selects (`crds/quota.karmada.io_karmadaclusterquotashares.yaml`), written by the
 //!   controller for tenants without cluster-scoped read rights.
+//! - [`KarmadaQuotaReservation`]: one reservation batch (`--reservation-store=batches`),
+//!   schema-less (`crds/quota.karmada.io_karmadaquotareservations.yaml`).
 //! - [`QuotaObject`]: what both kinds offer the status writer, webhook and controller.
 //! - [`convert`]: both kinds ⇄ the engine's `QuotaState` / `Reservation`.
 
@@ -22,6 +24,7 @@ pub mod cluster_quota_share;
 pub mod convert;
 pub mod object;
 pub mod quota;
+pub mod reservation_batch;
 pub mod resourcebinding;
 
 pub use cluster::Cluster;
@@ -29,6 +32,7 @@ pub use cluster_quota::{KarmadaClusterQuota, KarmadaClusterQuotaSpec, KarmadaClu
 pub use cluster_quota_share::{KarmadaClusterQuotaShare, share_of};
 pub use object::QuotaObject;
 pub use quota::{KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus};
+pub use reservation_batch::{KarmadaQuotaReservation, KarmadaQuotaReservationSpec};
 pub use resourcebinding::ResourceBinding;
 
 /// Path of the generated CRD, relative to the repository root.
@@ -38,6 +42,9 @@ pub const CLUSTER_CRD_PATH: &str = "crds/quota.karmada.io_karmadaclusterquotas.y
 
 /// Path of the generated KarmadaClusterQuotaShare CRD, relative to the repository root.
 pub const SHARE_CRD_PATH: &str = "crds/quota.karmada.io_karmadaclusterquotashares.yaml";
+
+/// Path of the generated KarmadaQuotaReservation CRD, relative to the repository root.
+pub const BATCH_CRD_PATH: &str = "crds/quota.karmada.io_karmadaquotareservations.yaml";
 
 /// The CRD as YAML, exactly as `crdgen` prints it and as it is checked in.
 pub fn crd_yaml() -> String {
@@ -65,6 +72,33 @@ pub fn share_crd_yaml() -> String {
         " share",
         "crds/src/cluster_quota_share.rs",
     )
+}
+
+/// The KarmadaQuotaReservation CRD as YAML, as `crdgen batch` prints it and as it is
+/// checked in: its spec schema-less (`x-kubernetes-preserve-unknown-fields`), so the
+/// apiserver does not validate each entry (reservation_batch's module doc).
+pub fn batch_crd_yaml() -> String {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceValidation, JSONSchemaProps,
+    };
+    use kube::CustomResourceExt;
+    let mut crd = KarmadaQuotaReservation::crd();
+    let spec = JSONSchemaProps {
+        type_: Some("object".into()),
+        x_kubernetes_preserve_unknown_fields: Some(true),
+        ..Default::default()
+    };
+    let root = JSONSchemaProps {
+        type_: Some("object".into()),
+        properties: Some([("spec".to_string(), spec)].into()),
+        ..Default::default()
+    };
+    for v in &mut crd.spec.versions {
+        v.schema = Some(CustomResourceValidation {
+            open_api_v3_schema: Some(root.clone()),
+        });
+    }
+    generated(&crd, " batch", "crds/src/reservation_batch.rs")
 }
 
 fn generated(

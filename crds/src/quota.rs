@@ -191,6 +191,12 @@ pub struct KarmadaQuotaStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
+    /// The newest reservation batch (KarmadaQuotaReservation) this status accounts for:
+    /// every entry naming this quota in a batch numbered up to it is in `used` or carried
+    /// into `reservations`. Written by the controller; absent: none yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folded_through: Option<u64>,
+
     /// The waiting line (`spec.admission.mode: Queue`): bindings admitted suspended
     /// until they fit, in order; written by the controller. Absent: nobody waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -164,3 +164,31 @@ fn share_crd_is_namespaced_with_the_cluster_quota_fields_and_printer_columns() {
         );
     }
 }
+
+#[test]
+fn checked_in_batch_crd_matches_the_rust_types() {
+    assert_checked_in(
+        "quota.karmada.io_karmadaquotareservations.yaml",
+        &karmada_quota_crds::batch_crd_yaml(),
+        "crds/src/reservation_batch.rs",
+    );
+}
+
+#[test]
+fn batch_crd_is_namespaced_schema_less_and_has_no_subresource() {
+    let crd: serde_json::Value =
+        serde_saphyr::from_str(&karmada_quota_crds::batch_crd_yaml()).unwrap();
+    assert_eq!(
+        crd["metadata"]["name"],
+        "karmadaquotareservations.quota.karmada.io"
+    );
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    let v = &crd["spec"]["versions"][0];
+    assert!(v.get("subresources").is_none(), "{v}");
+    let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["x-kubernetes-preserve-unknown-fields"], true, "{spec}");
+    assert!(
+        spec.get("properties").is_none(),
+        "no per-field validation: {spec}"
+    );
+}

@@ -419,7 +419,7 @@ install_crds() {
         echo "    warning: $own does not exist yet; KarmadaQuota CRD not installed" >&2
     fi
     local own_more
-    for own_more in karmadaclusterquotas karmadaclusterquotashares; do
+    for own_more in karmadaclusterquotas karmadaclusterquotashares karmadaquotareservations; do
         if [[ -f $REPO_ROOT/crds/quota.karmada.io_$own_more.yaml ]]; then
             files+=("$REPO_ROOT/crds/quota.karmada.io_$own_more.yaml")
         fi

@@ -485,6 +485,14 @@ async fn chart_crd_is_the_generated_crd() -> Result<()> {
         "charts/karmada-quota/files/quota.karmada.io_karmadaclusterquotashares.yaml differs from {}: run `make crds`",
         karmada_quota_crds::SHARE_CRD_PATH
     );
+    let batch = read(&Env::repo_root().join(karmada_quota_crds::BATCH_CRD_PATH))?;
+    let batch_copy =
+        read(&chart_dir().join("files/quota.karmada.io_karmadaquotareservations.yaml"))?;
+    ensure!(
+        batch == batch_copy,
+        "charts/karmada-quota/files/quota.karmada.io_karmadaquotareservations.yaml differs from {}: run `make crds`",
+        karmada_quota_crds::BATCH_CRD_PATH
+    );
     // And the apiserver part installs it as is, kept on uninstall.
     let objects = render("karmada-apiserver-auto-values.yaml").await?;
     let crd = find(

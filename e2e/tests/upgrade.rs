@@ -72,10 +72,11 @@ use serde_json::{Value, json};
 const PREVIOUS_CHART: &str = "testdata/charts/karmada-quota-0.1.0.tgz";
 /// A directory holding the previous release's binaries, to run them as N.
 const ENV_FROM_BIN_DIR: &str = "KQ_UPGRADE_FROM_BIN_DIR";
-const QUOTA_CRDS: [&str; 3] = [
+const QUOTA_CRDS: [&str; 4] = [
     "karmadaquotas.quota.karmada.io",
     "karmadaclusterquotas.quota.karmada.io",
     "karmadaclusterquotashares.quota.karmada.io",
+    "karmadaquotareservations.quota.karmada.io",
 ];
 const LEASE_NAME: &str = "karmada-quota-controller";
 const CLUSTER: &str = "member1";

@@ -21,15 +21,23 @@
 //!   (and rolls back its own), only the controller removes (the reservation lifetime rule).
 //! - Parsing a stored status is `karmada_quota_crds::convert::parse_status` (re-exported
 //!   here), one parse for both binaries.
+//! - [`batches`]: the reservation batches seen (`--reservation-store=batches`): which
+//!   entries a quota's status does not account for yet, tombstones, what may be deleted.
+//! - [`batch_store`]: the API calls on batches ([`BatchStore`]: create as the
+//!   compare-and-swap, get, delete) and an in-memory one (feature `fake`).
 //! - `fake` (feature `fake`): an in-memory store with the apiserver's resourceVersion
 //!   semantics and fault injection, the one fake both binaries test against.
 
+pub mod batch_store;
+pub mod batches;
 pub mod entries;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod store;
 pub mod update;
 
+pub use batch_store::{BatchStore, KubeBatchStore};
+pub use batches::BatchView;
 pub use karmada_quota_crds::convert::{StoredStatus, parse_status, quota_state};
 pub use store::{KubeStore, StatusStore, StoreError};
 pub use update::{Outcome, UpdateError, Updated, update};

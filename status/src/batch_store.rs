@@ -1,0 +1,166 @@
+//! The API calls on reservation batches (`KarmadaQuotaReservation`, docs/design.md §5
+//! "Reservation batches"): the webhook creates and reads them, the controller deletes
+//! them. Behind a trait so that tests run against the in-memory [`FakeBatchStore`].
+
+#[cfg(any(test, feature = "fake"))]
+use std::collections::BTreeMap;
+#[cfg(any(test, feature = "fake"))]
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+#[cfg(any(test, feature = "fake"))]
+use std::sync::{Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+use karmada_quota_crds::KarmadaQuotaReservation;
+use kube::api::{DeleteParams, PostParams};
+
+use crate::store::StoreError;
+
+/// Create, read and delete the batches of one namespace.
+pub trait BatchStore: Send + Sync + 'static {
+    /// Create `batch` (named by its sequence number): [`StoreError::Conflict`] when a
+    /// batch of that name exists (another writer took the number: the compare-and-swap).
+    fn create<'a>(
+        &'a self,
+        batch: &'a KarmadaQuotaReservation,
+    ) -> BoxFuture<'a, Result<KarmadaQuotaReservation, StoreError>>;
+
+    /// The stored batch `name` (a quorum read).
+    fn get<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<KarmadaQuotaReservation, StoreError>>;
+
+    /// Delete batch `name`; [`StoreError::NotFound`] when it is already gone.
+    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+}
+
+/// [`BatchStore`] over the Kubernetes API, in one namespace.
+#[derive(Clone)]
+pub struct KubeBatchStore {
+    api: kube::Api<KarmadaQuotaReservation>,
+}
+
+impl KubeBatchStore {
+    /// The batches of `namespace`, through `client`.
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self {
+            api: kube::Api::namespaced(client, namespace),
+        }
+    }
+}
+
+fn create_error(e: kube::Error) -> StoreError {
+    match e {
+        kube::Error::Api(s) if s.is_already_exists() || s.is_conflict() => StoreError::Conflict,
+        other => other.into(),
+    }
+}
+
+impl BatchStore for KubeBatchStore {
+    fn create<'a>(
+        &'a self,
+        batch: &'a KarmadaQuotaReservation,
+    ) -> BoxFuture<'a, Result<KarmadaQuotaReservation, StoreError>> {
+        Box::pin(async move {
+            self.api
+                .create(&PostParams::default(), batch)
+                .await
+                .map_err(create_error)
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<KarmadaQuotaReservation, StoreError>> {
+        Box::pin(async move { Ok(self.api.get(name).await?) })
+    }
+
+    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.api.delete(name, &DeleteParams::default()).await?;
+            Ok(())
+        })
+    }
+}
+
+/// An in-memory [`BatchStore`] with fault injection, for the binaries' tests.
+#[cfg(any(test, feature = "fake"))]
+#[derive(Default)]
+pub struct FakeBatchStore {
+    batches: Mutex<BTreeMap<String, KarmadaQuotaReservation>>,
+    /// Successful creates.
+    pub creates: AtomicUsize,
+    /// Creates refused because the name was taken.
+    pub conflicts: AtomicUsize,
+    /// Every create fails with an API error (nothing stored).
+    pub fail: AtomicBool,
+    /// Every create is stored but answered with an API error (the outcome a timeout
+    /// leaves unknown).
+    pub fail_after_store: AtomicBool,
+}
+
+#[cfg(any(test, feature = "fake"))]
+impl FakeBatchStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Store `batch` as another writer would have (no call counted).
+    pub fn put(&self, batch: KarmadaQuotaReservation) {
+        let name = batch.metadata.name.clone().unwrap_or_default();
+        self.lock().insert(name, batch);
+    }
+
+    /// Every stored batch, by name.
+    pub fn all(&self) -> Vec<KarmadaQuotaReservation> {
+        self.lock().values().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, KarmadaQuotaReservation>> {
+        self.batches.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(any(test, feature = "fake"))]
+impl BatchStore for FakeBatchStore {
+    fn create<'a>(
+        &'a self,
+        batch: &'a KarmadaQuotaReservation,
+    ) -> BoxFuture<'a, Result<KarmadaQuotaReservation, StoreError>> {
+        Box::pin(async move {
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(StoreError::Api(crate::fake::INJECTED_FAILURE.into()));
+            }
+            let name = batch.metadata.name.clone().unwrap_or_default();
+            let mut all = self.lock();
+            if all.contains_key(&name) {
+                self.conflicts.fetch_add(1, Ordering::SeqCst);
+                return Err(StoreError::Conflict);
+            }
+            all.insert(name, batch.clone());
+            self.creates.fetch_add(1, Ordering::SeqCst);
+            if self.fail_after_store.load(Ordering::SeqCst) {
+                return Err(StoreError::Api(crate::fake::INJECTED_FAILURE.into()));
+            }
+            Ok(batch.clone())
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<KarmadaQuotaReservation, StoreError>> {
+        Box::pin(async move { self.lock().get(name).cloned().ok_or(StoreError::NotFound) })
+    }
+
+    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.lock()
+                .remove(name)
+                .map(|_| ())
+                .ok_or(StoreError::NotFound)
+        })
+    }
+}
