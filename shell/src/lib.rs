@@ -13,6 +13,8 @@
 //! - [`client`]: a kube client from `--kubeconfig` or the usual discovery;
 //! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once;
 //!   [`watch_cache`]: watcher config whose lists the apiserver's watch cache serves;
+//! - [`reservations`]: `--reservation-store` / `--reservation-namespace`, where
+//!   admissions' reservations are made durable (status or batches);
 //! - [`backoff`]: the one retry backoff (doubling to a cap, reset on success);
 //! - [`events`]: the one Kubernetes Event writer (aggregated series, paced, off the
 //!   caller's path);
@@ -26,6 +28,8 @@ pub mod events;
 pub mod listener;
 pub mod plurals;
 pub mod relist;
+pub mod reservations;
+pub use reservations::{ReservationArgs, ReservationStore};
 pub mod unaccounted;
 pub use unaccounted::UnaccountedArg;
 pub mod untrusted;
