@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use karmada_quota_shell::listener::ListenerArgs;
-use karmada_quota_shell::{AdminArgs, ClientArgs, LogArgs};
+use karmada_quota_shell::{AdminArgs, ClientArgs, LogArgs, ReservationArgs};
 
 /// Validating admission webhook that enforces KarmadaQuota on Karmada ResourceBindings.
 ///
@@ -187,6 +187,10 @@ pub struct Args {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub client: ClientArgs,
+
+    /// Where reservations are made durable (status or batches).
+    #[command(flatten)]
+    pub reservations: ReservationArgs,
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ use karmada_quota_crds::convert::selector_from_api;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, QuotaObject};
 use karmada_quota_shell::backoff::Backoff;
 use karmada_quota_shell::untrusted::clip;
+use karmada_quota_shell::watch_cache;
 use kube::core::{ObjectMeta, PartialObjectMeta, Resource};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
@@ -320,20 +321,37 @@ impl QuotaCache {
     /// forever (a failed watch is logged, reported to [`Self::freshness`] and restarted
     /// from a fresh list with backoff); spawn it.
     pub fn watch(client: kube::Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        Self::watch_listing(client, watch_cache::from_watch_cache())
+    }
+
+    /// [`Self::watch`], the quota kinds listed with `quota_lists` (the reservation
+    /// batches need consistent lists: `crate::ledger`).
+    pub fn watch_listing(
+        client: kube::Client,
+        quota_lists: watcher::Config,
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (cache, writers) = Self::with_writers();
         let fresh = cache.freshness.clone();
-        let quotas = watch_quotas(client.clone(), writers.quotas, Watch::Quotas, fresh.clone());
+        let quotas = watch_quotas(
+            client.clone(),
+            writers.quotas,
+            Watch::Quotas,
+            fresh.clone(),
+            quota_lists.clone(),
+        );
         let clusters = watch_quotas(
             client.clone(),
             writers.clusters,
             Watch::ClusterQuotas,
             fresh.clone(),
+            quota_lists,
         );
         let mut ns_writer = writers.namespaces;
         let namespaces = run_watch(
             kube::Api::<PartialObjectMeta<Namespace>>::all(client),
             Watch::Namespaces,
             fresh,
+            watch_cache::from_watch_cache(),
             move |event| ns_writer.apply_watcher_event(event),
         );
         let feed = async move {
@@ -412,6 +430,20 @@ impl QuotaCache {
         self.clusters.get(&reflector::ObjectRef::new(name))
     }
 
+    /// What this view knows of a quota's fold of the reservation batches (`None`: not in
+    /// view; `Some(None)`: no batch folded, or the quota does not parse).
+    pub fn folded_through(&self, key: &QuotaKey) -> karmada_quota_status::batches::Fold {
+        fn of<K: QuotaObject>(c: &Cached<K>) -> Option<u64> {
+            let p = c.parsed.as_ref().ok()?;
+            let status = p.object.status()?;
+            K::quota_part(status).folded_through
+        }
+        match key {
+            QuotaKey::Namespaced { namespace, name } => self.quota(namespace, name).map(|c| of(&c)),
+            QuotaKey::Cluster { name } => self.cluster_quota(name).map(|c| of(&c)),
+        }
+    }
+
     /// Whether the initial list has completed (the cache can be trusted).
     pub fn is_synced(&self) -> bool {
         if self.synced.load(Ordering::Acquire) {
@@ -464,14 +496,19 @@ impl QuotaCache {
 
 /// One quota kind's watch over all namespaces, feeding `writer`; a quota that cannot be
 /// enforced is logged at each event.
-async fn watch_quotas<K, W>(client: kube::Client, mut writer: W, watch: Watch, fresh: Freshness)
-where
+async fn watch_quotas<K, W>(
+    client: kube::Client,
+    mut writer: W,
+    watch: Watch,
+    fresh: Freshness,
+    config: watcher::Config,
+) where
     K: QuotaObject + Coverage,
     K::Scope: Send,
     W: ApplyEvent<Cached<K>> + Send + 'static,
 {
     let api = kube::Api::<Cached<K>>::all(client);
-    run_watch(api, watch, fresh, move |event| {
+    run_watch(api, watch, fresh, config, move |event| {
         writer.apply_event(event);
         if let watcher::Event::Apply(q) | watcher::Event::InitApply(q) = event
             && let Err(errors) = &q.parsed
@@ -497,11 +534,12 @@ async fn run_watch<K>(
     api: kube::Api<K>,
     watch: Watch,
     fresh: Freshness,
+    config: watcher::Config,
     mut apply: impl FnMut(&watcher::Event<K>) + Send,
 ) where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let config = karmada_quota_shell::watch_cache::from_watch_cache().timeout(WATCH_TIMEOUT_SECS);
+    let config = config.timeout(WATCH_TIMEOUT_SECS);
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX);
     loop {
         let mut events = std::pin::pin!(watcher(api.clone(), config.clone()));

@@ -32,6 +32,7 @@ pub mod args;
 pub mod cache;
 pub mod denials;
 pub mod events;
+pub mod ledger;
 pub mod metrics;
 pub mod policy;
 pub mod reserve;
@@ -113,6 +114,44 @@ pub enum Error {
         quota: String,
     },
 
+    /// A reservation batch API call failed (`--reservation-store=batches`).
+    #[error("KarmadaQuotaReservation {namespace}/{name}: {source}")]
+    Batch {
+        /// The batches' namespace.
+        namespace: String,
+        /// The batch.
+        name: String,
+        /// What the API said.
+        #[source]
+        source: StoreError,
+    },
+
+    /// Every attempt to create the next reservation batch found its number taken.
+    #[error(
+        "the next reservation batch in {namespace} was taken by another writer {attempts} \
+         times in a row; retry"
+    )]
+    BatchContended {
+        /// The batches' namespace.
+        namespace: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+
+    /// A reservation batch does not parse, so its entries cannot be counted: every
+    /// admission is refused until it is fixed or deleted.
+    #[error(
+        "KarmadaQuotaReservation {namespace}/{name} cannot be counted: {errors}; fix or delete it"
+    )]
+    InvalidBatch {
+        /// The batches' namespace.
+        namespace: String,
+        /// The batch.
+        name: String,
+        /// Its field errors.
+        errors: String,
+    },
+
     /// The KarmadaQuota cache has not finished its initial list yet.
     #[error("the KarmadaQuota cache has not synced yet; retry")]
     NotSynced,
@@ -171,6 +210,9 @@ impl Error {
             Error::TooManyConflicts { .. } => "too_many_conflicts",
             Error::InvalidQuota { .. } => "invalid_quota",
             Error::UnknownPlural { .. } => "unknown_plural",
+            Error::Batch { source, .. } => source.metric_label(),
+            Error::BatchContended { .. } => "too_many_conflicts",
+            Error::InvalidBatch { .. } => "invalid_batch",
             Error::NotSynced => "not_synced",
             Error::Stale(_) => "stale_cache",
             Error::UnknownNamespace(_) => "unknown_namespace",

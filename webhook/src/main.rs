@@ -8,6 +8,7 @@ use clap::Parser;
 use karmada_quota_shell::{self as shell, Readiness, plurals::PluralResolver};
 use karmada_quota_webhook::cache::freshness;
 use karmada_quota_webhook::events::{self, EventConfig, EventQueue, KubeEventSink};
+use karmada_quota_webhook::ledger::Ledger;
 use karmada_quota_webhook::{
     AppState, Args, Batcher, BatcherConfig, Denials, KubeStore, Metrics, QuotaCache, Settings, app,
     server,
@@ -25,8 +26,26 @@ async fn main() -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::register(&mut registry));
     let ready = Readiness::default();
 
-    let (cache, feed) = QuotaCache::watch(client.clone());
-    tokio::spawn(feed);
+    // With reservation batches, the quota watches list consistently and only once the
+    // batch list is in (`karmada_quota_webhook::ledger`'s module doc says why).
+    let ledger = args.reservations.batches().then(|| {
+        let (ledger, batch_feed) =
+            Ledger::watch(client.clone(), &args.reservations.reservation_namespace);
+        tokio::spawn(batch_feed);
+        ledger
+    });
+    let quota_lists = match &ledger {
+        Some(_) => shell::watch_cache::consistent(),
+        None => shell::watch_cache::from_watch_cache(),
+    };
+    let (cache, feed) = QuotaCache::watch_listing(client.clone(), quota_lists);
+    let gate = ledger.clone();
+    tokio::spawn(async move {
+        if let Some(ledger) = gate {
+            ledger.wait_synced().await;
+        }
+        feed.await;
+    });
     // Ready once synced; unready while a watch has failed past --max-cache-staleness.
     tokio::spawn(freshness::keep_ready(
         cache.clone(),
@@ -48,6 +67,10 @@ async fn main() -> anyhow::Result<()> {
         },
         Batcher::wall_clock(),
     );
+    let batcher = match ledger {
+        Some(ledger) => batcher.with_ledger(ledger),
+        None => batcher,
+    };
     let events = args.events.then(|| {
         let (queue, rx) = EventQueue::channel(events::QUEUE_CAPACITY, metrics.events.clone());
         tokio::spawn(events::run(

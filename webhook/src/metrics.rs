@@ -48,6 +48,9 @@ pub struct Metrics {
     pub status_writes: Family<WriteLabels, Counter>,
     /// Status replaces refused with 409 Conflict (someone else wrote the quota first).
     pub conflicts: Counter,
+    /// Reservation batch creates (`--reservation-store=batches`) by result (`ok`,
+    /// `conflict`: the number was taken, `error`, `timeout`).
+    pub batch_creates: Family<WriteLabels, Counter>,
     /// Decision rounds re-run after a conflict.
     pub retries: Counter,
     /// Requests decided together in one batch.
@@ -88,6 +91,12 @@ impl Metrics {
             "status_write_conflicts",
             "KarmadaQuota status replaces refused with 409 Conflict",
             m.conflicts.clone(),
+        );
+        reg.register(
+            "reservation_batch_creates",
+            "Reservation batch (KarmadaQuotaReservation) creates by result; conflict: another \
+             writer took the number first",
+            m.batch_creates.clone(),
         );
         reg.register(
             "decision_retries",
@@ -131,6 +140,13 @@ impl Metrics {
             .inc();
     }
 
+    /// Count one reservation batch create.
+    pub fn batch_create(&self, result: &'static str) {
+        self.batch_creates
+            .get_or_create(&WriteLabels { result })
+            .inc();
+    }
+
     /// Count `n` rolled-back entries.
     pub fn rolled_back(&self, result: &'static str, n: usize) {
         self.rollbacks
@@ -154,6 +170,7 @@ impl Default for Metrics {
             // 0.5 ms … ~4 s
             decision_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             status_writes: Family::default(),
+            batch_creates: Family::default(),
             conflicts: Counter::default(),
             retries: Counter::default(),
             // 1 … 512

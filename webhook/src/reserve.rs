@@ -33,7 +33,7 @@
 //! quota write and rollback in a span with its `quota`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch_selected};
@@ -46,6 +46,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::cache::{CachedClusterQuota, CachedQuota, QuotaCache};
+use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
@@ -53,6 +54,8 @@ use crate::{Error, Result};
 mod arrival;
 /// Steps 1–5 for one batch.
 mod batch;
+/// Steps 3–4 with reservation batches: one batch object per decision.
+mod commit;
 /// A batch's copy of one quota object, of either kind.
 mod copy;
 /// Steps 1 and 2's inputs: the newest copies, and which of them can be enforced.
@@ -157,6 +160,8 @@ impl std::fmt::Debug for Batcher {
 }
 
 struct Inner {
+    /// The reservation batches, when they are the store (`--reservation-store=batches`).
+    ledger: OnceLock<Arc<Ledger>>,
     store: Arc<dyn StatusStore>,
     cluster_store: Arc<dyn StatusStore<KarmadaClusterQuota>>,
     cache: QuotaCache,
@@ -215,6 +220,7 @@ impl Batcher {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                ledger: OnceLock::new(),
                 store,
                 cluster_store,
                 cache,
@@ -225,6 +231,17 @@ impl Batcher {
                 arrivals: Mutex::default(),
             }),
         }
+    }
+
+    /// Make reservations durable in reservation batches (`--reservation-store=batches`)
+    /// instead of the quotas' status: every namespace then shares one queue, so one batch
+    /// carries admissions of many namespaces (group commit across namespaces).
+    #[must_use]
+    pub fn with_ledger(self, ledger: Arc<Ledger>) -> Self {
+        if self.inner.ledger.set(ledger).is_err() {
+            tracing::warn!("the batcher already has a reservation ledger; keeping the first");
+        }
+        self
     }
 
     /// The real clock.
@@ -239,7 +256,7 @@ impl Batcher {
     pub async fn submit(&self, request: BindingRequest, deadline: Instant) -> Result<Decision> {
         let (reply, answer) = oneshot::channel();
         let namespace = request.namespace.clone();
-        let group = self.inner.cache.batch_group(&namespace);
+        let group = self.inner.group_of(&namespace);
         let spawn = {
             let mut groups = lock(&self.inner.groups);
             let g = groups.entry(group.clone()).or_default();
@@ -269,7 +286,7 @@ impl Batcher {
         let ns = &request.namespace;
         let (copies, labels) = self.inner.newest(ns, quotas, clusters)?;
         let c = &self.inner.config;
-        let states = enforced_states(&copies, c);
+        let states = self.inner.enforced(&copies)?;
         let now = (self.inner.clock)();
         let req = request.as_core(now, ttl_secs(c.reservation_ttl), c.max_reservations);
         let mut states = states;
@@ -287,6 +304,46 @@ impl Batcher {
         clusters: &[Arc<CachedClusterQuota>],
     ) -> Result<()> {
         self.inner.newest(namespace, quotas, clusters).map(drop)
+    }
+}
+
+/// The one batch group of every namespace when reservations go to batches.
+const ALL_NAMESPACES: &str = "*";
+
+impl Inner {
+    /// The batch group of a request of `namespace`: its own group of connected quotas, or
+    /// every namespace's when reservations go to batches.
+    fn group_of(&self, namespace: &str) -> String {
+        if self.ledger.get().is_some() {
+            ALL_NAMESPACES.to_owned()
+        } else {
+            self.cache.batch_group(namespace)
+        }
+    }
+
+    /// The states a decision enforces ([`enforced_states`]), each quota's
+    /// `reservations` completed with the batch entries its status does not account for
+    /// yet (`status.foldedThrough`) when reservations go to batches; the error of a batch
+    /// that cannot be counted.
+    fn enforced(
+        &self,
+        copies: &std::collections::BTreeMap<QuotaKey, copy::QuotaCopy>,
+    ) -> Result<Vec<karmada_quota_core::quota::QuotaState>> {
+        let mut states = enforced_states(copies, &self.config);
+        let Some(ledger) = self.ledger.get() else {
+            return Ok(states);
+        };
+        ledger.check()?;
+        ledger.with_view(|view| {
+            for state in &mut states {
+                let key = state.key();
+                let folded = copies.get(&key).and_then(copy::QuotaCopy::folded_through);
+                for (_, entry) in view.unfolded(&key, folded) {
+                    karmada_quota_core::ledger::upsert(&mut state.reservations, entry.clone());
+                }
+            }
+        });
+        Ok(states)
     }
 }
 

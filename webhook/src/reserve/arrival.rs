@@ -14,7 +14,7 @@ use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::QuotaObject;
 
 use super::copy::QuotaCopy;
-use super::{Batcher, enforced_states, lock};
+use super::{Batcher, lock};
 use crate::Result;
 use crate::cache::{CachedClusterQuota, CachedQuota};
 
@@ -113,7 +113,9 @@ impl Batcher {
     ) -> Result<Arrival> {
         let ns = &binding.namespace;
         let (copies, labels) = self.inner.newest(ns, quotas, clusters)?;
-        let states: Vec<QuotaState> = enforced_states(&copies, &self.inner.config)
+        let states: Vec<QuotaState> = self
+            .inner
+            .enforced(&copies)?
             .into_iter()
             .filter(|s| s.covers.covers(ns, labels.get(ns)))
             .collect();

@@ -102,6 +102,12 @@ impl Inner {
             }
         }
 
+        // With reservation batches, steps 3–5 are one batch create (`super::commit`).
+        if let Some(ledger) = self.ledger.get() {
+            self.commit(ledger, group, slots).await;
+            return;
+        }
+
         // 1–2: decide the batch against the newest copies; a request whose namespace a
         // quota that cannot be enforced covers is refused with its errors.
         let namespaces: BTreeSet<String> =

@@ -38,6 +38,19 @@ impl QuotaCopy {
         .map_err(String::as_str)
     }
 
+    /// Its `status.foldedThrough` (the newest reservation batch its status accounts for);
+    /// `None` when none or when it does not parse.
+    pub(crate) fn folded_through(&self) -> Option<u64> {
+        fn of<K: QuotaObject>(c: &Cached<K>) -> Option<u64> {
+            let status = c.parsed.as_ref().ok()?.object.status()?;
+            K::quota_part(status).folded_through
+        }
+        match self {
+            QuotaCopy::Quota(c) => of(c),
+            QuotaCopy::Cluster(c) => of(c),
+        }
+    }
+
     /// Whether it covers a binding of `namespace` (labels `labels`), parsed or not.
     pub(crate) fn covers(&self, namespace: &str, labels: Option<&Labels>) -> bool {
         let covers: Option<&Covers> = match self {

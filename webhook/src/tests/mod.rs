@@ -2,6 +2,7 @@
 //! `app().oneshot()`) and batcher tests (conflicts, concurrency).
 
 mod batcher;
+mod batches;
 mod bounds;
 mod cluster;
 mod early;

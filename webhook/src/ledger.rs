@@ -1,0 +1,331 @@
+//! The webhook's reservation batches (`--reservation-store=batches`, docs/design.md §5
+//! "Reservation batches"): the view of every batch in `--reservation-namespace`
+//! (`karmada_quota_status::BatchView`), fed by one watch, and the store the batcher
+//! creates batches through.
+//!
+//! - A batch seen deleted stays counted as a tombstone until this webhook's quota view
+//!   shows every quota it names folded it ([`Ledger::settle`]); a re-list that no longer
+//!   holds a batch this view held counts as its deletion (same rule).
+//! - The quota watches start only once the batch list is in ([`Ledger::wait_synced`]) and
+//!   list consistently (`shell::watch_cache::consistent`): a batch deleted before this
+//!   webhook listed the batches was folded before, so the quota list, read later from
+//!   etcd, shows its fold.
+//! - A batch that does not parse (a hand edit) holds entries the webhook cannot count: it
+//!   refuses every admission, naming the batch, until the batch is fixed or deleted.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use karmada_quota_core::selection::QuotaKey;
+use karmada_quota_crds::KarmadaQuotaReservation;
+use karmada_quota_crds::reservation_batch::{ParsedBatch, batch_sequence, parse_batch};
+use karmada_quota_shell::backoff::Backoff;
+use karmada_quota_shell::untrusted::clip;
+use karmada_quota_status::batches::{BatchView, Fold};
+use karmada_quota_status::{BatchStore, KubeBatchStore};
+use kube::ResourceExt;
+use kube::runtime::watcher;
+use tokio::sync::watch;
+
+use crate::cache::QuotaCache;
+use crate::{Error, Result};
+
+/// The batches this webhook knows and the store it writes them through.
+pub struct Ledger {
+    view: Mutex<BatchView>,
+    /// Batches that do not parse, by name, with their errors.
+    unparsed: Mutex<BTreeMap<String, String>>,
+    /// During a (re-)list: the live batches not (yet) seen in it.
+    relisting: Mutex<Option<HashSet<u64>>>,
+    store: Arc<dyn BatchStore>,
+    namespace: String,
+    synced: watch::Sender<bool>,
+    failed: AtomicBool,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Ledger {
+    /// A ledger of the batches of `namespace`, written through `store` (fed by
+    /// [`Self::apply`]: the watch of [`Self::watch`] in production, tests directly).
+    pub fn new(store: Arc<dyn BatchStore>, namespace: &str) -> Arc<Self> {
+        Arc::new(Self {
+            view: Mutex::default(),
+            unparsed: Mutex::default(),
+            relisting: Mutex::default(),
+            store,
+            namespace: namespace.to_owned(),
+            synced: watch::Sender::new(false),
+            failed: AtomicBool::new(false),
+        })
+    }
+
+    /// A ledger over the API, and the future that feeds it (runs forever; spawn it).
+    pub fn watch(
+        client: kube::Client,
+        namespace: &str,
+    ) -> (Arc<Self>, impl Future<Output = ()> + Send + 'static) {
+        let ledger = Self::new(
+            Arc::new(KubeBatchStore::new(client.clone(), namespace)),
+            namespace,
+        );
+        let api = kube::Api::<KarmadaQuotaReservation>::namespaced(client, namespace);
+        let feed = run(ledger.clone(), api);
+        (ledger, feed)
+    }
+
+    /// The namespace the batches live in.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The store batches are created through.
+    pub fn store(&self) -> &dyn BatchStore {
+        &*self.store
+    }
+
+    /// Wait until the first list of batches is in.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Whether the first list is in.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Apply one watcher event.
+    pub fn apply(&self, event: &watcher::Event<KarmadaQuotaReservation>) {
+        match event {
+            watcher::Event::Init => {
+                let live: HashSet<u64> = lock(&self.view).live().collect();
+                *lock(&self.relisting) = Some(live);
+                lock(&self.unparsed).clear();
+            }
+            watcher::Event::InitApply(b) | watcher::Event::Apply(b) => {
+                if let Some(seen) = lock(&self.relisting).as_mut()
+                    && let Some(s) = batch_sequence(&b.name_any())
+                {
+                    seen.remove(&s);
+                }
+                self.insert_object(b);
+            }
+            watcher::Event::Delete(b) => {
+                let name = b.name_any();
+                lock(&self.unparsed).remove(&name);
+                if let Some(s) = batch_sequence(&name) {
+                    lock(&self.view).tombstone(s);
+                }
+            }
+            watcher::Event::InitDone => {
+                // What the re-list no longer holds was deleted meanwhile.
+                let gone = lock(&self.relisting).take().unwrap_or_default();
+                let mut view = lock(&self.view);
+                for s in gone {
+                    view.tombstone(s);
+                }
+                drop(view);
+                self.synced.send_replace(true);
+            }
+        }
+    }
+
+    /// Count a stored batch (one read after losing its number); one that does not parse
+    /// is remembered and refuses admissions ([`Self::check`]).
+    pub fn insert_object(&self, b: &KarmadaQuotaReservation) {
+        match parse_batch(b) {
+            Ok(parsed) => self.insert(&parsed),
+            Err(e) => {
+                let name = b.name_any();
+                tracing::error!(
+                    namespace = %self.namespace,
+                    batch = %clip(&name),
+                    error = %e,
+                    "reservation batch does not parse; refusing admissions until it is fixed or deleted"
+                );
+                lock(&self.unparsed).insert(name, e.to_string());
+            }
+        }
+    }
+
+    /// Count a batch (one this webhook created, or read after losing its number).
+    pub fn insert(&self, batch: &ParsedBatch) {
+        lock(&self.view).insert(batch);
+    }
+
+    /// The number the next batch must take.
+    pub fn next_sequence(&self) -> u64 {
+        lock(&self.view).next_sequence()
+    }
+
+    /// The newest number seen.
+    pub fn newest(&self) -> Option<u64> {
+        lock(&self.view).newest()
+    }
+
+    /// Refuse to decide while a batch cannot be counted.
+    pub fn check(&self) -> Result<()> {
+        match lock(&self.unparsed).first_key_value() {
+            Some((name, errors)) => Err(Error::InvalidBatch {
+                namespace: self.namespace.clone(),
+                name: name.clone(),
+                errors: errors.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Run `f` over the view (under its lock: keep it short).
+    pub fn with_view<T>(&self, f: impl FnOnce(&BatchView) -> T) -> T {
+        f(&lock(&self.view))
+    }
+
+    /// Forget the tombstones every quota they name has folded in `cache`'s view; returns
+    /// how many went.
+    pub fn settle(&self, cache: &QuotaCache) -> usize {
+        let fold = |key: &QuotaKey| -> Fold { cache.folded_through(key) };
+        lock(&self.view).settle(fold)
+    }
+
+    /// Whether the watch has failed since it last worked (for logs and tests).
+    pub fn watch_failing(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+}
+
+const RESTART_MIN: Duration = Duration::from_millis(500);
+const RESTART_MAX: Duration = Duration::from_secs(10);
+
+/// The batch watch, forever: a failure restarts it from a fresh list after a backoff.
+async fn run(ledger: Arc<Ledger>, api: kube::Api<KarmadaQuotaReservation>) {
+    let config = karmada_quota_shell::watch_cache::from_watch_cache().timeout(290);
+    let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX);
+    loop {
+        let mut events = std::pin::pin!(watcher(api.clone(), config.clone()));
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => {
+                    if matches!(event, watcher::Event::InitDone) {
+                        ledger.failed.store(false, Ordering::Relaxed);
+                        backoff.reset();
+                    }
+                    ledger.apply(&event);
+                }
+                Err(e) => {
+                    ledger.failed.store(true, Ordering::Relaxed);
+                    tracing::warn!(
+                        namespace = %ledger.namespace,
+                        error = %clip(&e.to_string()),
+                        retry_in = ?backoff.current(),
+                        "reservation batch watch failed; restarting it from a fresh list"
+                    );
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karmada_quota_crds::reservation_batch::{BatchEntry, BatchQuota, batch_object};
+    use karmada_quota_status::batch_store::FakeBatchStore;
+
+    fn entry(ns: &str, uid: &str) -> BatchEntry {
+        BatchEntry {
+            quota: BatchQuota {
+                namespace: Some(ns.into()),
+                name: "q".into(),
+            },
+            reservation: karmada_quota_crds::quota::Reservation {
+                reserved_by: karmada_quota_crds::quota::ReservedBy {
+                    name: format!("rb-{uid}"),
+                    uid: uid.into(),
+                    ..Default::default()
+                },
+                generation: 1,
+                reserved: [(
+                    "pods".to_string(),
+                    k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()),
+                )]
+                .into(),
+                expiration_time: karmada_quota_crds::convert::unix_to_time(100),
+            },
+        }
+    }
+
+    fn key(ns: &str) -> QuotaKey {
+        QuotaKey::Namespaced {
+            namespace: ns.into(),
+            name: "q".into(),
+        }
+    }
+
+    fn counted(l: &Ledger, ns: &str) -> Vec<String> {
+        l.with_view(|v| {
+            v.unfolded(&key(ns), None)
+                .map(|(_, e)| e.reserved_by.uid.clone())
+                .collect()
+        })
+    }
+
+    #[test]
+    fn a_relist_that_lost_a_batch_keeps_it_as_a_tombstone() {
+        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq");
+        let b1 = batch_object("kq", 1, vec![entry("a", "1")]);
+        let b2 = batch_object("kq", 2, vec![entry("a", "2")]);
+        for ev in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(b1.clone()),
+            watcher::Event::InitApply(b2.clone()),
+            watcher::Event::InitDone,
+        ] {
+            l.apply(&ev);
+        }
+        assert!(l.is_synced());
+        assert_eq!(l.next_sequence(), 3);
+        // The watch fails; batch 1 is deleted meanwhile; the re-list holds only 2.
+        for ev in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(b2),
+            watcher::Event::InitDone,
+        ] {
+            l.apply(&ev);
+        }
+        // Still counted (a tombstone) until the quota view shows the fold.
+        assert_eq!(counted(&l, "a"), ["1", "2"]);
+        assert_eq!(l.with_view(|v| v.live().collect::<Vec<_>>()), [2]);
+    }
+
+    #[test]
+    fn an_unparsable_batch_refuses_until_it_is_deleted() {
+        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq");
+        let mut bad = batch_object("kq", 1, vec![entry("a", "1")]);
+        bad.spec.entries[0].reservation.reserved.insert(
+            "pods".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("lots".into()),
+        );
+        l.apply(&watcher::Event::Apply(bad.clone()));
+        let err = l.check().unwrap_err().to_string();
+        assert!(err.contains("kqr-000000000001"), "{err}");
+        assert!(err.contains("kq"), "{err}");
+        l.apply(&watcher::Event::Delete(bad));
+        l.check().unwrap();
+    }
+}

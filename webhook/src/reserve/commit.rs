@@ -1,0 +1,240 @@
+//! Steps 1–4 of a batch when reservations go to batches (`--reservation-store=batches`,
+//! docs/design.md §5 "Reservation batches"): decide the open requests against the newest
+//! quota copies, each quota's entries completed with the batch entries its status does
+//! not account for yet ([`super::Inner::enforced`]); make the admitted entries durable by
+//! *creating* one `KarmadaQuotaReservation` numbered with the next sequence number; answer.
+//!
+//! - The create is the compare-and-swap: when another writer (a second replica) took the
+//!   number, the batch it wrote is read and counted, and the requests are decided again
+//!   against it under the next number (at most `max_attempts` rounds).
+//! - No request is allowed before the create succeeded; a refused request writes nothing
+//!   (its entry is never in a created batch), so nothing is rolled back.
+//! - A create whose outcome is unknown (an API error, the deadline) fails its requests;
+//!   if it was stored after all, its entries count (toward nothing that was admitted)
+//!   until the controller drops them at their expiration, as a failed rollback's do
+//!   today. The next batch then finds the number taken and counts it.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch_selected};
+use karmada_quota_crds::reservation_batch::{ParsedBatch, batch_entry, batch_name, batch_object};
+use karmada_quota_status::StoreError;
+use tokio::time::Instant;
+use tracing::Span;
+use tracing::field::Empty;
+
+use super::batch::Slot;
+use super::newest::invalid_covering;
+use super::{Inner, ttl_secs};
+use crate::ledger::Ledger;
+use crate::{Error, Result};
+
+/// How often a request waits for the batch watch to catch up after its number was taken
+/// by a batch already deleted.
+const CATCH_UP_POLL: Duration = Duration::from_millis(10);
+
+impl Inner {
+    /// Decide and commit `slots` (every one is answered).
+    #[tracing::instrument(name = "batch_commit", skip_all, fields(batch = Empty, attempts = Empty))]
+    pub(super) async fn commit(&self, ledger: &Ledger, group: &str, mut slots: Vec<Slot>) {
+        let attempts = self.config.max_attempts.max(1);
+        for attempt in 1..=attempts {
+            Span::current().record("attempts", attempt);
+            if attempt > 1 {
+                self.metrics.retries.inc();
+            }
+            let now = Instant::now();
+            for s in &mut slots {
+                if s.open() && s.deadline <= now {
+                    s.answer(Err(Error::Timeout));
+                }
+                s.written.clear();
+            }
+            let Some(deadline) = slots.iter().filter(|s| s.open()).map(|s| s.deadline).max() else {
+                return;
+            };
+            if let Err(e) = self.plan(ledger, group, &mut slots) {
+                fail_open(&mut slots, || clone_error(&e));
+                return;
+            }
+            let planned: Vec<usize> = (0..slots.len())
+                .filter(|&i| slots[i].open() && slots[i].failed.is_none())
+                .collect();
+            let entries: Vec<_> = planned
+                .iter()
+                .flat_map(|&i| slots[i].written.iter())
+                .map(|(key, r)| batch_entry(key, r))
+                .collect();
+            if entries.is_empty() {
+                answer_planned(&mut slots);
+                return;
+            }
+            let sequence = ledger.next_sequence();
+            let name = batch_name(sequence);
+            Span::current().record("batch", name.as_str());
+            let batch = batch_object(ledger.namespace(), sequence, entries);
+            match tokio::time::timeout_at(deadline, ledger.store().create(&batch)).await {
+                Ok(Ok(_)) => {
+                    self.metrics.batch_create("ok");
+                    ledger.insert(&ParsedBatch {
+                        sequence,
+                        entries: planned
+                            .iter()
+                            .flat_map(|&i| slots[i].written.iter().cloned())
+                            .collect(),
+                    });
+                    tracing::debug!(batch = %name, requests = planned.len(), "reservation batch created");
+                    answer_planned(&mut slots);
+                    return;
+                }
+                Ok(Err(StoreError::Conflict)) => {
+                    self.metrics.batch_create("conflict");
+                    self.metrics.conflicts.inc();
+                    if let Err(e) = self.count_taken(ledger, &name, sequence, deadline).await {
+                        fail_open(&mut slots, || clone_error(&e));
+                        return;
+                    }
+                }
+                Ok(Err(source)) => {
+                    self.metrics.batch_create("error");
+                    tracing::warn!(batch = %name, error = %source, "reservation batch create failed");
+                    fail_open(&mut slots, || Error::Batch {
+                        namespace: ledger.namespace().to_owned(),
+                        name: name.clone(),
+                        source: source.clone(),
+                    });
+                    return;
+                }
+                Err(_) => {
+                    self.metrics.batch_create("timeout");
+                    fail_open(&mut slots, || Error::Timeout);
+                    return;
+                }
+            }
+        }
+        fail_open(&mut slots, || Error::BatchContended {
+            namespace: ledger.namespace().to_owned(),
+            attempts,
+        });
+    }
+
+    /// Steps 1–2: decide every open request; an admitted one gets its entries in
+    /// `written`, a refused one its answer.
+    fn plan(&self, ledger: &Ledger, group: &str, slots: &mut [Slot]) -> Result<()> {
+        ledger.settle(&self.cache);
+        let namespaces: BTreeSet<String> = slots
+            .iter()
+            .filter(|s| s.open())
+            .map(|s| s.request.namespace.clone())
+            .collect();
+        let copies = self.newest_copies(group, &namespaces, &HashSet::new());
+        let labels = self.labels(namespaces.iter().map(String::as_str));
+        for s in slots.iter_mut() {
+            if s.open()
+                && let Some(e) = invalid_covering(&copies, &s.request.namespace, &labels)
+            {
+                s.answer(Err(e));
+            }
+        }
+        let mut states = self.enforced(&copies)?;
+        let now = (self.clock)();
+        let (ttl, max) = (
+            ttl_secs(self.config.reservation_ttl),
+            self.config.max_reservations,
+        );
+        let open: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].open()).collect();
+        let decisions = {
+            let reqs: Vec<AdmissionRequest<'_>> = open
+                .iter()
+                .map(|&i| slots[i].request.as_core(now, ttl, max))
+                .collect();
+            decide_batch_selected(&mut states, &reqs, |ns| labels.get(ns))
+        };
+        for (&i, decision) in open.iter().zip(decisions) {
+            match decision {
+                Decision::Deny(d) => slots[i].answer(Ok(Decision::Deny(d))),
+                Decision::Allow(entries) => slots[i].written = entries,
+            }
+        }
+        Ok(())
+    }
+
+    /// The number `sequence` was taken: count the batch that took it. When it is already
+    /// gone (folded and deleted while this view lagged), wait for the batch watch to show
+    /// it — its create and delete, so its entries stay counted until the quotas' fold
+    /// is in view — until `deadline`.
+    async fn count_taken(
+        &self,
+        ledger: &Ledger,
+        name: &str,
+        sequence: u64,
+        deadline: Instant,
+    ) -> Result<()> {
+        match ledger.store().get(name).await {
+            Ok(batch) => {
+                ledger.insert_object(&batch);
+                ledger.check()
+            }
+            Err(StoreError::NotFound) => {
+                while ledger.newest() < Some(sequence) {
+                    if Instant::now() + CATCH_UP_POLL > deadline {
+                        return Err(Error::Timeout);
+                    }
+                    tokio::time::sleep(CATCH_UP_POLL).await;
+                }
+                Ok(())
+            }
+            Err(source) => Err(Error::Batch {
+                namespace: ledger.namespace().to_owned(),
+                name: name.to_owned(),
+                source,
+            }),
+        }
+    }
+}
+
+/// Answer every open, planned request with its admission.
+fn answer_planned(slots: &mut [Slot]) {
+    for s in slots {
+        if s.open() {
+            let written = std::mem::take(&mut s.written);
+            s.answer(Ok(Decision::Allow(written)));
+        }
+    }
+}
+
+/// Answer every open request with `error()`.
+fn fail_open(slots: &mut [Slot], error: impl Fn() -> Error) {
+    for s in slots {
+        if s.open() {
+            s.answer(Err(error()));
+        }
+    }
+}
+
+/// The errors a commit fails a whole batch with, one per request.
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::InvalidBatch {
+            namespace,
+            name,
+            errors,
+        } => Error::InvalidBatch {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            errors: errors.clone(),
+        },
+        Error::Batch {
+            namespace,
+            name,
+            source,
+        } => Error::Batch {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source: source.clone(),
+        },
+        Error::Timeout => Error::Timeout,
+        other => Error::WorkerGone(other.to_string()),
+    }
+}

@@ -1,0 +1,278 @@
+//! The batcher with reservation batches (`--reservation-store=batches`): one batch object
+//! per decision across namespaces, the create as the compare-and-swap between replicas,
+//! the fold and the tombstones, failures that allow nothing.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::future::join_all;
+use karmada_quota_core::decision::Decision;
+use karmada_quota_core::usage::BindingCharge;
+use karmada_quota_crds::ResourceBinding;
+use karmada_quota_crds::reservation_batch::{KarmadaQuotaReservation, parse_batch};
+use karmada_quota_status::batch_store::FakeBatchStore;
+use tokio::time::Instant;
+
+use super::*;
+use crate::ledger::Ledger;
+use crate::reserve::BindingRequest;
+
+const BATCH_NS: &str = "kq-system";
+
+/// A CREATE of `cpu` in `namespace`, charged by core.
+fn request(namespace: &str, name: &str, cpu: &str) -> BindingRequest {
+    let rb: ResourceBinding =
+        serde_json::from_value(mk_binding(name, &format!("uid-{name}"), 1, 1, cpu, "")).unwrap();
+    BindingRequest {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        uid: format!("uid-{namespace}-{name}"),
+        generation: 1,
+        old: None,
+        new: BindingCharge::compute(&rb.spec, Some("count/deployments.apps")),
+    }
+}
+
+/// `quota` moved to `namespace`.
+fn in_ns(mut q: KarmadaQuota, namespace: &str) -> KarmadaQuota {
+    q.metadata.namespace = Some(namespace.to_owned());
+    q
+}
+
+/// A harness whose batcher reserves in batches of `batches` (its own ledger).
+fn harness(quotas: &[KarmadaQuota], batches: &Arc<FakeBatchStore>) -> (Harness, Arc<Ledger>) {
+    let mut h = Harness::new(quotas);
+    let (batcher, ledger) = replica(&h, batches);
+    h.state.batcher = batcher;
+    (h, ledger)
+}
+
+/// Another webhook replica over the same cache and the same batch store (its own view).
+fn replica(h: &Harness, batches: &Arc<FakeBatchStore>) -> (Batcher, Arc<Ledger>) {
+    let ledger = Ledger::new(batches.clone(), BATCH_NS);
+    ledger.apply(&Event::Init);
+    ledger.apply(&Event::InitDone);
+    let no_cluster_quotas: &[karmada_quota_crds::KarmadaClusterQuota] = &[];
+    let batcher = Batcher::with_stores(
+        h.store.clone(),
+        FakeStore::with(no_cluster_quotas),
+        h.state.cache.clone(),
+        Arc::new(Metrics::default()),
+        BatcherConfig::default(),
+        clock,
+    )
+    .with_ledger(ledger.clone());
+    (batcher, ledger)
+}
+
+async fn submit(b: &Batcher, req: BindingRequest) -> crate::Result<Decision> {
+    b.submit(req, Instant::now() + Duration::from_secs(2)).await
+}
+
+/// Entries in the stored batches, per quota namespace.
+fn stored_entries(batches: &FakeBatchStore, namespace: &str) -> usize {
+    batches
+        .all()
+        .iter()
+        .map(|b| parse_batch(b).unwrap())
+        .flat_map(|b| b.entries)
+        .filter(|(k, _)| k.namespace() == Some(namespace))
+        .count()
+}
+
+/// The cache sees `q` as the controller wrote it.
+fn cache_sees(h: &Harness, q: &KarmadaQuota) {
+    let v = serde_json::to_value(q).unwrap();
+    h.writer
+        .lock()
+        .unwrap()
+        .apply_watcher_event(&Event::Apply(CachedQuota::from_value(v).unwrap()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_replicas_sharing_the_batches_admit_exactly_the_limit_and_write_no_status() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let (h, _) = harness(
+        &[mk_quota(
+            "compute",
+            &[("requests.cpu", "20")],
+            &[("requests.cpu", "0")],
+        )],
+        &batches,
+    );
+    let (other, _) = replica(&h, &batches);
+    let decisions = join_all((0..50).map(|i| {
+        let b = if i % 2 == 0 { &h.state.batcher } else { &other };
+        async move {
+            tokio::time::sleep(Duration::from_millis(i / 3)).await;
+            submit(b, request(NS, &format!("rb-{i}"), "1")).await
+        }
+    }))
+    .await;
+    let errors: Vec<_> = decisions.iter().filter_map(|d| d.as_ref().err()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let allowed = decisions
+        .iter()
+        .flatten()
+        .filter(|d| d.is_allowed())
+        .count();
+    assert_eq!(allowed, 20);
+    assert_eq!(stored_entries(&batches, NS), 20, "one entry per admission");
+    assert!(
+        batches.conflicts.load(Ordering::SeqCst) > 0,
+        "the replicas raced for numbers: the test must exercise the compare-and-swap"
+    );
+    assert_eq!(
+        h.store.writes.load(Ordering::SeqCst),
+        0,
+        "no quota status is written"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_of_sixteen_namespaces_share_batches() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let quotas: Vec<_> = (0..16)
+        .map(|i| {
+            in_ns(
+                mk_quota("q", &[("requests.cpu", "100")], &[("requests.cpu", "0")]),
+                &format!("ns-{i}"),
+            )
+        })
+        .collect();
+    let (h, _) = harness(&quotas, &batches);
+    let decisions = join_all((0..64).map(|i| {
+        let h = &h;
+        async move {
+            submit(
+                &h.state.batcher,
+                request(&format!("ns-{}", i % 16), &format!("rb-{i}"), "1"),
+            )
+            .await
+        }
+    }))
+    .await;
+    assert!(
+        decisions
+            .iter()
+            .all(|d| matches!(d, Ok(d) if d.is_allowed()))
+    );
+    let created = batches.creates.load(Ordering::SeqCst);
+    assert!(
+        created < 16,
+        "{created} batches for 64 admissions of 16 namespaces: not shared"
+    );
+    for i in 0..16 {
+        assert_eq!(stored_entries(&batches, &format!("ns-{i}")), 4);
+    }
+}
+
+#[tokio::test]
+async fn a_folded_batch_counts_once_and_a_deleted_one_counts_until_its_fold_is_in_view() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let quota = mk_quota(
+        "compute",
+        &[("requests.cpu", "20")],
+        &[("requests.cpu", "0")],
+    );
+    let (h, ledger) = harness(std::slice::from_ref(&quota), &batches);
+    let b = &h.state.batcher;
+    assert!(
+        submit(b, request(NS, "a", "15"))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    // Pending in batch 1: 15 of 20.
+    assert!(
+        !submit(b, request(NS, "b", "10"))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    // A second batch, so that the controller may delete the first.
+    assert!(submit(b, request(NS, "c", "1")).await.unwrap().is_allowed());
+    // The controller deletes batch 1 before this webhook's quota view shows its fold:
+    // the tombstone still counts it.
+    let first: KarmadaQuotaReservation = batches.all().remove(0);
+    ledger.apply(&Event::Delete(first));
+    assert!(!submit(b, request(NS, "d", "5")).await.unwrap().is_allowed());
+    // The fold arrives: a's 15 in used, foldedThrough 1; batch 2's 1 still pending.
+    let mut folded = quota.clone();
+    folded.metadata.resource_version = Some("2".into());
+    let st = folded.status.as_mut().unwrap();
+    st.used = list(&[("requests.cpu", "15")]);
+    st.folded_through = Some(1);
+    cache_sees(&h, &folded);
+    // 15 + 1 + 4 = 20 fits; counted twice it would not.
+    assert!(submit(b, request(NS, "e", "4")).await.unwrap().is_allowed());
+    assert!(!submit(b, request(NS, "f", "1")).await.unwrap().is_allowed());
+    assert_eq!(
+        ledger.with_view(|v| v.len()),
+        2,
+        "the settled tombstone is gone, batches 2 and 3 held"
+    );
+}
+
+#[tokio::test]
+async fn a_create_that_fails_allows_nothing_and_a_stored_one_is_counted_later() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let (h, _) = harness(
+        &[mk_quota(
+            "compute",
+            &[("requests.cpu", "10")],
+            &[("requests.cpu", "0")],
+        )],
+        &batches,
+    );
+    let b = &h.state.batcher;
+    batches.fail.store(true, Ordering::SeqCst);
+    let err = submit(b, request(NS, "a", "6"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("KarmadaQuotaReservation kq-system/kqr-000000000001"),
+        "{err}"
+    );
+    batches.fail.store(false, Ordering::SeqCst);
+    // Stored, but the answer is lost: the request fails; its entry is counted from then on.
+    batches.fail_after_store.store(true, Ordering::SeqCst);
+    assert!(submit(b, request(NS, "b", "6")).await.is_err());
+    batches.fail_after_store.store(false, Ordering::SeqCst);
+    let d = submit(b, request(NS, "c", "6")).await.unwrap();
+    assert!(!d.is_allowed(), "b's stored entry (6 of 10) must count");
+    assert!(submit(b, request(NS, "d", "4")).await.unwrap().is_allowed());
+    assert_eq!(stored_entries(&batches, NS), 2);
+}
+
+#[tokio::test]
+async fn a_batch_that_does_not_parse_refuses_every_admission_naming_it() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let (h, ledger) = harness(
+        &[mk_quota(
+            "compute",
+            &[("requests.cpu", "10")],
+            &[("requests.cpu", "0")],
+        )],
+        &batches,
+    );
+    let mut bad = KarmadaQuotaReservation::new("kqr-7", Default::default());
+    bad.metadata.namespace = Some(BATCH_NS.into());
+    ledger.apply(&Event::Apply(bad.clone()));
+    let err = submit(&h.state.batcher, request(NS, "a", "1"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("kqr-7") && err.contains("fix or delete it"),
+        "{err}"
+    );
+    ledger.apply(&Event::Delete(bad));
+    assert!(
+        submit(&h.state.batcher, request(NS, "a", "1"))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+}
