@@ -790,25 +790,53 @@ const CONCURRENT_LIMIT: usize = 50;
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn concurrent_creates_admit_exactly_the_limit_with_one_webhook() -> Result<()> {
-    concurrent_creates("concurrent_creates_one_webhook", 1).await
+    concurrent_creates("concurrent_creates_one_webhook", 1, Store::Status).await
+}
+
+/// The same race with `--reservation-store=batches`: the two replicas compete for batch
+/// numbers (the create is the compare-and-swap) instead of the quota's resourceVersion.
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn concurrent_creates_admit_exactly_the_limit_with_two_webhooks_writing_batches() -> Result<()>
+{
+    concurrent_creates("concurrent_creates_batches", 2, Store::Batches).await
+}
+
+/// Where the webhooks under test make reservations durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Store {
+    /// The quota's status.reservations (the default).
+    Status,
+    /// KarmadaQuotaReservation batches in a namespace of the test's own.
+    Batches,
 }
 
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn concurrent_creates_admit_exactly_the_limit_with_two_webhooks_behind_a_proxy() -> Result<()>
 {
-    concurrent_creates("concurrent_creates_two_webhooks", 2).await
+    concurrent_creates("concurrent_creates_two_webhooks", 2, Store::Status).await
 }
 
 /// 200 creates of 1-cpu bindings, 32 at a time, against requests.cpu=50 through
 /// `replicas` webhook processes (two: behind a round-robin TCP proxy, one URL).
-async fn concurrent_creates(test: &str, replicas: usize) -> Result<()> {
+async fn concurrent_creates(test: &str, replicas: usize, store: Store) -> Result<()> {
     let env = Env::get().await?;
     let c = &env.client()?;
     let ns = TestNs::new(c, test).await?;
+    let batch_ns = match store {
+        Store::Status => None,
+        Store::Batches => Some(TestNs::new(c, &format!("{test}-kq")).await?),
+    };
     let mut webhooks = Vec::new();
     for _ in 0..replicas {
-        webhooks.push(Webhook::start(env).await?);
+        let mut builder = Webhook::builder();
+        if let Some(b) = &batch_ns {
+            builder = builder
+                .arg("--reservation-store=batches")
+                .arg(format!("--reservation-namespace={}", b.name()));
+        }
+        webhooks.push(builder.start(env).await?);
     }
     let proxy = if replicas > 1 {
         Some(TcpProxy::round_robin(webhooks.iter().map(Webhook::addr).collect()).await?)
@@ -903,15 +931,41 @@ async fn concurrent_creates(test: &str, replicas: usize) -> Result<()> {
     let stored = bindings(c, ns.name()).list(&ListParams::default()).await?;
     assert_eq!(stored.items.len(), CONCURRENT_LIMIT, "bindings stored");
     let usage = quota_usage(c, ns.name(), "q").await?;
-    assert_eq!(usage.effective_of("requests.cpu"), CONCURRENT_LIMIT as i128);
-    assert_eq!(usage.reservations.len(), CONCURRENT_LIMIT);
-    for rb in &admitted {
-        let uid = rb.uid().context("no uid")?;
-        ensure!(
-            usage.reservation_of(&uid).is_some(),
-            "{} has no reservation",
-            rb.name_any()
-        );
+    match &batch_ns {
+        None => {
+            assert_eq!(usage.effective_of("requests.cpu"), CONCURRENT_LIMIT as i128);
+            assert_eq!(usage.reservations.len(), CONCURRENT_LIMIT);
+            for rb in &admitted {
+                let uid = rb.uid().context("no uid")?;
+                ensure!(
+                    usage.reservation_of(&uid).is_some(),
+                    "{} has no reservation",
+                    rb.name_any()
+                );
+            }
+        }
+        Some(b) => {
+            ensure!(
+                usage.reservations.is_empty(),
+                "the webhooks wrote the quota's status: {:?}",
+                usage.reservations
+            );
+            let entries = batch_entries(c, b.name(), ns.name()).await?;
+            step(&format!(
+                "[Get] {} entries for q in the batches of {}",
+                entries.len(),
+                b.name()
+            ));
+            assert_eq!(entries.len(), CONCURRENT_LIMIT, "one entry per admission");
+            for rb in &admitted {
+                let uid = rb.uid().context("no uid")?;
+                ensure!(
+                    entries.contains(&uid),
+                    "{} has no entry in a batch",
+                    rb.name_any()
+                );
+            }
+        }
     }
 
     if let Some(proxy) = &proxy {
@@ -937,7 +991,30 @@ async fn concurrent_creates(test: &str, replicas: usize) -> Result<()> {
 
     registration.cleanup().await?;
     ns.delete(c).await?;
+    if let Some(b) = batch_ns {
+        b.delete(c).await?;
+    }
     Ok(())
+}
+
+/// The binding uids of the entries charged to a KarmadaQuota of `quota_ns` in the
+/// reservation batches of `batch_ns`.
+async fn batch_entries(c: &Client, batch_ns: &str, quota_ns: &str) -> Result<Vec<String>> {
+    use karmada_quota_crds::KarmadaQuotaReservation;
+    use karmada_quota_crds::reservation_batch::parse_batch;
+    let api: Api<KarmadaQuotaReservation> = Api::namespaced(c.clone(), batch_ns);
+    let mut out = Vec::new();
+    for b in api.list(&ListParams::default()).await? {
+        let parsed = parse_batch(&b).map_err(|e| anyhow!("{}: {e}", b.name_any()))?;
+        out.extend(
+            parsed
+                .entries
+                .into_iter()
+                .filter(|(k, _)| k.namespace() == Some(quota_ns))
+                .map(|(_, r)| r.reserved_by.uid),
+        );
+    }
+    Ok(out)
 }
 
 async fn decisions_of(hooks: &[&Webhook]) -> Result<Vec<u64>> {

@@ -89,7 +89,8 @@ impl Metrics {
         );
         reg.register(
             "status_write_conflicts",
-            "KarmadaQuota status replaces refused with 409 Conflict",
+            "KarmadaQuota status replaces refused with 409 Conflict (and, with \
+             --reservation-store=batches, batch creates that found their number taken)",
             m.conflicts.clone(),
         );
         reg.register(
