@@ -112,16 +112,18 @@ start_webhook() {
     log "$name: https://127.0.0.1:$WEBHOOK_PORT (admin :$WEBHOOK_ADMIN)"
 }
 
-# start_controller NAME: sets CONTROLLER_ADMIN.
+# start_controller NAME [flags…]: sets CONTROLLER_ADMIN.
 start_controller() {
+    local name=$1
+    shift
     CONTROLLER_ADMIN=$(free_port)
     "$BIN/karmada-quota-controller" --kubeconfig "$KUBECONFIG" \
         --admin-listen "127.0.0.1:$CONTROLLER_ADMIN" --no-leader-election \
-        --log warn >"$LOGS/$1.log" 2>&1 &
+        --log warn "$@" >"$LOGS/$name.log" 2>&1 &
     CONTROLLER_PID=$!
     PIDS+=("$CONTROLLER_PID")
-    wait_http_200 "$CONTROLLER_ADMIN" /readyz "$1"
-    log "$1: admin :$CONTROLLER_ADMIN"
+    wait_http_200 "$CONTROLLER_ADMIN" /readyz "$name"
+    log "$name: admin :$CONTROLLER_ADMIN"
 }
 
 # The manifest's configuration for every namespace (no namespaceSelector), as deployed.
@@ -226,6 +228,7 @@ metrics_json() {
         --histogram batch=kq_webhook_batch_size \
         --histogram decision_s=kq_webhook_decision_duration_seconds \
         --counter writes_ok='kq_webhook_status_writes_total|result="ok"' \
+        --counter batches_ok='kq_webhook_reservation_batch_creates_total|result="ok"' \
         --counter conflicts=kq_webhook_status_write_conflicts_total)
     api=$("$KQ_BENCH" metrics-delta --before "$b/apiserver.prom" --after "$a/apiserver.prom" \
         --histogram admission_s='apiserver_admission_webhook_admission_duration_seconds|name="resourcebindings.quota.karmada.io"|operation="CREATE"' \
