@@ -338,8 +338,23 @@ impl Inner {
             for state in &mut states {
                 let key = state.key();
                 let folded = copies.get(&key).and_then(copy::QuotaCopy::folded_through);
+                // Upsert by (uid, generation) — the same admission retried counts once —
+                // in linear time: a quota can hold thousands of pending entries.
+                let mut at: HashMap<(String, i64), usize> = state
+                    .reservations
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| ((e.reserved_by.uid.clone(), e.generation), i))
+                    .collect();
                 for (_, entry) in view.unfolded(&key, folded) {
-                    karmada_quota_core::ledger::upsert(&mut state.reservations, entry.clone());
+                    let id = (entry.reserved_by.uid.clone(), entry.generation);
+                    match at.get(&id) {
+                        Some(&i) => state.reservations[i] = entry.clone(),
+                        None => {
+                            at.insert(id, state.reservations.len());
+                            state.reservations.push(entry.clone());
+                        }
+                    }
                 }
             }
         });

@@ -276,3 +276,35 @@ async fn a_batch_that_does_not_parse_refuses_every_admission_naming_it() {
             .is_allowed()
     );
 }
+
+#[tokio::test]
+async fn an_admission_in_a_status_and_in_a_batch_counts_once() {
+    let batches = Arc::new(FakeBatchStore::new());
+    // A status-mode replica admitted a (4 cpu) before the switch: its entry is in status.
+    let mut quota = mk_quota(
+        "compute",
+        &[("requests.cpu", "10")],
+        &[("requests.cpu", "0")],
+    );
+    let a = request(NS, "a", "4");
+    let entry = karmada_quota_core::quota::Reservation {
+        reserved_by: karmada_quota_core::quota::ReservedBy {
+            api_version: "work.karmada.io/v1alpha2".into(),
+            kind: "ResourceBinding".into(),
+            namespace: String::new(),
+            name: a.name.clone(),
+            uid: a.uid.clone(),
+        },
+        generation: 1,
+        reserved: ResourceList::parse_map([("requests.cpu", "4")]).unwrap(),
+        expiration_time: NOW + 60,
+    };
+    karmada_quota_status::entries::add(quota.status.as_mut().unwrap(), [&entry]);
+    let (h, _) = harness(&[quota], &batches);
+    let b = &h.state.batcher;
+    // The apiserver retries a's CREATE against a batch-mode replica: charged again in a
+    // batch, but the same (uid, generation) counts once.
+    assert!(submit(b, a).await.unwrap().is_allowed());
+    assert!(submit(b, request(NS, "b", "6")).await.unwrap().is_allowed());
+    assert!(!submit(b, request(NS, "c", "1")).await.unwrap().is_allowed());
+}
