@@ -194,11 +194,11 @@ impl Ledger {
         f(&lock(&self.view))
     }
 
-    /// Forget the tombstones every quota they name has folded in `cache`'s view; returns
-    /// how many went.
-    pub fn settle(&self, cache: &QuotaCache) -> usize {
+    /// Forget the tombstones every quota they name has folded in `cache`'s view at `now`
+    /// (Unix seconds); returns how many went.
+    pub fn settle(&self, cache: &QuotaCache, now: i64) -> usize {
         let fold = |key: &QuotaKey| -> Fold { cache.folded_through(key) };
-        lock(&self.view).settle(fold)
+        lock(&self.view).settle(fold, now)
     }
 
     /// Whether the watch has failed since it last worked (for logs and tests).

@@ -122,7 +122,7 @@ impl Inner {
     /// Steps 1–2: decide every open request; an admitted one gets its entries in
     /// `written`, a refused one its answer.
     fn plan(&self, ledger: &Ledger, group: &str, slots: &mut [Slot]) -> Result<()> {
-        ledger.settle(&self.cache);
+        ledger.settle(&self.cache, (self.clock)());
         let namespaces: BTreeSet<String> = slots
             .iter()
             .filter(|s| s.open())
