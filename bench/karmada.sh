@@ -33,6 +33,8 @@
 #   BENCH_TIMEOUT          seconds one round may take before it counts as failed (default 600)
 #   BENCH_DIR              work directory (default target/bench-karmada)
 #   BIN_DIR                the project's binaries to run (default: release build, made here)
+#   RESERVATION_STORE      status | batches: the project's --reservation-store (default status;
+#                          batches live in the namespace kq-bench-batches)
 #
 # Results: one JSON line per round in $BENCH_DIR/results.jsonl and a Markdown table on
 # stdout (paste it into bench/RESULTS.md with the machine and the command). Everything
@@ -52,6 +54,8 @@ THROTTLE=${BENCH_THROTTLE:-both}
 read -r -a MODES <<<"${BENCH_MODES:-none project karmada-frq}"
 TIMEOUT=${BENCH_TIMEOUT:-600}
 WORK=${BENCH_DIR:-$root/target/bench-karmada}
+RESERVATION_STORE=${RESERVATION_STORE:-status}
+STORE_FLAGS=(--reservation-store "$RESERVATION_STORE" --reservation-namespace kq-bench-batches)
 BIN=${BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}
 RESULTS=$WORK/results.jsonl
 KDIR=$WORK/karmada
@@ -150,7 +154,7 @@ start_webhook() {
     WEBHOOK_ADMIN=$(free_port)
     "$BIN/karmada-quota-webhook" --listen "127.0.0.1:$WEBHOOK_PORT" --admin-listen "127.0.0.1:$WEBHOOK_ADMIN" \
         --kubeconfig "$KDIR/kubeconfig-0" --tls-cert-file "$TLS/tls.pem" --tls-private-key-file "$TLS/tls.key" \
-        --log warn >"$LOGS/webhook-$1.log" 2>&1 &
+        --log warn "${STORE_FLAGS[@]}" >"$LOGS/webhook-$1.log" 2>&1 &
     WEBHOOK_PID=$!
     PIDS+=("$WEBHOOK_PID")
     wait_200 "http://127.0.0.1:$WEBHOOK_ADMIN/readyz" webhook
@@ -158,7 +162,7 @@ start_webhook() {
 start_controller() {
     CONTROLLER_ADMIN=$(free_port)
     "$BIN/karmada-quota-controller" --kubeconfig "$KDIR/kubeconfig-0" --admin-listen "127.0.0.1:$CONTROLLER_ADMIN" \
-        --dashboard-listen "127.0.0.1:$(free_port)" --no-leader-election --log warn \
+        --dashboard-listen "127.0.0.1:$(free_port)" --no-leader-election --log warn "${STORE_FLAGS[@]}" \
         >>"$LOGS/controller-$1.log" 2>&1 &
     CONTROLLER_PID=$!
     PIDS+=("$CONTROLLER_PID")
@@ -338,6 +342,7 @@ run_round() { # throttle round mode
 make_certs
 for throttle in "${throttles[@]}"; do
     start_karmada "$throttle"
+    k 0 create namespace kq-bench-batches >/dev/null
     start_webhook "$throttle"
     for round in $(seq 1 "$ROUNDS"); do
         # Alternate the order round by round, so that no mode always runs first.
@@ -364,7 +369,7 @@ jq -rs '
 jq -rs '
   def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   "",
-  "Medians over rounds of the ratio to none (same round):",
+  "Medians over rounds of the ratio to none (same round); the project'"'"'s reservation store: '"$RESERVATION_STORE"'",
   (group_by(.throttle)[] as $t
    | ($t | group_by(.round) | map((map(select(.mode == "none")) | first) as $none
         | map({mode, s: (.seconds / $none.seconds), c: (.apiserver_cpu_s_per_binding / $none.apiserver_cpu_s_per_binding)})) | flatten) as $rs
