@@ -65,13 +65,15 @@ pub fn shadow(cq: &KarmadaClusterQuota) -> KarmadaQuota {
     }
 }
 
-/// Compute `cq` over the namespaces of `labels` its selector matches.
+/// Compute `cq` over the namespaces of `labels` its selector matches, with the batch
+/// entries its stored status does not account for yet (`unfolded`, batches mode).
 pub fn compute(
     cq: &KarmadaClusterQuota,
     labels: &[(String, Labels)],
     index: &Index,
     members: &MemberRegistry,
     now: i64,
+    unfolded: Option<&desired::Unfolded>,
 ) -> ClusterComputed {
     let shadow = shadow(cq);
     let (selector, spec) = match validate_cluster_spec(cq) {
@@ -94,7 +96,7 @@ pub fn compute(
     // The entries of a cluster quota name their namespace; none falls back to "".
     let mut lookup = vec![String::new()];
     lookup.extend(selected.iter().cloned());
-    let computed = desired::compute_over(&shadow, spec, &lookup, index, &observed, now);
+    let computed = desired::compute_over(&shadow, spec, &lookup, index, &observed, now, unfolded);
     ClusterComputed {
         computed,
         namespaces: rows,
@@ -186,6 +188,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         assert_eq!(used_of(&c), "pods=5,requests.cpu=5");
         let rows: Vec<(String, String)> = c
@@ -220,6 +223,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         assert_eq!(used_of(&before), "requests.cpu=5");
         // b joins business a, a-prod leaves it.
@@ -229,6 +233,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         assert_eq!(used_of(&after), "requests.cpu=7");
         let names: Vec<&str> = after.namespaces.iter().map(|(n, _)| n.as_str()).collect();
@@ -259,6 +264,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         let Computed::Valid { view, .. } = &c.computed else {
             panic!("valid")
@@ -292,6 +298,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         let st = desired_status(&q, &c, &BTreeMap::new(), jiff::Timestamp::now()).unwrap();
         assert_eq!(st.namespaces[0].name, "a-dev");
