@@ -398,4 +398,6 @@ pub(crate) async fn publish(
 }
 
 #[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
 mod tests;

@@ -247,3 +247,25 @@ pub fn business_quota(hard: &[(&str, &str)]) -> karmada_quota_crds::KarmadaClust
     q.metadata.generation = Some(1);
     q
 }
+
+/// A reservation batch as the batch watch reads it (a dynamic object).
+pub fn batch_dynamic(
+    batch: &karmada_quota_crds::KarmadaQuotaReservation,
+) -> kube::api::DynamicObject {
+    let mut v = serde_json::to_value(batch).expect("a batch serializes");
+    v["apiVersion"] = "quota.karmada.io/v1alpha1".into();
+    v["kind"] = "KarmadaQuotaReservation".into();
+    serde_json::from_value(v).expect("a batch is an object")
+}
+
+/// The batches held once the batch watch listed `objects`.
+pub fn batches_listing(objects: &[kube::api::DynamicObject]) -> crate::batches::Batches {
+    use kube::runtime::watcher::Event;
+    let b = crate::batches::Batches::new(std::sync::Arc::default());
+    b.apply(&Event::Init);
+    for o in objects {
+        b.apply(&Event::InitApply(o.clone()));
+    }
+    b.apply(&Event::InitDone);
+    b
+}

@@ -52,12 +52,7 @@ fn batch(sequence: u64, entries: &[(&str, &str)]) -> karmada_quota_crds::Karmada
     )
 }
 
-fn dynamic(b: &karmada_quota_crds::KarmadaQuotaReservation) -> DynamicObject {
-    let mut v = serde_json::to_value(b).unwrap();
-    v["apiVersion"] = "quota.karmada.io/v1alpha1".into();
-    v["kind"] = "KarmadaQuotaReservation".into();
-    serde_json::from_value(v).unwrap()
-}
+use crate::testutil::batch_dynamic as dynamic;
 
 /// A batch named `name` whose spec is `spec` (what a hand edit could leave).
 fn raw(name: &str, spec: serde_json::Value) -> DynamicObject {
@@ -76,11 +71,9 @@ fn held() -> Batches {
 
 /// `batches` listed from `objects`, and `store` holding them.
 fn listed(objects: &[DynamicObject]) -> (Batches, FakeBatchStore) {
-    let b = held();
+    let b = crate::testutil::batches_listing(objects);
     let store = FakeBatchStore::new();
-    b.apply(&Event::Init);
     for o in objects {
-        b.apply(&Event::InitApply(o.clone()));
         let typed: karmada_quota_crds::KarmadaQuotaReservation =
             serde_json::from_value(serde_json::to_value(o).unwrap()).unwrap_or_else(|_| {
                 karmada_quota_crds::KarmadaQuotaReservation {
@@ -90,7 +83,6 @@ fn listed(objects: &[DynamicObject]) -> (Batches, FakeBatchStore) {
             });
         store.put(typed);
     }
-    b.apply(&Event::InitDone);
     (b, store)
 }
 
