@@ -994,7 +994,10 @@ async fn the_reservation_store_reaches_both_binaries_and_only_they_get_the_batch
     let objects = render("standalone-auto-values.yaml").await?;
     for component in ["webhook", "controller"] {
         let d = deployment(&objects, component)?;
-        ensure!(env_value(d, "KQ_RESERVATION_STORE") == Some("status"), "{component}");
+        ensure!(
+            env_value(d, "KQ_RESERVATION_STORE") == Some("status"),
+            "{component}"
+        );
         ensure!(
             env_value(d, "KQ_RESERVATION_NAMESPACE") == Some("karmada-system"),
             "{component}"
@@ -1033,13 +1036,19 @@ async fn the_reservation_store_reaches_both_binaries_and_only_they_get_the_batch
         ),
     ]
     .into();
-    ensure!(rules == want, "rules on karmadaquotareservations: {rules:?}");
+    ensure!(
+        rules == want,
+        "rules on karmadaquotareservations: {rules:?}"
+    );
     for name in [
         "karmada-quota-controller-reservations",
         "karmada-quota-webhook-reservations",
     ] {
         let role = find(&objects, "Role", name)?;
-        ensure!(role["metadata"]["namespace"] == "kq-batches", "{name}: {role}");
+        ensure!(
+            role["metadata"]["namespace"] == "kq-batches",
+            "{name}: {role}"
+        );
         let binding = find(&objects, "RoleBinding", name)?;
         ensure!(binding["metadata"]["namespace"] == "kq-batches");
         ensure!(binding["roleRef"]["name"] == name);

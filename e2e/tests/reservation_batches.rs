@@ -132,10 +132,13 @@ async fn the_controller_folds_batches_into_the_quotas_they_name_and_deletes_the_
     )
     .await?;
     create_batch(&client, b, 2, t, &[("db", &db_uid, 1, "1")]).await?;
-    let q = wait("foldedThrough = 2 with every unobserved entry carried", |q| {
-        q.status.as_ref().and_then(|s| s.folded_through) == Some(2)
-            && q.status.as_ref().is_some_and(|s| s.reservations.len() == 3)
-    })
+    let q = wait(
+        "foldedThrough = 2 with every unobserved entry carried",
+        |q| {
+            q.status.as_ref().and_then(|s| s.folded_through) == Some(2)
+                && q.status.as_ref().is_some_and(|s| s.reservations.len() == 3)
+        },
+    )
     .await?;
     for uid in [&web_uid, &api_uid, &db_uid] {
         ensure!(
@@ -168,10 +171,13 @@ async fn the_controller_folds_batches_into_the_quotas_they_name_and_deletes_the_
         )
         .await?,
     )?;
-    let q = wait("used = 1500m, web's entry gone, api and db still carried", |q| {
-        used_is(q, &[("requests.cpu", "1500m")])
-            && q.status.as_ref().is_some_and(|s| s.reservations.len() == 2)
-    })
+    let q = wait(
+        "used = 1500m, web's entry gone, api and db still carried",
+        |q| {
+            used_is(q, &[("requests.cpu", "1500m")])
+                && q.status.as_ref().is_some_and(|s| s.reservations.len() == 2)
+        },
+    )
     .await?;
     ensure!(reservation_of(&q, &web_uid).is_none(), "{:?}", q.status);
     ensure!(
@@ -201,10 +207,7 @@ async fn the_controller_folds_batches_into_the_quotas_they_name_and_deletes_the_
         .metric("kq_controller_batches_deleted_total", &[])
         .await?;
     let held = ctl.metric("kq_controller_batches_held", &[]).await?;
-    ensure!(
-        (deleted, held) == (2, 1),
-        "deleted {deleted}, held {held}"
-    );
+    ensure!((deleted, held) == (2, 1), "deleted {deleted}, held {held}");
 
     drop(ctl);
     ns.delete(&client).await?;

@@ -43,7 +43,8 @@ impl BatchMetrics {
     /// How many batches are held and how many do not parse.
     pub fn set_held(&self, held: usize, unparsed: usize) {
         self.held.set(i64::try_from(held).unwrap_or(i64::MAX));
-        self.unparsed.set(i64::try_from(unparsed).unwrap_or(i64::MAX));
+        self.unparsed
+            .set(i64::try_from(unparsed).unwrap_or(i64::MAX));
     }
 
     /// One batch deleted.

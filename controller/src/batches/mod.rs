@@ -125,7 +125,8 @@ impl Batches {
                 }
             }
         }
-        self.metrics.set_held(inner.view.len(), inner.unparsed.len());
+        self.metrics
+            .set_held(inner.view.len(), inner.unparsed.len());
         out
     }
 
@@ -154,7 +155,8 @@ impl Batches {
     pub fn removed(&self, sequence: u64) {
         let mut inner = self.write();
         inner.view.remove(sequence);
-        self.metrics.set_held(inner.view.len(), inner.unparsed.len());
+        self.metrics
+            .set_held(inner.view.len(), inner.unparsed.len());
     }
 
     /// Batches held (live), in order.

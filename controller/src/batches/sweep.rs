@@ -71,7 +71,11 @@ pub async fn sweep_once(
         }
     }
     if swept.deleted + swept.gone > 0 {
-        tracing::debug!(deleted = swept.deleted, gone = swept.gone, "folded reservation batches deleted");
+        tracing::debug!(
+            deleted = swept.deleted,
+            gone = swept.gone,
+            "folded reservation batches deleted"
+        );
     }
     swept
 }

@@ -103,13 +103,22 @@ fn a_new_batch_reconciles_every_quota_it_names_and_counts_above_their_fold() {
     let b = held();
     b.apply(&Event::Init);
     b.apply(&Event::InitDone);
-    let touched = b.apply(&Event::Apply(dynamic(&batch(1, &[("a", "u1"), ("b", "u2")]))));
-    assert_eq!(touched.into_iter().collect::<Vec<_>>(), [key("a"), key("b")]);
+    let touched = b.apply(&Event::Apply(dynamic(&batch(
+        1,
+        &[("a", "u1"), ("b", "u2")],
+    ))));
+    assert_eq!(
+        touched.into_iter().collect::<Vec<_>>(),
+        [key("a"), key("b")]
+    );
     let a = b.unfolded(&key("a"), None).unwrap();
     assert_eq!((a.through, a.entries.len()), (1, 1));
     assert_eq!(b.unfolded(&key("a"), Some(1)), None, "folded: nothing left");
     // A watch delete forgets it.
-    b.apply(&Event::Delete(dynamic(&batch(1, &[("a", "u1"), ("b", "u2")]))));
+    b.apply(&Event::Delete(dynamic(&batch(
+        1,
+        &[("a", "u1"), ("b", "u2")],
+    ))));
     assert_eq!(b.unfolded(&key("a"), None), None);
     assert!(b.live().is_empty());
 }
@@ -218,18 +227,33 @@ async fn an_unparseable_batch_is_never_counted_nor_deleted() {
         dynamic(&batch(4, &[("a", "u4")])),
     ];
     let (b, store) = listed(&objects);
-    assert_eq!(b.unparsed(), ["hello".to_owned(), batch_name(2), batch_name(3)]);
+    assert_eq!(
+        b.unparsed(),
+        ["hello".to_owned(), batch_name(2), batch_name(3)]
+    );
     // Counted by nothing: a's unfolded entries are those of 1 and 4 only.
     let a = b.unfolded(&key("a"), None).unwrap();
-    let uids: Vec<&str> = a.entries.iter().map(|e| e.reserved_by.uid.as_str()).collect();
+    let uids: Vec<&str> = a
+        .entries
+        .iter()
+        .map(|e| e.reserved_by.uid.as_str())
+        .collect();
     assert_eq!((a.through, uids), (4, vec!["u1", "u4"]));
     // Everything folded, everything expired: only 1 goes (4 is the newest).
     let all = |_: &QuotaKey| -> Fold { Some(Some(9)) };
     assert_eq!(sweep_once(&b, &store, all, NOW + 10_000).await.deleted, 1);
-    assert_eq!(sweep_once(&b, &store, |_| None, NOW + 10_000).await.deleted, 0);
+    assert_eq!(
+        sweep_once(&b, &store, |_| None, NOW + 10_000).await.deleted,
+        0
+    );
     assert_eq!(
         stored(&store),
-        ["hello".to_owned(), batch_name(2), batch_name(3), batch_name(4)]
+        [
+            "hello".to_owned(),
+            batch_name(2),
+            batch_name(3),
+            batch_name(4)
+        ]
     );
     // A watch event of the same bad batch changes nothing; its delete (by hand) forgets it.
     b.apply(&Event::Apply(raw(&batch_name(3), serde_json::json!(7))));
@@ -243,7 +267,10 @@ fn a_relist_replaces_the_view_but_the_newest_number_stays_taken() {
     let b = held();
     b.apply(&Event::Init);
     for s in 1..=3 {
-        b.apply(&Event::InitApply(dynamic(&batch(s, &[("a", &format!("u{s}"))]))));
+        b.apply(&Event::InitApply(dynamic(&batch(
+            s,
+            &[("a", &format!("u{s}"))],
+        ))));
     }
     b.apply(&Event::InitDone);
     // A re-list that no longer holds 1 (deleted meanwhile) nor 3 (taken by a hand).

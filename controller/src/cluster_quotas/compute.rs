@@ -281,6 +281,55 @@ mod tests {
         );
     }
 
+    /// Batch entries of a cluster quota name their binding's namespace: observed in
+    /// a-prod (u2) they are folded into `used`, unseen (u9) carried; the status records
+    /// the newest batch naming the cluster quota.
+    #[test]
+    fn batch_entries_are_folded_in_the_namespace_they_name_and_the_fold_recorded() {
+        use karmada_quota_core::selection::QuotaKey;
+        use karmada_quota_crds::convert::reservation_from_api;
+        let q = business_quota(&[("requests.cpu", "50")]);
+        let entry = |name: &str, uid: &str| {
+            let mut r = mk_reservation(name, uid, 1, &[("requests.cpu", "3")], NOW + 60);
+            r.reserved_by.namespace = "a-prod".into();
+            reservation_from_api(&r, "entry").unwrap()
+        };
+        let mut view = karmada_quota_status::BatchView::new();
+        for (sequence, uid) in [(4, "u2"), (6, "u9")] {
+            view.insert(&karmada_quota_crds::reservation_batch::ParsedBatch {
+                sequence,
+                entries: vec![(
+                    QuotaKey::Cluster {
+                        name: "business-a".into(),
+                    },
+                    entry(if uid == "u2" { "web" } else { "web2" }, uid),
+                )],
+            });
+        }
+        let key = QuotaKey::Cluster {
+            name: "business-a".into(),
+        };
+        let unfolded = desired::Unfolded::of(&view, &key, None).unwrap();
+        let c = compute(
+            &q,
+            &labels(&[("a-dev", "a"), ("a-prod", "a")]),
+            &index(),
+            &MemberRegistry::default(),
+            NOW,
+            Some(&unfolded),
+        );
+        let st = desired_status(&q, &c, &BTreeMap::new(), jiff::Timestamp::now()).unwrap();
+        assert_eq!(st.quota.folded_through, Some(6));
+        let kept: Vec<&str> = st
+            .quota
+            .reservations
+            .iter()
+            .map(|r| r.reserved_by.uid.as_str())
+            .collect();
+        assert_eq!(kept, ["u9"]);
+        assert_eq!(st.quota.used["requests.cpu"].0, "5", "a-dev 2 + a-prod 3");
+    }
+
     #[test]
     fn an_invalid_spec_keeps_the_namespaces_and_says_why() {
         let mut q = business_quota(&[("requests.cpu", "50")]);

@@ -77,7 +77,13 @@ fn quota() -> KarmadaQuota {
     let mut q = mk_quota("team-a", "q", &[("requests.cpu", "10")]);
     q.status = Some(KarmadaQuotaStatus {
         folded_through: Some(1),
-        reservations: vec![mk_reservation("db", "u-db", 1, &[("requests.cpu", "1")], NOW + 300)],
+        reservations: vec![mk_reservation(
+            "db",
+            "u-db",
+            1,
+            &[("requests.cpu", "1")],
+            NOW + 300,
+        )],
         ..KarmadaQuotaStatus::default()
     });
     q
@@ -95,7 +101,10 @@ fn uids(status: &KarmadaQuotaStatus) -> Vec<&str> {
 fn unobserved_batch_entries_are_carried_observed_ones_folded_and_the_fold_recorded() {
     let q = quota();
     let unfolded = Unfolded::of(&view(), &q_key("team-a"), Some(1)).expect("batches name it");
-    assert_eq!(unfolded.through, 3, "the newest batch naming team-a/q, not 4");
+    assert_eq!(
+        unfolded.through, 3,
+        "the newest batch naming team-a/q, not 4"
+    );
     let c = compute_with(&q, &index(), &ObservedPods::new(), NOW, Some(&unfolded));
     let next = desired_status(&q, &c, &BTreeMap::new(), ts()).expect("a write");
     assert_eq!(next.folded_through, Some(3));
@@ -103,7 +112,10 @@ fn unobserved_batch_entries_are_carried_observed_ones_folded_and_the_fold_record
     // binding: carried; u-db (a status-store entry) stays; u-old (batch 1, folded
     // before) is not carried again.
     assert_eq!(uids(&next), ["u-db", "u-api"]);
-    assert_eq!(next.used.get("requests.cpu").map(|q| q.0.as_str()), Some("2"));
+    assert_eq!(
+        next.used.get("requests.cpu").map(|q| q.0.as_str()),
+        Some("2")
+    );
     // Written, the next plan has nothing left to fold: no write.
     let mut written = q.clone();
     written.status = Some(next);
@@ -113,7 +125,10 @@ fn unobserved_batch_entries_are_carried_observed_ones_folded_and_the_fold_record
         "nothing above the recorded fold"
     );
     let again = compute_with(&written, &index(), &ObservedPods::new(), NOW, None);
-    assert_eq!(desired_status(&written, &again, &BTreeMap::new(), ts()), None);
+    assert_eq!(
+        desired_status(&written, &again, &BTreeMap::new(), ts()),
+        None
+    );
 }
 
 #[test]
@@ -121,7 +136,11 @@ fn a_quota_no_batch_names_keeps_its_fold_and_is_not_rewritten() {
     let q = quota();
     let c = compute_with(&q, &index(), &ObservedPods::new(), NOW, None);
     let first = desired_status(&q, &c, &BTreeMap::new(), ts()).expect("first status");
-    assert_eq!(first.folded_through, Some(1), "never bumped without a batch naming it");
+    assert_eq!(
+        first.folded_through,
+        Some(1),
+        "never bumped without a batch naming it"
+    );
     let mut settled = q.clone();
     settled.status = Some(first);
     // Batch 4 (team-b only) arrives: team-a/q has nothing above its fold.

@@ -38,11 +38,11 @@ use crate::index::Index;
 use crate::members::Reach;
 pub use conditions::unreachable_members;
 use conditions::{drift_condition, has_condition, members_condition, plural, set_condition};
-pub use unfolded::Unfolded;
 pub use notices::{
     EVENT_DRIFT_DETECTED, EVENT_DRIFT_RESOLVED, EVENT_INVALID_SPEC, EVENT_MEMBER_UNREACHABLE,
     EVENT_MEMBERS_REACHABLE, EVENT_USAGE_COMPLETE, EVENT_USAGE_INCOMPLETE, Notice, notices,
 };
+pub use unfolded::Unfolded;
 
 /// Ready=True: usage was computed.
 pub const REASON_SYNCED: &str = "Synced";

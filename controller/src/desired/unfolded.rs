@@ -82,7 +82,12 @@ mod tests {
     #[test]
     fn the_entries_above_the_fold_and_the_newest_batch_naming_the_quota() {
         let mut view = BatchView::new();
-        for (sequence, ns, uid) in [(1, "a", "u1"), (2, "b", "u2"), (3, "a", "u3"), (4, "b", "u4")] {
+        for (sequence, ns, uid) in [
+            (1, "a", "u1"),
+            (2, "b", "u2"),
+            (3, "a", "u3"),
+            (4, "b", "u4"),
+        ] {
             view.insert(&ParsedBatch {
                 sequence,
                 entries: vec![(key(ns), entry(uid, 1, "1"))],
@@ -90,7 +95,11 @@ mod tests {
         }
         let a = Unfolded::of(&view, &key("a"), None).unwrap();
         assert_eq!(a.through, 3, "the newest naming a, not the newest overall");
-        let uids: Vec<&str> = a.entries.iter().map(|e| e.reserved_by.uid.as_str()).collect();
+        let uids: Vec<&str> = a
+            .entries
+            .iter()
+            .map(|e| e.reserved_by.uid.as_str())
+            .collect();
         assert_eq!(uids, ["u1", "u3"]);
         let a = Unfolded::of(&view, &key("a"), Some(1)).unwrap();
         assert_eq!((a.through, a.entries.len()), (3, 1));

@@ -37,16 +37,20 @@ fn entry(name: &str, uid: &str) -> Entry {
 /// Batch 1 holds the admission of `gone` (never created), batch 2 that of `web`
 /// (observed), batch 3 that of `api` (not observed yet): all for team-a/q.
 fn batches() -> Arc<crate::batches::Batches> {
-    let objects: Vec<_> = [(1, "gone", "u-gone"), (2, "web", "u-web"), (3, "api", "u-api")]
-        .into_iter()
-        .map(|(s, name, uid)| {
-            batch_dynamic(&batch_object(
-                "kq-system",
-                s,
-                vec![batch_entry(&key(), &entry(name, uid))],
-            ))
-        })
-        .collect();
+    let objects: Vec<_> = [
+        (1, "gone", "u-gone"),
+        (2, "web", "u-web"),
+        (3, "api", "u-api"),
+    ]
+    .into_iter()
+    .map(|(s, name, uid)| {
+        batch_dynamic(&batch_object(
+            "kq-system",
+            s,
+            vec![batch_entry(&key(), &entry(name, uid))],
+        ))
+    })
+    .collect();
     Arc::new(batches_listing(&objects))
 }
 

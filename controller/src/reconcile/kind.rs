@@ -109,13 +109,7 @@ impl QuotaKind for KarmadaQuota {
         let unfolded = ctx.unfolded(quota);
         let computed = {
             let index = ctx.index.read().unwrap_or_else(|e| e.into_inner());
-            desired::compute_with(
-                quota,
-                &index,
-                &observed,
-                now.as_second(),
-                unfolded.as_ref(),
-            )
+            desired::compute_with(quota, &index, &observed, now.as_second(), unfolded.as_ref())
         };
         let status = desired::desired_status(quota, &computed, &reach, now);
         (status, Some(Planned { computed, now }))
