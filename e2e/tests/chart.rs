@@ -411,7 +411,8 @@ async fn each_part_renders_exactly_its_kinds() -> Result<()> {
             // webhook, controller, dashboard, the aggregated view role, the quota admin role.
             ("ClusterRole", 5),
             ("ClusterRoleBinding", 3),
-            ("CustomResourceDefinition", 3),
+            // KarmadaQuota, KarmadaClusterQuota, its shares, the reservation batches.
+            ("CustomResourceDefinition", 4),
             // The waiting line's arrivals (webhook.queueing.enabled).
             ("MutatingWebhookConfiguration", 1),
             ("Namespace", 1),

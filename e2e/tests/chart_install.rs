@@ -69,6 +69,7 @@ use serde_json::{Value, json};
 const CRD_NAME: &str = "karmadaquotas.quota.karmada.io";
 const CLUSTER_CRD_NAME: &str = "karmadaclusterquotas.quota.karmada.io";
 const SHARE_CRD_NAME: &str = "karmadaclusterquotashares.quota.karmada.io";
+const BATCH_CRD_NAME: &str = "karmadaquotareservations.quota.karmada.io";
 /// Label of the test namespace the installed webhook configuration selects.
 const NS_LABEL: &str = "e2e.karmada-quota/chart";
 const API_TIMEOUT: Duration = Duration::from_secs(30);
@@ -425,7 +426,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     // Karmada-cluster holds the members' Secrets (the controller's Role lives there).
     ensure_namespace(&karmada, "karmada-cluster").await?;
     // The control plane came up with the CRDs applied by hand: let the release adopt them.
-    for crd in [CRD_NAME, CLUSTER_CRD_NAME, SHARE_CRD_NAME] {
+    for crd in [CRD_NAME, CLUSTER_CRD_NAME, SHARE_CRD_NAME, BATCH_CRD_NAME] {
         Api::<CustomResourceDefinition>::all(karmada.clone())
             .patch(
                 crd,
