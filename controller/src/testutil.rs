@@ -207,6 +207,34 @@ pub fn by_uid(uid: &str) -> karmada_quota_core::quota::ReservedBy {
     }
 }
 
+/// An admission's entry in the engine's form (a reservation batch's entry): binding
+/// `name`/`uid` at `generation`, holding `reserved`, expiring at `exp` (Unix s).
+pub fn mk_entry(
+    name: &str,
+    uid: &str,
+    generation: i64,
+    reserved: &[(&str, &str)],
+    exp: i64,
+) -> karmada_quota_core::quota::Reservation {
+    karmada_quota_core::quota::Reservation {
+        reserved_by: karmada_quota_core::quota::ReservedBy {
+            name: name.into(),
+            ..by_uid(uid)
+        },
+        generation,
+        reserved: ResourceList::parse_map(reserved.iter().copied()).expect("valid quantities"),
+        expiration_time: exp,
+    }
+}
+
+/// The key of KarmadaQuota `ns`/`name`.
+pub fn quota_key(ns: &str, name: &str) -> karmada_quota_core::selection::QuotaKey {
+    karmada_quota_core::selection::QuotaKey::Namespaced {
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
 /// The shared context over `index`.
 pub fn base_ctx(
     index: crate::index::Index,

@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use karmada_quota_core::ResourceList;
-use karmada_quota_core::quota::{Reservation, ReservedBy};
+use karmada_quota_core::quota::Reservation;
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::reservation_batch::{batch_entry, batch_name, batch_object};
 use karmada_quota_status::batch_store::FakeBatchStore;
@@ -18,26 +17,20 @@ use super::*;
 const NS: &str = "kq-system";
 const NOW: i64 = 1_800_000_000;
 
+use crate::testutil::{mk_entry, quota_key};
+
 fn key(ns: &str) -> QuotaKey {
-    QuotaKey::Namespaced {
-        namespace: ns.into(),
-        name: "q".into(),
-    }
+    quota_key(ns, "q")
 }
 
 fn entry(uid: &str, expires: i64) -> Reservation {
-    Reservation {
-        reserved_by: ReservedBy {
-            api_version: "work.karmada.io/v1alpha2".into(),
-            kind: "ResourceBinding".into(),
-            namespace: String::new(),
-            name: format!("rb-{uid}"),
-            uid: uid.into(),
-        },
-        generation: 1,
-        reserved: ResourceList::parse_map([("requests.cpu", "1")]).unwrap(),
-        expiration_time: expires,
-    }
+    mk_entry(
+        &format!("rb-{uid}"),
+        uid,
+        1,
+        &[("requests.cpu", "1")],
+        expires,
+    )
 }
 
 /// Batch `sequence` as the webhook writes it: one entry per (quota namespace, uid).

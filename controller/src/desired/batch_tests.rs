@@ -4,8 +4,7 @@
 
 use super::*;
 use crate::testutil::*;
-use karmada_quota_core::ResourceList;
-use karmada_quota_core::quota::{Reservation as Entry, ReservedBy};
+use karmada_quota_core::quota::Reservation as Entry;
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::reservation_batch::ParsedBatch;
 use karmada_quota_status::BatchView;
@@ -18,26 +17,12 @@ fn ts() -> jiff::Timestamp {
 }
 
 fn q_key(ns: &str) -> QuotaKey {
-    QuotaKey::Namespaced {
-        namespace: ns.into(),
-        name: "q".into(),
-    }
+    quota_key(ns, "q")
 }
 
 /// An admission's entry: binding `name`/`uid` at generation 1, `cpu` requested.
 fn entry(name: &str, uid: &str, cpu: &str) -> Entry {
-    Entry {
-        reserved_by: ReservedBy {
-            api_version: "work.karmada.io/v1alpha2".into(),
-            kind: "ResourceBinding".into(),
-            namespace: String::new(),
-            name: name.into(),
-            uid: uid.into(),
-        },
-        generation: 1,
-        reserved: ResourceList::parse_map([("requests.cpu", cpu)]).unwrap(),
-        expiration_time: NOW + 300,
-    }
+    mk_entry(name, uid, 1, &[("requests.cpu", cpu)], NOW + 300)
 }
 
 /// Binding `web` (uid u-web, 2 × 1 cpu) exists in team-a; nothing else does.

@@ -53,30 +53,22 @@ impl Unfolded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karmada_quota_core::ResourceList;
-    use karmada_quota_core::quota::ReservedBy;
+    use crate::testutil::{mk_entry, quota_key};
     use karmada_quota_crds::reservation_batch::ParsedBatch;
 
     fn key(ns: &str) -> QuotaKey {
-        QuotaKey::Namespaced {
-            namespace: ns.into(),
-            name: "q".into(),
-        }
+        quota_key(ns, "q")
     }
 
     fn entry(uid: &str, generation: i64, cpu: &str) -> Reservation {
-        Reservation {
-            reserved_by: ReservedBy {
-                api_version: "work.karmada.io/v1alpha2".into(),
-                kind: "ResourceBinding".into(),
-                namespace: String::new(),
-                name: format!("rb-{uid}"),
-                uid: uid.into(),
-            },
+        let name = format!("rb-{uid}");
+        mk_entry(
+            &name,
+            uid,
             generation,
-            reserved: ResourceList::parse_map([("requests.cpu", cpu)]).unwrap(),
-            expiration_time: 2_000_000_000,
-        }
+            &[("requests.cpu", cpu)],
+            2_000_000_000,
+        )
     }
 
     #[test]

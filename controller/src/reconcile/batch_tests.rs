@@ -4,8 +4,7 @@
 
 use super::*;
 use crate::testutil::*;
-use karmada_quota_core::ResourceList;
-use karmada_quota_core::quota::{Reservation as Entry, ReservedBy};
+use karmada_quota_core::quota::Reservation as Entry;
 use karmada_quota_crds::reservation_batch::{batch_entry, batch_object};
 use karmada_quota_status::fake::FakeStore;
 use kube::runtime::watcher::Event;
@@ -13,25 +12,11 @@ use kube::runtime::watcher::Event;
 const NS: &str = "team-a";
 
 fn key() -> QuotaKey {
-    QuotaKey::Namespaced {
-        namespace: NS.into(),
-        name: "q".into(),
-    }
+    quota_key(NS, "q")
 }
 
 fn entry(name: &str, uid: &str) -> Entry {
-    Entry {
-        reserved_by: ReservedBy {
-            api_version: "work.karmada.io/v1alpha2".into(),
-            kind: "ResourceBinding".into(),
-            namespace: String::new(),
-            name: name.into(),
-            uid: uid.into(),
-        },
-        generation: 1,
-        reserved: ResourceList::parse_map([("pods", "1")]).unwrap(),
-        expiration_time: 4_000_000_000,
-    }
+    mk_entry(name, uid, 1, &[("pods", "1")], 4_000_000_000)
 }
 
 /// Batch 1 holds the admission of `gone` (never created), batch 2 that of `web`
