@@ -122,3 +122,39 @@ impl Triggers {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    /// A batch naming a KarmadaQuota and a KarmadaClusterQuota reconciles each by the
+    /// controller of its kind, and nothing else.
+    #[tokio::test]
+    async fn named_quotas_go_to_the_controller_of_their_kind() {
+        let (t, mut s) = triggers();
+        t.quotas(&[
+            QuotaKey::Namespaced {
+                namespace: "team-a".into(),
+                name: "q".into(),
+            },
+            QuotaKey::Cluster {
+                name: "business-a".into(),
+            },
+        ]);
+        drop(t);
+        assert_eq!(
+            s.quotas.next().await,
+            Some(("team-a".to_owned(), "q".to_owned()))
+        );
+        assert_eq!(s.cluster_quotas.next().await, Some("business-a".to_owned()));
+        assert_eq!(s.quotas.next().await, None);
+        assert_eq!(s.cluster_quotas.next().await, None);
+        assert_eq!(
+            s.namespaces.next().await,
+            None,
+            "no namespace-wide reconcile"
+        );
+        assert_eq!(s.cluster_all.next().await, None);
+    }
+}
