@@ -286,6 +286,7 @@ mod tests {
             view: Box::new(view),
             unparsed: Vec::new(),
             incomplete: Default::default(),
+            folded_through: None,
         }
     }
 

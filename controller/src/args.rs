@@ -236,6 +236,12 @@ pub struct Args {
     #[allow(missing_docs)]
     pub dashboard: DashboardArgs,
 
+    /// Where the webhook stores reservations (`--reservation-store`, shared with the
+    /// webhook): with `batches` the controller also watches the batches of
+    /// `--reservation-namespace`, folds them into the quotas they name and deletes them.
+    #[command(flatten)]
+    pub reservations: karmada_quota_shell::reservations::ReservationArgs,
+
     /// How long a ResourceBinding deletion seen by the watch is remembered, so that a
     /// reservation for it is pruned as "deleted". Must exceed the webhook's
     /// --reservation-ttl (after which the entry would expire anyway).

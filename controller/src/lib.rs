@@ -9,6 +9,9 @@
 //!     (charge by core; unpriced counts retried)    │ (touched namespaces)          ▲
 //!  watch Cluster ─► index.clusters ─► members::Members::sync (start/stop member watches)
 //!
+//!  watch KarmadaQuotaReservation ─► batches (--reservation-store=batches) ─► Triggers
+//!     (the quotas a batch names); leader: delete the batches every quota named folded
+//!
 //!  Controller ─► reconcile(quota) ─► desired::compute (core::status::compute, pure)
 //!                    │              ─► desired::desired_status ─► status::update (CAS, redo on 409)
 //!                    │                                           (leader only; leader::Elector)
@@ -16,7 +19,7 @@
 //! ```
 //!
 //! Modules: [`args`] (flags), [`watches`] (control-plane watches), [`index`] (watch-fed
-//! state), [`members`] (member clusters), [`desired`] (pure status computation),
+//! state), [`batches`] (reservation batches: their watch and deletion sweep), [`members`] (member clusters), [`desired`] (pure status computation),
 //! [`reconcile`] (reconciler and its one writer), [`leader`] (Lease election),
 //! [`metrics`], [`api`] (the computed views), [`triggers`], [`dashboard`] (the browser
 //! dashboard's feed), [`dashboard_auth`] (its TokenReview / SubjectAccessReview),
@@ -29,6 +32,7 @@
 mod admin;
 pub mod api;
 pub mod args;
+pub mod batches;
 pub mod billing_source;
 mod cache_list;
 pub mod changes;
@@ -141,6 +145,7 @@ pub async fn run_until(
     let queue_metrics = Arc::new(queue::metrics::QueueMetrics::register(
         &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
     ));
+    let batches = batches_of(&args, &registry);
     let (triggers, streams) = triggers();
     let member_registry = MemberRegistry::default();
     let members = start_members(&args, &client, &member_registry, &triggers, &metrics);
@@ -155,6 +160,20 @@ pub async fn run_until(
     watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics, &line);
     let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics, &line);
     let namespace_labels = watch_namespaces(&args, &client, &triggers, &metrics);
+    if let Some(batches) = &batches {
+        spawn_batches(
+            &args,
+            &client,
+            batches,
+            (&triggers, &metrics),
+            batches::folds::StoreFolds {
+                scope: batches::folds::Scope::of(&args),
+                quotas: quotas.clone(),
+                line: line.clone(),
+            },
+            (&election.leader, &stop),
+        );
+    }
     if args.controls() {
         tokio::spawn(
             queue::release::Releaser {
@@ -200,6 +219,7 @@ pub async fn run_until(
         &metrics,
         &election,
         &line,
+        batches,
     );
     tracing::info!(
         identity = %args.identity(),
@@ -212,6 +232,8 @@ pub async fn run_until(
         all,
         cluster_namespaces,
         cluster_all,
+        quotas: named_quotas,
+        cluster_quotas: named_cluster_quotas,
     } = streams;
     let clusters: futures::future::BoxFuture<'static, ()> = if args.reconciles_cluster_quotas() {
         Box::pin(cluster_quotas::run(
@@ -220,6 +242,7 @@ pub async fn run_until(
             ctx.clone(),
             cluster_namespaces,
             cluster_all,
+            named_cluster_quotas,
             namespace_labels,
             &metrics,
             stop.requested(),
@@ -238,7 +261,7 @@ pub async fn run_until(
             &args,
             quota_events,
             quotas,
-            TriggerStreams::namespaced(namespaces, all),
+            TriggerStreams::namespaced(namespaces, all, named_quotas),
             ctx,
             &stop,
         ))
@@ -263,6 +286,49 @@ fn register_metrics() -> (Arc<Metrics>, Arc<Mutex<Registry>>) {
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
     (metrics, Arc::new(Mutex::new(registry)))
+}
+
+/// The reservation batches this controller folds and deletes: with
+/// `--reservation-store=batches` in a replica that reconciles (a `--role=dashboard` one
+/// neither reads nor counts them), their metrics registered. `None`: status mode.
+fn batches_of(args: &Args, registry: &Mutex<Registry>) -> Option<Arc<batches::Batches>> {
+    if !(args.reservations.batches() && args.controls()) {
+        return None;
+    }
+    let metrics = batches::metrics::BatchMetrics::register(
+        &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
+    );
+    Some(Arc::new(batches::Batches::new(Arc::new(metrics))))
+}
+
+/// The batch watch of `--reservation-namespace` and the leader's deletion sweep.
+fn spawn_batches(
+    args: &Args,
+    client: &Client,
+    batches: &Arc<batches::Batches>,
+    (triggers, metrics): (&Triggers, &Arc<Metrics>),
+    folds: batches::folds::StoreFolds,
+    (leader, stop): (&watch::Receiver<bool>, &Stop),
+) {
+    let namespace = args.reservations.reservation_namespace.clone();
+    tracing::info!(namespace = %namespace, "reservation batches: watching, folding and deleting them");
+    tokio::spawn(batches::watch::watch(
+        client.clone(),
+        namespace.clone(),
+        batches.clone(),
+        triggers.clone(),
+        metrics.clone(),
+    ));
+    tokio::spawn(batches::sweep::run(
+        batches.clone(),
+        Arc::new(karmada_quota_status::KubeBatchStore::new(
+            client.clone(),
+            &namespace,
+        )),
+        move |key: &karmada_quota_core::selection::QuotaKey| folds.fold(key),
+        leader.clone(),
+        stop.requested(),
+    ));
 }
 
 /// An empty index; without the Cluster watch its clusters count as synced.
@@ -329,6 +395,7 @@ fn reconcile_context(
     metrics: &Arc<Metrics>,
     election: &Election,
     line: &Arc<queue::Line>,
+    batches: Option<Arc<batches::Batches>>,
 ) -> Arc<Ctx> {
     Arc::new(
         Ctx::new(
@@ -344,7 +411,8 @@ fn reconcile_context(
         .with_max_write_backoff(args.max_write_backoff)
         .with_fold_interval(args.fold_interval)
         .with_observed_from_status(!args.controls())
-        .with_queue(line.clone()),
+        .with_queue(line.clone())
+        .with_batches(batches),
     )
 }
 

@@ -82,6 +82,8 @@ pub struct Ctx {
     pub observed_from_status: bool,
     /// The waiting lines (`status.queue`), kept by the leader's release loop.
     pub queue: Arc<crate::queue::Line>,
+    /// The reservation batches held (`--reservation-store=batches`; `None`: status mode).
+    pub batches: Option<Arc<crate::batches::Batches>>,
 }
 
 impl Ctx {
@@ -107,7 +109,26 @@ impl Ctx {
             pacing: Pacing::default(),
             observed_from_status: false,
             queue: Arc::default(),
+            batches: None,
         }
+    }
+
+    /// Fold the entries of these reservation batches into the quotas they name.
+    #[must_use]
+    pub fn with_batches(mut self, batches: Option<Arc<crate::batches::Batches>>) -> Self {
+        self.batches = batches;
+        self
+    }
+
+    /// The batch entries `object`'s stored status does not account for (read from the
+    /// object itself: the status writer plans again from a fresh one after a 409);
+    /// `None` in status mode or when no held batch above its `foldedThrough` names it.
+    pub fn unfolded<K: karmada_quota_crds::QuotaObject>(
+        &self,
+        object: &K,
+    ) -> Option<desired::Unfolded> {
+        let folded = object.quota_status().and_then(|s| s.folded_through);
+        self.batches.as_ref()?.unfolded(&object.key(), folded)
     }
 
     /// Take what members run from the quotas' status instead of measuring it (a replica
@@ -376,5 +397,7 @@ pub(crate) async fn publish(
     }
 }
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod tests;

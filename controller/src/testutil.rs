@@ -207,6 +207,34 @@ pub fn by_uid(uid: &str) -> karmada_quota_core::quota::ReservedBy {
     }
 }
 
+/// An admission's entry in the engine's form (a reservation batch's entry): binding
+/// `name`/`uid` at `generation`, holding `reserved`, expiring at `exp` (Unix s).
+pub fn mk_entry(
+    name: &str,
+    uid: &str,
+    generation: i64,
+    reserved: &[(&str, &str)],
+    exp: i64,
+) -> karmada_quota_core::quota::Reservation {
+    karmada_quota_core::quota::Reservation {
+        reserved_by: karmada_quota_core::quota::ReservedBy {
+            name: name.into(),
+            ..by_uid(uid)
+        },
+        generation,
+        reserved: ResourceList::parse_map(reserved.iter().copied()).expect("valid quantities"),
+        expiration_time: exp,
+    }
+}
+
+/// The key of KarmadaQuota `ns`/`name`.
+pub fn quota_key(ns: &str, name: &str) -> karmada_quota_core::selection::QuotaKey {
+    karmada_quota_core::selection::QuotaKey::Namespaced {
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
 /// The shared context over `index`.
 pub fn base_ctx(
     index: crate::index::Index,
@@ -246,4 +274,26 @@ pub fn business_quota(hard: &[(&str, &str)]) -> karmada_quota_crds::KarmadaClust
     );
     q.metadata.generation = Some(1);
     q
+}
+
+/// A reservation batch as the batch watch reads it (a dynamic object).
+pub fn batch_dynamic(
+    batch: &karmada_quota_crds::KarmadaQuotaReservation,
+) -> kube::api::DynamicObject {
+    let mut v = serde_json::to_value(batch).expect("a batch serializes");
+    v["apiVersion"] = "quota.karmada.io/v1alpha1".into();
+    v["kind"] = "KarmadaQuotaReservation".into();
+    serde_json::from_value(v).expect("a batch is an object")
+}
+
+/// The batches held once the batch watch listed `objects`.
+pub fn batches_listing(objects: &[kube::api::DynamicObject]) -> crate::batches::Batches {
+    use kube::runtime::watcher::Event;
+    let b = crate::batches::Batches::new(std::sync::Arc::default());
+    b.apply(&Event::Init);
+    for o in objects {
+        b.apply(&Event::InitApply(o.clone()));
+    }
+    b.apply(&Event::InitDone);
+    b
 }

@@ -69,6 +69,7 @@ use serde_json::{Value, json};
 const CRD_NAME: &str = "karmadaquotas.quota.karmada.io";
 const CLUSTER_CRD_NAME: &str = "karmadaclusterquotas.quota.karmada.io";
 const SHARE_CRD_NAME: &str = "karmadaclusterquotashares.quota.karmada.io";
+const BATCH_CRD_NAME: &str = "karmadaquotareservations.quota.karmada.io";
 /// Label of the test namespace the installed webhook configuration selects.
 const NS_LABEL: &str = "e2e.karmada-quota/chart";
 const API_TIMEOUT: Duration = Duration::from_secs(30);
@@ -348,6 +349,8 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         "logLevel": "info,karmada_quota_webhook=debug,karmada_quota_controller=debug",
         "certs": {"mode": "auto", "extraIPs": ["127.0.0.1"]},
         "karmada": {"hostNamespace": host_ns},
+        // The two parts live in different namespaces: both must name the batches' one.
+        "reservationNamespace": system_ns,
         "webhook": {
             "replicas": 1,
             "url": format!("https://127.0.0.1:{webhook_port}"),
@@ -423,7 +426,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     // Karmada-cluster holds the members' Secrets (the controller's Role lives there).
     ensure_namespace(&karmada, "karmada-cluster").await?;
     // The control plane came up with the CRDs applied by hand: let the release adopt them.
-    for crd in [CRD_NAME, CLUSTER_CRD_NAME, SHARE_CRD_NAME] {
+    for crd in [CRD_NAME, CLUSTER_CRD_NAME, SHARE_CRD_NAME, BATCH_CRD_NAME] {
         Api::<CustomResourceDefinition>::all(karmada.clone())
             .patch(
                 crd,
@@ -532,6 +535,9 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     let t = ns.name();
     let q = "quota.karmada.io";
     let lease = lease_ns.as_str();
+    // The reservation batches' namespace (reservationNamespace).
+    let kqr = "karmadaquotareservations";
+    let batches = system_ns.as_str();
     #[rustfmt::skip]
     let webhook_table = [
         Access::new(true, "get", q, "karmadaquotas", None, Some(t)),
@@ -558,6 +564,16 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(lease)),
         Access::new(false, "create", "authentication.k8s.io", "tokenreviews", None, None),
         Access::new(false, "create", "authorization.k8s.io", "subjectaccessreviews", None, None),
+        // Reservation batches: created (the compare-and-swap) and read in their namespace
+        // only; never deleted (the controller's), never elsewhere.
+        Access::new(true, "create", q, kqr, None, Some(batches)),
+        Access::new(true, "get", q, kqr, None, Some(batches)),
+        Access::new(true, "list", q, kqr, None, Some(batches)),
+        Access::new(true, "watch", q, kqr, None, Some(batches)),
+        Access::new(false, "delete", q, kqr, None, Some(batches)),
+        Access::new(false, "update", q, kqr, None, Some(batches)),
+        Access::new(false, "create", q, kqr, None, Some(t)),
+        Access::new(false, "list", q, kqr, None, None),
     ];
     #[rustfmt::skip]
     let controller_table = [
@@ -596,6 +612,15 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(false, "create", "authentication.k8s.io", "tokenreviews", None, None),
         Access::new(false, "create", "authorization.k8s.io", "subjectaccessreviews", None, None),
         Access::new(false, "list", "", "events", None, None),
+        // Reservation batches: watched and deleted once folded, in their namespace only;
+        // never created (the webhook's).
+        Access::new(true, "get", q, kqr, None, Some(batches)),
+        Access::new(true, "list", q, kqr, None, Some(batches)),
+        Access::new(true, "watch", q, kqr, None, Some(batches)),
+        Access::new(true, "delete", q, kqr, None, Some(batches)),
+        Access::new(false, "create", q, kqr, None, Some(batches)),
+        Access::new(false, "delete", q, kqr, None, Some(t)),
+        Access::new(false, "list", q, kqr, None, None),
     ];
     #[rustfmt::skip]
     let dashboard_table = [
@@ -621,6 +646,8 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(false, "patch", q, "karmadaclusterquotashares", None, Some(t)),
         Access::new(false, "create", "events.k8s.io", "events", None, Some(t)),
         Access::new(false, "create", "coordination.k8s.io", "leases", None, Some(lease)),
+        // The batches name bindings of every namespace: not the dashboard's to read.
+        Access::new(false, "list", q, kqr, None, Some(batches)),
     ];
     let mut wrong = Vec::new();
     for (who, table) in [
@@ -678,6 +705,14 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         // The shares are the controller's alone.
         (QUOTA_ADMIN, Access::new(false, "update", q, "karmadaclusterquotashares", None, Some(t))),
         (QUOTA_ADMIN, Access::new(false, "patch", q, "karmadaclusterquotashares", Some("status"), Some(t))),
+        // Reservation batches hold other namespaces' bindings: a viewer or a quota admin
+        // reads none of them, and cannot forge one (an entry would count against a quota).
+        (VIEWER, Access::new(false, "list", q, kqr, None, Some(batches))),
+        (VIEWER, Access::new(false, "get", q, kqr, None, Some(batches))),
+        (VIEWER, Access::new(false, "list", q, kqr, None, Some(t))),
+        (QUOTA_ADMIN, Access::new(false, "list", q, kqr, None, Some(batches))),
+        (QUOTA_ADMIN, Access::new(false, "create", q, kqr, None, Some(batches))),
+        (QUOTA_ADMIN, Access::new(false, "delete", q, kqr, None, Some(batches))),
     ];
     let mut wrong = Vec::new();
     for (user, a) in &people_table {

@@ -70,6 +70,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- default .Release.Namespace .Values.karmada.hostNamespace -}}
 {{- end -}}
 
+{{/* Namespace of the reservation batches (KarmadaQuotaReservation) in the karmada-apiserver. */}}
+{{- define "karmada-quota.reservationNamespace" -}}
+{{- default .Release.Namespace .Values.reservationNamespace -}}
+{{- end -}}
+
+{{/* The reservation store of both binaries, as env (reservationStore, reservationNamespace). */}}
+{{- define "karmada-quota.reservationEnv" -}}
+# Where reservations are made durable (reservationStore); both binaries must agree.
+- name: KQ_RESERVATION_STORE
+  value: {{ .Values.reservationStore | quote }}
+- name: KQ_RESERVATION_NAMESPACE
+  value: {{ include "karmada-quota.reservationNamespace" . | quote }}
+{{- end -}}
+
 {{/* Base URL the apiserver calls. */}}
 {{- define "karmada-quota.webhookURL" -}}
 {{- if .Values.webhook.url -}}

@@ -65,13 +65,15 @@ pub fn shadow(cq: &KarmadaClusterQuota) -> KarmadaQuota {
     }
 }
 
-/// Compute `cq` over the namespaces of `labels` its selector matches.
+/// Compute `cq` over the namespaces of `labels` its selector matches, with the batch
+/// entries its stored status does not account for yet (`unfolded`, batches mode).
 pub fn compute(
     cq: &KarmadaClusterQuota,
     labels: &[(String, Labels)],
     index: &Index,
     members: &MemberRegistry,
     now: i64,
+    unfolded: Option<&desired::Unfolded>,
 ) -> ClusterComputed {
     let shadow = shadow(cq);
     let (selector, spec) = match validate_cluster_spec(cq) {
@@ -94,7 +96,7 @@ pub fn compute(
     // The entries of a cluster quota name their namespace; none falls back to "".
     let mut lookup = vec![String::new()];
     lookup.extend(selected.iter().cloned());
-    let computed = desired::compute_over(&shadow, spec, &lookup, index, &observed, now);
+    let computed = desired::compute_over(&shadow, spec, &lookup, index, &observed, now, unfolded);
     ClusterComputed {
         computed,
         namespaces: rows,
@@ -186,6 +188,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         assert_eq!(used_of(&c), "pods=5,requests.cpu=5");
         let rows: Vec<(String, String)> = c
@@ -220,6 +223,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         assert_eq!(used_of(&before), "requests.cpu=5");
         // b joins business a, a-prod leaves it.
@@ -229,6 +233,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         assert_eq!(used_of(&after), "requests.cpu=7");
         let names: Vec<&str> = after.namespaces.iter().map(|(n, _)| n.as_str()).collect();
@@ -259,6 +264,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         let Computed::Valid { view, .. } = &c.computed else {
             panic!("valid")
@@ -273,6 +279,55 @@ mod tests {
             ["u9"],
             "observed and failed-duplicate entries are dropped"
         );
+    }
+
+    /// Batch entries of a cluster quota name their binding's namespace: observed in
+    /// a-prod (u2) they are folded into `used`, unseen (u9) carried; the status records
+    /// the newest batch naming the cluster quota.
+    #[test]
+    fn batch_entries_are_folded_in_the_namespace_they_name_and_the_fold_recorded() {
+        use karmada_quota_core::selection::QuotaKey;
+        use karmada_quota_crds::convert::reservation_from_api;
+        let q = business_quota(&[("requests.cpu", "50")]);
+        let entry = |name: &str, uid: &str| {
+            let mut r = mk_reservation(name, uid, 1, &[("requests.cpu", "3")], NOW + 60);
+            r.reserved_by.namespace = "a-prod".into();
+            reservation_from_api(&r, "entry").unwrap()
+        };
+        let mut view = karmada_quota_status::BatchView::new();
+        for (sequence, uid) in [(4, "u2"), (6, "u9")] {
+            view.insert(&karmada_quota_crds::reservation_batch::ParsedBatch {
+                sequence,
+                entries: vec![(
+                    QuotaKey::Cluster {
+                        name: "business-a".into(),
+                    },
+                    entry(if uid == "u2" { "web" } else { "web2" }, uid),
+                )],
+            });
+        }
+        let key = QuotaKey::Cluster {
+            name: "business-a".into(),
+        };
+        let unfolded = desired::Unfolded::of(&view, &key, None).unwrap();
+        let c = compute(
+            &q,
+            &labels(&[("a-dev", "a"), ("a-prod", "a")]),
+            &index(),
+            &MemberRegistry::default(),
+            NOW,
+            Some(&unfolded),
+        );
+        let st = desired_status(&q, &c, &BTreeMap::new(), jiff::Timestamp::now()).unwrap();
+        assert_eq!(st.quota.folded_through, Some(6));
+        let kept: Vec<&str> = st
+            .quota
+            .reservations
+            .iter()
+            .map(|r| r.reserved_by.uid.as_str())
+            .collect();
+        assert_eq!(kept, ["u9"]);
+        assert_eq!(st.quota.used["requests.cpu"].0, "5", "a-dev 2 + a-prod 3");
     }
 
     #[test]
@@ -292,6 +347,7 @@ mod tests {
             &index(),
             &MemberRegistry::default(),
             NOW,
+            None,
         );
         let st = desired_status(&q, &c, &BTreeMap::new(), jiff::Timestamp::now()).unwrap();
         assert_eq!(st.namespaces[0].name, "a-dev");

@@ -5,6 +5,7 @@
 //!  the one Namespace watch (crate::namespaces) ─► any change: reconcile every cluster quota
 //!  Triggers (namespaces whose bindings or member pods changed) ─► the cluster quotas
 //!                                                                selecting them
+//!  Triggers (cluster quotas a reservation batch names) ─► those
 //!  reconcile(cluster quota) ─► selected namespaces (core's Covers over the labels)
 //!      ─► desired::compute_over (the KarmadaQuota computation, over their bindings, pods
 //!         and entries) + core::selection::namespace_usage (per namespace)
@@ -47,7 +48,8 @@ use crate::reconcile::Ctx;
 use karmada_quota_shell::watch_cache::from_watch_cache;
 
 /// Start the cluster quota controller over `labels` (the one Namespace watch, whose every
-/// change reconciles every cluster quota); the future runs until `stop`.
+/// change reconciles every cluster quota); the future runs until `stop`. `named`: cluster
+/// quotas to reconcile by name (a reservation batch names them).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     args: &Args,
@@ -55,6 +57,7 @@ pub(crate) fn run(
     base: Arc<Ctx>,
     cluster_namespaces: impl Stream<Item = String> + Send + 'static,
     cluster_all: impl Stream<Item = ()> + Send + 'static,
+    named: impl Stream<Item = String> + Send + 'static,
     labels: NamespaceLabels,
     metrics: &Arc<Metrics>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
@@ -118,6 +121,7 @@ pub(crate) fn run(
         .map(move |ns| stream::iter(selecting(&store, &labels, &ns)))
         .flatten();
     let refs = stream::select(refs, share_changes.map(shares::Shares::owner));
+    let refs = stream::select(refs, named.map(|name| ObjectRef::new(&name)));
     let concurrency = args.concurrency;
     Controller::for_stream(quota_events, reader)
         .with_config(controller::Config::default().concurrency(concurrency))

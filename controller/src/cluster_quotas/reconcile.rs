@@ -48,9 +48,17 @@ impl QuotaKind for KarmadaClusterQuota {
         };
         let now = jiff::Timestamp::now();
         let reach = ctx.members.reach();
+        let unfolded = ctx.unfolded(cq);
         let computed = {
             let index = ctx.index.read().unwrap_or_else(|e| e.into_inner());
-            compute::compute(cq, &labels, &index, &ctx.members, now.as_second())
+            compute::compute(
+                cq,
+                &labels,
+                &index,
+                &ctx.members,
+                now.as_second(),
+                unfolded.as_ref(),
+            )
         };
         let status = compute::desired_status(cq, &computed, &reach, now);
         (status, Some(ClusterPlanned { computed, now }))

@@ -30,10 +30,14 @@ fn draining(s: &KarmadaQuotaStatus) -> Vec<Draining<'_>> {
 }
 
 /// `next` differs from `current` only by folding: the same hard limits, observed
-/// generation, effective usage, conditions (type, status, reason) and draining members;
-/// every entry parses in both.
+/// generation, effective usage, conditions (type, status, reason), draining members and
+/// folded batches (a new `foldedThrough` lets the batches it covers be deleted: written
+/// at once); every entry parses in both.
 pub fn fold_only(current: &KarmadaQuotaStatus, next: &KarmadaQuotaStatus) -> bool {
-    if current.hard != next.hard || current.observed_generation != next.observed_generation {
+    if current.hard != next.hard
+        || current.observed_generation != next.observed_generation
+        || current.folded_through != next.folded_through
+    {
         return false;
     }
     fn key(s: &KarmadaQuotaStatus) -> Vec<(&str, &str, &str)> {

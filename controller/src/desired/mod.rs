@@ -5,7 +5,8 @@
 //!  Index ────────┼─► compute ─► Computed::{Valid{view}, Invalid{errors}}
 //!  member pods ──┘                    │
 //!  member reach ──────────────────────┴─► desired_status ─► Some(new status) | None (unchanged)
-//!                                                 └─► notices (events), next_requeue
+//!  batch entries above the stored                  └─► notices (events), next_requeue
+//!  foldedThrough (unfolded, batches mode) ─► compute_with: entries upserted, foldedThrough
 //! ```
 //!
 //! All arithmetic is core's (`core::status::compute`, and `core::top` for the bindings
@@ -15,6 +16,7 @@
 mod conditions;
 pub mod fold;
 mod notices;
+pub mod unfolded;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,6 +42,7 @@ pub use notices::{
     EVENT_DRIFT_DETECTED, EVENT_DRIFT_RESOLVED, EVENT_INVALID_SPEC, EVENT_MEMBER_UNREACHABLE,
     EVENT_MEMBERS_REACHABLE, EVENT_USAGE_COMPLETE, EVENT_USAGE_INCOMPLETE, Notice, notices,
 };
+pub use unfolded::Unfolded;
 
 /// Ready=True: usage was computed.
 pub const REASON_SYNCED: &str = "Synced";
@@ -75,6 +78,11 @@ pub enum Computed {
         /// Names whose usage could not be computed (their `used` is the last known
         /// value, never lowered): name → why.
         incomplete: Incomplete,
+        /// The newest reservation batch this computation accounts for (its entries, and
+        /// those of every held batch below it naming the quota, went into the prune):
+        /// the `status.foldedThrough` to record. `None`: no batch above the stored one
+        /// names the quota, and foldedThrough stays.
+        folded_through: Option<u64>,
     },
     /// The spec does not validate.
     Invalid(Vec<FieldError>),
@@ -86,6 +94,18 @@ pub fn compute(
     index: &Index,
     observed_pods: &ObservedPods,
     now: i64,
+) -> Computed {
+    compute_with(quota, index, observed_pods, now, None)
+}
+
+/// [`compute`], with the batch entries its stored status does not account for yet
+/// (`--reservation-store=batches`; [`Unfolded`]).
+pub fn compute_with(
+    quota: &KarmadaQuota,
+    index: &Index,
+    observed_pods: &ObservedPods,
+    now: i64,
+    unfolded: Option<&Unfolded>,
 ) -> Computed {
     let spec = match validate_spec(&quota.spec) {
         Ok(s) => s,
@@ -99,6 +119,7 @@ pub fn compute(
         index,
         observed_pods,
         now,
+        unfolded,
     )
 }
 
@@ -106,7 +127,9 @@ pub fn compute(
 /// `namespaces` (a KarmadaQuota: its own; a KarmadaClusterQuota: those it selects, its
 /// status in `quota`'s KarmadaQuota shape). `observed_pods` are those of the same
 /// namespaces. A reservation entry is looked up in the namespace it names, else in the
-/// first of `namespaces` (a KarmadaQuota's entries name none).
+/// first of `namespaces` (a KarmadaQuota's entries name none). `unfolded`: the batch
+/// entries the stored status does not account for, upserted into its entries before the
+/// prune (their newest batch is then the `foldedThrough` to record).
 pub fn compute_over(
     quota: &KarmadaQuota,
     spec: karmada_quota_core::quota::QuotaSpec,
@@ -114,6 +137,7 @@ pub fn compute_over(
     index: &Index,
     observed_pods: &ObservedPods,
     now: i64,
+    unfolded: Option<&Unfolded>,
 ) -> Computed {
     let ns = quota.namespace().unwrap_or_default();
     let own = namespaces.first().map_or("", String::as_str);
@@ -128,7 +152,10 @@ pub fn compute_over(
     if !unparsed.is_empty() {
         tracing::warn!(quota = %format!("{ns}/{}", quota.name_any()), errors = ?stored.errors, "keeping unparseable reservations until they expire");
     }
-    let reservations = stored.reservations;
+    let reservations = match unfolded {
+        Some(u) => u.merged_into(stored.reservations),
+        None => stored.reservations,
+    };
     let mut spec = spec;
     spec.policy
         .unaccounted
@@ -174,6 +201,7 @@ pub fn compute_over(
         view: Box::new(view),
         unparsed,
         incomplete,
+        folded_through: unfolded.map(|u| u.through),
     }
 }
 
@@ -237,6 +265,7 @@ pub fn desired_status(
             view,
             unparsed,
             incomplete,
+            folded_through,
         } => {
             next.hard = list_to_api(&view.hard);
             next.used = list_to_api(&view.used);
@@ -253,6 +282,8 @@ pub fn desired_status(
                 .collect();
             next.reservations = view.reservations.iter().map(reservation_to_api).collect();
             next.reservations.extend(unparsed.iter().cloned());
+            // Never lowered: a batch at or below the stored value may be deleted already.
+            next.folded_through = next.folded_through.max(*folded_through);
             next.summary = Some(summary(&view.hard, Some(&view.used)));
             let ready = format!(
                 "usage computed from {} in {}",
@@ -338,6 +369,8 @@ pub fn next_requeue(computed: &Computed, now: i64, resync: Duration) -> Duration
     }
 }
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod fold_tests;
 #[cfg(test)]

@@ -106,9 +106,10 @@ impl QuotaKind for KarmadaQuota {
         let ns = quota.namespace().unwrap_or_default();
         let observed = ctx.members.observed_pods(&ns);
         let reach = ctx.members.reach();
+        let unfolded = ctx.unfolded(quota);
         let computed = {
             let index = ctx.index.read().unwrap_or_else(|e| e.into_inner());
-            desired::compute(quota, &index, &observed, now.as_second())
+            desired::compute_with(quota, &index, &observed, now.as_second(), unfolded.as_ref())
         };
         let status = desired::desired_status(quota, &computed, &reach, now);
         (status, Some(Planned { computed, now }))

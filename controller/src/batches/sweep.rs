@@ -1,0 +1,111 @@
+//! The deletion sweep: the leader deletes every batch each quota it names has folded
+//! (`Batches::deletable`), a few at a time, and forgets it. Never the newest; never one
+//! that does not parse; nothing for a quota whose `foldedThrough` (as the controller's
+//! quota store shows it, i.e. durably written) is behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, stream};
+use karmada_quota_core::selection::QuotaKey;
+use karmada_quota_crds::reservation_batch::batch_name;
+use karmada_quota_shell::backoff::Backoff;
+use karmada_quota_status::batches::Fold;
+use karmada_quota_status::{BatchStore, StoreError};
+use tokio::sync::watch;
+
+use super::Batches;
+
+/// How often the leader sweeps.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// Deletes in flight at once.
+pub const DELETE_CONCURRENCY: usize = 8;
+/// The wait after a sweep whose deletes failed: 1 s doubling to 30 s, reset by a clean one.
+const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+
+/// What one sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Batches deleted.
+    pub deleted: usize,
+    /// Batches already gone (404): forgotten too.
+    pub gone: usize,
+    /// Deletes that failed (kept, tried again at a later sweep).
+    pub failed: usize,
+}
+
+/// One sweep at `now` (Unix seconds): delete what `fold` allows, at most
+/// [`DELETE_CONCURRENCY`] at once.
+pub async fn sweep_once(
+    batches: &Batches,
+    store: &dyn BatchStore,
+    fold: impl Fn(&QuotaKey) -> Fold,
+    now: i64,
+) -> Swept {
+    let doomed = batches.deletable(fold, now);
+    let results: Vec<(u64, Result<(), StoreError>)> = stream::iter(doomed)
+        .map(|s| async move {
+            let name = batch_name(s);
+            (s, store.delete(&name).await)
+        })
+        .buffer_unordered(DELETE_CONCURRENCY)
+        .collect()
+        .await;
+    let mut swept = Swept::default();
+    for (s, result) in results {
+        match result {
+            Ok(()) => {
+                swept.deleted += 1;
+                batches.metrics().deleted();
+                batches.removed(s);
+            }
+            Err(StoreError::NotFound) => {
+                swept.gone += 1;
+                batches.removed(s);
+            }
+            Err(e) => {
+                swept.failed += 1;
+                batches.metrics().delete_failed();
+                tracing::warn!(batch = %batch_name(s), error = %e, "could not delete a folded reservation batch; retrying at a later sweep");
+            }
+        }
+    }
+    if swept.deleted + swept.gone > 0 {
+        tracing::debug!(
+            deleted = swept.deleted,
+            gone = swept.gone,
+            "folded reservation batches deleted"
+        );
+    }
+    swept
+}
+
+/// Sweep every [`SWEEP_INTERVAL`] while this replica leads, until `stop`; after a sweep
+/// with failed deletes, wait with backoff instead.
+pub async fn run(
+    batches: Arc<Batches>,
+    store: Arc<dyn BatchStore>,
+    fold: impl Fn(&QuotaKey) -> Fold + Send + Sync + 'static,
+    leader: watch::Receiver<bool>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) {
+    let mut backoff = ERROR_BACKOFF;
+    let mut wait = SWEEP_INTERVAL;
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        wait = SWEEP_INTERVAL;
+        if !*leader.borrow() {
+            continue;
+        }
+        let swept = sweep_once(&batches, &*store, &fold, crate::now_secs()).await;
+        if swept.failed > 0 {
+            wait = backoff.next_delay();
+        } else {
+            backoff.reset();
+        }
+    }
+}
