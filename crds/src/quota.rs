@@ -195,6 +195,7 @@ pub struct KarmadaQuotaStatus {
     /// every entry naming this quota in a batch numbered up to it is in `used` or carried
     /// into `reservations`. Written by the controller; absent: none yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "sequence_number")]
     pub folded_through: Option<u64>,
 
     /// The waiting line (`spec.admission.mode: Queue`): bindings admitted suspended
@@ -358,6 +359,12 @@ pub(crate) fn resource_map(_: &mut schemars::SchemaGenerator) -> schemars::Schem
             "x-kubernetes-int-or-string": true
         }
     })
+}
+
+/// A reservation batch's sequence number: a plain integer (no `minimum`, which helm's
+/// `toYaml` would print as `0` where the generated CRD has `0.0`).
+fn sequence_number(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer", "format": "int64"})
 }
 
 /// A resource list that may be absent.

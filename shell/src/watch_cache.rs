@@ -22,10 +22,11 @@ pub fn from_watch_cache() -> watcher::Config {
 /// A watcher config whose lists are consistent reads (from etcd, the newest state), whole
 /// (no pages): for the lists that must not be older than something read before them.
 pub fn consistent() -> watcher::Config {
-    let mut config = watcher::Config::default();
-    config.list_semantic = watcher::ListSemantic::MostRecent;
-    config.page_size = None;
-    config
+    watcher::Config {
+        list_semantic: watcher::ListSemantic::MostRecent,
+        page_size: None,
+        ..watcher::Config::default()
+    }
 }
 
 #[cfg(test)]
