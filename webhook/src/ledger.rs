@@ -27,6 +27,7 @@ use karmada_quota_shell::untrusted::clip;
 use karmada_quota_status::batches::{BatchView, Fold};
 use karmada_quota_status::{BatchStore, KubeBatchStore};
 use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
@@ -82,7 +83,10 @@ impl Ledger {
             Arc::new(KubeBatchStore::new(client.clone(), namespace)),
             namespace,
         );
-        let api = kube::Api::<KarmadaQuotaReservation>::namespaced(client, namespace);
+        // Read as dynamic objects: one malformed batch must not fail the whole list (it
+        // is then remembered as unparsed, and refuses admissions naming it).
+        let resource = ApiResource::erase::<KarmadaQuotaReservation>(&());
+        let api = kube::Api::<DynamicObject>::namespaced_with(client, namespace, &resource);
         let feed = run(ledger.clone(), api);
         (ledger, feed)
     }
@@ -162,6 +166,53 @@ impl Ledger {
         }
     }
 
+    /// Apply one event of the watch, whose objects are read as dynamic ones: an object that
+    /// does not even deserialize as a batch is remembered as unparsed by its name.
+    pub fn apply_dynamic(&self, event: &watcher::Event<DynamicObject>) {
+        let typed = |d: &DynamicObject| -> Option<KarmadaQuotaReservation> {
+            match serde_json::to_value(d).and_then(serde_json::from_value) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    let name = d.name_any();
+                    tracing::error!(
+                        namespace = %self.namespace,
+                        batch = %clip(&name),
+                        error = %e,
+                        "reservation batch does not parse; refusing admissions until it is fixed or deleted"
+                    );
+                    if let Some(seen) = lock(&self.relisting).as_mut()
+                        && let Some(s) = batch_sequence(&name)
+                    {
+                        seen.remove(&s);
+                    }
+                    lock(&self.unparsed).insert(name, e.to_string());
+                    None
+                }
+            }
+        };
+        match event {
+            watcher::Event::Init => self.apply(&watcher::Event::Init),
+            watcher::Event::InitDone => self.apply(&watcher::Event::InitDone),
+            watcher::Event::InitApply(d) => {
+                if let Some(b) = typed(d) {
+                    self.apply(&watcher::Event::InitApply(b));
+                }
+            }
+            watcher::Event::Apply(d) => {
+                if let Some(b) = typed(d) {
+                    self.apply(&watcher::Event::Apply(b));
+                }
+            }
+            watcher::Event::Delete(d) => {
+                let name = d.name_any();
+                lock(&self.unparsed).remove(&name);
+                if let Some(s) = batch_sequence(&name) {
+                    lock(&self.view).tombstone(s);
+                }
+            }
+        }
+    }
+
     /// Count a batch (one this webhook created, or read after losing its number).
     pub fn insert(&self, batch: &ParsedBatch) {
         lock(&self.view).insert(batch);
@@ -211,7 +262,7 @@ const RESTART_MIN: Duration = Duration::from_millis(500);
 const RESTART_MAX: Duration = Duration::from_secs(10);
 
 /// The batch watch, forever: a failure restarts it from a fresh list after a backoff.
-async fn run(ledger: Arc<Ledger>, api: kube::Api<KarmadaQuotaReservation>) {
+async fn run(ledger: Arc<Ledger>, api: kube::Api<DynamicObject>) {
     let config = karmada_quota_shell::watch_cache::from_watch_cache().timeout(290);
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX);
     loop {
@@ -223,7 +274,7 @@ async fn run(ledger: Arc<Ledger>, api: kube::Api<KarmadaQuotaReservation>) {
                         ledger.failed.store(false, Ordering::Relaxed);
                         backoff.reset();
                     }
-                    ledger.apply(&event);
+                    ledger.apply_dynamic(&event);
                 }
                 Err(e) => {
                     ledger.failed.store(true, Ordering::Relaxed);
@@ -311,6 +362,31 @@ mod tests {
         // Still counted (a tombstone) until the quota view shows the fold.
         assert_eq!(counted(&l, "a"), ["1", "2"]);
         assert_eq!(l.with_view(|v| v.live().collect::<Vec<_>>()), [2]);
+    }
+
+    #[test]
+    fn a_batch_that_is_not_even_a_batch_object_is_remembered_and_refuses() {
+        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq");
+        let resource = ApiResource::erase::<KarmadaQuotaReservation>(&());
+        let mut bad = DynamicObject::new("kqr-000000000003", &resource).within("kq");
+        bad.data = serde_json::json!({"spec": {"entries": "not a list"}});
+        let good = batch_object("kq", 2, vec![entry("a", "1")]);
+        let good =
+            serde_json::from_value::<DynamicObject>(serde_json::to_value(&good).unwrap()).unwrap();
+        for ev in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(bad.clone()),
+            watcher::Event::InitApply(good),
+            watcher::Event::InitDone,
+        ] {
+            l.apply_dynamic(&ev);
+        }
+        assert!(l.is_synced(), "the list went through");
+        assert_eq!(counted(&l, "a"), ["1"]);
+        let err = l.check().unwrap_err().to_string();
+        assert!(err.contains("kqr-000000000003"), "{err}");
+        l.apply_dynamic(&watcher::Event::Delete(bad));
+        l.check().unwrap();
     }
 
     #[test]
