@@ -102,9 +102,12 @@ pub struct Args {
 
     /// Least time between two status writes of one quota. The first write after a change
     /// goes out at once; during a burst of admissions later ones wait, so the controller
-    /// does not fight the webhook over the quota's status on every change.
-    #[arg(long, env = "KQ_MIN_WRITE_INTERVAL", default_value = "250ms", value_parser = duration::parse)]
-    pub min_write_interval: Duration,
+    /// does not fight the webhook over the quota's status on every change. Default:
+    /// `250ms`, or `1s` with `--reservation-store=batches` (the webhook then writes no
+    /// status, and pending entries cost it nothing while they sit in batches: spacing the
+    /// controller's writes only saves the apiserver work; bench/RESULTS.md).
+    #[arg(long, env = "KQ_MIN_WRITE_INTERVAL", value_parser = duration::parse)]
+    pub min_write_interval: Option<Duration>,
 
     /// Longest wait between two status writes of one quota while its writes keep meeting
     /// the webhook's (409 Conflict): each write that conflicted doubles the wait after
@@ -249,6 +252,18 @@ pub struct Args {
     pub deleted_memory: Duration,
 }
 
+impl Args {
+    /// `--min-write-interval`, or its default for the reservation store.
+    pub fn min_write_interval(&self) -> Duration {
+        self.min_write_interval
+            .unwrap_or(if self.reservations.batches() {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_millis(250)
+            })
+    }
+}
+
 /// `--role`: which parts of the controller binary run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Role {
@@ -355,6 +370,20 @@ mod tests {
             std::iter::once("karmada-quota-controller").chain(args.iter().copied()),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn the_min_write_interval_defaults_by_reservation_store_and_a_given_one_wins() {
+        assert_eq!(parse(&[]).min_write_interval(), Duration::from_millis(250));
+        let batches = parse(&["--reservation-store", "batches"]);
+        assert_eq!(batches.min_write_interval(), Duration::from_secs(1));
+        let given = parse(&[
+            "--reservation-store",
+            "batches",
+            "--min-write-interval",
+            "100ms",
+        ]);
+        assert_eq!(given.min_write_interval(), Duration::from_millis(100));
     }
 
     #[test]

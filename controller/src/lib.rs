@@ -407,7 +407,7 @@ fn reconcile_context(
             Some(events),
             args.resync_period,
         )
-        .with_min_write_interval(args.min_write_interval)
+        .with_min_write_interval(args.min_write_interval())
         .with_max_write_backoff(args.max_write_backoff)
         .with_fold_interval(args.fold_interval)
         .with_observed_from_status(!args.controls())
