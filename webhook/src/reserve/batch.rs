@@ -126,21 +126,8 @@ impl Inner {
             }
         }
         let mut states = enforced_states(&copies, &self.config);
-        let now = (self.clock)();
-        let (ttl, max) = (
-            ttl_secs(self.config.reservation_ttl),
-            self.config.max_reservations,
-        );
-        let open: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].open()).collect();
-        let decisions = {
-            let reqs: Vec<AdmissionRequest<'_>> = open
-                .iter()
-                .map(|&i| slots[i].request.as_core(now, ttl, max))
-                .collect();
-            decide_batch_selected(&mut states, &reqs, |ns| labels.get(ns))
-        };
         let mut quotas: BTreeSet<QuotaKey> = BTreeSet::new();
-        for (&i, decision) in open.iter().zip(decisions) {
+        for (i, decision) in self.decide_open(&mut states, &slots, &labels) {
             let slot = &mut slots[i];
             match decision {
                 Decision::Deny(d) => slot.answer(Ok(Decision::Deny(d))),
@@ -215,6 +202,28 @@ impl Inner {
                     .await;
             }
         }
+    }
+
+    /// Step 2: core's decision of every open slot against `states`, in slot order, with
+    /// the slot's index.
+    pub(super) fn decide_open(
+        &self,
+        states: &mut [karmada_quota_core::quota::QuotaState],
+        slots: &[Slot],
+        labels: &std::collections::HashMap<String, karmada_quota_core::selection::Labels>,
+    ) -> Vec<(usize, Decision)> {
+        let now = (self.clock)();
+        let (ttl, max) = (
+            ttl_secs(self.config.reservation_ttl),
+            self.config.max_reservations,
+        );
+        let open: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].open()).collect();
+        let reqs: Vec<AdmissionRequest<'_>> = open
+            .iter()
+            .map(|&i| slots[i].request.as_core(now, ttl, max))
+            .collect();
+        let decisions = decide_batch_selected(states, &reqs, |ns| labels.get(ns));
+        open.into_iter().zip(decisions).collect()
     }
 
     /// Step 3 for one quota object of kind `K` (its copy parsed: `states` held it).

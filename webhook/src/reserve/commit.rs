@@ -17,16 +17,16 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch_selected};
+use karmada_quota_core::decision::Decision;
 use karmada_quota_crds::reservation_batch::{ParsedBatch, batch_entry, batch_name, batch_object};
 use karmada_quota_status::StoreError;
 use tokio::time::Instant;
 use tracing::Span;
 use tracing::field::Empty;
 
+use super::Inner;
 use super::batch::Slot;
 use super::newest::invalid_covering;
-use super::{Inner, ttl_secs};
 use crate::ledger::Ledger;
 use crate::{Error, Result};
 
@@ -138,20 +138,7 @@ impl Inner {
             }
         }
         let mut states = self.enforced(&copies)?;
-        let now = (self.clock)();
-        let (ttl, max) = (
-            ttl_secs(self.config.reservation_ttl),
-            self.config.max_reservations,
-        );
-        let open: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].open()).collect();
-        let decisions = {
-            let reqs: Vec<AdmissionRequest<'_>> = open
-                .iter()
-                .map(|&i| slots[i].request.as_core(now, ttl, max))
-                .collect();
-            decide_batch_selected(&mut states, &reqs, |ns| labels.get(ns))
-        };
-        for (&i, decision) in open.iter().zip(decisions) {
+        for (i, decision) in self.decide_open(&mut states, slots, &labels) {
             match decision {
                 Decision::Deny(d) => slots[i].answer(Ok(Decision::Deny(d))),
                 Decision::Allow(entries) => slots[i].written = entries,
