@@ -171,6 +171,15 @@ impl<K: QuotaObject + Coverage> Cached<K> {
     }
 }
 
+impl<K: QuotaObject> Cached<K> {
+    /// Its `status.foldedThrough` (the newest reservation batch its status accounts for);
+    /// `None` when none, or when it does not parse.
+    pub fn folded_through(&self) -> Option<u64> {
+        let status = self.parsed.as_ref().ok()?.object.status()?;
+        K::quota_part(status).folded_through
+    }
+}
+
 impl<K> Cached<K> {
     /// `metadata.name` (empty when absent).
     pub fn name(&self) -> &str {
@@ -433,14 +442,11 @@ impl QuotaCache {
     /// What this view knows of a quota's fold of the reservation batches (`None`: not in
     /// view; `Some(None)`: no batch folded, or the quota does not parse).
     pub fn folded_through(&self, key: &QuotaKey) -> karmada_quota_status::batches::Fold {
-        fn of<K: QuotaObject>(c: &Cached<K>) -> Option<u64> {
-            let p = c.parsed.as_ref().ok()?;
-            let status = p.object.status()?;
-            K::quota_part(status).folded_through
-        }
         match key {
-            QuotaKey::Namespaced { namespace, name } => self.quota(namespace, name).map(|c| of(&c)),
-            QuotaKey::Cluster { name } => self.cluster_quota(name).map(|c| of(&c)),
+            QuotaKey::Namespaced { namespace, name } => {
+                self.quota(namespace, name).map(|c| c.folded_through())
+            }
+            QuotaKey::Cluster { name } => self.cluster_quota(name).map(|c| c.folded_through()),
         }
     }
 

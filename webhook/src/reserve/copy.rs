@@ -41,13 +41,9 @@ impl QuotaCopy {
     /// Its `status.foldedThrough` (the newest reservation batch its status accounts for);
     /// `None` when none or when it does not parse.
     pub(crate) fn folded_through(&self) -> Option<u64> {
-        fn of<K: QuotaObject>(c: &Cached<K>) -> Option<u64> {
-            let status = c.parsed.as_ref().ok()?.object.status()?;
-            K::quota_part(status).folded_through
-        }
         match self {
-            QuotaCopy::Quota(c) => of(c),
-            QuotaCopy::Cluster(c) => of(c),
+            QuotaCopy::Quota(c) => c.folded_through(),
+            QuotaCopy::Cluster(c) => c.folded_through(),
         }
     }
 
