@@ -14,6 +14,7 @@
 //! the webhooks share theirs), so it verifies at the proxy's address as well.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -25,6 +26,42 @@ use tokio::task::JoinSet;
 /// How long [`TcpProxy::start`] keeps retrying to bind its port again (a port a moment ago
 /// in use by the same process is normally free at once; this only absorbs a slow close).
 const REBIND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `kubeconfig` with its `server:` pointed at `server` (e.g. a proxy in front of the
+/// apiserver), written to `path`.
+pub fn kubeconfig_via(kubeconfig: &Path, server: &str, path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let mut replaced = 0;
+    let out: Vec<String> = text
+        .lines()
+        .map(|l| match l.split_once("server:") {
+            Some((indent, _)) => {
+                replaced += 1;
+                format!("{indent}server: {server}")
+            }
+            None => l.to_owned(),
+        })
+        .collect();
+    if replaced != 1 {
+        bail!("{} has {replaced} server lines", kubeconfig.display());
+    }
+    std::fs::write(path, out.join("\n") + "\n")
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The `host:port` of the `server:` of `kubeconfig`.
+pub fn server_addr(kubeconfig: &Path) -> Result<std::net::SocketAddr> {
+    let text = std::fs::read_to_string(kubeconfig)?;
+    let server = text
+        .lines()
+        .find_map(|l| l.split_once("server:").map(|(_, s)| s.trim().to_owned()))
+        .context("no server in the kubeconfig")?;
+    server
+        .trim_start_matches("https://")
+        .parse()
+        .with_context(|| format!("server {server}"))
+}
 
 /// A TCP proxy on 127.0.0.1 in front of one backend, or several taken in turn; stopped
 /// when dropped.

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use karmada_quota_e2e::proxy::TcpProxy;
+use karmada_quota_e2e::proxy::{TcpProxy, kubeconfig_via, server_addr};
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
 use karmada_quota_e2e::webhook::{
     Rb, Registration, Webhook, create, create_with, expect_admitted, wait_until_status_seen,
@@ -194,41 +194,6 @@ async fn huge_policy_selector_api_versions_grow_neither_the_webhooks_memory_nor_
     let after = measure(&mut s)?;
     within_bounds("40 × 1 MB policy selector apiVersion", before, after)?;
     s.teardown().await
-}
-
-/// `kubeconfig` with its `server:` pointed at `server`, written to `path`.
-fn kubeconfig_via(kubeconfig: &Path, server: &str, path: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(kubeconfig)
-        .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let mut replaced = 0;
-    let out: Vec<String> = text
-        .lines()
-        .map(|l| match l.split_once("server:") {
-            Some((indent, _)) => {
-                replaced += 1;
-                format!("{indent}server: {server}")
-            }
-            None => l.to_owned(),
-        })
-        .collect();
-    if replaced != 1 {
-        bail!("{} has {replaced} server lines", kubeconfig.display());
-    }
-    std::fs::write(path, out.join("\n") + "\n")
-        .with_context(|| format!("writing {}", path.display()))
-}
-
-/// The `host:port` of the `server:` of `kubeconfig`.
-fn server_addr(kubeconfig: &Path) -> Result<std::net::SocketAddr> {
-    let text = std::fs::read_to_string(kubeconfig)?;
-    let server = text
-        .lines()
-        .find_map(|l| l.split_once("server:").map(|(_, s)| s.trim().to_owned()))
-        .context("no server in the kubeconfig")?;
-    server
-        .trim_start_matches("https://")
-        .parse()
-        .with_context(|| format!("server {server}"))
 }
 
 /// The staleness bound the test runs the webhook with.

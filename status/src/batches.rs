@@ -21,7 +21,11 @@
 //! The sequence has no holes: a writer creates s + 1 only once it has seen s, and the
 //! newest batch is never deleted. A watch delivers one kind's events in order, so a view
 //! that has seen s has seen every batch below s: one missing below the newest seen was
-//! deleted, i.e. folded by every quota it named.
+//! deleted, i.e. folded by every quota it named. A *re-list* breaks that chain: a batch
+//! created and deleted while the watch was down is in no event and no list, and its fold
+//! may not have reached the reader's quota view yet. [`BatchView::unseen_since`] counts
+//! those numbers, so that the reader can hold its decisions until its quota view is read
+//! again after the re-list.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -93,6 +97,20 @@ impl BatchView {
     /// Whether batch `sequence` is held (live or tombstoned).
     pub fn holds(&self, sequence: u64) -> bool {
         self.batches.contains_key(&sequence)
+    }
+
+    /// How many numbers above `newest_before` (the newest seen before a re-list) and
+    /// below the newest seen now this view never held: batches created and deleted while
+    /// the watch was down, whose entries this view cannot know. O(batches held).
+    pub fn unseen_since(&self, newest_before: Option<u64>) -> u64 {
+        let from = newest_before.map_or(1, |n| n.saturating_add(1));
+        match self.newest {
+            Some(newest) if newest > from => {
+                let held = self.batches.range(from..newest).count() as u64;
+                (newest - from) - held
+            }
+            _ => 0,
+        }
     }
 
     /// A batch created (or seen again, e.g. in a re-list): held, its entries counted.
@@ -252,6 +270,36 @@ mod tests {
             reserved: ResourceList::parse_map([("requests.cpu", "1")]).unwrap(),
             expiration_time: expires,
         }
+    }
+
+    #[test]
+    fn numbers_neither_listed_nor_seen_before_a_relist_are_unseen() {
+        let mut v = BatchView::new();
+        assert_eq!(v.unseen_since(None), 0, "nothing seen, nothing missing");
+        v.insert(&batch(1, &[("a", "1")]));
+        v.insert(&batch(2, &[("a", "2")]));
+        assert_eq!(v.unseen_since(Some(2)), 0);
+        // The re-list shows 3 and 6: 4 and 5 came and went unseen.
+        v.insert(&batch(3, &[("a", "3")]));
+        v.insert(&batch(6, &[("a", "6")]));
+        assert_eq!(v.unseen_since(Some(2)), 2);
+        // Numbers seen before the re-list are not unseen (tombstoned or settled).
+        v.tombstone(3);
+        assert_eq!(v.unseen_since(Some(3)), 2);
+        // The newest itself is never unseen (it is held), and a view that had seen
+        // nothing before the re-list misses every number below what it now holds.
+        let mut w = BatchView::new();
+        w.insert(&batch(4, &[("a", "4")]));
+        assert_eq!(w.unseen_since(None), 3);
+        assert_eq!(w.unseen_since(Some(4)), 0);
+        assert_eq!(
+            w.unseen_since(Some(9)),
+            0,
+            "a re-list that shows nothing newer"
+        );
+        // A far number (a hand-made kqr-999999999999) is counted, not walked.
+        w.insert(&batch(999_999_999_999, &[("a", "far")]));
+        assert_eq!(w.unseen_since(Some(4)), 999_999_999_999 - 5);
     }
 
     fn batch(sequence: u64, entries: &[(&str, &str)]) -> ParsedBatch {

@@ -52,6 +52,7 @@ mod coverage;
 pub mod freshness;
 /// The KarmadaQuotas by namespace.
 mod index;
+pub mod relists;
 
 pub use coverage::{ClusterQuotaWriter, NamespaceWriter};
 pub use freshness::{Freshness, FreshnessMetrics, Stale, Watch};
@@ -241,6 +242,7 @@ pub struct QuotaCache {
     coverage: coverage::SharedCoverage,
     synced: Arc<AtomicBool>,
     freshness: Freshness,
+    relists: relists::Relists,
 }
 
 /// The writers of the three stores and their indexes (the watch tasks in production;
@@ -317,6 +319,7 @@ impl QuotaCache {
                 coverage,
                 synced: Arc::default(),
                 freshness: Freshness::default(),
+                relists: relists::Relists::default(),
             },
             Writers {
                 quotas: QuotaWriter::new(quotas, by_namespace),
@@ -345,21 +348,21 @@ impl QuotaCache {
             client.clone(),
             writers.quotas,
             Watch::Quotas,
-            fresh.clone(),
+            (fresh.clone(), Some(cache.relists.clone())),
             quota_lists.clone(),
         );
         let clusters = watch_quotas(
             client.clone(),
             writers.clusters,
             Watch::ClusterQuotas,
-            fresh.clone(),
+            (fresh.clone(), Some(cache.relists.clone())),
             quota_lists,
         );
         let mut ns_writer = writers.namespaces;
         let namespaces = run_watch(
             kube::Api::<PartialObjectMeta<Namespace>>::all(client),
             Watch::Namespaces,
-            fresh,
+            (fresh, None),
             watch_cache::from_watch_cache(),
             move |event| ns_writer.apply_watcher_event(event),
         );
@@ -372,6 +375,11 @@ impl QuotaCache {
     /// Whether the watches work (tests report failures through it).
     pub fn freshness(&self) -> &Freshness {
         &self.freshness
+    }
+
+    /// The re-lists of the quota kinds asked for and completed (`crate::ledger` asks).
+    pub fn relists(&self) -> &relists::Relists {
+        &self.relists
     }
 
     /// Why the view is stale: a watch has failed for longer than `max`.
@@ -506,7 +514,7 @@ async fn watch_quotas<K, W>(
     client: kube::Client,
     mut writer: W,
     watch: Watch,
-    fresh: Freshness,
+    reports: (Freshness, Option<relists::Relists>),
     config: watcher::Config,
 ) where
     K: QuotaObject + Coverage,
@@ -514,7 +522,7 @@ async fn watch_quotas<K, W>(
     W: ApplyEvent<Cached<K>> + Send + 'static,
 {
     let api = kube::Api::<Cached<K>>::all(client);
-    run_watch(api, watch, fresh, config, move |event| {
+    run_watch(api, watch, reports, config, move |event| {
         writer.apply_event(event);
         if let watcher::Event::Apply(q) | watcher::Event::InitApply(q) = event
             && let Err(errors) = &q.parsed
@@ -535,11 +543,13 @@ async fn watch_quotas<K, W>(
 /// watch works (`InitDone`, `Apply`, `Delete`) reports it to `fresh`; an error is reported
 /// and logged, and the watch starts over from a fresh list after a backoff (0.5 s doubling
 /// to 10 s, reset by a success): kube's watcher would resume silently, and a resumed watch
-/// on a quiet cluster sends nothing that could show it works again.
+/// on a quiet cluster sends nothing that could show it works again. With `relists` (the
+/// quota kinds), a re-list asked for starts over at once, and each completed list reports
+/// the request generation it started at.
 async fn run_watch<K>(
     api: kube::Api<K>,
     watch: Watch,
-    fresh: Freshness,
+    (fresh, relists): (Freshness, Option<relists::Relists>),
     config: watcher::Config,
     mut apply: impl FnMut(&watcher::Event<K>) + Send,
 ) where
@@ -547,9 +557,30 @@ async fn run_watch<K>(
 {
     let config = config.timeout(WATCH_TIMEOUT_SECS);
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX);
+    let mut requests = relists.as_ref().map(relists::Relists::subscribe);
     loop {
+        // The request generation this list answers (the newest asked for before it).
+        let generation = requests.as_mut().map_or(0, |r| *r.borrow_and_update());
         let mut events = std::pin::pin!(watcher(api.clone(), config.clone()));
-        while let Some(event) = events.next().await {
+        let mut relist_now = false;
+        loop {
+            let asked = async {
+                if let Some(r) = requests.as_mut()
+                    && r.changed().await.is_ok()
+                {
+                    return;
+                }
+                std::future::pending::<()>().await;
+            };
+            let event = tokio::select! {
+                event = events.next() => event,
+                () = asked => {
+                    tracing::info!(watch = watch.as_str(), "re-listing, as the reservation batches asked");
+                    relist_now = true;
+                    None
+                }
+            };
+            let Some(event) = event else { break };
             match event {
                 Ok(event) => {
                     if matches!(
@@ -562,6 +593,9 @@ async fn run_watch<K>(
                         backoff.reset();
                     }
                     apply(&event);
+                    if let (watcher::Event::InitDone, Some(r)) = (&event, &relists) {
+                        r.listed(watch, generation);
+                    }
                 }
                 Err(e) => {
                     fresh.failed(watch, &e);
@@ -576,7 +610,9 @@ async fn run_watch<K>(
                 }
             }
         }
-        tokio::time::sleep(backoff.next_delay()).await;
+        if !relist_now {
+            tokio::time::sleep(backoff.next_delay()).await;
+        }
     }
 }
 

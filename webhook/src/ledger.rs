@@ -12,6 +12,17 @@
 //!   etcd, shows its fold.
 //! - A batch that does not parse (a hand edit) holds entries the webhook cannot count: it
 //!   refuses every admission, naming the batch, until the batch is fixed or deleted.
+//! - While the batch watch is down (from its failure until its re-list is in), the view
+//!   may be behind: a batch created, folded and deleted meanwhile frees its number, and a
+//!   create of `newest seen + 1` would then succeed on a used number, under a decision that
+//!   did not count the batch it replaces. The ledger refuses admissions (503, retry) until
+//!   the re-list is in ([`Self::watch_failed`], [`Self::watch_relisted`]).
+//! - A re-list (the batch watch failed and started over) that shows numbers this view
+//!   never held — batches created, folded and deleted while the watch was down — cannot
+//!   know their entries, and the quota view may not show their folds yet (its watch may
+//!   have lagged or failed too): the ledger asks both quota watches to list again,
+//!   consistently (`crate::cache::relists`), and refuses admissions (503, retry) until
+//!   they have, so every fold made before the re-list is in view.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,7 +43,16 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::cache::QuotaCache;
+use crate::cache::relists::Relists;
 use crate::{Error, Result};
+
+/// Batches this view never held, found by a re-list, and the quota re-list that must
+/// complete before the ledger counts again.
+#[derive(Clone, Copy, Debug)]
+struct Unseen {
+    batches: u64,
+    generation: u64,
+}
 
 /// The batches this webhook knows and the store it writes them through.
 pub struct Ledger {
@@ -41,6 +61,11 @@ pub struct Ledger {
     unparsed: Mutex<BTreeMap<String, String>>,
     /// During a (re-)list: the live batches not (yet) seen in it.
     relisting: Mutex<Option<HashSet<u64>>>,
+    /// During a re-list (not the first list): the newest number seen before it.
+    relist_after: Mutex<Option<Option<u64>>>,
+    /// Batches a re-list found unseen, until the quota kinds listed again.
+    unseen: Mutex<Option<Unseen>>,
+    relists: Relists,
     store: Arc<dyn BatchStore>,
     namespace: String,
     synced: watch::Sender<bool>,
@@ -61,12 +86,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Ledger {
     /// A ledger of the batches of `namespace`, written through `store` (fed by
-    /// [`Self::apply`]: the watch of [`Self::watch`] in production, tests directly).
-    pub fn new(store: Arc<dyn BatchStore>, namespace: &str) -> Arc<Self> {
+    /// [`Self::apply`]: the watch of [`Self::watch`] in production, tests directly); it
+    /// asks `relists` for quota re-lists (the cache's: `QuotaCache::relists`).
+    pub fn new(store: Arc<dyn BatchStore>, namespace: &str, relists: Relists) -> Arc<Self> {
         Arc::new(Self {
             view: Mutex::default(),
             unparsed: Mutex::default(),
             relisting: Mutex::default(),
+            relist_after: Mutex::default(),
+            unseen: Mutex::default(),
+            relists,
             store,
             namespace: namespace.to_owned(),
             synced: watch::Sender::new(false),
@@ -78,10 +107,12 @@ impl Ledger {
     pub fn watch(
         client: kube::Client,
         namespace: &str,
+        relists: Relists,
     ) -> (Arc<Self>, impl Future<Output = ()> + Send + 'static) {
         let ledger = Self::new(
             Arc::new(KubeBatchStore::new(client.clone(), namespace)),
             namespace,
+            relists,
         );
         // Read as dynamic objects: one malformed batch must not fail the whole list (it
         // is then remembered as unparsed, and refuses admissions naming it).
@@ -116,7 +147,12 @@ impl Ledger {
     pub fn apply(&self, event: &watcher::Event<KarmadaQuotaReservation>) {
         match event {
             watcher::Event::Init => {
-                let live: HashSet<u64> = lock(&self.view).live().collect();
+                let view = lock(&self.view);
+                let live: HashSet<u64> = view.live().collect();
+                if self.is_synced() {
+                    *lock(&self.relist_after) = Some(view.newest());
+                }
+                drop(view);
                 *lock(&self.relisting) = Some(live);
                 lock(&self.unparsed).clear();
             }
@@ -142,7 +178,13 @@ impl Ledger {
                 for s in gone {
                     view.tombstone(s);
                 }
+                let unseen = lock(&self.relist_after)
+                    .take()
+                    .map_or(0, |before| view.unseen_since(before));
                 drop(view);
+                if unseen > 0 {
+                    self.hold_for_quota_relist(unseen);
+                }
                 self.synced.send_replace(true);
             }
         }
@@ -228,13 +270,52 @@ impl Ledger {
         lock(&self.view).newest()
     }
 
-    /// Refuse to decide while a batch cannot be counted.
+    /// A re-list found `unseen` batches this view never held: ask the quota kinds to list
+    /// again, and refuse admissions ([`Self::check`]) until they have.
+    fn hold_for_quota_relist(&self, unseen: u64) {
+        let generation = self.relists.request();
+        let mut held = lock(&self.unseen);
+        let batches = held.map_or(0, |u| u.batches).saturating_add(unseen);
+        *held = Some(Unseen {
+            batches,
+            generation,
+        });
+        tracing::warn!(
+            namespace = %self.namespace,
+            unseen = batches,
+            "the reservation batch watch re-listed and found batches created and deleted \
+             while it was down; refusing admissions until the quota watches listed again"
+        );
+    }
+
+    /// Refuse to decide while the batch watch is down, while a batch cannot be counted, or
+    /// while batches a re-list found unseen may not have their folds in the quota view yet.
     pub fn check(&self) -> Result<()> {
-        match lock(&self.unparsed).first_key_value() {
-            Some((name, errors)) => Err(Error::InvalidBatch {
+        if self.watch_failing() {
+            return Err(Error::BatchWatchDown {
+                namespace: self.namespace.clone(),
+            });
+        }
+        if let Some((name, errors)) = lock(&self.unparsed).first_key_value() {
+            return Err(Error::InvalidBatch {
                 namespace: self.namespace.clone(),
                 name: name.clone(),
                 errors: errors.clone(),
+            });
+        }
+        let mut held = lock(&self.unseen);
+        match *held {
+            Some(u) if self.relists.done(u.generation) => {
+                *held = None;
+                tracing::info!(
+                    namespace = %self.namespace,
+                    "the quota watches listed again after the batch re-list; counting again"
+                );
+                Ok(())
+            }
+            Some(u) => Err(Error::BatchesUnseen {
+                namespace: self.namespace.clone(),
+                batches: u.batches,
             }),
             None => Ok(()),
         }
@@ -254,7 +335,17 @@ impl Ledger {
 
     /// Whether the watch has failed since it last worked (for logs and tests).
     pub fn watch_failing(&self) -> bool {
-        self.failed.load(Ordering::Relaxed)
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// The batch watch failed: refuse admissions until its re-list is in.
+    pub fn watch_failed(&self) {
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// The batch watch's re-list is in (applied: after its `InitDone`).
+    pub fn watch_relisted(&self) {
+        self.failed.store(false, Ordering::Release);
     }
 }
 
@@ -270,14 +361,15 @@ async fn run(ledger: Arc<Ledger>, api: kube::Api<DynamicObject>) {
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => {
+                    ledger.apply_dynamic(&event);
+                    // Only once the re-list is applied (its unseen numbers held).
                     if matches!(event, watcher::Event::InitDone) {
-                        ledger.failed.store(false, Ordering::Relaxed);
+                        ledger.watch_relisted();
                         backoff.reset();
                     }
-                    ledger.apply_dynamic(&event);
                 }
                 Err(e) => {
-                    ledger.failed.store(true, Ordering::Relaxed);
+                    ledger.watch_failed();
                     tracing::warn!(
                         namespace = %ledger.namespace,
                         error = %clip(&e.to_string()),
@@ -338,7 +430,7 @@ mod tests {
 
     #[test]
     fn a_relist_that_lost_a_batch_keeps_it_as_a_tombstone() {
-        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq");
+        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq", Relists::default());
         let b1 = batch_object("kq", 1, vec![entry("a", "1")]);
         let b2 = batch_object("kq", 2, vec![entry("a", "2")]);
         for ev in [
@@ -364,9 +456,81 @@ mod tests {
         assert_eq!(l.with_view(|v| v.live().collect::<Vec<_>>()), [2]);
     }
 
+    fn list(l: &Ledger, batches: &[&KarmadaQuotaReservation]) {
+        l.apply(&watcher::Event::Init);
+        for b in batches {
+            l.apply(&watcher::Event::InitApply((*b).clone()));
+        }
+        l.apply(&watcher::Event::InitDone);
+    }
+
+    #[test]
+    fn a_relist_that_shows_batches_never_seen_refuses_until_the_quotas_listed_again() {
+        use crate::cache::freshness::Watch;
+        let relists = Relists::default();
+        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq", relists.clone());
+        let b1 = batch_object("kq", 1, vec![entry("a", "1")]);
+        let b3 = batch_object("kq", 3, vec![entry("a", "3")]);
+        // The first list may start anywhere: the quota list comes after it (module doc).
+        list(&l, &[&b3]);
+        l.check().unwrap();
+        // The watch fails; 4 and 5 are created, 4 is folded and deleted: the re-list
+        // shows 3 and 5. Batch 4's entries are in no view this webhook has.
+        let b5 = batch_object("kq", 5, vec![entry("a", "5")]);
+        list(&l, &[&b3, &b5]);
+        let err = l.check().unwrap_err();
+        assert!(
+            matches!(err, Error::BatchesUnseen { batches: 1, .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.code(), 503, "retryable");
+        assert!(err.to_string().contains("in kq"), "{err}");
+        // Held until both quota kinds listed from the request on.
+        assert!(l.check().is_err());
+        relists.listed(Watch::Quotas, 1);
+        assert!(
+            l.check().is_err(),
+            "the cluster quotas have not listed again"
+        );
+        relists.listed(Watch::ClusterQuotas, 1);
+        l.check().unwrap();
+        assert_eq!(counted(&l, "a"), ["3", "5"]);
+        // Re-lists that show nothing new, or only the next numbers, hold nothing.
+        list(&l, &[&b5]);
+        l.check().unwrap();
+        let b6 = batch_object("kq", 6, vec![entry("a", "6")]);
+        list(&l, &[&b5, &b6]);
+        l.check().unwrap();
+        // A re-list that jumps: only the numbers above the newest seen before count.
+        let b9 = batch_object("kq", 9, vec![entry("a", "9")]);
+        list(&l, &[&b1, &b9]);
+        assert!(
+            matches!(l.check(), Err(Error::BatchesUnseen { batches: 2, .. })),
+            "7 and 8 (1 is below what was seen, and listed)"
+        );
+    }
+
+    #[test]
+    fn a_failed_batch_watch_refuses_until_its_relist_is_in() {
+        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq", Relists::default());
+        let b1 = batch_object("kq", 1, vec![entry("a", "1")]);
+        list(&l, &[&b1]);
+        l.watch_relisted();
+        l.check().unwrap();
+        // Cut: batch 2 may be created, folded and deleted meanwhile, freeing its number.
+        l.watch_failed();
+        let err = l.check().unwrap_err();
+        assert!(matches!(err, Error::BatchWatchDown { .. }), "{err:?}");
+        assert_eq!(err.code(), 503, "retryable");
+        assert!(err.to_string().contains("kq"), "{err}");
+        list(&l, &[&b1]);
+        l.watch_relisted();
+        l.check().unwrap();
+    }
+
     #[test]
     fn a_batch_that_is_not_even_a_batch_object_is_remembered_and_refuses() {
-        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq");
+        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq", Relists::default());
         let resource = ApiResource::erase::<KarmadaQuotaReservation>(&());
         let mut bad = DynamicObject::new("kqr-000000000003", &resource).within("kq");
         bad.data = serde_json::json!({"spec": {"entries": "not a list"}});
@@ -391,7 +555,7 @@ mod tests {
 
     #[test]
     fn an_unparsable_batch_refuses_until_it_is_deleted() {
-        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq");
+        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq", Relists::default());
         let mut bad = batch_object("kq", 1, vec![entry("a", "1")]);
         bad.spec.entries[0].reservation.reserved.insert(
             "pods".into(),

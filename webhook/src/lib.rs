@@ -152,6 +152,31 @@ pub enum Error {
         errors: String,
     },
 
+    /// The batch watch re-listed and found batches created and deleted while it was down:
+    /// their entries count only once the quota watches listed again (`crate::ledger`).
+    #[error(
+        "{batches} KarmadaQuotaReservation(s) in {namespace} were created and deleted while \
+         this webhook's batch watch was down; the quotas are being read again so that their \
+         reservations count; retry"
+    )]
+    BatchesUnseen {
+        /// The batches' namespace.
+        namespace: String,
+        /// How many numbers the re-list found unseen.
+        batches: u64,
+    },
+
+    /// The batch watch is down (failed, its re-list not in yet): the view may be behind,
+    /// and the next number may be one a batch used and freed (`crate::ledger`).
+    #[error(
+        "the watch of the KarmadaQuotaReservations in {namespace} is re-listing after a \
+         failure; retry"
+    )]
+    BatchWatchDown {
+        /// The batches' namespace.
+        namespace: String,
+    },
+
     /// The KarmadaQuota cache has not finished its initial list yet.
     #[error("the KarmadaQuota cache has not synced yet; retry")]
     NotSynced,
@@ -213,6 +238,8 @@ impl Error {
             Error::Batch { source, .. } => source.metric_label(),
             Error::BatchContended { .. } => "too_many_conflicts",
             Error::InvalidBatch { .. } => "invalid_batch",
+            Error::BatchesUnseen { .. } => "batches_unseen",
+            Error::BatchWatchDown { .. } => "batch_watch_down",
             Error::NotSynced => "not_synced",
             Error::Stale(_) => "stale_cache",
             Error::UnknownNamespace(_) => "unknown_namespace",
@@ -226,7 +253,11 @@ impl Error {
     pub fn code(&self) -> u16 {
         match self {
             Error::Timeout => 504,
-            Error::NotSynced | Error::Stale(_) | Error::UnknownNamespace(_) => 503,
+            Error::NotSynced
+            | Error::Stale(_)
+            | Error::UnknownNamespace(_)
+            | Error::BatchesUnseen { .. }
+            | Error::BatchWatchDown { .. } => 503,
             _ => 500,
         }
     }
@@ -235,7 +266,11 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Timeout => "Timeout",
-            Error::NotSynced | Error::Stale(_) | Error::UnknownNamespace(_) => "ServiceUnavailable",
+            Error::NotSynced
+            | Error::Stale(_)
+            | Error::UnknownNamespace(_)
+            | Error::BatchesUnseen { .. }
+            | Error::BatchWatchDown { .. } => "ServiceUnavailable",
             _ => "InternalError",
         }
     }

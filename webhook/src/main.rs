@@ -27,18 +27,23 @@ async fn main() -> anyhow::Result<()> {
     let ready = Readiness::default();
 
     // With reservation batches, the quota watches list consistently and only once the
-    // batch list is in (`karmada_quota_webhook::ledger`'s module doc says why).
+    // batch list is in, and list again when a batch re-list asks
+    // (`karmada_quota_webhook::ledger`'s module doc says why).
+    let quota_lists = if args.reservations.batches() {
+        shell::watch_cache::consistent()
+    } else {
+        shell::watch_cache::from_watch_cache()
+    };
+    let (cache, feed) = QuotaCache::watch_listing(client.clone(), quota_lists);
     let ledger = args.reservations.batches().then(|| {
-        let (ledger, batch_feed) =
-            Ledger::watch(client.clone(), &args.reservations.reservation_namespace);
+        let (ledger, batch_feed) = Ledger::watch(
+            client.clone(),
+            &args.reservations.reservation_namespace,
+            cache.relists().clone(),
+        );
         tokio::spawn(batch_feed);
         ledger
     });
-    let quota_lists = match &ledger {
-        Some(_) => shell::watch_cache::consistent(),
-        None => shell::watch_cache::from_watch_cache(),
-    };
-    let (cache, feed) = QuotaCache::watch_listing(client.clone(), quota_lists);
     let gate = ledger.clone();
     tokio::spawn(async move {
         if let Some(ledger) = gate {

@@ -49,7 +49,7 @@ fn harness(quotas: &[KarmadaQuota], batches: &Arc<FakeBatchStore>) -> (Harness, 
 
 /// Another webhook replica over the same cache and the same batch store (its own view).
 fn replica(h: &Harness, batches: &Arc<FakeBatchStore>) -> (Batcher, Arc<Ledger>) {
-    let ledger = Ledger::new(batches.clone(), BATCH_NS);
+    let ledger = Ledger::new(batches.clone(), BATCH_NS, h.state.cache.relists().clone());
     ledger.apply(&Event::Init);
     ledger.apply(&Event::InitDone);
     let no_cluster_quotas: &[karmada_quota_crds::KarmadaClusterQuota] = &[];
