@@ -7,6 +7,9 @@
 #                controller does not run)
 #   project      a KarmadaQuota that fits; the project's webhook (registered for bindings as
 #                deployed) and controller running
+#   hop          (opt-in: BENCH_MODES) the project's webhook and controller running as in
+#                project, but no quota in the namespace: what the admission hop and the
+#                controller's watches cost alone, so project − hop is what the quota costs
 #   karmada-frq  Karmada's own FederatedResourceQuota (spec.overall) that fits, with its
 #                FederatedQuotaEnforcement gate on (the gate is on for every mode: it costs
 #                nothing where no FederatedResourceQuota exists)
@@ -29,7 +32,7 @@
 #   BENCH_N                Deployments per round (default 200)
 #   BENCH_ROUNDS           rounds per throttle setting (default 3)
 #   BENCH_THROTTLE         default | lifted | both (default both)
-#   BENCH_MODES            default "none project karmada-frq"
+#   BENCH_MODES            default "none project karmada-frq" (also: hop; none is required)
 #   BENCH_TIMEOUT          seconds one round may take before it counts as failed (default 600)
 #   BENCH_DIR              work directory (default target/bench-karmada)
 #   BIN_DIR                the project's binaries to run (default: release build, made here)
@@ -66,7 +69,7 @@ LOGS=$WORK/logs
 mkdir -p "$LOGS"
 case ${1:-} in
 -h | --help)
-    sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 "") ;;
@@ -75,8 +78,9 @@ esac
 case $THROTTLE in default | lifted) throttles=("$THROTTLE") ;; both) throttles=(default lifted) ;;
 *) die "BENCH_THROTTLE must be default, lifted or both, not '$THROTTLE'" ;; esac
 for m in "${MODES[@]}"; do
-    case $m in none | project | karmada-frq) ;; *) die "unknown mode '$m' in BENCH_MODES" ;; esac
+    case $m in none | project | hop | karmada-frq) ;; *) die "unknown mode '$m' in BENCH_MODES" ;; esac
 done
+[[ " ${MODES[*]} " == *" none "* ]] || die "BENCH_MODES must hold none: every ratio is to none"
 [[ $N =~ ^[0-9]+$ && $N -ge 1 && $N -le 5000 ]] || die "BENCH_N must be 1..5000, not '$N'"
 
 if [[ -n ${BIN_DIR:-} ]]; then
@@ -280,7 +284,7 @@ cleanup_round() { # ns
 run_round() { # throttle round mode
     local throttle=$1 round=$2 mode=$3 ns="bk-${1}-r$2-$3"
     log "[$throttle round $round] $mode: $N Deployments in $ns"
-    if [[ $mode == project ]]; then
+    if [[ $mode == project || $mode == hop ]]; then
         start_controller "$throttle"
         register_webhook
     else
@@ -312,7 +316,7 @@ run_round() { # throttle round mode
     after=$(cpu_ticks "$api_pid")
     scrape_all "$WORK/scrape/$ns-after"
     local m='{}'
-    if [[ $mode == project ]]; then
+    if [[ $mode == project || $mode == hop ]]; then
         m=$("$BIN/kq-bench" metrics-delta --before "$WORK/scrape/$ns-before/webhook.prom" \
             --after "$WORK/scrape/$ns-after/webhook.prom" --counter reviews=kq_webhook_decisions_total \
             --counter writes=kq_webhook_status_writes_total)
@@ -332,7 +336,7 @@ run_round() { # throttle round mode
     echo "$line" >>"$RESULTS"
     log "    $(jq -r '"\(.seconds) s, apiserver \(.apiserver_cpu_s_per_binding * 1000 | floor) ms CPU/binding"' <<<"$line")"
     cleanup_round "$ns"
-    if [[ $mode == project ]]; then
+    if [[ $mode == project || $mode == hop ]]; then
         unregister_webhook
         stop_controller
     fi

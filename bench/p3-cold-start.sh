@@ -11,7 +11,10 @@
 #      quota's status.used.pods is N / NAMESPACES; its RSS then
 #   4. QUOTAS (10,000) more quotas over QUOTA_NAMESPACES (5,000) namespaces, each with a
 #      synced status (kq-bench populate-quotas); then ROUNDS times a webhook started cold:
-#      seconds until /readyz answers 200 (its quota cache listed and synced), its RSS
+#      seconds until /readyz answers 200 (its quota cache listed and synced), its RSS; and
+#      each round the two lists of every KarmadaQuota a cold webhook can wait for, timed
+#      whole: consistent from etcd (--reservation-store=batches) and resourceVersion=0
+#      from the watch cache (the status store), in alternating order
 #
 # With BEFORE_BIN_DIR (another build's karmada-quota-webhook and -controller), every round
 # starts both builds, in alternating order (odd rounds before → after, even rounds after →
@@ -143,7 +146,28 @@ cold_webhook() { # round label dir
     wait "$pid" 2>/dev/null || true
 }
 
+# Seconds for one whole list of every KarmadaQuota (kubectl's own start included).
+list_s() { # query
+    local t0
+    t0=$(now)
+    kubectl --kubeconfig "$KUBECONFIG" get --raw "/apis/quota.karmada.io/v1alpha1/karmadaquotas$1" >/dev/null
+    since "$t0"
+}
+quota_lists() { # round
+    local consistent cache
+    if (($1 % 2)); then
+        consistent=$(list_s "")
+        cache=$(list_s "?resourceVersion=0")
+    else
+        cache=$(list_s "?resourceVersion=0")
+        consistent=$(list_s "")
+    fi
+    jq -cn --argjson r "$1" --argjson q "$((QUOTAS + NAMESPACES))" --argjson c "$consistent" --argjson w "$cache" \
+        '{phase: "quota-list", round: $r, quotas: $q, consistent_s: $c, watch_cache_s: $w}' | tee -a "$RESULTS"
+}
+
 for r in $(seq 1 "$ROUNDS"); do
+    quota_lists "$r"
     for b in $(builds "$r"); do cold_webhook "$r" "${b%%=*}" "${b#*=}"; done
 done
 log "results: $RESULTS"
