@@ -14,7 +14,7 @@
 //! the webhooks share theirs), so it verifies at the proxy's address as well.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -26,6 +26,20 @@ use tokio::task::JoinSet;
 /// How long [`TcpProxy::start`] keeps retrying to bind its port again (a port a moment ago
 /// in use by the same process is normally free at once; this only absorbs a slow close).
 const REBIND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A proxy in front of `env`'s apiserver, and a kubeconfig through it (written to
+/// `<log dir>/<label>-<pid>/kubeconfig-via-proxy`): a component started with it loses the
+/// apiserver when the proxy stops, while the test's own client keeps it.
+pub async fn apiserver_proxy(env: &crate::Env, label: &str) -> Result<(TcpProxy, PathBuf)> {
+    let proxy = TcpProxy::start(server_addr(env.kubeconfig())?).await?;
+    let dir = env
+        .log_dir()
+        .join(format!("{label}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let kubeconfig = dir.join("kubeconfig-via-proxy");
+    kubeconfig_via(env.kubeconfig(), &proxy.url(), &kubeconfig)?;
+    Ok((proxy, kubeconfig))
+}
 
 /// `kubeconfig` with its `server:` pointed at `server` (e.g. a proxy in front of the
 /// apiserver), written to `path`.

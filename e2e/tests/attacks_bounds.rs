@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use karmada_quota_e2e::proxy::{TcpProxy, kubeconfig_via, server_addr};
+use karmada_quota_e2e::proxy::apiserver_proxy;
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
 use karmada_quota_e2e::webhook::{
     Rb, Registration, Webhook, create, create_with, expect_admitted, wait_until_status_seen,
@@ -211,13 +211,7 @@ async fn a_webhook_whose_watches_fail_turns_unready_refuses_bindings_and_recover
     let env = Env::get().await?;
     let c = env.client()?;
     let ns = TestNs::new(&c, "bounds_stale").await?;
-    let mut proxy = TcpProxy::start(server_addr(env.kubeconfig())?).await?;
-    let dir = env
-        .log_dir()
-        .join(format!("bounds-stale-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let kubeconfig = dir.join("kubeconfig-via-proxy");
-    kubeconfig_via(env.kubeconfig(), &proxy.url(), &kubeconfig)?;
+    let (mut proxy, kubeconfig) = apiserver_proxy(env, "bounds-stale").await?;
     step(&format!(
         "[Setup] webhook → proxy {} → apiserver {}; --max-cache-staleness={}s",
         proxy.url(),

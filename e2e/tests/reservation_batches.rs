@@ -70,6 +70,25 @@ async fn batches(client: &Client, batch_ns: &str) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// A namespace for the quotas (`<label>`), one for the batches (`<label>-store`, as the
+/// release keeps them apart), and a controller with `--reservation-store=batches` for them.
+async fn with_batches(
+    env: &Env,
+    client: &Client,
+    label: &str,
+) -> Result<(TestNs, TestNs, Controller)> {
+    let ns = TestNs::new(client, label).await?;
+    let batch_ns = TestNs::new(client, &format!("{label}-store")).await?;
+    let ctl = Controller::builder()
+        .namespace(ns.name())
+        .clusters_from_api(false)
+        .arg("--reservation-store=batches")
+        .arg(format!("--reservation-namespace={}", batch_ns.name()))
+        .start(env)
+        .await?;
+    Ok((ns, batch_ns, ctl))
+}
+
 fn folded_through(q: &KarmadaQuota) -> Option<u64> {
     q.status.as_ref().and_then(|s| s.folded_through)
 }
@@ -80,17 +99,8 @@ async fn the_controller_folds_batches_into_the_quotas_they_name_and_deletes_the_
 -> Result<()> {
     let env = Env::get().await?;
     let client = env.client()?;
-    let ns = TestNs::new(&client, "batches::quotas").await?;
-    // The batches live in a namespace of their own, as the webhook's (the release's).
-    let batch_ns = TestNs::new(&client, "batches::store").await?;
+    let (ns, batch_ns, ctl) = with_batches(env, &client, "batches::quotas").await?;
     let (t, b) = (ns.name(), batch_ns.name());
-    let ctl = Controller::builder()
-        .namespace(t)
-        .clusters_from_api(false)
-        .arg("--reservation-store=batches")
-        .arg(format!("--reservation-namespace={b}"))
-        .start(env)
-        .await?;
     step(&format!("[Setup] controller for {t}, batches in {b}"));
     accepts(&client, &quota(t, "q", &[("requests.cpu", "10")])).await?;
     wait_synced(&client, t, "q").await?;
@@ -229,16 +239,8 @@ async fn webhook_and_controller_with_batches_admit_exactly_the_limit_across_fold
     const WAVE: usize = 20;
     let env = Env::get().await?;
     let client = env.client()?;
-    let ns = TestNs::new(&client, "batches::loop").await?;
-    let batch_ns = TestNs::new(&client, "batches::loop-store").await?;
+    let (ns, batch_ns, ctl) = with_batches(env, &client, "batches::loop").await?;
     let (t, b) = (ns.name(), batch_ns.name());
-    let ctl = Controller::builder()
-        .namespace(t)
-        .clusters_from_api(false)
-        .arg("--reservation-store=batches")
-        .arg(format!("--reservation-namespace={b}"))
-        .start(env)
-        .await?;
     let webhook = Webhook::builder()
         .arg("--reservation-store=batches")
         .arg(format!("--reservation-namespace={b}"))
@@ -363,28 +365,14 @@ async fn webhook_and_controller_with_batches_admit_exactly_the_limit_across_fold
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn a_webhook_whose_batch_watch_missed_batches_reads_the_quotas_again_before_admitting()
 -> Result<()> {
-    use karmada_quota_e2e::proxy::{TcpProxy, kubeconfig_via, server_addr};
+    use karmada_quota_e2e::proxy::apiserver_proxy;
     use karmada_quota_e2e::webhook::{Registration, Webhook};
 
     let env = Env::get().await?;
     let client = env.client()?;
-    let ns = TestNs::new(&client, "batches::gap").await?;
-    let batch_ns = TestNs::new(&client, "batches::gap-store").await?;
+    let (ns, batch_ns, ctl) = with_batches(env, &client, "batches::gap").await?;
     let (t, b) = (ns.name(), batch_ns.name());
-    let ctl = Controller::builder()
-        .namespace(t)
-        .clusters_from_api(false)
-        .arg("--reservation-store=batches")
-        .arg(format!("--reservation-namespace={b}"))
-        .start(env)
-        .await?;
-    let mut proxy = TcpProxy::start(server_addr(env.kubeconfig())?).await?;
-    let dir = env
-        .log_dir()
-        .join(format!("batches-gap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let kubeconfig = dir.join("kubeconfig-via-proxy");
-    kubeconfig_via(env.kubeconfig(), &proxy.url(), &kubeconfig)?;
+    let (mut proxy, kubeconfig) = apiserver_proxy(env, "batches-gap").await?;
     let mut webhook = Webhook::builder()
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg("--reservation-store=batches")
