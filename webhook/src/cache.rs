@@ -564,17 +564,9 @@ async fn run_watch<K>(
         let mut events = std::pin::pin!(watcher(api.clone(), config.clone()));
         let mut relist_now = false;
         loop {
-            let asked = async {
-                if let Some(r) = requests.as_mut()
-                    && r.changed().await.is_ok()
-                {
-                    return;
-                }
-                std::future::pending::<()>().await;
-            };
             let event = tokio::select! {
                 event = events.next() => event,
-                () = asked => {
+                () = relists::asked(&mut requests) => {
                     tracing::info!(watch = watch.as_str(), "re-listing, as the reservation batches asked");
                     relist_now = true;
                     None
@@ -611,7 +603,11 @@ async fn run_watch<K>(
             }
         }
         if !relist_now {
-            tokio::time::sleep(backoff.next_delay()).await;
+            // A re-list asked for during the backoff starts at once.
+            tokio::select! {
+                () = tokio::time::sleep(backoff.next_delay()) => {}
+                () = relists::asked(&mut requests) => {}
+            }
         }
     }
 }

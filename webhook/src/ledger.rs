@@ -150,7 +150,9 @@ impl Ledger {
                 let view = lock(&self.view);
                 let live: HashSet<u64> = view.live().collect();
                 if self.is_synced() {
-                    *lock(&self.relist_after) = Some(view.newest());
+                    // A re-list that broke off before its end is taken up by the next:
+                    // keep the newest seen before the first of them.
+                    lock(&self.relist_after).get_or_insert(view.newest());
                 }
                 drop(view);
                 *lock(&self.relisting) = Some(live);

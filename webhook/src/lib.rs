@@ -177,6 +177,22 @@ pub enum Error {
         namespace: String,
     },
 
+    /// A quota shows a fold of a batch newer than any this webhook's batch view holds:
+    /// the view is behind, and the next number may be a used and deleted one.
+    #[error(
+        "a quota shows KarmadaQuotaReservations in {namespace} folded through \
+         {folded_through}, but this webhook has seen them only up to {newest}; its batch \
+         watch is behind; retry"
+    )]
+    BatchesBehind {
+        /// The batches' namespace.
+        namespace: String,
+        /// The newest fold a quota of the decision shows.
+        folded_through: u64,
+        /// The newest batch this webhook has seen (0: none).
+        newest: u64,
+    },
+
     /// The KarmadaQuota cache has not finished its initial list yet.
     #[error("the KarmadaQuota cache has not synced yet; retry")]
     NotSynced,
@@ -240,6 +256,7 @@ impl Error {
             Error::InvalidBatch { .. } => "invalid_batch",
             Error::BatchesUnseen { .. } => "batches_unseen",
             Error::BatchWatchDown { .. } => "batch_watch_down",
+            Error::BatchesBehind { .. } => "batches_behind",
             Error::NotSynced => "not_synced",
             Error::Stale(_) => "stale_cache",
             Error::UnknownNamespace(_) => "unknown_namespace",
@@ -257,7 +274,8 @@ impl Error {
             | Error::Stale(_)
             | Error::UnknownNamespace(_)
             | Error::BatchesUnseen { .. }
-            | Error::BatchWatchDown { .. } => 503,
+            | Error::BatchWatchDown { .. }
+            | Error::BatchesBehind { .. } => 503,
             _ => 500,
         }
     }
@@ -270,7 +288,8 @@ impl Error {
             | Error::Stale(_)
             | Error::UnknownNamespace(_)
             | Error::BatchesUnseen { .. }
-            | Error::BatchWatchDown { .. } => "ServiceUnavailable",
+            | Error::BatchWatchDown { .. }
+            | Error::BatchesBehind { .. } => "ServiceUnavailable",
             _ => "InternalError",
         }
     }

@@ -73,6 +73,16 @@ impl Relists {
     }
 }
 
+/// For a quota watch: resolves when a re-list is asked for on `requests` (never without).
+pub(crate) async fn asked(requests: &mut Option<watch::Receiver<u64>>) {
+    if let Some(r) = requests.as_mut()
+        && r.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending::<()>().await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

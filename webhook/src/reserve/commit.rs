@@ -122,6 +122,9 @@ impl Inner {
     /// Steps 1–2: decide every open request; an admitted one gets its entries in
     /// `written`, a refused one its answer.
     fn plan(&self, ledger: &Ledger, group: &str, slots: &mut [Slot]) -> Result<()> {
+        // Before the quota copies are read: a hold the check lifts (the quota kinds
+        // listed again) must be lifted for copies read after it.
+        ledger.check()?;
         ledger.settle(&self.cache, (self.clock)());
         let namespaces: BTreeSet<String> = slots
             .iter()
@@ -129,6 +132,22 @@ impl Inner {
             .map(|s| s.request.namespace.clone())
             .collect();
         let copies = self.newest_copies(group, &namespaces, &HashSet::new());
+        // A quota that shows a fold of a batch this view never saw proves the view behind
+        // (a watch lagging or dead without an error): the next number may be one that was
+        // used and deleted, and a batch created on it would count for no one.
+        let next = ledger.next_sequence();
+        if let Some(folded) = copies
+            .values()
+            .filter_map(super::copy::QuotaCopy::folded_through)
+            .max()
+            && folded >= next
+        {
+            return Err(Error::BatchesBehind {
+                namespace: ledger.namespace().to_owned(),
+                folded_through: folded,
+                newest: next - 1,
+            });
+        }
         let labels = self.labels(namespaces.iter().map(String::as_str));
         for s in slots.iter_mut() {
             if s.open()
@@ -222,6 +241,22 @@ fn clone_error(e: &Error) -> Error {
             source: source.clone(),
         },
         Error::Timeout => Error::Timeout,
+        Error::BatchWatchDown { namespace } => Error::BatchWatchDown {
+            namespace: namespace.clone(),
+        },
+        Error::BatchesUnseen { namespace, batches } => Error::BatchesUnseen {
+            namespace: namespace.clone(),
+            batches: *batches,
+        },
+        Error::BatchesBehind {
+            namespace,
+            folded_through,
+            newest,
+        } => Error::BatchesBehind {
+            namespace: namespace.clone(),
+            folded_through: *folded_through,
+            newest: *newest,
+        },
         other => Error::WorkerGone(other.to_string()),
     }
 }

@@ -308,3 +308,46 @@ async fn an_admission_in_a_status_and_in_a_batch_counts_once() {
     assert!(submit(b, request(NS, "b", "6")).await.unwrap().is_allowed());
     assert!(!submit(b, request(NS, "c", "1")).await.unwrap().is_allowed());
 }
+
+#[tokio::test]
+async fn a_view_behind_or_a_watch_down_refuses_with_a_retryable_503_and_writes_nothing() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let mut quota = mk_quota(
+        "compute",
+        &[("requests.cpu", "10")],
+        &[("requests.cpu", "0")],
+    );
+    // The quota shows a fold of batch 5, which this webhook never saw (another replica's,
+    // created, folded and deleted while this view lagged): number 1 may have been used.
+    quota.status.as_mut().unwrap().folded_through = Some(5);
+    let (h, ledger) = harness(std::slice::from_ref(&quota), &batches);
+    let b = &h.state.batcher;
+    let err = submit(b, request(NS, "a", "1")).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            crate::Error::BatchesBehind {
+                folded_through: 5,
+                newest: 0,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!((err.code(), err.metric_label()), (503, "batches_behind"));
+    assert_eq!(batches.creates.load(Ordering::SeqCst), 0, "nothing written");
+    // Once the view has seen that far, the decision goes on under the next number.
+    let seen = karmada_quota_crds::reservation_batch::batch_object(BATCH_NS, 5, vec![]);
+    ledger.apply(&Event::Apply(seen));
+    assert!(submit(b, request(NS, "b", "1")).await.unwrap().is_allowed());
+    assert_eq!(
+        batches.all().last().map(|b| b.metadata.name.clone()),
+        Some(Some("kqr-000000000006".to_owned()))
+    );
+    // A batch watch that failed refuses until its re-list is in, as a 503 too.
+    ledger.watch_failed();
+    let err = submit(b, request(NS, "c", "1")).await.unwrap_err();
+    assert_eq!((err.code(), err.metric_label()), (503, "batch_watch_down"));
+    ledger.watch_relisted();
+    assert!(submit(b, request(NS, "d", "1")).await.unwrap().is_allowed());
+}
