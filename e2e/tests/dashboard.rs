@@ -190,10 +190,17 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
         .await?;
     ensure!(width == json!("80%"), "used bar width {width}");
     wait_text(b, &format!("{pods} .v-pct"), &percent(8.0, 0.0, 9.0)).await?;
-    let class = b.find(Locator::Css(&pods)).await?.attr("class").await?;
+    // Read in one script: the live update may replace the row between a find and a read
+    // (WebDriver's "stale element reference").
+    let class = b
+        .execute(
+            &format!(r#"return document.querySelector('{pods}').className;"#),
+            vec![],
+        )
+        .await?;
     ensure!(
-        class.as_deref() == Some("res level-warning"),
-        "8 of 9 pods is a warning: {class:?}"
+        class == json!("res level-warning"),
+        "8 of 9 pods is a warning: {class}"
     );
     let marker = b.execute("return window.kqMarker || null;", vec![]).await?;
     ensure!(
