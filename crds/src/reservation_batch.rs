@@ -64,6 +64,12 @@ pub struct KarmadaQuotaReservationSpec {
     /// The entries, each naming its quota.
     #[serde(default)]
     pub entries: Vec<BatchEntry>,
+    /// The attempt that wrote it (one webhook process, one create): how that webhook tells
+    /// its own batch in its watch from another one of the same number (docs/design.md §5,
+    /// "An admission waits for its own batch in its watch"). Absent in batches of
+    /// webhooks before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer: Option<String>,
 }
 
 /// One admission's entry in a batch: the quota it is charged to and the reservation, in
@@ -117,6 +123,7 @@ pub fn batch_object(
         KarmadaQuotaReservationSpec {
             count: entries.len(),
             entries,
+            writer: None,
         },
     );
     batch.metadata.namespace = Some(namespace.to_string());
@@ -161,6 +168,8 @@ pub struct ParsedBatch {
     pub sequence: u64,
     /// Its entries, each with the quota it is charged to, in stored order.
     pub entries: Vec<(QuotaKey, cq::Reservation)>,
+    /// The attempt that wrote it (`spec.writer`).
+    pub writer: Option<String>,
 }
 
 /// Parse a stored batch. A batch is written only by the webhook, so a name that is not a
@@ -177,7 +186,11 @@ pub fn parse_batch(batch: &KarmadaQuotaReservation) -> Result<ParsedBatch, Field
         let r = reservation_from_api(&e.reservation, &format!("spec.entries[{i}]"))?;
         entries.push((e.quota.key(), r));
     }
-    Ok(ParsedBatch { sequence, entries })
+    Ok(ParsedBatch {
+        sequence,
+        entries,
+        writer: batch.spec.writer.clone(),
+    })
 }
 
 #[cfg(test)]

@@ -84,11 +84,32 @@ impl BatchStore for KubeBatchStore {
     }
 }
 
-/// An in-memory [`BatchStore`] with fault injection, for the binaries' tests.
+/// A change of a [`FakeBatchStore`], as a watch of it would show it.
+#[cfg(any(test, feature = "fake"))]
+#[derive(Clone, Debug)]
+pub enum FakeChange {
+    /// A batch was created.
+    Created(KarmadaQuotaReservation),
+    /// A batch was deleted (its last state).
+    Deleted(KarmadaQuotaReservation),
+}
+
+/// Who is told of a [`FakeBatchStore`]'s changes.
+#[cfg(any(test, feature = "fake"))]
+type Watcher = Box<dyn Fn(&FakeChange) + Send + Sync>;
+
+/// An in-memory [`BatchStore`] with fault injection, for the binaries' tests. Its creates
+/// and deletes are shown, in order, to every watcher ([`Self::on_change`]) — at once, or,
+/// while [`Self::lag`] is set, once it is released ([`Self::catch_up`]).
 #[cfg(any(test, feature = "fake"))]
 #[derive(Default)]
 pub struct FakeBatchStore {
     batches: Mutex<BTreeMap<String, KarmadaQuotaReservation>>,
+    watchers: Mutex<Vec<Watcher>>,
+    /// Changes held back while lagging.
+    held: Mutex<Vec<FakeChange>>,
+    /// Watchers are shown changes only at [`Self::catch_up`] (a watch that lags).
+    pub lag: AtomicBool,
     /// Successful creates.
     pub creates: AtomicUsize,
     /// Creates refused because the name was taken.
@@ -118,6 +139,44 @@ impl FakeBatchStore {
         self.lock().values().cloned().collect()
     }
 
+    /// Show every later create and delete to `f` (a watch of the store).
+    pub fn on_change(&self, f: impl Fn(&FakeChange) + Send + Sync + 'static) {
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Box::new(f));
+    }
+
+    /// Show the changes held back while lagging.
+    pub fn catch_up(&self) {
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(PoisonError::into_inner));
+        for change in &held {
+            self.show(change);
+        }
+    }
+
+    fn changed(&self, change: FakeChange) {
+        if self.lag.load(Ordering::SeqCst) {
+            self.held
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(change);
+        } else {
+            self.show(&change);
+        }
+    }
+
+    fn show(&self, change: &FakeChange) {
+        for w in self
+            .watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            w(change);
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, KarmadaQuotaReservation>> {
         self.batches.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -141,6 +200,9 @@ impl BatchStore for FakeBatchStore {
             }
             all.insert(name, batch.clone());
             self.creates.fetch_add(1, Ordering::SeqCst);
+            // Shown under the store's lock: in the order of the writes, as a watch.
+            self.changed(FakeChange::Created(batch.clone()));
+            drop(all);
             if self.fail_after_store.load(Ordering::SeqCst) {
                 return Err(StoreError::Api(crate::fake::INJECTED_FAILURE.into()));
             }
@@ -157,10 +219,10 @@ impl BatchStore for FakeBatchStore {
 
     fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            self.lock()
-                .remove(name)
-                .map(|_| ())
-                .ok_or(StoreError::NotFound)
+            let mut all = self.lock();
+            let gone = all.remove(name).ok_or(StoreError::NotFound)?;
+            self.changed(FakeChange::Deleted(gone));
+            Ok(())
         })
     }
 }

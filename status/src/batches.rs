@@ -50,6 +50,8 @@ struct Held {
     deleted: bool,
     /// The latest expiration of its entries (Unix seconds).
     expires: i64,
+    /// The attempt that wrote it (`spec.writer`).
+    writer: Option<String>,
 }
 
 /// The batches seen, indexed by quota.
@@ -138,6 +140,7 @@ impl BatchView {
                 quotas,
                 deleted: false,
                 expires,
+                writer: batch.writer.clone(),
             },
         );
     }
@@ -166,6 +169,26 @@ impl BatchView {
                 }
             }
         }
+    }
+
+    /// Number `sequence` was seen (a batch this reader does not count): no next batch
+    /// takes it again.
+    pub fn saw(&mut self, sequence: u64) {
+        self.newest = self.newest.max(Some(sequence));
+    }
+
+    /// Forget batch `sequence` if the one held under that number was written by `writer`
+    /// (a batch its writer withdrew: its requests were refused, so its entries count for
+    /// no one); another batch of the number stays. Returns whether it went.
+    pub fn withdraw(&mut self, sequence: u64, writer: &str) -> bool {
+        let ours = self
+            .batches
+            .get(&sequence)
+            .is_some_and(|h| h.writer.as_deref() == Some(writer));
+        if ours {
+            self.remove(sequence);
+        }
+        ours
     }
 
     /// Forget the tombstones every named quota has folded at `now`; returns how many went.
@@ -309,6 +332,7 @@ mod tests {
                 .iter()
                 .map(|(ns, uid)| (key(ns), entry(uid, 100)))
                 .collect(),
+            writer: None,
         }
     }
 
@@ -408,5 +432,23 @@ mod tests {
         v.tombstone(7);
         assert_eq!(v.newest(), Some(7));
         assert_eq!(v.len(), 1);
+    }
+
+    #[test]
+    fn a_withdrawn_batch_goes_only_if_its_writer_holds_the_number_and_a_seen_number_is_not_taken_again()
+     {
+        let mut w = BatchView::new();
+        let mut ours = batch(1, &[("a", "mine")]);
+        ours.writer = Some("w1".into());
+        w.insert(&ours);
+        assert!(!w.withdraw(1, "w2"), "another writer's token");
+        assert!(w.holds(1));
+        assert!(w.withdraw(1, "w1"));
+        assert!(!w.holds(1));
+        assert_eq!(uids(&w, "a", None), Vec::<String>::new());
+        assert_eq!(w.next_sequence(), 2, "the number stays taken");
+        w.saw(7);
+        assert_eq!(w.next_sequence(), 8);
+        assert!(!w.withdraw(3, "w1"), "nothing held");
     }
 }

@@ -23,9 +23,16 @@
 //!   have lagged or failed too): the ledger asks both quota watches to list again,
 //!   consistently (`crate::cache::relists`), and refuses admissions (503, retry) until
 //!   they have, so every fold made before the re-list is in view.
+//! - No admission is allowed before this webhook's own batch watch shows the batch its
+//!   decision created, first of its number and above ([`confirm`], [`Self::expect`]): a
+//!   watch that lags without an error can make a create succeed on a used and deleted
+//!   number; its watch shows that batch first, and the decision withdraws its own
+//!   ([`Self::withdraw`]) and refuses (503, retry).
+
+mod confirm;
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -40,11 +47,17 @@ use karmada_quota_status::{BatchStore, KubeBatchStore};
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::cache::QuotaCache;
 use crate::cache::relists::Relists;
 use crate::{Error, Result};
+use confirm::Confirmations;
+pub use confirm::Outcome;
+
+/// Most withdrawn batches remembered (their late watch events are not counted); the
+/// oldest is forgotten first.
+const MAX_WITHDRAWN: usize = 1024;
 
 /// Batches this view never held, found by a re-list, and the quota re-list that must
 /// complete before the ledger counts again.
@@ -70,6 +83,14 @@ pub struct Ledger {
     namespace: String,
     synced: watch::Sender<bool>,
     failed: AtomicBool,
+    /// Creates waiting for their batch in the watch. Locked before `view`: an event is
+    /// witnessed and applied to the view under it.
+    confirms: Mutex<Confirmations>,
+    /// Batches this webhook withdrew (number → writer), until the watch shows them deleted.
+    withdrawn: Mutex<BTreeMap<u64, String>>,
+    /// This process's writer tokens: `<random>-<count>`.
+    writer_prefix: String,
+    writers: AtomicU64,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -100,6 +121,10 @@ impl Ledger {
             namespace: namespace.to_owned(),
             synced: watch::Sender::new(false),
             failed: AtomicBool::new(false),
+            confirms: Mutex::default(),
+            withdrawn: Mutex::default(),
+            writer_prefix: random_prefix(),
+            writers: AtomicU64::new(0),
         })
     }
 
@@ -147,6 +172,8 @@ impl Ledger {
     pub fn apply(&self, event: &watcher::Event<KarmadaQuotaReservation>) {
         match event {
             watcher::Event::Init => {
+                // No order to confirm a create by across a re-list.
+                lock(&self.confirms).relisted();
                 let view = lock(&self.view);
                 let live: HashSet<u64> = view.live().collect();
                 if self.is_synced() {
@@ -158,21 +185,21 @@ impl Ledger {
                 *lock(&self.relisting) = Some(live);
                 lock(&self.unparsed).clear();
             }
-            watcher::Event::InitApply(b) | watcher::Event::Apply(b) => {
-                if let Some(seen) = lock(&self.relisting).as_mut()
-                    && let Some(s) = batch_sequence(&b.name_any())
-                {
-                    seen.remove(&s);
-                }
+            watcher::Event::InitApply(b) => {
+                self.listed(&b.name_any());
                 self.insert_object(b);
             }
-            watcher::Event::Delete(b) => {
-                let name = b.name_any();
-                lock(&self.unparsed).remove(&name);
-                if let Some(s) = batch_sequence(&name) {
-                    lock(&self.view).tombstone(s);
+            watcher::Event::Apply(b) => {
+                self.listed(&b.name_any());
+                // Witnessed and applied under one lock: `expect` sees both or neither.
+                let mut confirms = lock(&self.confirms);
+                if let Some(s) = batch_sequence(&b.name_any()) {
+                    confirms.witness(s, b.spec.writer.as_deref(), true);
                 }
+                self.insert_object(b);
+                drop(confirms);
             }
+            watcher::Event::Delete(b) => self.deleted(&b.name_any(), b.spec.writer.as_deref()),
             watcher::Event::InitDone => {
                 // What the re-list no longer holds was deleted meanwhile.
                 let gone = lock(&self.relisting).take().unwrap_or_default();
@@ -192,11 +219,52 @@ impl Ledger {
         }
     }
 
+    /// A (re-)list holds batch `name`.
+    fn listed(&self, name: &str) {
+        if let Some(seen) = lock(&self.relisting).as_mut()
+            && let Some(s) = batch_sequence(name)
+        {
+            seen.remove(&s);
+        }
+    }
+
+    /// The watch showed batch `name` (written by `writer`) deleted.
+    fn deleted(&self, name: &str, writer: Option<&str>) {
+        lock(&self.unparsed).remove(name);
+        let Some(s) = batch_sequence(name) else {
+            return;
+        };
+        let mut confirms = lock(&self.confirms);
+        confirms.witness(s, writer, false);
+        let mut withdrawn = lock(&self.withdrawn);
+        if writer.is_some() && withdrawn.get(&s).map(String::as_str) == writer {
+            // Withdrawn by this webhook: never counted here.
+            withdrawn.remove(&s);
+            drop(withdrawn);
+            lock(&self.view).saw(s);
+        } else {
+            drop(withdrawn);
+            lock(&self.view).tombstone(s);
+        }
+        drop(confirms);
+    }
+
     /// Count a stored batch (one read after losing its number); one that does not parse
-    /// is remembered and refuses admissions ([`Self::check`]).
+    /// is remembered and refuses admissions ([`Self::check`]). A batch this webhook
+    /// withdrew is not counted.
     pub fn insert_object(&self, b: &KarmadaQuotaReservation) {
         match parse_batch(b) {
-            Ok(parsed) => self.insert(&parsed),
+            Ok(parsed) => {
+                let withdrawn = parsed
+                    .writer
+                    .as_ref()
+                    .is_some_and(|w| lock(&self.withdrawn).get(&parsed.sequence) == Some(w));
+                if withdrawn {
+                    lock(&self.view).saw(parsed.sequence);
+                } else {
+                    self.insert(&parsed);
+                }
+            }
             Err(e) => {
                 let name = b.name_any();
                 tracing::error!(
@@ -224,11 +292,7 @@ impl Ledger {
                         error = %e,
                         "reservation batch does not parse; refusing admissions until it is fixed or deleted"
                     );
-                    if let Some(seen) = lock(&self.relisting).as_mut()
-                        && let Some(s) = batch_sequence(&name)
-                    {
-                        seen.remove(&s);
-                    }
+                    self.listed(&name);
                     lock(&self.unparsed).insert(name, e.to_string());
                     None
                 }
@@ -242,19 +306,60 @@ impl Ledger {
                     self.apply(&watcher::Event::InitApply(b));
                 }
             }
-            watcher::Event::Apply(d) => {
-                if let Some(b) = typed(d) {
-                    self.apply(&watcher::Event::Apply(b));
+            watcher::Event::Apply(d) => match typed(d) {
+                Some(b) => self.apply(&watcher::Event::Apply(b)),
+                None => {
+                    if let Some(s) = batch_sequence(&d.name_any()) {
+                        lock(&self.confirms).witness(s, None, true);
+                    }
                 }
-            }
+            },
             watcher::Event::Delete(d) => {
-                let name = d.name_any();
-                lock(&self.unparsed).remove(&name);
-                if let Some(s) = batch_sequence(&name) {
-                    lock(&self.view).tombstone(s);
-                }
+                let writer = d.data.pointer("/spec/writer").and_then(|w| w.as_str());
+                self.deleted(&d.name_any(), writer);
             }
         }
+    }
+
+    /// A fresh writer token, for one create (`spec.writer`).
+    pub fn writer_token(&self) -> String {
+        let n = self.writers.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{n}", self.writer_prefix)
+    }
+
+    /// Wait for batch `sequence`, written by `writer` and about to be created, in the
+    /// watch ([`confirm`]). `Ok(None)`: the view already shows that number or a higher one
+    /// (the create would not be the first of it: decide again). Refuses while the watch
+    /// is down or re-listing.
+    pub fn expect(&self, sequence: u64, writer: &str) -> Result<Option<Expectation<'_>>> {
+        let mut confirms = lock(&self.confirms);
+        if self.watch_failing() || lock(&self.relisting).is_some() {
+            return Err(Error::BatchWatchDown {
+                namespace: self.namespace.clone(),
+            });
+        }
+        let newest = lock(&self.view).newest();
+        Ok(confirms
+            .expect(sequence, writer, newest)
+            .map(|rx| Expectation {
+                ledger: self,
+                sequence,
+                writer: writer.to_owned(),
+                rx,
+            }))
+    }
+
+    /// This webhook refuses the requests of its batch `sequence` (written by `writer`):
+    /// their entries count here for no one, now and when the watch shows it later.
+    pub fn withdraw(&self, sequence: u64, writer: &str) {
+        let _confirms = lock(&self.confirms);
+        let mut withdrawn = lock(&self.withdrawn);
+        withdrawn.insert(sequence, writer.to_owned());
+        while withdrawn.len() > MAX_WITHDRAWN {
+            withdrawn.pop_first();
+        }
+        drop(withdrawn);
+        lock(&self.view).withdraw(sequence, writer);
     }
 
     /// Count a batch (one this webhook created, or read after losing its number).
@@ -349,6 +454,35 @@ impl Ledger {
     pub fn watch_relisted(&self) {
         self.failed.store(false, Ordering::Release);
     }
+}
+
+/// A create waiting for its batch in the watch; stops waiting when dropped.
+pub struct Expectation<'a> {
+    ledger: &'a Ledger,
+    sequence: u64,
+    writer: String,
+    rx: oneshot::Receiver<Outcome>,
+}
+
+impl Expectation<'_> {
+    /// What the watch showed (waits; bound it by the request's deadline).
+    pub async fn outcome(&mut self) -> Outcome {
+        (&mut self.rx).await.unwrap_or(Outcome::Unverified)
+    }
+}
+
+impl Drop for Expectation<'_> {
+    fn drop(&mut self) {
+        lock(&self.ledger.confirms).cancel(self.sequence, &self.writer);
+    }
+}
+
+/// A process-unique prefix for writer tokens (the std hasher's random keys).
+fn random_prefix() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
 }
 
 const RESTART_MIN: Duration = Duration::from_millis(500);
@@ -569,5 +703,59 @@ mod tests {
         assert!(err.contains("kq"), "{err}");
         l.apply(&watcher::Event::Delete(bad));
         l.check().unwrap();
+    }
+
+    fn by(mut b: KarmadaQuotaReservation, writer: &str) -> KarmadaQuotaReservation {
+        b.spec.writer = Some(writer.into());
+        b
+    }
+
+    #[tokio::test]
+    async fn a_create_is_confirmed_by_its_own_event_and_a_withdrawn_one_never_counts() {
+        let l = Ledger::new(Arc::new(FakeBatchStore::new()), "kq", Relists::default());
+        list(&l, &[]);
+        let w = l.writer_token();
+        assert_ne!(w, l.writer_token(), "one token per create");
+        let mut e = l.expect(1, &w).unwrap().unwrap();
+        l.apply(&watcher::Event::Apply(by(
+            batch_object("kq", 1, vec![entry("a", "1")]),
+            &w,
+        )));
+        assert_eq!(e.outcome().await, Outcome::Confirmed);
+        drop(e);
+        assert!(l.expect(1, "again").unwrap().is_none(), "1 is seen");
+        // Batch 2 withdrawn before its events come: they count nothing, and 2 stays taken.
+        let w2 = l.writer_token();
+        let two = by(batch_object("kq", 2, vec![entry("a", "2")]), &w2);
+        l.withdraw(2, &w2);
+        l.apply(&watcher::Event::Apply(two.clone()));
+        assert_eq!(counted(&l, "a"), ["1"]);
+        assert_eq!(l.next_sequence(), 3);
+        l.apply(&watcher::Event::Delete(two));
+        assert_eq!(counted(&l, "a"), ["1"]);
+        // Withdrawn after its event: forgotten; another writer's batch of a number is not.
+        let w3 = l.writer_token();
+        l.apply(&watcher::Event::Apply(by(
+            batch_object("kq", 3, vec![entry("a", "3")]),
+            "other",
+        )));
+        l.withdraw(3, &w3);
+        assert_eq!(counted(&l, "a"), ["1", "3"]);
+        let w4 = l.writer_token();
+        l.apply(&watcher::Event::Apply(by(
+            batch_object("kq", 4, vec![entry("a", "4")]),
+            &w4,
+        )));
+        l.withdraw(4, &w4);
+        assert_eq!(counted(&l, "a"), ["1", "3"]);
+        // A re-list answers a waiting create, and none is expected while it runs.
+        let mut e = l.expect(5, &l.writer_token()).unwrap().unwrap();
+        l.apply(&watcher::Event::Init);
+        assert_eq!(e.outcome().await, Outcome::Unverified);
+        drop(e);
+        let err = l.expect(5, "x").err().unwrap();
+        assert_eq!(err.code(), 503);
+        l.apply(&watcher::Event::InitDone);
+        assert!(l.expect(5, "x").unwrap().is_some());
     }
 }

@@ -193,6 +193,21 @@ pub enum Error {
         newest: u64,
     },
 
+    /// A batch was created, but this webhook's batch watch did not show it first of its
+    /// number (a watch that lagged; a re-list; the deadline): withdrawn (`crate::ledger`).
+    #[error(
+        "KarmadaQuotaReservation {namespace}/{name} was created, but this webhook's batch \
+         watch {why}; withdrawn; retry"
+    )]
+    BatchUnconfirmed {
+        /// The batches' namespace.
+        namespace: String,
+        /// The batch.
+        name: String,
+        /// What the watch showed.
+        why: String,
+    },
+
     /// The KarmadaQuota cache has not finished its initial list yet.
     #[error("the KarmadaQuota cache has not synced yet; retry")]
     NotSynced,
@@ -257,6 +272,7 @@ impl Error {
             Error::BatchesUnseen { .. } => "batches_unseen",
             Error::BatchWatchDown { .. } => "batch_watch_down",
             Error::BatchesBehind { .. } => "batches_behind",
+            Error::BatchUnconfirmed { .. } => "batch_unconfirmed",
             Error::NotSynced => "not_synced",
             Error::Stale(_) => "stale_cache",
             Error::UnknownNamespace(_) => "unknown_namespace",
@@ -275,7 +291,8 @@ impl Error {
             | Error::UnknownNamespace(_)
             | Error::BatchesUnseen { .. }
             | Error::BatchWatchDown { .. }
-            | Error::BatchesBehind { .. } => 503,
+            | Error::BatchesBehind { .. }
+            | Error::BatchUnconfirmed { .. } => 503,
             _ => 500,
         }
     }
@@ -289,7 +306,8 @@ impl Error {
             | Error::UnknownNamespace(_)
             | Error::BatchesUnseen { .. }
             | Error::BatchWatchDown { .. }
-            | Error::BatchesBehind { .. } => "ServiceUnavailable",
+            | Error::BatchesBehind { .. }
+            | Error::BatchUnconfirmed { .. } => "ServiceUnavailable",
             _ => "InternalError",
         }
     }

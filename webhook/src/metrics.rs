@@ -51,6 +51,9 @@ pub struct Metrics {
     /// Reservation batch creates (`--reservation-store=batches`) by result (`ok`,
     /// `conflict`: the number was taken, `error`, `timeout`).
     pub batch_creates: Family<WriteLabels, Counter>,
+    /// Time from a batch create's answer until this webhook's batch watch confirmed it,
+    /// seconds (`--reservation-store=batches`).
+    pub batch_confirm: Histogram,
     /// Decision rounds re-run after a conflict.
     pub retries: Counter,
     /// Requests decided together in one batch.
@@ -98,6 +101,12 @@ impl Metrics {
             "Reservation batch (KarmadaQuotaReservation) creates by result; conflict: another \
              writer took the number first",
             m.batch_creates.clone(),
+        );
+        reg.register(
+            "reservation_batch_confirm_seconds",
+            "Time from a reservation batch create's answer until this webhook's batch watch \
+             showed the batch (an admission waits for it)",
+            m.batch_confirm.clone(),
         );
         reg.register(
             "decision_retries",
@@ -173,6 +182,8 @@ impl Default for Metrics {
             status_writes: Family::default(),
             batch_creates: Family::default(),
             conflicts: Counter::default(),
+            // 0.1 ms … ~1.6 s
+            batch_confirm: Histogram::new(exponential_buckets(0.0001, 2.0, 15)),
             retries: Counter::default(),
             // 1 … 512
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 10)),

@@ -304,6 +304,7 @@ mod tests {
                     },
                     entry(if uid == "u2" { "web" } else { "web2" }, uid),
                 )],
+                writer: None,
             });
         }
         let key = QuotaKey::Cluster {

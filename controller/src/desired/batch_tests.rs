@@ -52,7 +52,11 @@ fn view() -> BatchView {
         (3, vec![(q_key("team-a"), entry("api", "u-api", "3"))]),
         (4, vec![(q_key("team-b"), entry("late", "u-late", "1"))]),
     ] {
-        v.insert(&ParsedBatch { sequence, entries });
+        v.insert(&ParsedBatch {
+            sequence,
+            entries,
+            writer: None,
+        });
     }
     v
 }

@@ -83,6 +83,7 @@ mod tests {
             view.insert(&ParsedBatch {
                 sequence,
                 entries: vec![(key(ns), entry(uid, 1, "1"))],
+                writer: None,
             });
         }
         let a = Unfolded::of(&view, &key("a"), None).unwrap();

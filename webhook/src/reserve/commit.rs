@@ -7,8 +7,11 @@
 //! - The create is the compare-and-swap: when another writer (a second replica) took the
 //!   number, the batch it wrote is read and counted, and the requests are decided again
 //!   against it under the next number (at most `max_attempts` rounds).
-//! - No request is allowed before the create succeeded; a refused request writes nothing
-//!   (its entry is never in a created batch), so nothing is rolled back.
+//! - No request is allowed before the create succeeded *and* this webhook's batch watch
+//!   showed the new batch first of its number and above (`crate::ledger`'s
+//!   confirmations); a batch it does not confirm is withdrawn (not counted here, deleted)
+//!   and its requests get 503. A refused request writes nothing (its entry is never in a
+//!   created batch), so nothing else is rolled back.
 //! - A create whose outcome is unknown (an API error, the deadline) fails its requests;
 //!   if it was stored after all, its entries count (toward nothing that was admitted)
 //!   until the controller drops them at their expiration, as a failed rollback's do
@@ -27,12 +30,15 @@ use tracing::field::Empty;
 use super::Inner;
 use super::batch::Slot;
 use super::newest::invalid_covering;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, Outcome};
 use crate::{Error, Result};
 
 /// How often a request waits for the batch watch to catch up after its number was taken
 /// by a batch already deleted.
 const CATCH_UP_POLL: Duration = Duration::from_millis(10);
+
+/// How long the delete of a withdrawn batch may take.
+const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Inner {
     /// Decide and commit `slots` (every one is answered).
@@ -73,19 +79,61 @@ impl Inner {
             let sequence = ledger.next_sequence();
             let name = batch_name(sequence);
             Span::current().record("batch", name.as_str());
-            let batch = batch_object(ledger.namespace(), sequence, entries);
+            let writer = ledger.writer_token();
+            let mut batch = batch_object(ledger.namespace(), sequence, entries);
+            batch.spec.writer = Some(writer.clone());
+            // Registered before the create: its watch event may come before the answer.
+            let mut expectation = match ledger.expect(sequence, &writer) {
+                Ok(Some(e)) => e,
+                // The view moved past the number since the plan: decide again.
+                Ok(None) => continue,
+                Err(e) => {
+                    fail_open(&mut slots, || clone_error(&e));
+                    return;
+                }
+            };
             match tokio::time::timeout_at(deadline, ledger.store().create(&batch)).await {
                 Ok(Ok(_)) => {
                     self.metrics.batch_create("ok");
-                    ledger.insert(&ParsedBatch {
-                        sequence,
-                        entries: planned
-                            .iter()
-                            .flat_map(|&i| slots[i].written.iter().cloned())
-                            .collect(),
+                    let waited = Instant::now();
+                    let outcome = tokio::time::timeout_at(deadline, expectation.outcome()).await;
+                    self.metrics
+                        .batch_confirm
+                        .observe(waited.elapsed().as_secs_f64());
+                    drop(expectation);
+                    let why = match outcome {
+                        Ok(Outcome::Confirmed) => {
+                            ledger.insert(&ParsedBatch {
+                                sequence,
+                                entries: planned
+                                    .iter()
+                                    .flat_map(|&i| slots[i].written.iter().cloned())
+                                    .collect(),
+                                writer: Some(writer),
+                            });
+                            tracing::debug!(batch = %name, requests = planned.len(), "reservation batch created");
+                            answer_planned(&mut slots);
+                            return;
+                        }
+                        Ok(Outcome::Reused { by }) => format!(
+                            "showed batch {by} before it: the number was used before, while \
+                             the watch lagged"
+                        ),
+                        Ok(Outcome::Unverified) => {
+                            "re-listed before it showed it, so the order cannot tell whether \
+                             the number was used before"
+                                .to_owned()
+                        }
+                        Err(_) => "did not show it before the request's deadline".to_owned(),
+                    };
+                    self.withdraw(ledger, &name, sequence, &writer, planned.len())
+                        .await;
+                    tracing::warn!(batch = %name, why = %why, "reservation batch withdrawn: this webhook's batch watch did not confirm it");
+                    fail_open(&mut slots, || Error::BatchUnconfirmed {
+                        namespace: ledger.namespace().to_owned(),
+                        name: name.clone(),
+                        why: why.clone(),
                     });
-                    tracing::debug!(batch = %name, requests = planned.len(), "reservation batch created");
-                    answer_planned(&mut slots);
                     return;
                 }
                 Ok(Err(StoreError::Conflict)) => {
@@ -198,6 +246,30 @@ impl Inner {
             }),
         }
     }
+
+    /// Withdraw batch `name` that will not be admitted: no longer counted here, and
+    /// deleted (within [`WITHDRAW_TIMEOUT`]; a batch left behind counts elsewhere until
+    /// the controller drops its entries at their expiration, as a failed rollback's do).
+    async fn withdraw(
+        &self,
+        ledger: &Ledger,
+        name: &str,
+        sequence: u64,
+        writer: &str,
+        requests: usize,
+    ) {
+        ledger.withdraw(sequence, writer);
+        let deleted = tokio::time::timeout(WITHDRAW_TIMEOUT, ledger.store().delete(name)).await;
+        let result = match deleted {
+            Ok(Ok(()) | Err(StoreError::NotFound)) => "ok",
+            Ok(Err(e)) => {
+                tracing::warn!(batch = %name, error = %e, "withdrawn reservation batch not deleted");
+                "failed"
+            }
+            Err(_) => "failed",
+        };
+        self.metrics.rolled_back(result, requests);
+    }
 }
 
 /// Answer every open, planned request with its admission.
@@ -256,6 +328,15 @@ fn clone_error(e: &Error) -> Error {
             namespace: namespace.clone(),
             folded_through: *folded_through,
             newest: *newest,
+        },
+        Error::BatchUnconfirmed {
+            namespace,
+            name,
+            why,
+        } => Error::BatchUnconfirmed {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            why: why.clone(),
         },
         other => Error::WorkerGone(other.to_string()),
     }

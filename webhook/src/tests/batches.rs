@@ -10,7 +10,7 @@ use karmada_quota_core::decision::Decision;
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::ResourceBinding;
 use karmada_quota_crds::reservation_batch::{KarmadaQuotaReservation, parse_batch};
-use karmada_quota_status::batch_store::FakeBatchStore;
+use karmada_quota_status::batch_store::{FakeBatchStore, FakeChange};
 use tokio::time::Instant;
 
 use super::*;
@@ -18,6 +18,9 @@ use crate::ledger::Ledger;
 use crate::reserve::BindingRequest;
 
 const BATCH_NS: &str = "kq-system";
+
+/// How long a replica's batch watch takes to show a change.
+const WATCH_LATENCY: Duration = Duration::from_millis(1);
 
 /// A CREATE of `cpu` in `namespace`, charged by core.
 fn request(namespace: &str, name: &str, cpu: &str) -> BindingRequest {
@@ -52,6 +55,23 @@ fn replica(h: &Harness, batches: &Arc<FakeBatchStore>) -> (Batcher, Arc<Ledger>)
     let ledger = Ledger::new(batches.clone(), BATCH_NS, h.state.cache.relists().clone());
     ledger.apply(&Event::Init);
     ledger.apply(&Event::InitDone);
+    // Its batch watch: the store's changes, in order, each after WATCH_LATENCY (so that
+    // replicas race for numbers as they do over the API).
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    batches.on_change(move |change| {
+        let _ = tx.send(change.clone());
+    });
+    let watching = Arc::downgrade(&ledger);
+    tokio::spawn(async move {
+        while let Some(change) = rx.recv().await {
+            tokio::time::sleep(WATCH_LATENCY).await;
+            let Some(l) = watching.upgrade() else { return };
+            match change {
+                FakeChange::Created(b) => l.apply(&Event::Apply(b)),
+                FakeChange::Deleted(b) => l.apply(&Event::Delete(b)),
+            }
+        }
+    });
     let no_cluster_quotas: &[karmada_quota_crds::KarmadaClusterQuota] = &[];
     let batcher = Batcher::with_stores(
         h.store.clone(),
@@ -350,4 +370,145 @@ async fn a_view_behind_or_a_watch_down_refuses_with_a_retryable_503_and_writes_n
     assert_eq!((err.code(), err.metric_label()), (503, "batch_watch_down"));
     ledger.watch_relisted();
     assert!(submit(b, request(NS, "d", "1")).await.unwrap().is_allowed());
+}
+
+/// Another writer's batch `sequence` holding one entry of `cpu` for binding `uid`.
+fn others_batch(sequence: u64, uid: &str, cpu: &str) -> KarmadaQuotaReservation {
+    use karmada_quota_crds::quota::{Reservation, ReservedBy};
+    use karmada_quota_crds::reservation_batch::{BatchEntry, BatchQuota, batch_object};
+    let entry = BatchEntry {
+        quota: BatchQuota {
+            namespace: Some(NS.into()),
+            name: "compute".into(),
+        },
+        reservation: Reservation {
+            reserved_by: ReservedBy {
+                name: uid.into(),
+                uid: uid.into(),
+                ..Default::default()
+            },
+            generation: 1,
+            reserved: [("requests.cpu".to_string(), Quantity(cpu.into()))].into(),
+            expiration_time: karmada_quota_crds::convert::unix_to_time(clock() + 3600),
+        },
+    };
+    let mut batch = batch_object(BATCH_NS, sequence, vec![entry]);
+    batch.spec.writer = Some("another-replica-0".into());
+    batch
+}
+
+/// The uid [`request`] gives binding `name` of [`NS`].
+fn uid(name: &str) -> String {
+    format!("uid-{NS}-{name}")
+}
+
+/// The bindings whose entries the ledger counts for the quota `compute` of [`NS`].
+fn counted(ledger: &Ledger) -> Vec<String> {
+    let key = karmada_quota_core::selection::QuotaKey::Namespaced {
+        namespace: NS.into(),
+        name: "compute".into(),
+    };
+    ledger.with_view(|v| {
+        v.unfolded(&key, None)
+            .map(|(_, e)| e.reserved_by.uid.clone())
+            .collect()
+    })
+}
+
+/// The attack of e2e `reservation_batches`, with a watch that lags instead of failing:
+/// batch 2 is created, folded and deleted by another writer while this webhook's views
+/// show nothing of it; the create of 2 succeeds on the freed name. The watch shows the
+/// used 2 first, so the webhook withdraws its own and refuses.
+#[tokio::test(start_paused = true)]
+async fn a_create_on_a_number_used_while_the_watch_lagged_is_withdrawn_and_refused() {
+    use karmada_quota_status::BatchStore;
+    let batches = Arc::new(FakeBatchStore::new());
+    let quota = mk_quota(
+        "compute",
+        &[("requests.cpu", "2")],
+        &[("requests.cpu", "0")],
+    );
+    let (h, ledger) = harness(std::slice::from_ref(&quota), &batches);
+    let b = h.state.batcher.clone();
+    assert!(
+        submit(&b, request(NS, "a", "1"))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(counted(&ledger), [uid("a")]);
+    // The watches lag; another writer's batch 2 (b, 1 cpu) is created and, its fold in
+    // the quota (not in this webhook's view), deleted.
+    batches.lag.store(true, Ordering::SeqCst);
+    batches
+        .create(&others_batch(2, &uid("b"), "1"))
+        .await
+        .unwrap();
+    batches.delete("kqr-000000000002").await.unwrap();
+    let c = tokio::spawn(async move { submit(&b, request(NS, "c", "1")).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        batches.creates.load(Ordering::SeqCst),
+        3,
+        "c's batch was created on the freed number 2"
+    );
+    // The watch catches up: the used 2 (created, deleted), then c's.
+    batches.lag.store(false, Ordering::SeqCst);
+    batches.catch_up();
+    let err = c.await.unwrap().unwrap_err();
+    assert_eq!((err.code(), err.metric_label()), (503, "batch_unconfirmed"));
+    let message = err.to_string();
+    assert!(
+        message.contains("kq-system/kqr-000000000002") && message.contains("used before"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        batches
+            .all()
+            .iter()
+            .map(|b| b.metadata.name.clone().unwrap())
+            .collect::<Vec<_>>(),
+        ["kqr-000000000001"],
+        "c's batch deleted again"
+    );
+    // b counts (a tombstone until the fold is in view), c does not: the quota is full.
+    assert_eq!(counted(&ledger), [uid("a"), uid("b")]);
+    let d = submit(&h.state.batcher, request(NS, "d", "1"))
+        .await
+        .unwrap();
+    assert!(!d.is_allowed(), "2 of 2 cpu used: {d:?}");
+}
+
+/// A watch that never shows the batch: nothing is admitted on an unconfirmed create, the
+/// batch is withdrawn, and its late events count nothing.
+#[tokio::test(start_paused = true)]
+async fn a_batch_the_watch_does_not_show_by_the_deadline_is_withdrawn() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let quota = mk_quota(
+        "compute",
+        &[("requests.cpu", "2")],
+        &[("requests.cpu", "0")],
+    );
+    let (h, ledger) = harness(std::slice::from_ref(&quota), &batches);
+    let b = &h.state.batcher;
+    batches.lag.store(true, Ordering::SeqCst);
+    let err = submit(b, request(NS, "a", "2")).await.unwrap_err();
+    assert_eq!((err.code(), err.metric_label()), (503, "batch_unconfirmed"));
+    assert!(err.to_string().contains("deadline"), "{err}");
+    assert!(batches.all().is_empty(), "withdrawn: deleted");
+    batches.lag.store(false, Ordering::SeqCst);
+    batches.catch_up();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(
+        counted(&ledger).is_empty(),
+        "its late create counts nothing"
+    );
+    // The whole quota is free, under the next number.
+    assert!(submit(b, request(NS, "b", "2")).await.unwrap().is_allowed());
+    assert_eq!(
+        batches.all()[0].metadata.name.as_deref(),
+        Some("kqr-000000000002")
+    );
 }
