@@ -31,7 +31,7 @@
 
 mod confirm;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -86,8 +86,8 @@ pub struct Ledger {
     /// Creates waiting for their batch in the watch. Locked before `view`: an event is
     /// witnessed and applied to the view under it.
     confirms: Mutex<Confirmations>,
-    /// Batches this webhook withdrew (number → writer), until the watch shows them deleted.
-    withdrawn: Mutex<BTreeMap<u64, String>>,
+    /// Batches this webhook withdrew (number, writer), until the watch shows them deleted.
+    withdrawn: Mutex<BTreeSet<(u64, String)>>,
     /// This process's writer tokens: `<random>-<count>`.
     writer_prefix: String,
     writers: AtomicU64,
@@ -193,11 +193,13 @@ impl Ledger {
                 self.listed(&b.name_any());
                 // Witnessed and applied under one lock: `expect` sees both or neither.
                 let mut confirms = lock(&self.confirms);
-                if let Some(s) = batch_sequence(&b.name_any()) {
-                    confirms.witness(s, b.spec.writer.as_deref(), true);
-                }
+                let answers = batch_sequence(&b.name_any())
+                    .map(|s| confirms.witness(s, b.spec.writer.as_deref(), true));
                 self.insert_object(b);
                 drop(confirms);
+                if let Some(answers) = answers {
+                    answers.send();
+                }
             }
             watcher::Event::Delete(b) => self.deleted(&b.name_any(), b.spec.writer.as_deref()),
             watcher::Event::InitDone => {
@@ -235,18 +237,16 @@ impl Ledger {
             return;
         };
         let mut confirms = lock(&self.confirms);
-        confirms.witness(s, writer, false);
-        let mut withdrawn = lock(&self.withdrawn);
-        if writer.is_some() && withdrawn.get(&s).map(String::as_str) == writer {
+        let answers = confirms.witness(s, writer, false);
+        let ours = writer.is_some_and(|w| lock(&self.withdrawn).remove(&(s, w.to_owned())));
+        if ours {
             // Withdrawn by this webhook: never counted here.
-            withdrawn.remove(&s);
-            drop(withdrawn);
             lock(&self.view).saw(s);
         } else {
-            drop(withdrawn);
             lock(&self.view).tombstone(s);
         }
         drop(confirms);
+        answers.send();
     }
 
     /// Count a stored batch (one read after losing its number); one that does not parse
@@ -258,7 +258,7 @@ impl Ledger {
                 let withdrawn = parsed
                     .writer
                     .as_ref()
-                    .is_some_and(|w| lock(&self.withdrawn).get(&parsed.sequence) == Some(w));
+                    .is_some_and(|w| lock(&self.withdrawn).contains(&(parsed.sequence, w.clone())));
                 if withdrawn {
                     lock(&self.view).saw(parsed.sequence);
                 } else {
@@ -310,7 +310,7 @@ impl Ledger {
                 Some(b) => self.apply(&watcher::Event::Apply(b)),
                 None => {
                     if let Some(s) = batch_sequence(&d.name_any()) {
-                        lock(&self.confirms).witness(s, None, true);
+                        lock(&self.confirms).witness(s, None, true).send();
                     }
                 }
             },
@@ -354,7 +354,7 @@ impl Ledger {
     pub fn withdraw(&self, sequence: u64, writer: &str) {
         let _confirms = lock(&self.confirms);
         let mut withdrawn = lock(&self.withdrawn);
-        withdrawn.insert(sequence, writer.to_owned());
+        withdrawn.insert((sequence, writer.to_owned()));
         while withdrawn.len() > MAX_WITHDRAWN {
             withdrawn.pop_first();
         }

@@ -42,6 +42,20 @@ pub enum Outcome {
     Unverified,
 }
 
+/// Outcomes resolved by one event, to send once the event is applied.
+#[must_use = "send the answers once the event is applied"]
+#[derive(Debug, Default)]
+pub struct Answers(Vec<(oneshot::Sender<Outcome>, Outcome)>);
+
+impl Answers {
+    /// Answer the waiting creates.
+    pub fn send(self) {
+        for (tx, outcome) in self.0 {
+            let _ = tx.send(outcome);
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Pending {
     writer: String,
@@ -56,14 +70,15 @@ pub struct Confirmations {
 
 impl Confirmations {
     /// Wait for batch `sequence` written by `writer`. `None` when the view already holds
-    /// that number or a higher one (`newest`): the create would not be the first of it.
+    /// that number or a higher one (`newest`: the create would not be the first of it),
+    /// or another create waits for it.
     pub fn expect(
         &mut self,
         sequence: u64,
         writer: &str,
         newest: Option<u64>,
     ) -> Option<oneshot::Receiver<Outcome>> {
-        if newest >= Some(sequence) {
+        if newest >= Some(sequence) || self.pending.contains_key(&sequence) {
             return None;
         }
         let (tx, rx) = oneshot::channel();
@@ -89,8 +104,10 @@ impl Confirmations {
     }
 
     /// The watch showed batch `sequence` (created or changed: `created`; or deleted),
-    /// written by `writer` (`None`: no token, or the object did not parse).
-    pub fn witness(&mut self, sequence: u64, writer: Option<&str>, created: bool) {
+    /// written by `writer` (`None`: no token, or the object did not parse). The answers
+    /// are sent by the caller once the event is applied to its view ([`Answers::send`]),
+    /// so a confirmed create's batch is in the view when its requests are answered.
+    pub fn witness(&mut self, sequence: u64, writer: Option<&str>, created: bool) -> Answers {
         let mut resolved = Vec::new();
         for (&s, p) in self.pending.range(..=sequence) {
             let outcome = if s < sequence || writer != Some(p.writer.as_str()) {
@@ -103,11 +120,12 @@ impl Confirmations {
             };
             resolved.push((s, outcome));
         }
-        for (s, outcome) in resolved {
-            if let Some(p) = self.pending.remove(&s) {
-                let _ = p.tx.send(outcome);
-            }
-        }
+        Answers(
+            resolved
+                .into_iter()
+                .filter_map(|(s, outcome)| self.pending.remove(&s).map(|p| (p.tx, outcome)))
+                .collect(),
+        )
     }
 
     /// The watch (re-)lists: every pending create is unverified.
@@ -142,10 +160,10 @@ mod tests {
     fn its_own_batch_first_confirms_and_lower_numbers_change_nothing() {
         let mut c = Confirmations::default();
         let mut rx = c.expect(5, "w1", Some(4)).unwrap();
-        c.witness(3, Some("other"), false);
-        c.witness(4, Some("other"), true);
+        c.witness(3, Some("other"), false).send();
+        c.witness(4, Some("other"), true).send();
         assert_eq!(now(&mut rx), None);
-        c.witness(5, Some("w1"), true);
+        c.witness(5, Some("w1"), true).send();
         assert_eq!(now(&mut rx), Some(Outcome::Confirmed));
         assert!(c.is_empty());
     }
@@ -155,17 +173,17 @@ mod tests {
         let mut c = Confirmations::default();
         // The used batch 5's create, seen late.
         let mut rx = c.expect(5, "w1", Some(4)).unwrap();
-        c.witness(5, Some("w0"), true);
+        c.witness(5, Some("w0"), true).send();
         assert_eq!(now(&mut rx), Some(Outcome::Reused { by: 5 }));
         // Its delete, or a batch above it, seen first: the same.
         let mut rx = c.expect(5, "w1", Some(4)).unwrap();
-        c.witness(5, Some("w0"), false);
+        c.witness(5, Some("w0"), false).send();
         assert_eq!(now(&mut rx), Some(Outcome::Reused { by: 5 }));
         let mut rx = c.expect(5, "w1", Some(4)).unwrap();
-        c.witness(7, None, true);
+        c.witness(7, None, true).send();
         assert_eq!(now(&mut rx), Some(Outcome::Reused { by: 7 }));
         // Its own token after the reuse changes nothing (already answered).
-        c.witness(5, Some("w1"), true);
+        c.witness(5, Some("w1"), true).send();
         assert!(c.is_empty());
     }
 
@@ -178,6 +196,10 @@ mod tests {
         c.relisted();
         assert_eq!(now(&mut first), Some(Outcome::Unverified));
         let mut rx = c.expect(6, "w1", Some(5)).unwrap();
+        assert!(
+            c.expect(6, "w2", Some(5)).is_none(),
+            "one create per number"
+        );
         c.cancel(6, "w2");
         assert_eq!(c.len(), 1, "another writer's cancel");
         c.cancel(6, "w1");

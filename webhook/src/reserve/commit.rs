@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 use karmada_quota_core::decision::Decision;
-use karmada_quota_crds::reservation_batch::{ParsedBatch, batch_entry, batch_name, batch_object};
+use karmada_quota_crds::reservation_batch::{batch_entry, batch_name, batch_object};
 use karmada_quota_status::StoreError;
 use tokio::time::Instant;
 use tracing::Span;
@@ -103,14 +103,7 @@ impl Inner {
                     drop(expectation);
                     let why = match outcome {
                         Ok(Outcome::Confirmed) => {
-                            ledger.insert(&ParsedBatch {
-                                sequence,
-                                entries: planned
-                                    .iter()
-                                    .flat_map(|&i| slots[i].written.iter().cloned())
-                                    .collect(),
-                                writer: Some(writer),
-                            });
+                            // The watch applied it to the view before answering.
                             tracing::debug!(batch = %name, requests = planned.len(), "reservation batch created");
                             answer_planned(&mut slots);
                             return;
@@ -248,8 +241,11 @@ impl Inner {
     }
 
     /// Withdraw batch `name` that will not be admitted: no longer counted here, and
-    /// deleted (within [`WITHDRAW_TIMEOUT`]; a batch left behind counts elsewhere until
-    /// the controller drops its entries at their expiration, as a failed rollback's do).
+    /// deleted — after an empty batch took the next number, so that the store keeps the
+    /// newest number used (a webhook that lists the batches learns it from there). When
+    /// the successor cannot be created the batch stays (its entries count elsewhere until
+    /// the controller drops them at their expiration, as a failed rollback's do). Each
+    /// call is bounded by [`WITHDRAW_TIMEOUT`].
     async fn withdraw(
         &self,
         ledger: &Ledger,
@@ -259,11 +255,23 @@ impl Inner {
         requests: usize,
     ) {
         ledger.withdraw(sequence, writer);
-        let deleted = tokio::time::timeout(WITHDRAW_TIMEOUT, ledger.store().delete(name)).await;
-        let result = match deleted {
-            Ok(Ok(()) | Err(StoreError::NotFound)) => "ok",
+        let store = ledger.store();
+        let mut successor = batch_object(ledger.namespace(), sequence + 1, Vec::new());
+        successor.spec.writer = Some(ledger.writer_token());
+        let kept = tokio::time::timeout(WITHDRAW_TIMEOUT, store.create(&successor)).await;
+        let result = match kept {
+            Ok(Ok(_) | Err(StoreError::Conflict)) => {
+                match tokio::time::timeout(WITHDRAW_TIMEOUT, store.delete(name)).await {
+                    Ok(Ok(()) | Err(StoreError::NotFound)) => "ok",
+                    Ok(Err(e)) => {
+                        tracing::warn!(batch = %name, error = %e, "withdrawn reservation batch not deleted");
+                        "failed"
+                    }
+                    Err(_) => "failed",
+                }
+            }
             Ok(Err(e)) => {
-                tracing::warn!(batch = %name, error = %e, "withdrawn reservation batch not deleted");
+                tracing::warn!(batch = %name, error = %e, "withdrawn reservation batch left in place: its empty successor could not be created");
                 "failed"
             }
             Err(_) => "failed",
