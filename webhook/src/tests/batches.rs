@@ -415,13 +415,8 @@ fn counted(ledger: &Ledger) -> Vec<String> {
     })
 }
 
-/// The attack of e2e `reservation_batches`, with a watch that lags instead of failing:
-/// batch 2 is created, folded and deleted by another writer while this webhook's views
-/// show nothing of it; the create of 2 succeeds on the freed name. The watch shows the
-/// used 2 first, so the webhook withdraws its own and refuses.
-#[tokio::test(start_paused = true)]
-async fn a_create_on_a_number_used_while_the_watch_lagged_is_withdrawn_and_refused() {
-    use karmada_quota_status::BatchStore;
+/// A quota of 2 cpu, nothing used, over a batch store of its own.
+fn two_cpu() -> (Arc<FakeBatchStore>, Harness, Arc<Ledger>) {
     let batches = Arc::new(FakeBatchStore::new());
     let quota = mk_quota(
         "compute",
@@ -429,6 +424,17 @@ async fn a_create_on_a_number_used_while_the_watch_lagged_is_withdrawn_and_refus
         &[("requests.cpu", "0")],
     );
     let (h, ledger) = harness(std::slice::from_ref(&quota), &batches);
+    (batches, h, ledger)
+}
+
+/// The attack of e2e `reservation_batches`, with a watch that lags instead of failing:
+/// batch 2 is created, folded and deleted by another writer while this webhook's views
+/// show nothing of it; the create of 2 succeeds on the freed name. The watch shows the
+/// used 2 first, so the webhook withdraws its own and refuses.
+#[tokio::test(start_paused = true)]
+async fn a_create_on_a_number_used_while_the_watch_lagged_is_withdrawn_and_refused() {
+    use karmada_quota_status::BatchStore;
+    let (batches, h, ledger) = two_cpu();
     let b = h.state.batcher.clone();
     assert!(
         submit(&b, request(NS, "a", "1"))
@@ -486,13 +492,7 @@ async fn a_create_on_a_number_used_while_the_watch_lagged_is_withdrawn_and_refus
 /// batch is withdrawn, and its late events count nothing.
 #[tokio::test(start_paused = true)]
 async fn a_batch_the_watch_does_not_show_by_the_deadline_is_withdrawn() {
-    let batches = Arc::new(FakeBatchStore::new());
-    let quota = mk_quota(
-        "compute",
-        &[("requests.cpu", "2")],
-        &[("requests.cpu", "0")],
-    );
-    let (h, ledger) = harness(std::slice::from_ref(&quota), &batches);
+    let (batches, h, ledger) = two_cpu();
     let b = &h.state.batcher;
     batches.lag.store(true, Ordering::SeqCst);
     let err = submit(b, request(NS, "a", "2")).await.unwrap_err();
