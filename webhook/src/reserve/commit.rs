@@ -119,14 +119,16 @@ impl Inner {
                         }
                         Err(_) => "did not show it before the request's deadline".to_owned(),
                     };
-                    self.withdraw(ledger, &name, sequence, &writer, planned.len())
-                        .await;
+                    // Not counted here from now on; answered before the store is tidied.
+                    ledger.withdraw(sequence, &writer);
                     tracing::warn!(batch = %name, why = %why, "reservation batch withdrawn: this webhook's batch watch did not confirm it");
                     fail_open(&mut slots, || Error::BatchUnconfirmed {
                         namespace: ledger.namespace().to_owned(),
                         name: name.clone(),
                         why: why.clone(),
                     });
+                    self.delete_withdrawn(ledger, &name, sequence, planned.len())
+                        .await;
                     return;
                 }
                 Ok(Err(StoreError::Conflict)) => {
@@ -240,21 +242,12 @@ impl Inner {
         }
     }
 
-    /// Withdraw batch `name` that will not be admitted: no longer counted here, and
-    /// deleted — after an empty batch took the next number, so that the store keeps the
-    /// newest number used (a webhook that lists the batches learns it from there). When
-    /// the successor cannot be created the batch stays (its entries count elsewhere until
-    /// the controller drops them at their expiration, as a failed rollback's do). Each
-    /// call is bounded by [`WITHDRAW_TIMEOUT`].
-    async fn withdraw(
-        &self,
-        ledger: &Ledger,
-        name: &str,
-        sequence: u64,
-        writer: &str,
-        requests: usize,
-    ) {
-        ledger.withdraw(sequence, writer);
+    /// Delete batch `name`, withdrawn (`Ledger::withdraw`) — after an empty batch took the
+    /// next number, so that the store keeps the newest number used (a webhook that lists
+    /// the batches learns it from there). When the successor cannot be created the batch
+    /// stays (its entries count elsewhere until the controller drops them at their
+    /// expiration, as a failed rollback's do). Each call is bounded by [`WITHDRAW_TIMEOUT`].
+    async fn delete_withdrawn(&self, ledger: &Ledger, name: &str, sequence: u64, requests: usize) {
         let store = ledger.store();
         let mut successor = batch_object(ledger.namespace(), sequence + 1, Vec::new());
         successor.spec.writer = Some(ledger.writer_token());
