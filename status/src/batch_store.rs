@@ -147,8 +147,10 @@ impl FakeBatchStore {
             .push(Box::new(f));
     }
 
-    /// Show the changes held back while lagging.
+    /// Show the changes held back while lagging (under the store's lock, so that no later
+    /// write is shown before them).
     pub fn catch_up(&self) {
+        let _writes = self.lock();
         let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(PoisonError::into_inner));
         for change in &held {
             self.show(change);

@@ -39,7 +39,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::KarmadaQuotaReservation;
-use karmada_quota_crds::reservation_batch::{ParsedBatch, batch_sequence, parse_batch};
+use karmada_quota_crds::reservation_batch::{batch_sequence, parse_batch};
 use karmada_quota_shell::backoff::Backoff;
 use karmada_quota_shell::untrusted::clip;
 use karmada_quota_status::batches::{BatchView, Fold};
@@ -190,16 +190,16 @@ impl Ledger {
                 self.insert_object(b);
             }
             watcher::Event::Apply(b) => {
-                self.listed(&b.name_any());
-                // Witnessed and applied under one lock: `expect` sees both or neither.
-                let mut confirms = lock(&self.confirms);
-                let answers = batch_sequence(&b.name_any())
-                    .map(|s| confirms.witness(s, b.spec.writer.as_deref(), true));
-                self.insert_object(b);
-                drop(confirms);
-                if let Some(answers) = answers {
-                    answers.send();
-                }
+                let name = b.name_any();
+                self.listed(&name);
+                self.witnessed(
+                    batch_sequence(&name),
+                    b.spec.writer.as_deref(),
+                    true,
+                    || {
+                        self.insert_object(b);
+                    },
+                );
             }
             watcher::Event::Delete(b) => self.deleted(&b.name_any(), b.spec.writer.as_deref()),
             watcher::Event::InitDone => {
@@ -236,17 +236,34 @@ impl Ledger {
         let Some(s) = batch_sequence(name) else {
             return;
         };
+        self.witnessed(Some(s), writer, false, || {
+            let ours = writer.is_some_and(|w| lock(&self.withdrawn).remove(&(s, w.to_owned())));
+            if ours {
+                // Withdrawn by this webhook: never counted here.
+                lock(&self.view).saw(s);
+            } else {
+                lock(&self.view).tombstone(s);
+            }
+        });
+    }
+
+    /// A watch event of batch `sequence` (by `writer`; `created`, or deleted): the waiting
+    /// creates are witnessed and `apply` changes the view under one lock, so that
+    /// [`Self::expect`] sees both or neither; they are answered once it is applied.
+    fn witnessed(
+        &self,
+        sequence: Option<u64>,
+        writer: Option<&str>,
+        created: bool,
+        apply: impl FnOnce(),
+    ) {
         let mut confirms = lock(&self.confirms);
-        let answers = confirms.witness(s, writer, false);
-        let ours = writer.is_some_and(|w| lock(&self.withdrawn).remove(&(s, w.to_owned())));
-        if ours {
-            // Withdrawn by this webhook: never counted here.
-            lock(&self.view).saw(s);
-        } else {
-            lock(&self.view).tombstone(s);
-        }
+        let answers = sequence.map(|s| confirms.witness(s, writer, created));
+        apply();
         drop(confirms);
-        answers.send();
+        if let Some(answers) = answers {
+            answers.send();
+        }
     }
 
     /// Count a stored batch (one read after losing its number); one that does not parse
@@ -259,10 +276,11 @@ impl Ledger {
                     .writer
                     .as_ref()
                     .is_some_and(|w| lock(&self.withdrawn).contains(&(parsed.sequence, w.clone())));
+                let mut view = lock(&self.view);
                 if withdrawn {
-                    lock(&self.view).saw(parsed.sequence);
+                    view.saw(parsed.sequence);
                 } else {
-                    self.insert(&parsed);
+                    view.insert(&parsed);
                 }
             }
             Err(e) => {
@@ -308,11 +326,7 @@ impl Ledger {
             }
             watcher::Event::Apply(d) => match typed(d) {
                 Some(b) => self.apply(&watcher::Event::Apply(b)),
-                None => {
-                    if let Some(s) = batch_sequence(&d.name_any()) {
-                        lock(&self.confirms).witness(s, None, true).send();
-                    }
-                }
+                None => self.witnessed(batch_sequence(&d.name_any()), None, true, || {}),
             },
             watcher::Event::Delete(d) => {
                 let writer = d.data.pointer("/spec/writer").and_then(|w| w.as_str());
@@ -360,11 +374,6 @@ impl Ledger {
         }
         drop(withdrawn);
         lock(&self.view).withdraw(sequence, writer);
-    }
-
-    /// Count a batch (one this webhook created, or read after losing its number).
-    pub fn insert(&self, batch: &ParsedBatch) {
-        lock(&self.view).insert(batch);
     }
 
     /// The number the next batch must take.
