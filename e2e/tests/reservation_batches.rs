@@ -347,8 +347,13 @@ async fn webhook_and_controller_with_batches_admit_exactly_the_limit_across_fold
         "[Result] {creates} batch creates for {} admissions, {status_writes} webhook status writes",
         WAVE + rest
     ));
+    // Its quota list came from the watch cache: the one quota was read from etcd once,
+    // before the first decision (no batch re-list asked for a new generation here).
+    let reads = karmada_quota_e2e::metric_sum(&w, "kq_webhook_quota_reads_total", &[]);
+    step(&format!("    {reads} quota reads from etcd"));
     ensure!(status_writes == 0, "the webhook wrote a status");
     ensure!(creates >= 1, "no batch created");
+    ensure!(reads == 1, "quota q read {reads} times, want once");
 
     registration.cleanup().await?;
     drop(webhook);
@@ -454,6 +459,15 @@ async fn a_webhook_whose_batch_watch_missed_batches_reads_the_quotas_again_befor
     ensure!(
         held.iter().any(|a| a.contains("KarmadaQuotaReservation")),
         "no refusal named the batch watch's state: {held:?}"
+    );
+    // The re-list asked for a new generation: q was read from etcd again before c's
+    // decision (once before a's).
+    let w = webhook.metrics().await?;
+    let reads =
+        karmada_quota_e2e::metric_sum(&w, "kq_webhook_quota_reads_total", &["result=\"ok\""]);
+    ensure!(
+        reads >= 2,
+        "quota q read {reads} times from etcd, want a second read after the re-list"
     );
 
     step("[Recover] the quota raised to 3: c is admitted (the webhook counts again)");

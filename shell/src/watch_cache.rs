@@ -19,26 +19,9 @@ pub fn from_watch_cache() -> watcher::Config {
     config
 }
 
-/// A watcher config whose lists are consistent reads (from etcd, the newest state), whole
-/// (no pages): for the lists that must not be older than something read before them.
-pub fn consistent() -> watcher::Config {
-    watcher::Config {
-        list_semantic: watcher::ListSemantic::MostRecent,
-        page_size: None,
-        ..watcher::Config::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_consistent_list_sends_no_resource_version_and_no_limit() {
-        let c = consistent();
-        assert_eq!(c.page_size, None);
-        assert!(matches!(c.list_semantic, watcher::ListSemantic::MostRecent));
-    }
 
     #[test]
     fn the_list_asks_for_resource_version_zero_without_a_limit() {

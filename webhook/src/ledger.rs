@@ -6,10 +6,11 @@
 //! - A batch seen deleted stays counted as a tombstone until this webhook's quota view
 //!   shows every quota it names folded it ([`Ledger::settle`]); a re-list that no longer
 //!   holds a batch this view held counts as its deletion (same rule).
-//! - The quota watches start only once the batch list is in ([`Ledger::wait_synced`]) and
-//!   list consistently (`shell::watch_cache::consistent`): a batch deleted before this
-//!   webhook listed the batches was folded before, so the quota list, read later from
-//!   etcd, shows its fold.
+//! - The quota watches start only once the batch list is in ([`Ledger::wait_synced`]);
+//!   they list from the apiserver's watch cache, which may be older than the batch list,
+//!   so a decision reads each quota from etcd before its first use (`crate::reserve`'s
+//!   `verified`): a batch deleted before this webhook listed the batches was folded
+//!   before, and that read, made later, shows its fold.
 //! - A batch that does not parse (a hand edit) holds entries the webhook cannot count: it
 //!   refuses every admission, naming the batch, until the batch is fixed or deleted.
 //! - While the batch watch is down (from its failure until its re-list is in), the view
@@ -20,9 +21,10 @@
 //! - A re-list (the batch watch failed and started over) that shows numbers this view
 //!   never held — batches created, folded and deleted while the watch was down — cannot
 //!   know their entries, and the quota view may not show their folds yet (its watch may
-//!   have lagged or failed too): the ledger asks both quota watches to list again,
-//!   consistently (`crate::cache::relists`), and refuses admissions (503, retry) until
-//!   they have, so every fold made before the re-list is in view.
+//!   have lagged or failed too): the ledger asks both quota watches to list again
+//!   (`crate::cache::relists`), which also makes every decision read its quotas from etcd
+//!   again, and refuses admissions (503, retry) until they have, so every fold made
+//!   before the re-list is in view.
 //! - No admission is allowed before this webhook's own batch watch shows the batch its
 //!   decision created, first of its number and above ([`confirm`], [`Self::expect`]): a
 //!   watch that lags without an error can make a create succeed on a used and deleted

@@ -26,14 +26,11 @@ async fn main() -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::register(&mut registry));
     let ready = Readiness::default();
 
-    // With reservation batches, the quota watches list consistently and only once the
-    // batch list is in, and list again when a batch re-list asks
-    // (`karmada_quota_webhook::ledger`'s module doc says why).
-    let quota_lists = if args.reservations.batches() {
-        shell::watch_cache::consistent()
-    } else {
-        shell::watch_cache::from_watch_cache()
-    };
+    // The quota lists come from the apiserver's watch cache in both stores; with
+    // reservation batches the quota watches start once the batch list is in, list again
+    // when a batch re-list asks, and each quota is read from etcd before its first use
+    // in a decision (`karmada_quota_webhook::ledger`'s module doc says why).
+    let quota_lists = shell::watch_cache::from_watch_cache();
     let (cache, feed) = QuotaCache::watch_listing(client.clone(), quota_lists);
     let ledger = args.reservations.batches().then(|| {
         let (ledger, batch_feed) = Ledger::watch(

@@ -54,6 +54,9 @@ pub struct Metrics {
     /// Time from a batch create's answer until this webhook's batch watch confirmed it,
     /// seconds (`--reservation-store=batches`).
     pub batch_confirm: Histogram,
+    /// Quota objects read from etcd before their first use in a decision
+    /// (`--reservation-store=batches`), by result (`ok`, `not_found`, `error`, …).
+    pub quota_reads: Family<WriteLabels, Counter>,
     /// Decision rounds re-run after a conflict.
     pub retries: Counter,
     /// Requests decided together in one batch.
@@ -109,6 +112,12 @@ impl Metrics {
             m.batch_confirm.clone(),
         );
         reg.register(
+            "quota_reads",
+            "Quota objects read from etcd before their first use in a decision \
+             (--reservation-store=batches: the quota lists come from the watch cache), by result",
+            m.quota_reads.clone(),
+        );
+        reg.register(
             "decision_retries",
             "Decision rounds re-run after a status write conflict",
             m.retries.clone(),
@@ -157,6 +166,13 @@ impl Metrics {
             .inc();
     }
 
+    /// Count one quota read from etcd.
+    pub fn quota_read(&self, result: &'static str) {
+        self.quota_reads
+            .get_or_create(&WriteLabels { result })
+            .inc();
+    }
+
     /// Count `n` rolled-back entries.
     pub fn rolled_back(&self, result: &'static str, n: usize) {
         self.rollbacks
@@ -184,6 +200,7 @@ impl Default for Metrics {
             conflicts: Counter::default(),
             // 0.1 ms … ~1.6 s
             batch_confirm: Histogram::new(exponential_buckets(0.0001, 2.0, 15)),
+            quota_reads: Family::default(),
             retries: Counter::default(),
             // 1 … 512
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 10)),

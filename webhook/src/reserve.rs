@@ -66,6 +66,8 @@ mod no_cluster_store;
 mod record;
 /// Step 5: removing what a request that did not end admitted had written.
 mod rollback;
+/// With reservation batches: each quota read from etcd before its first use.
+mod verified;
 /// A group's worker: batch after batch until its queue is empty.
 mod worker;
 
@@ -171,6 +173,8 @@ struct Inner {
     groups: Mutex<HashMap<String, Group>>,
     /// Bindings this webhook suspended and the controller's status does not show yet.
     arrivals: Mutex<arrival::Recent>,
+    /// With reservation batches: the quota copies read from etcd (`verified`).
+    verified: Mutex<verified::Verified>,
 }
 
 /// One batch group's queue (see [`crate::selection`]).
@@ -229,6 +233,7 @@ impl Batcher {
                 clock,
                 groups: Mutex::default(),
                 arrivals: Mutex::default(),
+                verified: Mutex::default(),
             }),
         }
     }

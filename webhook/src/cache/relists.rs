@@ -1,7 +1,9 @@
 //! Re-reading the quota kinds on request: the reservation batches' re-list asks for it
 //! (`crate::ledger`) when batches were created and deleted while the batch watch was down,
-//! and holds decisions until both quota watches have listed again, consistently, from a
-//! list they started after the request.
+//! and holds decisions until both quota watches have listed again from a list they
+//! started after the request. A request also starts a new *generation*: every quota is
+//! read from etcd again before its next use in a decision (`crate::reserve`'s
+//! `verified`), since a list from the watch cache may be older than the request.
 //!
 //! ```text
 //!  ledger (batch re-list found unseen numbers) ── request() ──► generation g
@@ -50,6 +52,11 @@ impl Relists {
             generation = *g;
         });
         generation
+    }
+
+    /// The newest generation asked for (0 before any request).
+    pub fn generation(&self) -> u64 {
+        *self.0.requested.borrow()
     }
 
     /// Whether both quota kinds completed a list started at `generation` or later.
@@ -122,7 +129,7 @@ mod tests {
         let lists = Arc::new(Mutex::new(HashMap::new()));
         let (cache, feed) = crate::QuotaCache::watch_listing(
             client(lists.clone()),
-            karmada_quota_shell::watch_cache::consistent(),
+            karmada_quota_shell::watch_cache::from_watch_cache(),
         );
         let task = tokio::spawn(feed);
         let count = |kind: &str| {

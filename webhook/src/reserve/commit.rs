@@ -17,10 +17,11 @@
 //!   until the controller drops them at their expiration, as a failed rollback's do
 //!   today. The next batch then finds the number taken and counts it.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use karmada_quota_core::decision::Decision;
+use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::reservation_batch::{batch_entry, batch_name, batch_object};
 use karmada_quota_status::StoreError;
 use tokio::time::Instant;
@@ -29,6 +30,7 @@ use tracing::field::Empty;
 
 use super::Inner;
 use super::batch::Slot;
+use super::copy::QuotaCopy;
 use super::newest::invalid_covering;
 use crate::ledger::{Ledger, Outcome};
 use crate::{Error, Result};
@@ -60,7 +62,11 @@ impl Inner {
             let Some(deadline) = slots.iter().filter(|s| s.open()).map(|s| s.deadline).max() else {
                 return;
             };
-            if let Err(e) = self.plan(ledger, group, &mut slots) {
+            let planned = match self.copies(ledger, group, &slots, deadline).await {
+                Ok((namespaces, copies)) => self.plan(ledger, &namespaces, &copies, &mut slots),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = planned {
                 fail_open(&mut slots, || clone_error(&e));
                 return;
             }
@@ -162,11 +168,19 @@ impl Inner {
         });
     }
 
-    /// Steps 1–2: decide every open request; an admitted one gets its entries in
-    /// `written`, a refused one its answer.
-    fn plan(&self, ledger: &Ledger, group: &str, slots: &mut [Slot]) -> Result<()> {
+    /// Step 1: the namespaces of the open requests and the newest copies of the quota
+    /// objects they answer to, each read from etcd once before its first use
+    /// ([`super::verified`]).
+    async fn copies(
+        &self,
+        ledger: &Ledger,
+        group: &str,
+        slots: &[Slot],
+        deadline: Instant,
+    ) -> Result<(BTreeSet<String>, BTreeMap<QuotaKey, QuotaCopy>)> {
         // Before the quota copies are read: a hold the check lifts (the quota kinds
-        // listed again) must be lifted for copies read after it.
+        // listed again) must be lifted for copies read after it, and a tombstone settled
+        // by the cache's fold must not meet an older copy.
         ledger.check()?;
         ledger.settle(&self.cache, (self.clock)());
         let namespaces: BTreeSet<String> = slots
@@ -174,15 +188,24 @@ impl Inner {
             .filter(|s| s.open())
             .map(|s| s.request.namespace.clone())
             .collect();
-        let copies = self.newest_copies(group, &namespaces, &HashSet::new());
+        let cached = self.newest_copies(group, &namespaces, &HashSet::new());
+        Ok((namespaces, self.verified(cached, deadline).await?))
+    }
+
+    /// Step 2: decide every open request against `copies`; an admitted one gets its
+    /// entries in `written`, a refused one its answer.
+    fn plan(
+        &self,
+        ledger: &Ledger,
+        namespaces: &BTreeSet<String>,
+        copies: &BTreeMap<QuotaKey, QuotaCopy>,
+        slots: &mut [Slot],
+    ) -> Result<()> {
         // A quota that shows a fold of a batch this view never saw proves the view behind
         // (a watch lagging or dead without an error): the next number may be one that was
         // used and deleted, and a batch created on it would count for no one.
         let next = ledger.next_sequence();
-        if let Some(folded) = copies
-            .values()
-            .filter_map(super::copy::QuotaCopy::folded_through)
-            .max()
+        if let Some(folded) = copies.values().filter_map(QuotaCopy::folded_through).max()
             && folded >= next
         {
             return Err(Error::BatchesBehind {
@@ -194,12 +217,12 @@ impl Inner {
         let labels = self.labels(namespaces.iter().map(String::as_str));
         for s in slots.iter_mut() {
             if s.open()
-                && let Some(e) = invalid_covering(&copies, &s.request.namespace, &labels)
+                && let Some(e) = invalid_covering(copies, &s.request.namespace, &labels)
             {
                 s.answer(Err(e));
             }
         }
-        let mut states = self.enforced(&copies)?;
+        let mut states = self.enforced(copies)?;
         for (i, decision) in self.decide_open(&mut states, slots, &labels) {
             match decision {
                 Decision::Deny(d) => slots[i].answer(Ok(Decision::Deny(d))),

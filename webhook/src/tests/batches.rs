@@ -53,7 +53,11 @@ fn harness(quotas: &[KarmadaQuota], batches: &Arc<FakeBatchStore>) -> (Harness, 
 /// Another webhook replica over the same cache and the same batch store (its own view).
 fn replica(h: &Harness, batches: &Arc<FakeBatchStore>) -> (Batcher, Arc<Ledger>) {
     let ledger = Ledger::new(batches.clone(), BATCH_NS, h.state.cache.relists().clone());
+    // Its batch list: what the store holds now.
     ledger.apply(&Event::Init);
+    for b in batches.all() {
+        ledger.apply(&Event::InitApply(b));
+    }
     ledger.apply(&Event::InitDone);
     // Its batch watch: the store's changes, in order, each after WATCH_LATENCY (so that
     // replicas race for numbers as they do over the API).
@@ -77,7 +81,7 @@ fn replica(h: &Harness, batches: &Arc<FakeBatchStore>) -> (Batcher, Arc<Ledger>)
         h.store.clone(),
         FakeStore::with(no_cluster_quotas),
         h.state.cache.clone(),
-        Arc::new(Metrics::default()),
+        h.state.metrics.clone(),
         BatcherConfig::default(),
         clock,
     )
@@ -529,4 +533,107 @@ async fn a_batch_the_watch_does_not_show_by_the_deadline_is_withdrawn() {
         batches.all()[1].metadata.name.as_deref(),
         Some("kqr-000000000003")
     );
+}
+
+/// With reservation batches the quota lists come from the apiserver's watch cache, which
+/// may be older than the batch list before them. Here batch 1 (15 cpu for `a`) was folded
+/// into the quota and deleted before this webhook listed the batches: the batch list
+/// shows only batch 2 (empty, the newest number), and the cached quota copy predates the
+/// fold. Decided on that copy, 10 more cpu would fit in 20 (25 in truth). The webhook
+/// reads the quota from etcd before its first decision against it, once per re-list
+/// generation.
+#[tokio::test]
+async fn a_quota_list_older_than_the_batch_list_cannot_hide_a_fold() {
+    use karmada_quota_crds::reservation_batch::batch_object;
+    use karmada_quota_status::BatchStore;
+    let batches = Arc::new(FakeBatchStore::new());
+    let stale = mk_quota(
+        "compute",
+        &[("requests.cpu", "20")],
+        &[("requests.cpu", "0")],
+    );
+    // Before this webhook starts: batch 1 created, folded, deleted; batch 2 kept.
+    batches
+        .create(&others_batch(1, &uid("a"), "15"))
+        .await
+        .unwrap();
+    batches
+        .create(&batch_object(BATCH_NS, 2, Vec::new()))
+        .await
+        .unwrap();
+    batches
+        .delete(&karmada_quota_crds::reservation_batch::batch_name(1))
+        .await
+        .unwrap();
+    let (h, ledger) = harness(std::slice::from_ref(&stale), &batches);
+    let mut folded = stale.clone();
+    let st = folded.status.as_mut().unwrap();
+    st.used = list(&[("requests.cpu", "15")]);
+    st.folded_through = Some(1);
+    h.store.put(folded);
+    assert_eq!(
+        ledger.newest(),
+        Some(2),
+        "the batch list shows batch 2 only"
+    );
+    let reads = || h.store.gets.load(Ordering::SeqCst);
+    let b = &h.state.batcher;
+
+    let over = submit(b, request(NS, "b", "10")).await.unwrap();
+    assert!(!over.is_allowed(), "15 folded + 10 > 20: {over:?}");
+    assert!(submit(b, request(NS, "c", "5")).await.unwrap().is_allowed());
+    assert!(!submit(b, request(NS, "d", "1")).await.unwrap().is_allowed());
+    assert_eq!(
+        reads(),
+        1,
+        "read once, then the newer of it and the cache's"
+    );
+    let read_ok = h
+        .state
+        .metrics
+        .quota_reads
+        .get_or_create(&crate::metrics::WriteLabels { result: "ok" })
+        .get();
+    assert_eq!(read_ok, 1);
+
+    // A batch re-list that found numbers it never held asks for a new generation: the
+    // quota is read again before the next decision.
+    let g = h.state.cache.relists().request();
+    h.state
+        .cache
+        .relists()
+        .listed(crate::cache::freshness::Watch::Quotas, g);
+    h.state
+        .cache
+        .relists()
+        .listed(crate::cache::freshness::Watch::ClusterQuotas, g);
+    assert!(!submit(b, request(NS, "e", "1")).await.unwrap().is_allowed());
+    assert_eq!(reads(), 2, "read again in the new generation");
+}
+
+/// A quota the cache holds but etcd no longer does (deleted; the watch has not shown it)
+/// is left out of the decision, and read again until the cache drops it.
+#[tokio::test]
+async fn a_quota_deleted_before_its_first_use_is_left_out() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let quota = mk_quota(
+        "compute",
+        &[("requests.cpu", "1")],
+        &[("requests.cpu", "0")],
+    );
+    let (h, _ledger) = harness(std::slice::from_ref(&quota), &batches);
+    h.store.delete(NS, "compute");
+    let b = &h.state.batcher;
+    assert!(submit(b, request(NS, "a", "5")).await.unwrap().is_allowed());
+    assert!(submit(b, request(NS, "b", "5")).await.unwrap().is_allowed());
+    assert_eq!(h.store.gets.load(Ordering::SeqCst), 2);
+    let gone = h
+        .state
+        .metrics
+        .quota_reads
+        .get_or_create(&crate::metrics::WriteLabels {
+            result: "not_found",
+        })
+        .get();
+    assert_eq!(gone, 2);
 }
