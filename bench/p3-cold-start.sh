@@ -11,7 +11,8 @@
 #      quota's status.used.pods is N / NAMESPACES; its RSS then
 #   4. QUOTAS (10,000) more quotas over QUOTA_NAMESPACES (5,000) namespaces, each with a
 #      synced status (kq-bench populate-quotas); then ROUNDS times a webhook started cold:
-#      seconds until /readyz answers 200 (its quota cache listed and synced), its RSS; and
+#      seconds until /readyz answers 200 (its quota cache listed and synced), its RSS, and
+#      the time of its first two ResourceBinding reviews (sent straight to it); and
 #      each round the two lists of every KarmadaQuota a cold webhook can wait for, timed
 #      whole: consistent from etcd (--reservation-store=batches) and resourceVersion=0
 #      from the watch cache (the status store), in alternating order
@@ -121,6 +122,27 @@ log "$QUOTAS quotas over $QUOTA_NAMESPACES namespaces, each with a synced status
 "$KQ_BENCH" populate-quotas --kubeconfig "$KUBECONFIG" --quotas "$QUOTAS" \
     --namespaces "$QUOTA_NAMESPACES" --concurrency 32 | jq -c '{phase: "populate"} + .' | tee -a "$RESULTS"
 
+# Seconds for one ResourceBinding CREATE review (1 × 100m in ${nss[0]}, whose quota has
+# room) sent straight to the webhook; dies unless it is allowed. The first review after
+# ready is the first decision against that quota (with batches: its read from etcd).
+review_s() { # port name
+    local out
+    out=$(jq -cn --arg ns "${nss[0]}" --arg name "rb-$2" '{apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview",
+        request: {uid: ("review-" + $name), kind: {group: "work.karmada.io", version: "v1alpha2", kind: "ResourceBinding"},
+          resource: {group: "work.karmada.io", version: "v1alpha2", resource: "resourcebindings"},
+          name: $name, namespace: $ns, operation: "CREATE", dryRun: false,
+          userInfo: {username: "system:serviceaccount:karmada-system:karmada-controller-manager"},
+          object: {apiVersion: "work.karmada.io/v1alpha2", kind: "ResourceBinding",
+            metadata: {name: $name, namespace: $ns, uid: ("uid-" + $name), generation: 1},
+            spec: {resource: {apiVersion: "apps/v1", kind: "Deployment", name: $name, namespace: $ns},
+              replicas: 1, replicaRequirements: {resourceRequest: {cpu: "100m"}}}}}}' |
+        curl -sS --cacert "$TLS/ca.pem" -H 'Content-Type: application/json' --data-binary @- \
+            -w '\n%{time_total}' "https://127.0.0.1:$1/validate/resourcebinding")
+    jq -e '.response.allowed == true' <<<"$(head -n -1 <<<"$out")" >/dev/null ||
+        die "review $2 not allowed: $out"
+    tail -n 1 <<<"$out"
+}
+
 cold_webhook() { # round label dir
     log "round $1 ($2): a cold webhook on $((QUOTAS + NAMESPACES)) quotas"
     local port admin t0 pid ready
@@ -138,10 +160,14 @@ cold_webhook() { # round label dir
         sleep 0.05
     done
     ready=$(since "$t0")
+    local first second
+    first=$(review_s "$port" "$1-$2-first")
+    second=$(review_s "$port" "$1-$2-second")
     jq -cn --argjson r "$1" --arg build "$2" --argjson ready "$ready" --argjson rss "$(rss_mib "$pid")" \
-        --argjson peak "$(peak_mib "$pid")" \
+        --argjson peak "$(peak_mib "$pid")" --argjson first "$first" --argjson second "$second" \
         --argjson q "$((QUOTAS + NAMESPACES))" \
-        '{phase: "webhook-cold", round: $r, build: $build, quotas: $q, ready_s: $ready, rss_mib: $rss, peak_rss_mib: $peak}' | tee -a "$RESULTS"
+        '{phase: "webhook-cold", round: $r, build: $build, quotas: $q, ready_s: $ready, rss_mib: $rss, peak_rss_mib: $peak,
+          first_review_s: $first, second_review_s: $second}' | tee -a "$RESULTS"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
 }
@@ -166,6 +192,9 @@ quota_lists() { # round
         '{phase: "quota-list", round: $r, quotas: $q, consistent_s: $c, watch_cache_s: $w}' | tee -a "$RESULTS"
 }
 
+if [[ -n ${KQ_RESERVATION_NAMESPACE:-} ]]; then
+    kubectl --kubeconfig "$KUBECONFIG" create namespace "$KQ_RESERVATION_NAMESPACE" >/dev/null 2>&1 || true
+fi
 for r in $(seq 1 "$ROUNDS"); do
     quota_lists "$r"
     for b in $(builds "$r"); do cold_webhook "$r" "${b%%=*}" "${b#*=}"; done
