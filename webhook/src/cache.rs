@@ -331,8 +331,7 @@ impl QuotaCache {
         Self::watch_listing(client, watch_cache::from_watch_cache())
     }
 
-    /// [`Self::watch`], the quota kinds listed with `quota_lists` (the reservation
-    /// batches need consistent lists: `crate::ledger`).
+    /// [`Self::watch`], the quota kinds listed with `quota_lists`.
     pub fn watch_listing(
         client: kube::Client,
         quota_lists: watcher::Config,

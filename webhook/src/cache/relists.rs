@@ -1,9 +1,11 @@
 //! Re-reading the quota kinds on request: the reservation batches' re-list asks for it
 //! (`crate::ledger`) when batches were created and deleted while the batch watch was down,
 //! and holds decisions until both quota watches have listed again from a list they
-//! started after the request. A request also starts a new *generation*: every quota is
-//! read from etcd again before its next use in a decision (`crate::reserve`'s
-//! `verified`), since a list from the watch cache may be older than the request.
+//! started after the request. A request, and every list a quota watch begins, also
+//! starts a new *read generation* ([`Relists::read_generation`]): every quota is read
+//! from etcd again before its next use in a decision (`crate::reserve`'s `verified`),
+//! since a list from the watch cache may be older than the request, or than what the
+//! cache showed before the list.
 //!
 //! ```text
 //!  ledger (batch re-list found unseen numbers) ── request() ──► generation g
@@ -28,6 +30,8 @@ struct Inner {
     requested: watch::Sender<u64>,
     /// Per quota kind: the newest generation a completed list was started at.
     listed: [AtomicU64; 2],
+    /// Lists of the quota kinds begun (any cause: start, failure, request).
+    begun: AtomicU64,
 }
 
 /// The requests for, and the completed, re-lists of the quota kinds. Cheap to clone.
@@ -39,6 +43,7 @@ impl Default for Relists {
         Self(Arc::new(Inner {
             requested: watch::Sender::new(0),
             listed: [AtomicU64::new(0), AtomicU64::new(0)],
+            begun: AtomicU64::new(0),
         }))
     }
 }
@@ -54,9 +59,18 @@ impl Relists {
         generation
     }
 
-    /// The newest generation asked for (0 before any request).
-    pub fn generation(&self) -> u64 {
-        *self.0.requested.borrow()
+    /// The read generation: it changes whenever a re-list is asked for and whenever a
+    /// quota watch begins a list. A list from the watch cache may be older than what the
+    /// cache showed before it (another apiserver's cache), or than a batch re-list, so the
+    /// quota copies read from etcd in an older generation are read again
+    /// (`crate::reserve`'s `verified`).
+    pub fn read_generation(&self) -> u64 {
+        *self.0.requested.borrow() + self.0.begun.load(Ordering::Acquire)
+    }
+
+    /// For a quota watch: a list begins (before its objects replace the cache's).
+    pub(crate) fn list_begun(&self) {
+        self.0.begun.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Whether both quota kinds completed a list started at `generation` or later.
@@ -153,6 +167,8 @@ mod tests {
         .await;
         task.abort();
         assert!(waited.is_ok(), "the re-list was never reported: {lists:?}");
+        // Two lists begun per quota kind and one request: each moved the read generation.
+        assert_eq!(cache.relists().read_generation(), 5);
         assert_eq!(count("/karmadaquotas"), 2, "{lists:?}");
         assert_eq!(count("/karmadaclusterquotas"), 2, "{lists:?}");
         assert_eq!(

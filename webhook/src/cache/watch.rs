@@ -56,8 +56,8 @@ pub(super) async fn watch_quotas<K, W>(
 /// and logged, and the watch starts over from a fresh list after a backoff (0.5 s doubling
 /// to 10 s, reset by a success): kube's watcher would resume silently, and a resumed watch
 /// on a quiet cluster sends nothing that could show it works again. With `relists` (the
-/// quota kinds), a re-list asked for starts over at once, and each completed list reports
-/// the request generation it started at.
+/// quota kinds), a re-list asked for starts over at once, each list begun moves the read
+/// generation, and each completed list reports the request generation it started at.
 pub(super) async fn run_watch<K>(
     api: kube::Api<K>,
     watch: Watch,
@@ -95,6 +95,9 @@ pub(super) async fn run_watch<K>(
                     ) {
                         fresh.succeeded(watch);
                         backoff.reset();
+                    }
+                    if let (watcher::Event::Init, Some(r)) = (&event, &relists) {
+                        r.list_begun();
                     }
                     apply(&event);
                     if let (watcher::Event::InitDone, Some(r)) = (&event, &relists) {

@@ -66,10 +66,13 @@ impl Inner {
                 Ok((namespaces, copies)) => self.plan(ledger, &namespaces, &copies, &mut slots),
                 Err(e) => Err(e),
             };
-            if let Err(e) = planned {
-                fail_open(&mut slots, || clone_error(&e));
-                return;
-            }
+            let sequence = match planned {
+                Ok(next) => next,
+                Err(e) => {
+                    fail_open(&mut slots, || clone_error(&e));
+                    return;
+                }
+            };
             let planned: Vec<usize> = (0..slots.len())
                 .filter(|&i| slots[i].open() && slots[i].failed.is_none())
                 .collect();
@@ -82,7 +85,6 @@ impl Inner {
                 answer_planned(&mut slots);
                 return;
             }
-            let sequence = ledger.next_sequence();
             let name = batch_name(sequence);
             Span::current().record("batch", name.as_str());
             let writer = ledger.writer_token();
@@ -193,14 +195,21 @@ impl Inner {
     }
 
     /// Step 2: decide every open request against `copies`; an admitted one gets its
-    /// entries in `written`, a refused one its answer.
+    /// entries in `written`, a refused one its answer. Returns the number the batch must
+    /// take: read before the view is counted, so that the decision counted every batch
+    /// below it (a batch that arrives after is counted too, and takes the number first:
+    /// the create conflicts, or the expectation finds the view past it, and the requests
+    /// are decided again).
+    ///
+    /// Read after the count instead, a batch of another replica arriving in between would
+    /// push the number past one the decision never counted.
     fn plan(
         &self,
         ledger: &Ledger,
         namespaces: &BTreeSet<String>,
         copies: &BTreeMap<QuotaKey, QuotaCopy>,
         slots: &mut [Slot],
-    ) -> Result<()> {
+    ) -> Result<u64> {
         // A quota that shows a fold of a batch this view never saw proves the view behind
         // (a watch lagging or dead without an error): the next number may be one that was
         // used and deleted, and a batch created on it would count for no one.
@@ -229,7 +238,7 @@ impl Inner {
                 Decision::Allow(entries) => slots[i].written = entries,
             }
         }
-        Ok(())
+        Ok(next)
     }
 
     /// The number `sequence` was taken: count the batch that took it. When it is already

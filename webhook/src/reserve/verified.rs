@@ -5,9 +5,12 @@
 //! deleted before this webhook listed the batches is then in neither view, and its
 //! entries would count for no one. So a decision uses a quota object only once this
 //! webhook has read it from etcd (one GET, a quorum read) after its batch view's list —
-//! once per quota per generation of the re-lists the ledger asks for
-//! (`crate::cache::relists`: a batch re-list that found numbers it never held asks one)
-//! — and then the newer of that copy and the cache's (docs/design.md §5).
+//! once per quota per *read generation* (`crate::cache::relists`: it moves when a batch
+//! re-list that found numbers it never held asks the quota kinds to list again, and when
+//! a quota watch begins any list, since a list from the watch cache may be older than
+//! what the cache showed before it, whose folds may have settled tombstones) — and then
+//! the newer of that copy and the cache's (docs/design.md §5). The first decision per
+//! quota per generation waits for that read in the webhook's one queue.
 //!
 //! The copies read are kept (replaced by the cache's own once the cache is as new, so
 //! they share its memory) until the generation changes; keys the cache no longer holds
@@ -75,7 +78,7 @@ impl Inner {
         deadline: Instant,
     ) -> Result<BTreeMap<QuotaKey, QuotaCopy>> {
         for _ in 0..READ_ROUNDS {
-            let generation = self.cache.relists().generation();
+            let generation = self.cache.relists().read_generation();
             let missing: Vec<QuotaKey> = {
                 let mut v = lock(&self.verified);
                 v.enter(generation);
@@ -85,31 +88,41 @@ impl Inner {
                     .cloned()
                     .collect()
             };
+            // Each read is kept as it lands (a later decision need not read it again
+            // when this one runs out of time), unless the generation moved meanwhile.
+            let mut gone = Vec::new();
             let reads = futures::stream::iter(missing)
                 .map(|key| async move {
                     let read = self.read(&key).await;
                     (key, read)
                 })
                 .buffer_unordered(READ_CONCURRENCY)
-                .collect::<Vec<_>>();
+                .map(|(key, read)| {
+                    match read? {
+                        Some(copy) => {
+                            let mut v = lock(&self.verified);
+                            if v.generation == generation {
+                                v.copies.insert(key, copy);
+                            }
+                        }
+                        // Deleted: the watch will drop it from the cache.
+                        None => gone.push(key),
+                    }
+                    Ok(())
+                })
+                .collect::<Vec<Result<()>>>();
             let reads = tokio::time::timeout_at(deadline, reads)
                 .await
                 .map_err(|_| Error::Timeout)?;
+            reads.into_iter().collect::<Result<()>>()?;
             let mut v = lock(&self.verified);
-            if self.cache.relists().generation() != generation {
-                // Read before the ledger asked for a re-list: maybe older than it.
+            if self.cache.relists().read_generation() != generation {
+                // A re-list was asked for or begun during the reads: they may be older
+                // than it. Read again.
                 continue;
             }
-            for (key, read) in reads {
-                match read? {
-                    Some(copy) => {
-                        v.copies.insert(key, copy);
-                    }
-                    // Deleted: the watch will drop it from the cache.
-                    None => {
-                        copies.remove(&key);
-                    }
-                }
+            for key in &gone {
+                copies.remove(key);
             }
             for (key, c) in &mut copies {
                 match v.copies.get(key) {
@@ -125,6 +138,11 @@ impl Inner {
                 v.prune_at = PRUNE_MIN.max(2 * v.copies.len());
             }
             return Ok(copies);
+        }
+        // The quota watches keep listing (a re-list asked for holds decisions until its
+        // lists are in: say so).
+        if let Some(ledger) = self.ledger.get() {
+            ledger.check()?;
         }
         Err(Error::Timeout)
     }

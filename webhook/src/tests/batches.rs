@@ -637,3 +637,84 @@ async fn a_quota_deleted_before_its_first_use_is_left_out() {
         .get();
     assert_eq!(gone, 2);
 }
+
+/// Review finding: a quota watch that lists again may get an *older* copy than its cache
+/// showed (another apiserver's watch cache), after that cache's fold settled a tombstone.
+/// Here batch 1 (15 cpu for `a` in NS) is folded into `compute` and deleted; a decision in
+/// another namespace settles its tombstone on the cache's fold; then the quota list comes
+/// back from before the fold. Deciding on that copy, 10 more cpu would fit in 20. Every
+/// list a quota watch begins starts a new read generation, so `compute` is read again.
+#[tokio::test]
+async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
+    use karmada_quota_status::BatchStore;
+    let batches = Arc::new(FakeBatchStore::new());
+    let compute = mk_quota(
+        "compute",
+        &[("requests.cpu", "20")],
+        &[("requests.cpu", "0")],
+    );
+    let other = in_ns(
+        mk_quota(
+            "other",
+            &[("requests.cpu", "100")],
+            &[("requests.cpu", "0")],
+        ),
+        "ns-b",
+    );
+    let (h, ledger) = harness(&[compute.clone(), other.clone()], &batches);
+    let b = &h.state.batcher;
+    assert!(
+        submit(b, request(NS, "a", "15"))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(
+        submit(b, request("ns-b", "x", "1"))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    // The controller folds batch 1 into `compute` and deletes it; the cache shows both.
+    let mut folded = compute.clone();
+    let st = folded.status.as_mut().unwrap();
+    st.used = list(&[("requests.cpu", "15")]);
+    st.folded_through = Some(1);
+    h.store.put(folded);
+    cache_sees(&h, &h.store.object(NS, "compute"));
+    let first = karmada_quota_crds::reservation_batch::batch_name(1);
+    batches.delete(&first).await.unwrap();
+    let tombstone = || ledger.with_view(|v| v.holds(1) && !v.live().any(|s| s == 1));
+    tokio::time::timeout(Duration::from_secs(2), async {
+        while !tombstone() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("the batch watch never showed batch 1 deleted");
+    // A decision in ns-b settles the tombstone on the cache's fold.
+    assert!(
+        submit(b, request("ns-b", "y", "1"))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(
+        !ledger.with_view(|v| v.holds(1)),
+        "batch 1's tombstone settled"
+    );
+    // The quota watch lists again and gets the copies from before the fold.
+    h.state.cache.relists().list_begun();
+    {
+        let mut w = h.writer.lock().unwrap();
+        w.apply_watcher_event(&Event::Init);
+        for q in [&compute, &other] {
+            let v = serde_json::to_value(q).unwrap();
+            w.apply_watcher_event(&Event::InitApply(CachedQuota::from_value(v).unwrap()));
+        }
+        w.apply_watcher_event(&Event::InitDone);
+    }
+    let over = submit(b, request(NS, "b", "10")).await.unwrap();
+    assert!(!over.is_allowed(), "15 folded + 10 > 20: {over:?}");
+    assert!(submit(b, request(NS, "c", "5")).await.unwrap().is_allowed());
+}
