@@ -93,6 +93,11 @@ async fn submit(b: &Batcher, req: BindingRequest) -> crate::Result<Decision> {
     b.submit(req, Instant::now() + Duration::from_secs(2)).await
 }
 
+/// Whether `req` is admitted (an error fails the test).
+async fn allowed(b: &Batcher, req: BindingRequest) -> bool {
+    submit(b, req).await.unwrap().is_allowed()
+}
+
 /// Entries in the stored batches, per quota namespace.
 fn stored_entries(batches: &FakeBatchStore, namespace: &str) -> usize {
     batches
@@ -102,6 +107,24 @@ fn stored_entries(batches: &FakeBatchStore, namespace: &str) -> usize {
         .flat_map(|b| b.entries)
         .filter(|(k, _)| k.namespace() == Some(namespace))
         .count()
+}
+
+/// A quota `compute` of 20 cpu in [`NS`], nothing used.
+fn twenty_cpu() -> KarmadaQuota {
+    mk_quota(
+        "compute",
+        &[("requests.cpu", "20")],
+        &[("requests.cpu", "0")],
+    )
+}
+
+/// `q` as the controller leaves it once batch 1 (15 cpu) is folded into it.
+fn batch_one_folded(q: &KarmadaQuota) -> KarmadaQuota {
+    let mut folded = q.clone();
+    let st = folded.status.as_mut().unwrap();
+    st.used = list(&[("requests.cpu", "15")]);
+    st.folded_through = Some(1);
+    folded
 }
 
 /// The cache sees `q` as the controller wrote it.
@@ -194,11 +217,7 @@ async fn requests_of_sixteen_namespaces_share_batches() {
 #[tokio::test]
 async fn a_folded_batch_counts_once_and_a_deleted_one_counts_until_its_fold_is_in_view() {
     let batches = Arc::new(FakeBatchStore::new());
-    let quota = mk_quota(
-        "compute",
-        &[("requests.cpu", "20")],
-        &[("requests.cpu", "0")],
-    );
+    let quota = twenty_cpu();
     let (h, ledger) = harness(std::slice::from_ref(&quota), &batches);
     let b = &h.state.batcher;
     assert!(
@@ -222,11 +241,8 @@ async fn a_folded_batch_counts_once_and_a_deleted_one_counts_until_its_fold_is_i
     ledger.apply(&Event::Delete(first));
     assert!(!submit(b, request(NS, "d", "5")).await.unwrap().is_allowed());
     // The fold arrives: a's 15 in used, foldedThrough 1; batch 2's 1 still pending.
-    let mut folded = quota.clone();
+    let mut folded = batch_one_folded(&quota);
     folded.metadata.resource_version = Some("2".into());
-    let st = folded.status.as_mut().unwrap();
-    st.used = list(&[("requests.cpu", "15")]);
-    st.folded_through = Some(1);
     cache_sees(&h, &folded);
     // 15 + 1 + 4 = 20 fits; counted twice it would not.
     assert!(submit(b, request(NS, "e", "4")).await.unwrap().is_allowed());
@@ -547,11 +563,7 @@ async fn a_quota_list_older_than_the_batch_list_cannot_hide_a_fold() {
     use karmada_quota_crds::reservation_batch::batch_object;
     use karmada_quota_status::BatchStore;
     let batches = Arc::new(FakeBatchStore::new());
-    let stale = mk_quota(
-        "compute",
-        &[("requests.cpu", "20")],
-        &[("requests.cpu", "0")],
-    );
+    let stale = twenty_cpu();
     // Before this webhook starts: batch 1 created, folded, deleted; batch 2 kept.
     batches
         .create(&others_batch(1, &uid("a"), "15"))
@@ -566,11 +578,7 @@ async fn a_quota_list_older_than_the_batch_list_cannot_hide_a_fold() {
         .await
         .unwrap();
     let (h, ledger) = harness(std::slice::from_ref(&stale), &batches);
-    let mut folded = stale.clone();
-    let st = folded.status.as_mut().unwrap();
-    st.used = list(&[("requests.cpu", "15")]);
-    st.folded_through = Some(1);
-    h.store.put(folded);
+    h.store.put(batch_one_folded(&stale));
     assert_eq!(
         ledger.newest(),
         Some(2),
@@ -648,11 +656,7 @@ async fn a_quota_deleted_before_its_first_use_is_left_out() {
 async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
     use karmada_quota_status::BatchStore;
     let batches = Arc::new(FakeBatchStore::new());
-    let compute = mk_quota(
-        "compute",
-        &[("requests.cpu", "20")],
-        &[("requests.cpu", "0")],
-    );
+    let compute = twenty_cpu();
     let other = in_ns(
         mk_quota(
             "other",
@@ -663,24 +667,10 @@ async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
     );
     let (h, ledger) = harness(&[compute.clone(), other.clone()], &batches);
     let b = &h.state.batcher;
-    assert!(
-        submit(b, request(NS, "a", "15"))
-            .await
-            .unwrap()
-            .is_allowed()
-    );
-    assert!(
-        submit(b, request("ns-b", "x", "1"))
-            .await
-            .unwrap()
-            .is_allowed()
-    );
+    assert!(allowed(b, request(NS, "a", "15")).await);
+    assert!(allowed(b, request("ns-b", "x", "1")).await);
     // The controller folds batch 1 into `compute` and deletes it; the cache shows both.
-    let mut folded = compute.clone();
-    let st = folded.status.as_mut().unwrap();
-    st.used = list(&[("requests.cpu", "15")]);
-    st.folded_through = Some(1);
-    h.store.put(folded);
+    h.store.put(batch_one_folded(&compute));
     cache_sees(&h, &h.store.object(NS, "compute"));
     let first = karmada_quota_crds::reservation_batch::batch_name(1);
     batches.delete(&first).await.unwrap();
@@ -693,12 +683,7 @@ async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
     .await
     .expect("the batch watch never showed batch 1 deleted");
     // A decision in ns-b settles the tombstone on the cache's fold.
-    assert!(
-        submit(b, request("ns-b", "y", "1"))
-            .await
-            .unwrap()
-            .is_allowed()
-    );
+    assert!(allowed(b, request("ns-b", "y", "1")).await);
     assert!(
         !ledger.with_view(|v| v.holds(1)),
         "batch 1's tombstone settled"
@@ -716,5 +701,5 @@ async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
     }
     let over = submit(b, request(NS, "b", "10")).await.unwrap();
     assert!(!over.is_allowed(), "15 folded + 10 > 20: {over:?}");
-    assert!(submit(b, request(NS, "c", "5")).await.unwrap().is_allowed());
+    assert!(allowed(b, request(NS, "c", "5")).await);
 }
