@@ -483,3 +483,43 @@ async fn a_webhook_whose_batch_watch_missed_batches_reads_the_quotas_again_befor
     ns.delete(&client).await?;
     batch_ns.delete(&client).await
 }
+
+/// The webhook deletes a batch it withdrew by its uid (`KubeBatchStore::delete` with a
+/// precondition): should the controller have folded and deleted that batch and another
+/// writer taken the number again, the apiserver refuses the delete (409) and the other
+/// writer's batch stays.
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_delete_by_uid_leaves_a_batch_that_took_the_name_again() -> Result<()> {
+    use karmada_quota_status::{BatchStore, KubeBatchStore, StoreError};
+
+    let env = Env::get().await?;
+    let client = env.client()?;
+    let batch_ns = TestNs::new(&client, "batches::uid").await?;
+    let b = batch_ns.name();
+    let store = KubeBatchStore::new(client.clone(), b);
+    let batch = batch_object(b, 1, Vec::new());
+    let name = batch_name(1);
+
+    step("[Create] batch 1, then deleted by its own uid");
+    let first = store.create(&batch).await?;
+    let first_uid = first.metadata.uid.clone().context("no uid")?;
+    store.delete(&name, Some(&first_uid)).await?;
+    ensure!(batches(&client, b).await?.is_empty(), "batch 1 not deleted");
+
+    step("[Create] batch 1 again (another writer); a delete by the first uid is refused");
+    let second = store.create(&batch).await?;
+    ensure!(second.metadata.uid.as_deref() != Some(first_uid.as_str()));
+    match store.delete(&name, Some(&first_uid)).await {
+        Err(StoreError::Conflict) => {}
+        other => anyhow::bail!("a delete by another batch's uid: {other:?}, want 409"),
+    }
+    ensure!(
+        batches(&client, b).await? == [name.clone()],
+        "the second batch 1 was deleted"
+    );
+    step("    ✓ 409, the second batch stays; deleted by name it goes");
+    store.delete(&name, None).await?;
+    ensure!(batches(&client, b).await?.is_empty(), "batch 1 not deleted");
+    batch_ns.delete(&client).await
+}

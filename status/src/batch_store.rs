@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 use karmada_quota_crds::KarmadaQuotaReservation;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, PostParams, Preconditions};
 
 use crate::store::StoreError;
 
@@ -30,8 +30,14 @@ pub trait BatchStore: Send + Sync + 'static {
         name: &'a str,
     ) -> BoxFuture<'a, Result<KarmadaQuotaReservation, StoreError>>;
 
-    /// Delete batch `name`; [`StoreError::NotFound`] when it is already gone.
-    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Delete batch `name` — with `uid`, only if the stored batch is that one (a
+    /// precondition: [`StoreError::Conflict`] when another batch holds the name now);
+    /// [`StoreError::NotFound`] when it is already gone.
+    fn delete<'a>(
+        &'a self,
+        name: &'a str,
+        uid: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
 /// [`BatchStore`] over the Kubernetes API, in one namespace.
@@ -76,9 +82,20 @@ impl BatchStore for KubeBatchStore {
         Box::pin(async move { Ok(self.api.get(name).await?) })
     }
 
-    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn delete<'a>(
+        &'a self,
+        name: &'a str,
+        uid: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            self.api.delete(name, &DeleteParams::default()).await?;
+            let mut params = DeleteParams::default();
+            if let Some(uid) = uid {
+                params = params.preconditions(Preconditions {
+                    uid: Some(uid.to_owned()),
+                    resource_version: None,
+                });
+            }
+            self.api.delete(name, &params).await?;
             Ok(())
         })
     }
@@ -200,15 +217,21 @@ impl BatchStore for FakeBatchStore {
                 self.conflicts.fetch_add(1, Ordering::SeqCst);
                 return Err(StoreError::Conflict);
             }
+            // A uid of its own, as the apiserver gives every object it stores.
+            let n = self.creates.fetch_add(1, Ordering::SeqCst);
+            let mut batch = batch.clone();
+            batch
+                .metadata
+                .uid
+                .get_or_insert_with(|| format!("fake-batch-{n}"));
             all.insert(name, batch.clone());
-            self.creates.fetch_add(1, Ordering::SeqCst);
             // Shown under the store's lock: in the order of the writes, as a watch.
             self.changed(FakeChange::Created(batch.clone()));
             drop(all);
             if self.fail_after_store.load(Ordering::SeqCst) {
                 return Err(StoreError::Api(crate::fake::INJECTED_FAILURE.into()));
             }
-            Ok(batch.clone())
+            Ok(batch)
         })
     }
 
@@ -219,12 +242,55 @@ impl BatchStore for FakeBatchStore {
         Box::pin(async move { self.lock().get(name).cloned().ok_or(StoreError::NotFound) })
     }
 
-    fn delete<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn delete<'a>(
+        &'a self,
+        name: &'a str,
+        uid: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let mut all = self.lock();
+            let stored = all.get(name).ok_or(StoreError::NotFound)?;
+            if uid.is_some_and(|uid| stored.metadata.uid.as_deref() != Some(uid)) {
+                return Err(StoreError::Conflict);
+            }
             let gone = all.remove(name).ok_or(StoreError::NotFound)?;
             self.changed(FakeChange::Deleted(gone));
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karmada_quota_crds::reservation_batch::{batch_name, batch_object};
+
+    #[tokio::test]
+    async fn a_delete_by_uid_takes_only_that_batch() {
+        let store = FakeBatchStore::new();
+        let first = store
+            .create(&batch_object("ns", 1, Vec::new()))
+            .await
+            .unwrap();
+        let first_uid = first.metadata.uid.clone().expect("a uid");
+        store
+            .delete(&batch_name(1), Some(&first_uid))
+            .await
+            .unwrap();
+        let second = store
+            .create(&batch_object("ns", 1, Vec::new()))
+            .await
+            .unwrap();
+        assert_ne!(second.metadata.uid.as_deref(), Some(first_uid.as_str()));
+        assert!(matches!(
+            store.delete(&batch_name(1), Some(&first_uid)).await,
+            Err(StoreError::Conflict)
+        ));
+        assert_eq!(store.all().len(), 1, "the second batch stays");
+        store.delete(&batch_name(1), None).await.unwrap();
+        assert!(matches!(
+            store.delete(&batch_name(1), None).await,
+            Err(StoreError::NotFound)
+        ));
     }
 }

@@ -46,7 +46,7 @@ pub async fn sweep_once(
     let results: Vec<(u64, Result<(), StoreError>)> = stream::iter(doomed)
         .map(|s| async move {
             let name = batch_name(s);
-            (s, store.delete(&name).await)
+            (s, store.delete(&name, None).await)
         })
         .buffer_unordered(DELETE_CONCURRENCY)
         .collect()

@@ -101,7 +101,7 @@ impl Inner {
                 }
             };
             match tokio::time::timeout_at(deadline, ledger.store().create(&batch)).await {
-                Ok(Ok(_)) => {
+                Ok(Ok(created)) => {
                     self.metrics.batch_create("ok");
                     let waited = Instant::now();
                     let outcome = tokio::time::timeout_at(deadline, expectation.outcome()).await;
@@ -135,7 +135,8 @@ impl Inner {
                         name: name.clone(),
                         why: why.clone(),
                     });
-                    self.delete_withdrawn(ledger, &name, sequence, planned.len())
+                    let uid = created.metadata.uid.as_deref();
+                    self.delete_withdrawn(ledger, (&name, uid), sequence, planned.len())
                         .await;
                     return;
                 }
@@ -279,15 +280,28 @@ impl Inner {
     /// the batches learns it from there). When the successor cannot be created the batch
     /// stays (its entries count elsewhere until the controller drops them at their
     /// expiration, as a failed rollback's do). Each call is bounded by [`WITHDRAW_TIMEOUT`].
-    async fn delete_withdrawn(&self, ledger: &Ledger, name: &str, sequence: u64, requests: usize) {
+    /// With the `uid` the create returned, the delete is of that batch only: should the
+    /// controller have folded and deleted it and another writer taken the number again,
+    /// that writer's batch stays (its own watch shows it after ours: it withdraws it).
+    async fn delete_withdrawn(
+        &self,
+        ledger: &Ledger,
+        (name, uid): (&str, Option<&str>),
+        sequence: u64,
+        requests: usize,
+    ) {
         let store = ledger.store();
         let mut successor = batch_object(ledger.namespace(), sequence + 1, Vec::new());
         successor.spec.writer = Some(ledger.writer_token());
         let kept = tokio::time::timeout(WITHDRAW_TIMEOUT, store.create(&successor)).await;
         let result = match kept {
             Ok(Ok(_) | Err(StoreError::Conflict)) => {
-                match tokio::time::timeout(WITHDRAW_TIMEOUT, store.delete(name)).await {
+                match tokio::time::timeout(WITHDRAW_TIMEOUT, store.delete(name, uid)).await {
                     Ok(Ok(()) | Err(StoreError::NotFound)) => "ok",
+                    Ok(Err(StoreError::Conflict)) => {
+                        tracing::info!(batch = %name, "withdrawn reservation batch already gone; its number holds another writer's batch, left in place");
+                        "ok"
+                    }
                     Ok(Err(e)) => {
                         tracing::warn!(batch = %name, error = %e, "withdrawn reservation batch not deleted");
                         "failed"

@@ -471,7 +471,7 @@ async fn a_create_on_a_number_used_while_the_watch_lagged_is_withdrawn_and_refus
         .create(&others_batch(2, &uid("b"), "1"))
         .await
         .unwrap();
-    batches.delete("kqr-000000000002").await.unwrap();
+    batches.delete("kqr-000000000002", None).await.unwrap();
     let c = tokio::spawn(async move { submit(&b, request(NS, "c", "1")).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
@@ -574,7 +574,7 @@ async fn a_quota_list_older_than_the_batch_list_cannot_hide_a_fold() {
         .await
         .unwrap();
     batches
-        .delete(&karmada_quota_crds::reservation_batch::batch_name(1))
+        .delete(&karmada_quota_crds::reservation_batch::batch_name(1), None)
         .await
         .unwrap();
     let (h, ledger) = harness(std::slice::from_ref(&stale), &batches);
@@ -673,7 +673,7 @@ async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
     h.store.put(batch_one_folded(&compute));
     cache_sees(&h, &h.store.object(NS, "compute"));
     let first = karmada_quota_crds::reservation_batch::batch_name(1);
-    batches.delete(&first).await.unwrap();
+    batches.delete(&first, None).await.unwrap();
     let tombstone = || ledger.with_view(|v| v.holds(1) && !v.live().any(|s| s == 1));
     tokio::time::timeout(Duration::from_secs(2), async {
         while !tombstone() {
