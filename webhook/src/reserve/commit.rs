@@ -136,7 +136,7 @@ impl Inner {
                         why: why.clone(),
                     });
                     let uid = created.metadata.uid.as_deref();
-                    self.delete_withdrawn(ledger, (&name, uid), sequence, planned.len())
+                    self.delete_withdrawn(ledger, &name, uid, sequence, planned.len())
                         .await;
                     return;
                 }
@@ -286,7 +286,8 @@ impl Inner {
     async fn delete_withdrawn(
         &self,
         ledger: &Ledger,
-        (name, uid): (&str, Option<&str>),
+        name: &str,
+        uid: Option<&str>,
         sequence: u64,
         requests: usize,
     ) {

@@ -109,13 +109,18 @@ fn stored_entries(batches: &FakeBatchStore, namespace: &str) -> usize {
         .count()
 }
 
-/// A quota `compute` of 20 cpu in [`NS`], nothing used.
-fn twenty_cpu() -> KarmadaQuota {
+/// A quota `compute` of `cpu` in [`NS`], nothing used.
+fn compute(cpu: &str) -> KarmadaQuota {
     mk_quota(
         "compute",
-        &[("requests.cpu", "20")],
+        &[("requests.cpu", cpu)],
         &[("requests.cpu", "0")],
     )
+}
+
+/// A quota `compute` of 20 cpu in [`NS`], nothing used.
+fn twenty_cpu() -> KarmadaQuota {
+    compute("20")
 }
 
 /// `q` as the controller leaves it once batch 1 (15 cpu) is folded into it.
@@ -438,11 +443,7 @@ fn counted(ledger: &Ledger) -> Vec<String> {
 /// A quota of 2 cpu, nothing used, over a batch store of its own.
 fn two_cpu() -> (Arc<FakeBatchStore>, Harness, Arc<Ledger>) {
     let batches = Arc::new(FakeBatchStore::new());
-    let quota = mk_quota(
-        "compute",
-        &[("requests.cpu", "2")],
-        &[("requests.cpu", "0")],
-    );
+    let quota = compute("2");
     let (h, ledger) = harness(std::slice::from_ref(&quota), &batches);
     (batches, h, ledger)
 }
@@ -624,11 +625,7 @@ async fn a_quota_list_older_than_the_batch_list_cannot_hide_a_fold() {
 #[tokio::test]
 async fn a_quota_deleted_before_its_first_use_is_left_out() {
     let batches = Arc::new(FakeBatchStore::new());
-    let quota = mk_quota(
-        "compute",
-        &[("requests.cpu", "1")],
-        &[("requests.cpu", "0")],
-    );
+    let quota = compute("1");
     let (h, _ledger) = harness(std::slice::from_ref(&quota), &batches);
     h.store.delete(NS, "compute");
     let b = &h.state.batcher;
