@@ -52,6 +52,8 @@ pub struct FakeStore<K: QuotaObject = KarmadaQuota> {
     pub fail: AtomicBool,
     /// Writes of quotas with this name fail with an API error.
     fail_quota: Mutex<Option<String>>,
+    /// Reads (GET) of quotas with this name fail with an API error.
+    fail_get: Mutex<Option<String>>,
     /// Every n-th write call (1st, n+1-th, …) finds that another writer got there first.
     pub conflict_every: AtomicUsize,
     calls: AtomicUsize,
@@ -75,6 +77,7 @@ impl<K: QuotaObject> Default for FakeStore<K> {
             intrusions: Mutex::default(),
             fail: AtomicBool::default(),
             fail_quota: Mutex::default(),
+            fail_get: Mutex::default(),
             conflict_every: AtomicUsize::default(),
             calls: AtomicUsize::default(),
             hang: AtomicBool::default(),
@@ -140,6 +143,11 @@ impl<K: QuotaObject> FakeStore<K> {
         *lock(&self.fail_quota) = name.map(str::to_owned);
     }
 
+    /// Make reads (GET) of quotas named `name` fail (`None`: none).
+    pub fn fail_get(&self, name: Option<&str>) {
+        *lock(&self.fail_get) = name.map(str::to_owned);
+    }
+
     /// Make writes of quotas named `name` never complete (`None`: none).
     pub fn hang_quota(&self, name: Option<&str>) {
         *lock(&self.hang_quota) = name.map(str::to_owned);
@@ -163,6 +171,9 @@ impl<K: QuotaObject> StatusStore<K> for FakeStore<K> {
     ) -> BoxFuture<'a, Result<K, StoreError>> {
         Box::pin(async move {
             self.gets.fetch_add(1, Ordering::SeqCst);
+            if lock(&self.fail_get).as_deref() == Some(name) {
+                return Err(StoreError::Api(INJECTED_FAILURE.to_owned()));
+            }
             lock(&self.objects)
                 .get(&(namespace.to_owned(), name.to_owned()))
                 .cloned()

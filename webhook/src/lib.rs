@@ -52,7 +52,10 @@ pub use metrics::Metrics;
 pub use reserve::{Batcher, BatcherConfig, BindingRequest};
 
 /// Errors of the webhook library. None of them ever turns into an "allowed".
-#[derive(Debug, thiserror::Error)]
+///
+/// `Clone`: one failed write or read fails every request of its batch, each with the same
+/// cause (the I/O errors are shared behind an `Arc`).
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// No decision within `--decision-timeout`.
     #[error("no quota decision within the decision timeout")]
@@ -231,7 +234,7 @@ pub enum Error {
 
     /// The TLS certificate, key or client CA bundle could not be loaded (names the file).
     #[error(transparent)]
-    Tls(#[from] karmada_quota_shell::listener::TlsError),
+    Tls(std::sync::Arc<karmada_quota_shell::listener::TlsError>),
 
     /// The HTTPS server failed.
     #[error("HTTPS server on {addr}: {source}")]
@@ -240,8 +243,14 @@ pub enum Error {
         addr: std::net::SocketAddr,
         /// The I/O error.
         #[source]
-        source: std::io::Error,
+        source: std::sync::Arc<std::io::Error>,
     },
+}
+
+impl From<karmada_quota_shell::listener::TlsError> for Error {
+    fn from(e: karmada_quota_shell::listener::TlsError) -> Self {
+        Error::Tls(std::sync::Arc::new(e))
+    }
 }
 
 /// `KarmadaQuota ns/name`, or `KarmadaClusterQuota name` when `namespace` is empty: how

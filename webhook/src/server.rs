@@ -54,5 +54,8 @@ pub async fn serve_https(
         )
         .await
     };
-    serve.await.map_err(|source| Error::Serve { addr, source })
+    serve.await.map_err(|source| Error::Serve {
+        addr,
+        source: std::sync::Arc::new(source),
+    })
 }

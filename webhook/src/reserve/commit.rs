@@ -69,7 +69,7 @@ impl Inner {
             let sequence = match planned {
                 Ok(next) => next,
                 Err(e) => {
-                    fail_open(&mut slots, || clone_error(&e));
+                    fail_open(&mut slots, || e.clone());
                     return;
                 }
             };
@@ -96,7 +96,7 @@ impl Inner {
                 // The view moved past the number since the plan: decide again.
                 Ok(None) => continue,
                 Err(e) => {
-                    fail_open(&mut slots, || clone_error(&e));
+                    fail_open(&mut slots, || e.clone());
                     return;
                 }
             };
@@ -144,7 +144,7 @@ impl Inner {
                     self.metrics.batch_create("conflict");
                     self.metrics.conflicts.inc();
                     if let Err(e) = self.count_taken(ledger, &name, sequence, deadline).await {
-                        fail_open(&mut slots, || clone_error(&e));
+                        fail_open(&mut slots, || e.clone());
                         return;
                     }
                 }
@@ -336,56 +336,5 @@ fn fail_open(slots: &mut [Slot], error: impl Fn() -> Error) {
         if s.open() {
             s.answer(Err(error()));
         }
-    }
-}
-
-/// The errors a commit fails a whole batch with, one per request.
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::InvalidBatch {
-            namespace,
-            name,
-            errors,
-        } => Error::InvalidBatch {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            errors: errors.clone(),
-        },
-        Error::Batch {
-            namespace,
-            name,
-            source,
-        } => Error::Batch {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            source: source.clone(),
-        },
-        Error::Timeout => Error::Timeout,
-        Error::BatchWatchDown { namespace } => Error::BatchWatchDown {
-            namespace: namespace.clone(),
-        },
-        Error::BatchesUnseen { namespace, batches } => Error::BatchesUnseen {
-            namespace: namespace.clone(),
-            batches: *batches,
-        },
-        Error::BatchesBehind {
-            namespace,
-            folded_through,
-            newest,
-        } => Error::BatchesBehind {
-            namespace: namespace.clone(),
-            folded_through: *folded_through,
-            newest: *newest,
-        },
-        Error::BatchUnconfirmed {
-            namespace,
-            name,
-            why,
-        } => Error::BatchUnconfirmed {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            why: why.clone(),
-        },
-        other => Error::WorkerGone(other.to_string()),
     }
 }

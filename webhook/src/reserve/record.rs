@@ -115,7 +115,7 @@ impl Inner {
                         };
                         tracing::warn!(error = %e, "refusing ResourceBindings");
                         for &i in &live {
-                            slots[i].fail(Err(clone_error(&e)));
+                            slots[i].fail(Err(e.clone()));
                         }
                         return;
                     }
@@ -168,7 +168,7 @@ impl Inner {
                     }
                 };
                 for &i in &live {
-                    slots[i].fail(Err(clone_error(&error)));
+                    slots[i].fail(Err(error.clone()));
                 }
             }
             Err(_elapsed) => {
@@ -182,40 +182,5 @@ impl Inner {
                 }
             }
         }
-    }
-}
-
-/// A copy of an error for each of the requests it fails.
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::TooManyConflicts {
-            namespace,
-            name,
-            attempts,
-        } => Error::TooManyConflicts {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            attempts: *attempts,
-        },
-        Error::Store {
-            namespace,
-            name,
-            source,
-        } => Error::Store {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            source: source.clone(),
-        },
-        Error::InvalidQuota {
-            namespace,
-            name,
-            errors,
-        } => Error::InvalidQuota {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            errors: errors.clone(),
-        },
-        Error::Timeout => Error::Timeout,
-        other => Error::WorkerGone(other.to_string()),
     }
 }

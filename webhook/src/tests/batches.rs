@@ -643,6 +643,38 @@ async fn a_quota_deleted_before_its_first_use_is_left_out() {
     assert_eq!(gone, 2);
 }
 
+/// A quota read that fails (etcd unreachable behind the apiserver) fails the decision with
+/// the read's own cause: a 500 naming the quota and the API's answer, counted as an API
+/// error — not relabelled as a worker that went away.
+#[tokio::test]
+async fn a_failed_quota_read_refuses_naming_the_quota_and_the_cause() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let quota = compute("10");
+    let (h, _ledger) = harness(std::slice::from_ref(&quota), &batches);
+    h.store.fail_get(Some("compute"));
+    let b = &h.state.batcher;
+    let (one, two) = tokio::join!(
+        submit(b, request(NS, "a", "1")),
+        submit(b, request(NS, "b", "1"))
+    );
+    for e in [one.unwrap_err(), two.unwrap_err()] {
+        assert_eq!(e.metric_label(), "api_error", "{e}");
+        assert_eq!(e.code(), 500);
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("KarmadaQuota {NS}/compute"))
+                && text.contains(karmada_quota_status::fake::INJECTED_FAILURE),
+            "{text}"
+        );
+    }
+    assert_eq!(stored_entries(&batches, NS), 0, "nothing reserved");
+    h.store.fail_get(None);
+    assert!(
+        allowed(b, request(NS, "c", "1")).await,
+        "the next read succeeds"
+    );
+}
+
 /// Review finding: a quota watch that lists again may get an *older* copy than its cache
 /// showed (another apiserver's watch cache), after that cache's fold settled a tombstone.
 /// Here batch 1 (15 cpu for `a` in NS) is folded into `compute` and deleted; a decision in
