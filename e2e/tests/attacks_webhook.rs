@@ -46,13 +46,52 @@ fn client_identity(env: &Env) -> Result<&WebhookClientCert> {
     })
 }
 
-/// A webhook that requires the apiserver's client certificate, with `extra` flags.
+/// A webhook that requires the apiserver's client certificate (its CN the one allowed
+/// name unless `extra` names others), with `extra` flags.
 fn mtls_webhook(id: &WebhookClientCert, extra: &[&str]) -> WebhookBuilder {
     let mut b = Webhook::builder().arg(format!("--client-ca-file={}", id.ca.display()));
+    if !extra
+        .iter()
+        .any(|a| a.starts_with("--client-allowed-names"))
+    {
+        b = b.arg(format!("--client-allowed-names={}", WebhookClientCert::CN));
+    }
     for a in extra {
         b = b.arg(*a);
     }
     b
+}
+
+/// A client CA without allowed names would trust every certificate it signed (with
+/// Karmada's own CA: every component and every pull-mode agent, each able to reserve
+/// quota): the webhook refuses to start so, naming the flags that fix it.
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_client_ca_without_allowed_names_refuses_to_start() -> Result<()> {
+    let env = Env::get().await?;
+    let id = client_identity(env)?;
+    step("[Create] the webhook with --client-ca-file and no --client-allowed-names");
+    let mut webhook = Webhook::builder()
+        .arg(format!("--client-ca-file={}", id.ca.display()))
+        .spawn(env)
+        .await?;
+    let message = webhook
+        .binary()
+        .exit_message(Duration::from_secs(20))
+        .await?;
+    step(&format!("[Result] {message}"));
+    ensure!(
+        message.contains("--client-allowed-names") && message.contains("--client-allow-any-name"),
+        "the webhook did not say why it refused: {message}"
+    );
+    step("[Create] the same with --client-allow-any-name: it starts");
+    let accepted = Webhook::builder()
+        .arg(format!("--client-ca-file={}", id.ca.display()))
+        .arg("--client-allow-any-name")
+        .start(env)
+        .await?;
+    drop(accepted);
+    Ok(())
 }
 
 /// Clients of the webhook's HTTPS port: (no certificate, the apiserver's certificate).

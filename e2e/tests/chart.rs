@@ -1288,19 +1288,24 @@ async fn the_webhook_admits_only_the_apiservers_client_certificate_in_every_cert
                 .as_str()
                 .unwrap_or_default(),
         )?;
-        let plugin = admission[0]["plugins"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["name"] == "ValidatingAdmissionWebhook")
-            .ok_or_else(|| anyhow!("ci/{name}: no ValidatingAdmissionWebhook plugin"))?;
-        ensure!(
-            admission[0]["kind"] == "AdmissionConfiguration"
-                && plugin["configuration"]["kind"] == "WebhookAdmissionConfiguration"
-                && plugin["configuration"]["kubeConfigFile"]
-                    == "/etc/karmada-quota/admission/webhook-kubeconfig.yaml",
-            "ci/{name}: {plugin}"
-        );
+        // One entry per admission plugin the chart registers a webhook for: the validating
+        // configuration, and the mutating one of the waiting line (webhook.queueing). A
+        // plugin left out presents no certificate, and every call of its webhooks fails.
+        for plugin_name in ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"] {
+            let plugin = admission[0]["plugins"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["name"] == plugin_name)
+                .ok_or_else(|| anyhow!("ci/{name}: no {plugin_name} plugin"))?;
+            ensure!(
+                admission[0]["kind"] == "AdmissionConfiguration"
+                    && plugin["configuration"]["kind"] == "WebhookAdmissionConfiguration"
+                    && plugin["configuration"]["kubeConfigFile"]
+                        == "/etc/karmada-quota/admission/webhook-kubeconfig.yaml",
+                "ci/{name}: {plugin}"
+            );
+        }
         let kubeconfig = karmada_quota_e2e::yaml_documents(
             cm["data"]["webhook-kubeconfig.yaml"]
                 .as_str()
@@ -1379,10 +1384,52 @@ async fn the_webhook_admits_only_the_apiservers_client_certificate_in_every_cert
             &[("certs.custom.clientCaCert", "")][..],
             "certs.custom.clientCaCert is required",
         ),
+        // A CA the operator brings may sign other clients too (Karmada's own CA signs
+        // every component and every pull-mode agent): names are required.
+        (
+            "karmada-host-custom-values.yaml",
+            &[("webhook.clientAuth.allowedNames", "{}")][..],
+            "webhook.clientAuth.allowedNames is empty",
+        ),
+        (
+            "karmada-host-existingsecret-values.yaml",
+            &[("webhook.clientAuth.allowedNames", "{}")][..],
+            "webhook.clientAuth.allowedNames is empty",
+        ),
+        (
+            "karmada-host-certmanager-values.yaml",
+            &[("webhook.clientAuth.caBundle", byo_ca.as_str())][..],
+            "webhook.clientAuth.allowedNames is empty",
+        ),
     ] {
         let err = render_fails(values, sets).await?;
         ensure!(err.contains(fragment), "{values}: {err}");
     }
+    // Unless told: every certificate of the CA, by name of the flag.
+    let objects = render_with(
+        "karmada-host-custom-values.yaml",
+        &[
+            ("webhook.clientAuth.allowedNames", "{}"),
+            ("webhook.clientAuth.allowAnyName", "true"),
+        ],
+        &[],
+    )
+    .await?;
+    let args = container_args(deployment(&objects, "webhook")?);
+    ensure!(
+        args.iter().any(|a| a == "--client-allow-any-name")
+            && flag(&args, "--client-allowed-names").is_none(),
+        "{args:?}"
+    );
+    // Client authentication off: the webhook is told it may serve reviews unauthenticated
+    // on the pod's address (it refuses to start otherwise).
+    let objects = render("standalone-custom-values.yaml").await?;
+    let args = container_args(deployment(&objects, "webhook")?);
+    ensure!(
+        args.iter().any(|a| a == "--allow-unauthenticated-reviews")
+            && flag(&args, "--client-ca-file").is_none(),
+        "{args:?}"
+    );
     Ok(())
 }
 

@@ -34,7 +34,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
@@ -54,9 +56,11 @@ use karmada_quota_e2e::install::{
     start, token_kubeconfig,
 };
 use karmada_quota_e2e::own_controlplane::OwnControlPlane;
+use karmada_quota_e2e::queue::{unplaced, wait_until_arrivals_fit, waiting};
 use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{
     Rb, binding_review, create, create_with, expect_admitted, post_review, quota, review_client,
+    seed_used, update,
 };
 use karmada_quota_e2e::{
     Env, TestNs, accepts, free_port, http_get, http_get_ok, http_get_with, metric_sum,
@@ -1301,11 +1305,93 @@ async fn a_kube_apiserver_given_the_charts_admission_configuration_passes_client
         metric_sum(&metrics, "kq_webhook_client_auth_required", &[])
     );
 
+    bindings_through_both_webhooks(&kube, &objects, &fullname, ns.name()).await?;
+
     Api::<ValidatingWebhookConfiguration>::all(kube.clone())
+        .delete(&fullname, &Default::default())
+        .await?;
+    Api::<MutatingWebhookConfiguration>::all(kube.clone())
         .delete(&fullname, &Default::default())
         .await?;
     ns.delete(&kube).await?;
     drop(webhook);
     drop(apiserver);
     Ok(())
+}
+
+/// The chart's two binding webhooks, called by an apiserver that authenticates with the
+/// rendered AdmissionConfiguration: the waiting line's arrivals (mutating) and the checks
+/// (validating). A binding that fits is created and placed, one that would not fit waits,
+/// and a scale-up past the quota is refused — each answer a decision of the webhook, so the
+/// apiserver presented its client certificate to both.
+async fn bindings_through_both_webhooks(
+    kube: &Client,
+    objects: &[Value],
+    fullname: &str,
+    ns: &str,
+) -> Result<()> {
+    step(
+        "[Create] the rendered MutatingWebhookConfiguration (the waiting line's arrivals), a Queue quota of 1 cpu",
+    );
+    let mwc = rendered(objects, "MutatingWebhookConfiguration", fullname)?.clone();
+    karmada_quota_e2e::apply_json(kube, "", mwc).await?;
+    let mut q = quota(ns, "line", &[("requests.cpu", "1")]);
+    q["spec"]["admission"] = json!({"mode": "Queue", "order": "BestEffortFIFO"});
+    accepts(kube, &q).await?;
+    // What the controller writes first; there is none in this test.
+    seed_used(kube, ns, "line", &[("requests.cpu", "0")]).await?;
+    wait_until_arrivals_fit(kube, ns).await?;
+
+    step("[Create] binding a (600m, unplaced): through both webhooks, admitted, not waiting");
+    let a = expect_admitted(create(kube, &unplaced(ns, "a", "600m", 0)).await?)?;
+    ensure!(
+        !waiting(&serde_json::to_value(&a)?),
+        "binding a fits the quota but was held: {a:?}"
+    );
+
+    step("[Update] binding a placed on member1: the validating webhook admits the UPDATE");
+    let placed = Rb::deployment("a", 1)
+        .request("cpu", "600m")
+        .clusters(&[("member1", 1)])
+        .json(ns);
+    expect_admitted(update(kube, &placed).await?)?;
+
+    step("[Update] binding a scaled to 2 replicas (1200m of 1 cpu): refused by the check");
+    let scaled = Rb::deployment("a", 2)
+        .request("cpu", "600m")
+        .clusters(&[("member1", 2)])
+        .json(ns);
+    match update(kube, &scaled).await? {
+        Ok(o) => bail!("a scale-up past the quota was admitted: {o:?}"),
+        Err(s) => ensure!(
+            s.message.contains("denied the request") && s.message.contains("requests.cpu"),
+            "the scale-up was refused, but not by the webhook's quota check: {} {}",
+            s.code,
+            s.message
+        ),
+    }
+
+    step("[Create] binding b (600m, unplaced): does not fit, held in the line by the arrivals");
+    let b = expect_admitted(create(kube, &unplaced(ns, "b", "600m", 0)).await?)?;
+    ensure!(
+        waiting(&serde_json::to_value(&b)?),
+        "binding b does not fit but was not held: {b:?}"
+    );
+    // A check that it is the line that holds b, not a lost refusal: a binding that cannot
+    // wait (placed already) is refused outright.
+    let c = Rb::deployment("c", 1)
+        .request("cpu", "600m")
+        .clusters(&[("member1", 1)])
+        .json(ns);
+    expect_refused_by_quota(create(kube, &c).await?)?;
+    Ok(())
+}
+
+/// A refusal that names the quota's resource: the webhook decided.
+fn expect_refused_by_quota(outcome: karmada_quota_e2e::webhook::Outcome) -> Result<()> {
+    match outcome {
+        Ok(o) => bail!("expected a quota refusal, {} was stored", o.name_any()),
+        Err(s) if s.message.contains("requests.cpu") => Ok(()),
+        Err(s) => bail!("refused, but not by the quota: {} {}", s.code, s.message),
+    }
 }

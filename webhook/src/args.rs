@@ -49,6 +49,20 @@ pub struct Args {
     )]
     pub client_allowed_names: Vec<String>,
 
+    /// Accept any certificate --client-ca-file signed, whatever its names. Without it the
+    /// webhook refuses to start with a client CA but no --client-allowed-names: a CA such
+    /// as Karmada's own signs every component's and every pull-mode agent's certificate,
+    /// and each of them could then send reviews and reserve quota.
+    #[arg(long, env = "KQ_CLIENT_ALLOW_ANY_NAME", requires = "client_ca_file")]
+    pub client_allow_any_name: bool,
+
+    /// Serve reviews without client authentication on an address other than loopback.
+    /// Without it the webhook refuses to start with a non-loopback --listen and no
+    /// --client-ca-file: anyone who reaches the port could forge reviews and reserve
+    /// quota. (On loopback only local processes reach it; a warning is logged.)
+    #[arg(long, env = "KQ_ALLOW_UNAUTHENTICATED_REVIEWS")]
+    pub allow_unauthenticated_reviews: bool,
+
     /// How often the certificate, key and client CA files are checked for changes.
     #[arg(long, env = "KQ_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = karmada_quota_shell::duration::parse)]
     pub tls_reload_interval: Duration,
@@ -193,6 +207,37 @@ pub struct Args {
     pub reservations: ReservationArgs,
 }
 
+impl Args {
+    /// Refuses the client-authentication settings that would let callers other than the
+    /// apiserver send reviews, unless allowed by name: a client CA without allowed names
+    /// (`--client-allow-any-name`), no client CA on a non-loopback address
+    /// (`--allow-unauthenticated-reviews`). The message says what to set.
+    pub fn check_client_auth(&self) -> Result<(), String> {
+        match &self.client_ca_file {
+            Some(ca) if self.client_allowed_names.is_empty() && !self.client_allow_any_name => {
+                Err(format!(
+                    "--client-ca-file={} is set without --client-allowed-names: every \
+                     certificate that CA signed could send reviews and reserve quota; name \
+                     the apiserver's client certificate (its CN or a DNS SAN) with \
+                     --client-allowed-names, or accept them all with --client-allow-any-name",
+                    ca.display()
+                ))
+            }
+            None if !self.listen.ip().is_loopback() && !self.allow_unauthenticated_reviews => {
+                Err(format!(
+                    "--listen={} is not a loopback address and there is no --client-ca-file: \
+                     anyone who reaches it could forge reviews and reserve quota; require the \
+                     apiserver's client certificate with --client-ca-file and \
+                     --client-allowed-names, or accept this with \
+                     --allow-unauthenticated-reviews",
+                    self.listen
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,5 +338,68 @@ mod tests {
                 "--{id} has no environment variable"
             );
         }
+    }
+
+    fn parse(extra: &[&str]) -> Args {
+        let mut argv = vec![
+            "karmada-quota-webhook",
+            "--tls-cert-file=c.pem",
+            "--tls-private-key-file=k.pem",
+        ];
+        argv.extend_from_slice(extra);
+        Args::try_parse_from(argv).unwrap()
+    }
+
+    #[test]
+    fn a_client_ca_without_allowed_names_is_refused_unless_allowed() {
+        let err = parse(&["--client-ca-file=ca.pem"])
+            .check_client_auth()
+            .unwrap_err();
+        assert!(
+            err.contains("--client-allowed-names") && err.contains("--client-allow-any-name"),
+            "{err}"
+        );
+        parse(&[
+            "--client-ca-file=ca.pem",
+            "--client-allowed-names=apiserver",
+        ])
+        .check_client_auth()
+        .unwrap();
+        parse(&["--client-ca-file=ca.pem", "--client-allow-any-name"])
+            .check_client_auth()
+            .unwrap();
+        assert!(
+            Args::try_parse_from([
+                "karmada-quota-webhook",
+                "--tls-cert-file=c.pem",
+                "--tls-private-key-file=k.pem",
+                "--client-allow-any-name",
+            ])
+            .is_err(),
+            "--client-allow-any-name needs --client-ca-file"
+        );
+    }
+
+    #[test]
+    fn no_client_auth_off_loopback_is_refused_unless_allowed() {
+        parse(&[]).check_client_auth().unwrap();
+        parse(&["--listen=[::1]:9443"]).check_client_auth().unwrap();
+        let err = parse(&["--listen=0.0.0.0:9443"])
+            .check_client_auth()
+            .unwrap_err();
+        assert!(
+            err.contains("0.0.0.0:9443") && err.contains("--allow-unauthenticated-reviews"),
+            "{err}"
+        );
+        parse(&["--listen=0.0.0.0:9443", "--allow-unauthenticated-reviews"])
+            .check_client_auth()
+            .unwrap();
+        parse(&[
+            "--listen=0.0.0.0:9443",
+            "--client-ca-file=ca.pem",
+            "--client-allowed-names=apiserver",
+        ])
+        .check_client_auth()
+        .unwrap();
     }
 }

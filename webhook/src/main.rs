@@ -19,6 +19,9 @@ use prometheus_client::registry::Registry;
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     shell::init_logging(&args.log)?;
+    if let Err(refused) = args.check_client_auth() {
+        anyhow::bail!("refusing to start: {refused}");
+    }
     server::install_crypto_provider();
     let client = shell::client(&args.client).await?;
 
