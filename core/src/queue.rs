@@ -35,6 +35,18 @@ pub const ANNOTATION_QUEUED_AT: &str = "quota.karmada.io/queued-at";
 /// The quotas a waiting binding did not fit at arrival (comma-separated names; a
 /// KarmadaClusterQuota's prefixed `cluster/`), for people; the line itself is recomputed.
 pub const ANNOTATION_WAITING_FOR: &str = "quota.karmada.io/waiting-for";
+/// The binding's `spec.schedulePriority.priority` when it joined the line, written with
+/// [`ANNOTATION_QUEUED_AT`]. The line orders by it ([`line_priority`]): a priority raised
+/// while the binding waits does not move it ahead of bindings that waited longer.
+pub const ANNOTATION_QUEUED_PRIORITY: &str = "quota.karmada.io/queued-priority";
+/// Every annotation of ours on a waiting binding. Only the quota controller (and quota
+/// administrators) may change or remove them once the binding waits: the webhook refuses
+/// anyone else (`webhook::admission::charge`).
+pub const LINE_ANNOTATIONS: [&str; 3] = [
+    ANNOTATION_QUEUED_AT,
+    ANNOTATION_WAITING_FOR,
+    ANNOTATION_QUEUED_PRIORITY,
+];
 
 pub use crate::quota::{Admission, AdmissionMode, QueueOrder};
 
@@ -58,6 +70,19 @@ pub fn is_waiting(
 /// The binding's `spec.schedulePriority.priority` (0 when absent).
 pub fn priority(spec: &ResourceBindingSpec) -> i32 {
     spec.schedule_priority.as_ref().map_or(0, |p| p.priority)
+}
+
+/// The priority a waiting binding holds its place in line with: the one it joined with
+/// ([`ANNOTATION_QUEUED_PRIORITY`]), or — for a binding marked before that annotation
+/// existed, or whose value does not parse — its `spec.schedulePriority.priority`.
+pub fn line_priority(
+    annotations: Option<&BTreeMap<String, String>>,
+    spec: &ResourceBindingSpec,
+) -> i32 {
+    annotations
+        .and_then(|a| a.get(ANNOTATION_QUEUED_PRIORITY))
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .unwrap_or_else(|| priority(spec))
 }
 
 /// Milliseconds since the epoch of a `queued-at` value; `None` when it does not parse.

@@ -1343,3 +1343,99 @@ async fn strict_order_holds_when_another_admission_takes_the_heads_room_after_th
     );
     l.teardown().await
 }
+
+/// A client of apiserver 0 impersonating `user` (no groups but the authenticated).
+fn impersonating(env: &karmada_quota_e2e::Env, user: &str) -> Result<Client> {
+    let mut config = env.config().clone();
+    config.auth_info.impersonate = Some(user.to_owned());
+    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".to_owned()]);
+    Client::try_from(config).context("an impersonating client")
+}
+
+/// Gives `user` get, list, update and patch on ResourceBindings in `ns` (a tenant who may
+/// edit its bindings: the rights the waiting line must not depend on).
+async fn grant_binding_updates(client: &Client, ns: &str, user: &str) -> Result<()> {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "binding-editor", "namespace": ns},
+        "rules": [{"apiGroups": ["work.karmada.io"], "resources": ["resourcebindings"],
+                   "verbs": ["get", "list", "update", "patch"]}],
+    }))?;
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "binding-editor", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "binding-editor"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }))?;
+    let pp = kube::api::PostParams::default();
+    kube::Api::<Role>::namespaced(client.clone(), ns)
+        .create(&pp, &role)
+        .await?;
+    kube::Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&pp, &binding)
+        .await?;
+    Ok(())
+}
+
+/// The line belongs to the quota. A tenant who may update its bindings cannot release a
+/// waiting one itself (refused, naming who may), and a priority it raises while waiting
+/// does not move the binding: when room frees, the controller releases the one that
+/// waited longer.
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_tenant_who_may_update_bindings_cannot_jump_the_line() -> Result<()> {
+    let (mut l, ns) = Line::full("line_tenant", 2, "StrictFIFO").await?;
+    step("[Create] first, then second (1 cpu, priority 0 each): both wait");
+    ensure!(l.submit("first", 1, 0).await?, "first must wait");
+    ensure!(l.submit("second", 1, 0).await?, "second must wait");
+    grant_binding_updates(l.client(), &ns, "tenant-b").await?;
+    let tenant = impersonating(l.s.env, "tenant-b")?;
+    let theirs = bindings(&tenant, &ns);
+
+    step("[Update] the tenant clears second's suspension: refused by the webhook");
+    let cleared = theirs
+        .patch(
+            "second",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspension": null}})),
+        )
+        .await;
+    match cleared {
+        Err(kube::Error::Api(s)) => ensure!(
+            s.code == 403
+                && s.message.contains("only the quota controller releases it")
+                && s.message.contains("tenant-b"),
+            "refused, but not by the line's rule: {} {}",
+            s.code,
+            s.message
+        ),
+        other => bail!("the tenant released a waiting binding itself: {other:?}"),
+    }
+
+    step("[Update] the tenant raises second's priority to 1000: allowed");
+    theirs
+        .patch(
+            "second",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"schedulePriority": {"priority": 1000}}})),
+        )
+        .await
+        .context("raising second's priority")?;
+
+    step("[Delete] fill-1: one cpu frees; the controller releases first, not second");
+    let among = ["first".to_owned(), "second".to_owned()];
+    let started = Instant::now();
+    l.delete("fill-1").await?;
+    l.expect_released(
+        &among,
+        &BTreeSet::from(["first".to_owned()]),
+        started,
+        Duration::from_secs(15),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    ensure!(
+        l.released(&among).await? == BTreeSet::from(["first".to_owned()]),
+        "second was released too"
+    );
+    l.teardown().await
+}

@@ -120,6 +120,9 @@ pub struct Settings {
     /// Who may create, delete or change the spec of quota objects
     /// (`--quota-admin-users`, `--quota-admin-groups`).
     pub quota_admins: crate::tenancy::QuotaAdmins,
+    /// Users besides the quota administrators who may release a waiting binding or change
+    /// the line's annotations on it (`--queue-releasers`: the controller's identity).
+    pub queue_releasers: Vec<String>,
     /// API groups whose kinds run no pods (`--pod-less-groups`).
     pub pod_less_groups: Vec<String>,
 }
@@ -133,6 +136,7 @@ impl Default for Settings {
             policy_max_templates: 200,
             max_cache_staleness: Duration::from_secs(60),
             quota_admins: crate::tenancy::QuotaAdmins::default(),
+            queue_releasers: Vec::new(),
             pod_less_groups: Vec::new(),
         }
     }

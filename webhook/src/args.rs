@@ -186,6 +186,20 @@ pub struct Args {
     )]
     pub quota_admin_users: Vec<String>,
 
+    /// Comma-separated users who may release a binding waiting in a quota's line (clear
+    /// its suspension or the line's mark) and change the line's annotations on it,
+    /// besides the quota administrators: the controller's identity, e.g.
+    /// `system:serviceaccount:karmada-system:karmada-quota-controller`. Anyone else is
+    /// refused, so that the line's order is the controller's alone. Empty: only the
+    /// quota administrators.
+    #[arg(
+        long,
+        env = "KQ_QUEUE_RELEASERS",
+        value_delimiter = ',',
+        value_name = "USERS"
+    )]
+    pub queue_releasers: Vec<String>,
+
     #[command(flatten)]
     #[allow(missing_docs)]
     pub admin: AdminArgs,

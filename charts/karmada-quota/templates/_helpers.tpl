@@ -487,4 +487,9 @@ change the spec of quota objects. Empty lists render empty flags (no one). */}}
 {{- define "karmada-quota.quotaAdminArgs" -}}
 - --quota-admin-groups={{ join "," .Values.webhook.quotaAdmins.groups }}
 - --quota-admin-users={{ join "," .Values.webhook.quotaAdmins.users }}
+{{- $releasers := .Values.webhook.queueing.releasers }}
+{{- if not $releasers }}
+{{- $releasers = list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "karmada-quota.controllerName" .)) }}
+{{- end }}
+- --queue-releasers={{ join "," $releasers }}
 {{- end -}}

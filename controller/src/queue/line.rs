@@ -6,7 +6,7 @@ use std::sync::{OnceLock, RwLock};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karmada_quota_core::binding::ObjectReference;
 use karmada_quota_core::queue::{
-    ANNOTATION_QUEUED_AT, Plan, Waiting, is_waiting, parse_queued_at, priority,
+    ANNOTATION_QUEUED_AT, Plan, Waiting, is_waiting, line_priority, parse_queued_at,
 };
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_core::usage::BindingCharge;
@@ -89,7 +89,7 @@ pub fn entry_of(rb: &ResourceBinding, count: Option<&str>) -> Option<((String, S
         name: rb.name_any(),
         uid: uid.clone(),
         generation: rb.metadata.generation.unwrap_or(0),
-        priority: priority(&rb.spec),
+        priority: line_priority(rb.metadata.annotations.as_ref(), &rb.spec),
         created,
         queued_at,
         charge: BindingCharge::compute(&rb.spec, count),

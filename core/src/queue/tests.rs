@@ -327,3 +327,22 @@ fn a_failed_release_holds_the_strict_lines_it_stands_in_only() {
     memory.spec.hard = mk_list(&[("requests.memory", "1Gi")]);
     assert!(strict_lines(&[other, memory, best], &w, no_labels).is_empty());
 }
+
+#[test]
+fn the_line_orders_by_the_priority_a_binding_joined_with() {
+    let spec = |p: Option<i32>| -> ResourceBindingSpec {
+        serde_json::from_value(serde_json::json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+            "schedulePriority": p.map(|p| serde_json::json!({"priority": p})),
+        }))
+        .unwrap()
+    };
+    let marks = |v: &str| BTreeMap::from([(ANNOTATION_QUEUED_PRIORITY.to_owned(), v.to_owned())]);
+    // Raised to 100 while waiting: the line still sees 5.
+    assert_eq!(line_priority(Some(&marks("5")), &spec(Some(100))), 5);
+    assert_eq!(line_priority(Some(&marks(" -3 ")), &spec(None)), -3);
+    // Marked before the annotation existed, or a value that does not parse: the spec's.
+    assert_eq!(line_priority(None, &spec(Some(7))), 7);
+    assert_eq!(line_priority(Some(&BTreeMap::new()), &spec(None)), 0);
+    assert_eq!(line_priority(Some(&marks("high")), &spec(Some(2))), 2);
+}

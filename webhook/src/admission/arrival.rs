@@ -16,8 +16,8 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use karmada_quota_core::queue::{
-    ANNOTATION_QUEUED_AT, ANNOTATION_WAITING_FOR, Arrival, Waiting, format_queued_at, priority,
-    suspended,
+    ANNOTATION_QUEUED_AT, ANNOTATION_QUEUED_PRIORITY, ANNOTATION_WAITING_FOR, Arrival,
+    LINE_ANNOTATIONS, Waiting, format_queued_at, priority, suspended,
 };
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_core::usage::BindingCharge;
@@ -102,7 +102,12 @@ async fn review_arrival(st: &AppState, body: &[u8], deadline: Instant) -> Answer
                 dry_run = req.dry_run,
                 "ResourceBinding joins the quota line (scheduling suspended)"
             );
-            let patch = suspend_patch(p.new, &format_queued_at(now_ms), &waiting_for(&keys));
+            let patch = suspend_patch(
+                p.new,
+                &format_queued_at(now_ms),
+                &waiting_for(&keys),
+                binding.priority,
+            );
             with_patch(allowed(&req, "Queued"), patch)
         }
     }
@@ -110,9 +115,10 @@ async fn review_arrival(st: &AppState, body: &[u8], deadline: Instant) -> Answer
 
 /// Whether the object carries our mark.
 fn marked(rb: &ResourceBinding) -> bool {
-    rb.metadata.annotations.as_ref().is_some_and(|a| {
-        a.contains_key(ANNOTATION_QUEUED_AT) || a.contains_key(ANNOTATION_WAITING_FOR)
-    })
+    rb.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| LINE_ANNOTATIONS.iter().any(|k| a.contains_key(*k)))
 }
 
 /// `answer`, with a patch removing a mark of ours the creator wrote, when it is allowed.
@@ -124,7 +130,7 @@ fn strip_mark(req: &AdmissionRequest<ResourceBinding>, answer: Answer) -> Answer
         return answer;
     }
     let annotations = new.metadata.annotations.as_ref();
-    let ops: Vec<Value> = [ANNOTATION_QUEUED_AT, ANNOTATION_WAITING_FOR]
+    let ops: Vec<Value> = LINE_ANNOTATIONS
         .into_iter()
         .filter(|k| annotations.is_some_and(|a| a.contains_key(*k)))
         .map(|k| json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer(k))}))
@@ -148,12 +154,15 @@ fn pointer(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 
-/// The JSON patch that suspends `rb`'s scheduling and marks it.
-fn suspend_patch(rb: &ResourceBinding, queued_at: &str, waiting_for: &str) -> Value {
+/// The JSON patch that suspends `rb`'s scheduling and marks it (with the priority it
+/// holds its place in line with).
+fn suspend_patch(rb: &ResourceBinding, queued_at: &str, waiting_for: &str, priority: i32) -> Value {
     let mut ops = Vec::new();
+    let priority = priority.to_string();
     let marks = BTreeMap::from([
         (ANNOTATION_QUEUED_AT, queued_at),
         (ANNOTATION_WAITING_FOR, waiting_for),
+        (ANNOTATION_QUEUED_PRIORITY, priority.as_str()),
     ]);
     if rb.metadata.annotations.is_none() {
         ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": marks}));

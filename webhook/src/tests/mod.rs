@@ -170,6 +170,7 @@ impl Harness {
             Settings {
                 decision_timeout: timeout,
                 max_body_bytes: 64 * 1024,
+                queue_releasers: vec![CONTROLLER.to_owned()],
                 ..Settings::default()
             },
         )
@@ -280,6 +281,15 @@ pub fn mk_review(
             "dryRun": dry_run
         }
     })
+}
+
+/// The quota controller's identity in the tests (`--queue-releasers`).
+pub const CONTROLLER: &str = "system:serviceaccount:karmada-system:karmada-quota-controller";
+
+/// `review` sent by `user` in `groups` instead of Karmada's controller-manager.
+pub fn as_user(mut review: Value, user: &str, groups: &[&str]) -> Value {
+    review["request"]["userInfo"] = json!({"username": user, "groups": groups});
+    review
 }
 
 pub const RB: (&str, &str, &str) = ("work.karmada.io", "v1alpha2", "ResourceBinding");

@@ -5,7 +5,9 @@
 
 use serde_json::{Value, json};
 
-use crate::tests::{Harness, Stored, create_rb, mk_binding, mk_quota, update_rb, verdict};
+use crate::tests::{
+    CONTROLLER, Harness, Stored, as_user, create_rb, mk_binding, mk_quota, update_rb, verdict,
+};
 
 fn queueing(hard: &str, used: &str, order: &str) -> karmada_quota_crds::KarmadaQuota {
     let mut q = mk_quota("q", &[("requests.cpu", hard)], &[("requests.cpu", used)]);
@@ -163,8 +165,14 @@ async fn the_release_is_charged_with_the_cas_and_refused_when_it_no_longer_fits(
     held["metadata"]["annotations"] =
         json!({"quota.karmada.io/queued-at": "2026-11-26T03:00:00.000Z"});
     held["spec"]["suspension"] = json!({"scheduling": true});
-    // The release: suspension and mark cleared. 2 free: charged 2 under the CAS.
-    let v = h.review_binding(update_rb(held.clone(), rb.clone())).await;
+    // The controller's release: suspension and mark cleared. 2 free: charged 2 under the CAS.
+    let v = h
+        .review_binding(as_user(
+            update_rb(held.clone(), rb.clone()),
+            CONTROLLER,
+            &[],
+        ))
+        .await;
     assert!(verdict(&v).0, "{v}");
     assert_eq!(
         h.store
@@ -179,7 +187,9 @@ async fn the_release_is_charged_with_the_cas_and_refused_when_it_no_longer_fits(
     let mut other_held = other.clone();
     other_held["metadata"]["annotations"] = held["metadata"]["annotations"].clone();
     other_held["spec"]["suspension"] = json!({"scheduling": true});
-    let v = h.review_binding(update_rb(other_held, other)).await;
+    let v = h
+        .review_binding(as_user(update_rb(other_held, other), CONTROLLER, &[]))
+        .await;
     assert_eq!(verdict(&v).2, "QuotaExceeded", "{v}");
 }
 
@@ -270,6 +280,127 @@ async fn the_detector_updating_a_waiting_binding_changes_its_demand_not_its_char
         .as_object_mut()
         .unwrap()
         .remove("suspension");
-    let v = h.review_binding(update_rb(scaled, released)).await;
+    let v = h
+        .review_binding(as_user(update_rb(scaled, released), CONTROLLER, &[]))
+        .await;
     assert_eq!(verdict(&v).2, "QuotaExceeded", "{v}");
+}
+
+/// A binding held in a strict line, as the arrival leaves it (priority 1 when it joined).
+fn held_in_line(name: &str) -> Value {
+    let mut held = mk_binding(name, "u1", 1, 1, "1", "");
+    held["metadata"]["annotations"] = json!({
+        "quota.karmada.io/queued-at": "2026-11-26T03:00:00.000Z",
+        "quota.karmada.io/waiting-for": "q",
+        "quota.karmada.io/queued-priority": "1",
+    });
+    held["spec"]["suspension"] = json!({"scheduling": true});
+    held["spec"]["schedulePriority"] = json!({"priority": 1});
+    held
+}
+
+/// The line belongs to the quota: a tenant who may update bindings cannot release a
+/// waiting one (it fits, but others may wait ahead of it), remove the mark, place it by
+/// hand or rewrite the line's annotations; the controller and a quota administrator can.
+#[tokio::test]
+async fn only_the_controller_releases_a_waiting_binding() {
+    let h = Harness::new(&[queueing("4", "0", "StrictFIFO")]);
+    let held = held_in_line("w");
+    let tenant = |review| as_user(review, "alice", &["team-a", "system:authenticated"]);
+    let mut unsuspended = held.clone();
+    unsuspended["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("suspension");
+    let mut unmarked = held.clone();
+    unmarked["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    let mut placed = held.clone();
+    placed["spec"]["clusters"] = json!([{"name": "member1", "replicas": 1}]);
+    let mut reprioritised = held.clone();
+    reprioritised["metadata"]["annotations"]["quota.karmada.io/queued-priority"] = json!("1000");
+    let mut backdated = held.clone();
+    backdated["metadata"]["annotations"]["quota.karmada.io/queued-at"] =
+        json!("2000-01-01T00:00:00.000Z");
+    for (what, new) in [
+        ("suspension cleared", &unsuspended),
+        ("mark removed", &unmarked),
+        ("placed by hand", &placed),
+        ("queued-priority raised", &reprioritised),
+        ("queued-at backdated", &backdated),
+    ] {
+        let v = h
+            .review_binding(tenant(update_rb(held.clone(), new.clone())))
+            .await;
+        let (allowed, code, _, message) = verdict(&v);
+        assert!(!allowed, "{what}: {v}");
+        assert_eq!(code, 403, "{what}: {message}");
+        assert!(
+            message.contains("only the quota controller releases it")
+                && message.contains("alice")
+                && message.contains("--queue-releasers"),
+            "{what}: {message}"
+        );
+    }
+    assert_eq!(h.store.entries("q"), 0, "nothing reserved for a refusal");
+    // Karmada's controller-manager is no releaser either.
+    let v = h
+        .review_binding(update_rb(held.clone(), unsuspended.clone()))
+        .await;
+    assert_eq!(verdict(&v).1, 403, "{v}");
+    // The controller releases it: charged in full.
+    let v = h
+        .review_binding(as_user(
+            update_rb(held.clone(), unsuspended.clone()),
+            CONTROLLER,
+            &[],
+        ))
+        .await;
+    assert!(verdict(&v).0, "{v}");
+    assert_eq!(h.store.entries("q"), 1);
+    // So may a quota administrator.
+    let v = h
+        .review_binding(as_user(
+            update_rb(held, unmarked),
+            "admin",
+            &["system:masters"],
+        ))
+        .await;
+    assert!(verdict(&v).0, "{v}");
+}
+
+/// A tenant may change a waiting binding's spec priority (Karmada's detector writes it from
+/// the policy), but the line keeps the priority the binding joined with.
+#[tokio::test]
+async fn a_priority_raised_while_waiting_is_allowed_and_does_not_move_the_binding() {
+    let h = Harness::new(&[queueing("4", "0", "StrictFIFO")]);
+    let held = held_in_line("w");
+    let mut raised = held.clone();
+    raised["spec"]["schedulePriority"] = json!({"priority": 1000});
+    let v = h
+        .review_binding(as_user(update_rb(held, raised.clone()), "alice", &[]))
+        .await;
+    assert!(verdict(&v).0, "{v}");
+    let rb: karmada_quota_crds::ResourceBinding = serde_json::from_value(raised).unwrap();
+    assert_eq!(
+        karmada_quota_core::queue::line_priority(rb.metadata.annotations.as_ref(), &rb.spec),
+        1
+    );
+}
+
+/// The arrival records the priority a binding joins the line with.
+#[tokio::test]
+async fn a_binding_joins_the_line_with_its_priority_recorded() {
+    let h = Harness::new(&[queueing("4", "3", "StrictFIFO")]);
+    let mut rb = mk_binding("big", "u1", 1, 2, "1", "");
+    rb["spec"]["schedulePriority"] = json!({"priority": 7});
+    let r = mutate(&h, create_rb(rb.clone())).await;
+    let held = patched(rb, &r);
+    assert!(waits(&held), "{held}");
+    assert_eq!(
+        held["metadata"]["annotations"]["quota.karmada.io/queued-priority"],
+        "7"
+    );
 }
