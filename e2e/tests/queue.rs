@@ -1439,3 +1439,35 @@ async fn a_tenant_who_may_update_bindings_cannot_jump_the_line() -> Result<()> {
     );
     l.teardown().await
 }
+
+/// A controller run without leader election (`--leader-election=false`, one replica)
+/// releases the line as the elected leader does.
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn the_line_is_released_without_leader_election() -> Result<()> {
+    let (mut l, _ns) = Line::full("line_no_election", 1, "StrictFIFO").await?;
+    step("[Update] the controller restarted with --leader-election=false");
+    drop(l.ctl.take());
+    l.ctl = Some(
+        Controller::builder()
+            .namespace(l.ns())
+            .clusters_from_api(false)
+            .leader_election(false)
+            .start(l.s.env)
+            .await?,
+    );
+    step("[Create] waiting (1 cpu): waits");
+    ensure!(l.submit("waiting", 1, 0).await?, "waiting must wait");
+    step("[Delete] fill-1: the controller releases waiting");
+    let among = ["waiting".to_owned()];
+    let started = Instant::now();
+    l.delete("fill-1").await?;
+    l.expect_released(
+        &among,
+        &BTreeSet::from(["waiting".to_owned()]),
+        started,
+        Duration::from_secs(15),
+    )
+    .await?;
+    l.teardown().await
+}

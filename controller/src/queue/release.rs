@@ -69,13 +69,16 @@ impl Releaser {
         let mut known: std::collections::HashSet<String> = Default::default();
         let mut retry = Backoff::new(RETRY_MIN, SAFETY_ROUND);
         let mut again: Option<tokio::time::Instant> = None;
+        // Without leader election nobody sends on the channel (its sender is gone): the
+        // value it holds is final, and the line is still released.
+        let mut leader_live = true;
         loop {
             let retry_at = again;
             tokio::select! {
                 () = self.line.wake.notified() => {}
                 _ = safety.tick() => {}
                 () = crate::sleep_until_opt(retry_at) => {}
-                changed = self.leader.changed() => if changed.is_err() { return; },
+                changed = self.leader.changed(), if leader_live => leader_live = changed.is_ok(),
             }
             again = None;
             if !*self.leader.borrow() || !self.synced() {
