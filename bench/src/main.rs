@@ -17,6 +17,7 @@ mod list_bindings;
 mod populate;
 mod promdelta;
 mod rss;
+mod stats;
 mod webhook_cache;
 mod write_cost;
 

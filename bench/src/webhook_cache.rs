@@ -193,14 +193,6 @@ fn review(i: usize, ns: &str) -> Value {
     })
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i].as_secs_f64() * 1e3
-}
-
 /// Run the bench; the JSON report.
 pub async fn run(cfg: &Config) -> Result<Value> {
     let rss_before = vm_rss();
@@ -331,13 +323,13 @@ pub async fn run(cfg: &Config) -> Result<Value> {
         "rss_after_mib": rss_after as f64 / 1048576.0,
         "rss_bytes_per_quota": rss_after.saturating_sub(rss_before) as f64 / cfg.quotas as f64,
         "reviews": cfg.reviews,
-        "decision_p50_ms": percentile(&latencies, 0.5),
-        "decision_p99_ms": percentile(&latencies, 0.99),
-        "decision_max_ms": percentile(&latencies, 1.0),
+        "decision_p50_ms": crate::stats::percentile_ms(&latencies, 0.5),
+        "decision_p99_ms": crate::stats::percentile_ms(&latencies, 0.99),
+        "decision_max_ms": crate::stats::percentile_ms(&latencies, 1.0),
         "decision_cpu_mean_ms": cpu.as_secs_f64() * 1e3 / cfg.reviews.max(1) as f64,
         "lookup_cpu_mean_ms": lookup_cpu.as_secs_f64() * 1e3 / cfg.reviews.max(1) as f64,
-        "lookup_p50_ms": percentile(&lookups, 0.5),
-        "lookup_p99_ms": percentile(&lookups, 0.99),
+        "lookup_p50_ms": crate::stats::percentile_ms(&lookups, 0.5),
+        "lookup_p99_ms": crate::stats::percentile_ms(&lookups, 0.99),
         "quotas_per_lookup": found as f64 / cfg.reviews.max(1) as f64,
         "cluster_quotas": cfg.cluster_quotas,
         "managed_fields": cfg.managed_fields,

@@ -630,14 +630,6 @@ async fn settle(pid: u32) {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1000.0
-}
-
 /// Run every round; the JSON report: every cell of every round (raw CPU per op, the idle
 /// rate before it, wall time, latency); bench/p1-write-cost.sh turns it into ratios.
 pub async fn run(cfg: &Config) -> Result<Value> {
@@ -874,8 +866,8 @@ async fn run_cell(
         "etcd_ms": etcd,
         "apiserver_net_ms": (api - idle.0 * wall / ops).max(0.0),
         "etcd_net_ms": (etcd - idle.1 * wall / ops).max(0.0),
-        "p50_ms": percentile(&lat, 0.5),
-        "p99_ms": percentile(&lat, 0.99),
+        "p50_ms": crate::stats::percentile_ms(&lat, 0.5),
+        "p99_ms": crate::stats::percentile_ms(&lat, 0.99),
         "body_bytes": body_bytes,
     }))
 }

@@ -397,7 +397,7 @@ impl Index {
     /// The charges of the observed bindings of `namespace`, one per binding (what the
     /// tests sum for the full recompute the fold must equal).
     #[cfg(test)]
-    pub fn charges_in(&self, namespace: &str) -> impl Iterator<Item = &BindingCharge> + '_ {
+    pub(crate) fn charges_in(&self, namespace: &str) -> impl Iterator<Item = &BindingCharge> + '_ {
         self.bindings_in(namespace).map(|(_, e)| &*e.charge)
     }
 

@@ -22,9 +22,8 @@
 //! state), [`batches`] (reservation batches: their watch and deletion sweep), [`members`] (member clusters), [`desired`] (pure status computation),
 //! [`reconcile`] (reconciler and its one writer), [`leader`] (Lease election),
 //! [`metrics`], [`api`] (the computed views), [`triggers`], [`dashboard`] (the browser
-//! dashboard's feed), [`dashboard_auth`] (its TokenReview / SubjectAccessReview),
-//! [`report`] (its Report page's Prometheus) and [`history`] (the in-memory usage history
-//! its quota charts read).
+//! dashboard's feed), [`dashboard_auth`] (its TokenReview / SubjectAccessReview) and
+//! [`history`] (the in-memory usage history its quota charts read).
 //!
 //! One door to the data: the admin port serves `/livez`, `/readyz` and `/metrics` only;
 //! every JSON view of quotas is the dashboard's, behind `--dashboard-auth`.

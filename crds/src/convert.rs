@@ -566,7 +566,40 @@ mod tests {
 
     #[test]
     fn unix_time_converts_both_ways() {
-        let t = unix_to_time(1_700_000_000);
-        assert_eq!(t.0.as_second(), 1_700_000_000);
+        for secs in [0, 1_700_000_000, -86_400, 4_102_444_800] {
+            assert_eq!(unix_to_time(secs).0.as_second(), secs);
+        }
+        // Past jiff's range: clamped, and the clamp reads back as the range's end.
+        let max = jiff::Timestamp::MAX.as_second();
+        assert_eq!(unix_to_time(i64::MAX).0.as_second(), max);
+        assert_eq!(
+            unix_to_time(i64::MIN).0.as_second(),
+            jiff::Timestamp::MIN.as_second()
+        );
+    }
+
+    #[test]
+    fn a_reservation_converts_to_the_api_and_back_unchanged() {
+        let engine = cq::Reservation {
+            reserved_by: cq::ReservedBy {
+                api_version: "work.karmada.io/v1alpha2".into(),
+                kind: "ResourceBinding".into(),
+                namespace: "team-a".into(),
+                name: "web".into(),
+                uid: "u-1".into(),
+            },
+            generation: 3,
+            reserved: ResourceList::parse_map([("requests.cpu", "1500m"), ("pods", "3")]).unwrap(),
+            expiration_time: 1_700_000_060,
+        };
+        let api = reservation_to_api(&engine);
+        assert_eq!(api.reserved["requests.cpu"].0, "1500m");
+        assert_eq!(api.expiration_time.0.as_second(), 1_700_000_060);
+        assert_eq!(reservation_from_api(&api, "r").unwrap(), engine);
+        // And from the API side: an API object read back is what was written.
+        assert_eq!(
+            reservation_to_api(&reservation_from_api(&api, "r").unwrap()),
+            api
+        );
     }
 }

@@ -65,8 +65,9 @@ impl<T: Default> Relist<T> {
         }
     }
 
-    /// Whether a re-list is in progress.
-    pub fn in_progress(&self) -> bool {
+    /// Whether a re-list is in progress (the tests' view of the buffer).
+    #[cfg(test)]
+    fn in_progress(&self) -> bool {
         self.buffer.is_some()
     }
 }

@@ -11,7 +11,8 @@
 //!   cache::QuotaCache ◄── reflector(watch KarmadaQuota, all namespaces)
 //!        │ (namespace's quotas, parsed once per watch event)
 //!        ▼
-//!   reserve::Batcher: one queue + one worker per namespace
+//!   reserve::Batcher: one queue + one worker per batch group (a namespace, or the
+//!        │ namespaces sharing cluster quotas; with reservation batches, one for all)
 //!        │ newest copy of each quota (cache, or the object our own write/read returned)
 //!        │ core::decision::decide_batch ─► Allow(entries) / Deny
 //!        │ per quota, name order: status::update (CAS; 409 → re-GET, re-decide that

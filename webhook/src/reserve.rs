@@ -146,8 +146,9 @@ fn wall_clock() -> i64 {
     jiff::Timestamp::now().as_second()
 }
 
-/// Hands ResourceBinding requests to per-namespace workers that decide them in batches and
-/// record the reservations. Clone freely.
+/// Hands ResourceBinding requests to the worker of their batch group (a namespace, or the
+/// namespaces sharing cluster quotas; one group for all with reservation batches), which
+/// decides them in batches and records the reservations. Clone freely.
 #[derive(Clone)]
 pub struct Batcher {
     inner: Arc<Inner>,

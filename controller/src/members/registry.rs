@@ -170,7 +170,12 @@ impl MemberRegistry {
 
     /// Insert a member in a given state (tests).
     #[cfg(test)]
-    pub fn insert_for_test(&self, member: &str, reach: Reach, pods: impl IntoIterator<Item = Pod>) {
+    pub(crate) fn insert_for_test(
+        &self,
+        member: &str,
+        reach: Reach,
+        pods: impl IntoIterator<Item = Pod>,
+    ) {
         let epoch = self.start(member);
         for p in pods {
             self.apply_pod_event(member, epoch, &Event::Apply(p));
