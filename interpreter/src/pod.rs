@@ -2,7 +2,9 @@
 //! (Karmada's `AddPodTemplateRequest`): each container's requests, a limit standing in for
 //! a request it lacks; the sum over app containers, then per resource the larger of that
 //! sum and each init container, plus `spec.overhead`; cpu rounded up to millicores and
-//! every other resource up to whole units; only the names Karmada keeps. Used by
+//! every other resource up to whole units; only the names Karmada keeps. Pod-level
+//! requests (`spec.resources`) are not read, nor are sidecars told apart: Karmada v1.18
+//! reads neither (a member pod is priced with both, by core's `pod_requests`). Used by
 //! [`crate::template`] (one pod template per kind) and [`crate::workload_kinds`] (a pod
 //! template per component).
 

@@ -330,6 +330,29 @@ spec:
     }
 
     #[test]
+    fn pod_level_requests_are_not_read_as_karmada_reads_none() {
+        // Karmada v1.18's AddPodTemplateRequest sums the containers and ignores
+        // `spec.resources`: a pod template asking its cpu only at pod level gives a binding
+        // without replicaRequirements (member pods are priced with it: core pod_requests).
+        let yaml = "
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: team-a}
+spec:
+  replicas: 3
+  template:
+    spec:
+      resources: {requests: {cpu: '2', memory: 1Gi}}
+      containers:
+        - resources: {requests: {memory: 64Mi}}
+        - {}
+";
+        assert_eq!(binding(yaml), (3, Some(mk_list(&[("memory", "64Mi")]))));
+        let without_container_requests = yaml.replace("{requests: {memory: 64Mi}}", "{}");
+        assert_eq!(binding(&without_container_requests), (3, None));
+    }
+
+    #[test]
     fn a_quantity_that_does_not_parse_names_the_field() {
         let err = template(
             "{apiVersion: apps/v1, kind: Deployment, metadata: {name: web, namespace: a}, spec: {template: {spec: {containers: [{}, {resources: {limits: {cpu: lots}}}]}}}}",
