@@ -198,6 +198,9 @@ pub struct Verdict {
     pub unselected: Vec<String>,
     /// Problems reading a template or quota (each also makes the check fail).
     pub errors: Vec<String>,
+    /// What the check prices differently from the member clusters (pod-level requests).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Verdict {
@@ -382,6 +385,7 @@ pub fn check(inputs: &Inputs, current: &Current) -> Verdict {
         })
         .collect();
     report.unselected = outcome.unselected;
+    report.notes = outcome.notes;
     report.errors.extend(outcome.errors);
     report
 }
@@ -444,6 +448,7 @@ mod tests {
             v.quotas[0].added["requests.cpu"], "6",
             "3 × 2 in the container"
         );
+        assert!(v.notes.is_empty(), "{v:?}");
         let v = check(&inputs(deployment(true), hard), &Current::default());
         assert_eq!(v.refused.len(), 1, "{v:?}");
         let refusal = &v.refused[0];
@@ -453,6 +458,12 @@ mod tests {
             refusal.message.contains("must specify"),
             "{}",
             refusal.message
+        );
+        assert_eq!(v.notes.len(), 1, "{v:?}");
+        let text = crate::check_table::render(&v);
+        assert!(
+            text.contains("note: Deployment team-a/web asks cpu at pod level"),
+            "{text}"
         );
     }
 }

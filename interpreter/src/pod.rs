@@ -31,6 +31,9 @@ pub struct PodSpec {
     pub init_containers: Vec<Container>,
     /// Pod overhead (RuntimeClass).
     pub overhead: BTreeMap<String, RawQuantity>,
+    /// `spec.resources`: pod-level requests and limits. Karmada does not read them; only
+    /// [`pod_level_requests`] does, to say so.
+    pub resources: Option<Resources>,
     /// spec.priorityClassName.
     pub priority_class_name: String,
 }
@@ -120,6 +123,18 @@ fn rounded(name: &str, q: Quantity) -> Quantity {
             };
         Quantity::from_units(units, format)
     }
+}
+
+/// The names a pod spec requests at pod level that its pods use in a member cluster (cpu,
+/// memory, hugepages: core's `pod_requests::is_pod_level_name`), though Karmada's binding
+/// leaves them out.
+pub fn pod_level_requests(pod: &PodSpec) -> Vec<&str> {
+    pod.resources
+        .iter()
+        .flat_map(|r| r.requests.keys())
+        .map(String::as_str)
+        .filter(|name| karmada_quota_core::pod_requests::is_pod_level_name(name))
+        .collect()
 }
 
 /// The per-replica request of a pod spec by the default interpreter's rule (see the module
