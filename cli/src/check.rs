@@ -198,6 +198,9 @@ pub struct Verdict {
     pub unselected: Vec<String>,
     /// Problems reading a template or quota (each also makes the check fail).
     pub errors: Vec<String>,
+    /// What the check prices differently from the member clusters (pod-level requests).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Verdict {
@@ -382,6 +385,85 @@ pub fn check(inputs: &Inputs, current: &Current) -> Verdict {
         })
         .collect();
     report.unselected = outcome.unselected;
+    report.notes = outcome.notes;
     report.errors.extend(outcome.errors);
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A Deployment `web` of 3 replicas whose pods ask 2 cpu: at pod level
+    /// (`spec.resources`, containers asking nothing) or in its container.
+    fn deployment(pod_level: bool) -> Value {
+        let (pod, container) = if pod_level {
+            (json!({"requests": {"cpu": "2"}}), json!({}))
+        } else {
+            (json!(null), json!({"requests": {"cpu": "2"}}))
+        };
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "team-a"},
+            "spec": {"replicas": 3, "template": {"spec": {
+                "resources": pod,
+                "containers": [{"name": "app", "image": "app", "resources": container}]
+            }}}
+        })
+    }
+
+    fn inputs(template: Value, hard: Value) -> Inputs {
+        let mut inputs = Inputs::default();
+        let docs = vec![
+            json!({
+                "apiVersion": "quota.karmada.io/v1alpha1", "kind": "KarmadaQuota",
+                "metadata": {"name": "compute", "namespace": "team-a"},
+                "spec": {"hard": hard}
+            }),
+            json!({
+                "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+                "metadata": {"name": "web", "namespace": "team-a"},
+                "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}]}
+            }),
+            template,
+        ];
+        inputs.add_documents("test", docs).expect("documents");
+        inputs
+    }
+
+    #[test]
+    fn pod_level_requests_are_priced_as_karmadas_binding_carries_them() {
+        // Karmada v1.18 fills replicaRequirements from the containers only
+        // (AddPodTemplateRequest): the binding of the pod-level Deployment carries no cpu,
+        // so the webhook charges its pods alone, and a quota tracking cpu refuses it.
+        let hard = json!({"pods": "10", "requests.cpu": "10"});
+        let v = check(
+            &inputs(deployment(false), hard.clone()),
+            &Current::default(),
+        );
+        assert!(v.fits(), "{v:?}");
+        assert_eq!(v.quotas[0].added["pods"], "3");
+        assert_eq!(
+            v.quotas[0].added["requests.cpu"], "6",
+            "3 × 2 in the container"
+        );
+        assert!(v.notes.is_empty(), "{v:?}");
+        let v = check(&inputs(deployment(true), hard), &Current::default());
+        assert_eq!(v.refused.len(), 1, "{v:?}");
+        let refusal = &v.refused[0];
+        assert_eq!(refusal.charge.get("pods").map(String::as_str), Some("3"));
+        assert_eq!(refusal.charge.get("requests.cpu"), None, "{refusal:?}");
+        assert!(
+            refusal.message.contains("must specify"),
+            "{}",
+            refusal.message
+        );
+        assert_eq!(v.notes.len(), 1, "{v:?}");
+        let text = crate::check_table::render(&v);
+        assert!(
+            text.contains("note: Deployment team-a/web asks cpu at pod level"),
+            "{text}"
+        );
+    }
 }

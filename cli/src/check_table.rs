@@ -65,6 +65,9 @@ pub fn render(report: &Verdict) -> String {
             "note: {u} is selected by no policy in these manifests: not charged\n"
         ));
     }
+    for n in &report.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
     for e in &report.errors {
         out.push_str(&format!("error: {e}\n"));
     }

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use karmada_quota_core::binding::{
     ObjectReference, ReplicaRequirements, ResourceBindingSpec, TargetCluster,
 };
-use karmada_quota_core::usage::{PodView, pod_usage};
+use karmada_quota_core::pod_requests::{ContainerView, PodView, pod_usage};
 use karmada_quota_core::{Quantity, ResourceList};
 use karmada_quota_crds::cluster::{ClusterSpec, LocalSecretReference};
 use karmada_quota_crds::convert::unix_to_time;
@@ -164,7 +164,10 @@ pub fn mk_pod(ns: &str, name: &str, uid: &str, class: &str, cpus: &[&str], phase
 pub fn pod_usage_of(class: &str, cpu: &str) -> karmada_quota_core::status::ObservedPod {
     let view = PodView {
         priority_class: class.to_owned(),
-        containers: vec![rl(&[("cpu", cpu)])],
+        containers: vec![ContainerView {
+            requests: rl(&[("cpu", cpu)]),
+            ..ContainerView::default()
+        }],
         ..PodView::default()
     };
     karmada_quota_core::status::ObservedPod {

@@ -38,6 +38,7 @@ pub mod field;
 pub mod ledger;
 pub mod placement;
 pub mod pod_kinds;
+pub mod pod_requests;
 pub mod quantity;
 pub mod queue;
 pub mod quota;

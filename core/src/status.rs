@@ -16,7 +16,7 @@ use crate::resources::{PODS, ResourceList, is_object_count};
 use crate::usage::{BindingCharge, ScopedUsage};
 
 /// Pods observed in the member clusters, for one namespace: cluster name → the
-/// non-terminal pods as (priority class, [`crate::usage::pod_usage`]), or `None` when
+/// non-terminal pods as (priority class, [`crate::pod_requests::pod_usage`]), or `None` when
 /// the member is unreachable or not yet listed.
 pub type ObservedPods = BTreeMap<String, Option<Vec<ObservedPod>>>;
 
@@ -388,10 +388,10 @@ pub fn drift_message(cluster: &str, observed: &ResourceList, placed: &ResourceLi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pod_requests::{ContainerView, PodView, pod_usage};
     use crate::quota::{QuotaSpec, validate_spec};
     use crate::scope::RawRequirement;
     use crate::testutil::*;
-    use crate::usage::{PodView, pod_usage};
 
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -475,7 +475,10 @@ mod tests {
     fn mk_pods(n: usize, class: &str, requests: &[(&str, &str)]) -> Vec<ObservedPod> {
         let pod = PodView {
             priority_class: class.into(),
-            containers: vec![mk_list(requests)],
+            containers: vec![ContainerView {
+                requests: mk_list(requests),
+                ..Default::default()
+            }],
             ..Default::default()
         };
         vec![

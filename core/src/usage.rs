@@ -1,10 +1,10 @@
-//! What a ResourceBinding (and a member-cluster pod) costs: docs/design.md §4.
+//! What a ResourceBinding costs: docs/design.md §4.
 //!
 //! [`BindingCharge::compute`] turns a binding into scope-independent parts (one per
 //! component, or one for a single-component workload): the expanded per-replica usage,
 //! the charged replicas and their per-cluster split; [`BindingCharge::scoped`] sums the
 //! parts a quota's scope matches (and [`BindingCharge::view`] reads them name by name). Computing the charge once and scoping it per quota keeps both the webhook
-//! and the controller cheap.
+//! and the controller cheap. A member-cluster pod is priced by [`crate::pod_requests`].
 
 use std::collections::BTreeMap;
 
@@ -101,24 +101,6 @@ pub struct ScopedUsage {
     pub draining_unknown: std::collections::BTreeSet<String>,
 }
 
-/// A member-cluster pod, reduced to what quota needs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PodView {
-    /// `spec.priorityClassName` (empty = none).
-    pub priority_class: String,
-    /// `spec.containers[].resources.requests`.
-    pub containers: Vec<ResourceList>,
-    /// `spec.initContainers[].resources.requests` (restartable sidecars count like containers).
-    pub init_containers: Vec<ResourceList>,
-    /// `spec.overhead`.
-    pub overhead: ResourceList,
-    /// Succeeded/Failed pods use nothing.
-    pub terminal: bool,
-    /// Parallel to `init_containers`: `true` where the init container is a restartable
-    /// sidecar (`restartPolicy: Always`); missing entries count as `false`.
-    pub init_restartable: Vec<bool>,
-}
-
 /// Compute names a quota may require every workload to request, each with its
 /// `requests.` twin (docs/design.md §4; Kubernetes' rule for cpu and memory, extended to
 /// ephemeral-storage).
@@ -154,7 +136,7 @@ fn missing_requests(per_replica: &ResourceList) -> Vec<&'static str> {
 /// `expand_request(per_replica) + pods=1`: what one replica is charged. A negative
 /// request (the API server's pod validation never lets one through, but a ResourceBinding
 /// written by hand may carry one) is charged as zero: a binding never lowers usage.
-fn charge_per_replica(per_replica: &ResourceList) -> ResourceList {
+pub(crate) fn charge_per_replica(per_replica: &ResourceList) -> ResourceList {
     let clamped;
     let request = if per_replica.iter().any(|(_, q)| q.is_negative()) {
         clamped = per_replica
@@ -625,33 +607,6 @@ pub fn builtin_plural(api_version: &str, kind: &str) -> Option<&'static str> {
         .iter()
         .find(|(g, k, _)| *g == group && *k == kind)
         .map(|(_, _, plural)| *plural)
-}
-
-/// What a member-cluster pod uses, by Kubernetes' pod request rule: the larger of
-/// Σ containers (+ restartable sidecars) and the peak of any init container (plus the
-/// sidecars started before it), plus overhead; names expanded like [`expand_request`],
-/// `pods` = 1. A terminal (Succeeded/Failed) pod uses nothing.
-pub fn pod_usage(pod: &PodView) -> ResourceList {
-    if pod.terminal {
-        return ResourceList::new();
-    }
-    let mut requests = ResourceList::new();
-    for c in &pod.containers {
-        requests.add_assign(c);
-    }
-    let mut sidecars = ResourceList::new();
-    let mut init_peak = ResourceList::new();
-    for (i, init) in pod.init_containers.iter().enumerate() {
-        if pod.init_restartable.get(i).copied().unwrap_or(false) {
-            requests.add_assign(init);
-            sidecars.add_assign(init);
-        } else {
-            init_peak = init_peak.max(&init.plus(&sidecars));
-        }
-    }
-    let mut requests = requests.max(&init_peak);
-    requests.add_assign(&pod.overhead);
-    charge_per_replica(&requests)
 }
 
 #[cfg(test)]
@@ -1166,77 +1121,5 @@ mod tests {
                 "{api_version} {kind}"
             );
         }
-    }
-
-    fn mk_pod(containers: &[&[(&str, &str)]], inits: &[(&[(&str, &str)], bool)]) -> PodView {
-        PodView {
-            containers: containers.iter().map(|c| mk_list(c)).collect(),
-            init_containers: inits.iter().map(|(c, _)| mk_list(c)).collect(),
-            init_restartable: inits.iter().map(|(_, r)| *r).collect(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn pod_usage_sums_containers_and_expands_names() {
-        let pod = mk_pod(
-            &[
-                &[("cpu", "250m"), ("nvidia.com/gpu", "1")],
-                &[("cpu", "250m"), ("memory", "1Gi")],
-            ],
-            &[],
-        );
-        assert_eq!(
-            pod_usage(&pod),
-            mk_list(&[
-                ("cpu", "500m"),
-                ("requests.cpu", "500m"),
-                ("memory", "1Gi"),
-                ("requests.memory", "1Gi"),
-                ("requests.nvidia.com/gpu", "1"),
-                ("pods", "1"),
-            ])
-        );
-    }
-
-    #[test]
-    fn pod_usage_takes_the_init_peak_when_larger() {
-        let pod = mk_pod(
-            &[&[("cpu", "100m")]],
-            &[(&[("cpu", "1"), ("memory", "1Gi")], false)],
-        );
-        let usage = pod_usage(&pod);
-        assert_eq!(usage.get("cpu"), Some(&q("1")));
-        assert_eq!(usage.get("memory"), Some(&q("1Gi")));
-    }
-
-    #[test]
-    fn pod_usage_counts_sidecars_with_containers_and_later_inits() {
-        // sidecar 200m runs throughout; the init after it peaks at 500m + 200m.
-        let pod = mk_pod(
-            &[&[("cpu", "300m")]],
-            &[
-                (&[("cpu", "900m")], false),
-                (&[("cpu", "200m")], true),
-                (&[("cpu", "500m")], false),
-            ],
-        );
-        // containers + sidecar = 500m; inits: 900m (before the sidecar), 700m → peak 900m.
-        assert_eq!(pod_usage(&pod).get("cpu"), Some(&q("900m")));
-        let pod = mk_pod(
-            &[&[("cpu", "300m")]],
-            &[(&[("cpu", "200m")], true), (&[("cpu", "600m")], false)],
-        );
-        // containers + sidecar = 500m; init after the sidecar = 800m.
-        assert_eq!(pod_usage(&pod).get("cpu"), Some(&q("800m")));
-    }
-
-    #[test]
-    fn pod_usage_adds_overhead_and_ignores_terminal_pods() {
-        let mut pod = mk_pod(&[&[("cpu", "100m")]], &[]);
-        pod.overhead = mk_list(&[("cpu", "50m")]);
-        assert_eq!(pod_usage(&pod).get("requests.cpu"), Some(&q("150m")));
-        pod.terminal = true;
-        assert_eq!(pod_usage(&pod), ResourceList::new());
     }
 }

@@ -2,7 +2,9 @@
 //! (Karmada's `AddPodTemplateRequest`): each container's requests, a limit standing in for
 //! a request it lacks; the sum over app containers, then per resource the larger of that
 //! sum and each init container, plus `spec.overhead`; cpu rounded up to millicores and
-//! every other resource up to whole units; only the names Karmada keeps. Used by
+//! every other resource up to whole units; only the names Karmada keeps. Pod-level
+//! requests (`spec.resources`) are not read, nor are sidecars told apart: Karmada v1.18
+//! reads neither (a member pod is priced with both, by core's `pod_requests`). Used by
 //! [`crate::template`] (one pod template per kind) and [`crate::workload_kinds`] (a pod
 //! template per component).
 
@@ -29,6 +31,9 @@ pub struct PodSpec {
     pub init_containers: Vec<Container>,
     /// Pod overhead (RuntimeClass).
     pub overhead: BTreeMap<String, RawQuantity>,
+    /// `spec.resources`: pod-level requests and limits. Karmada does not read them; only
+    /// [`pod_level_requests`] does, to say so.
+    pub resources: Option<Resources>,
     /// spec.priorityClassName.
     pub priority_class_name: String,
 }
@@ -118,6 +123,18 @@ fn rounded(name: &str, q: Quantity) -> Quantity {
             };
         Quantity::from_units(units, format)
     }
+}
+
+/// The names a pod spec requests at pod level that its pods use in a member cluster (cpu,
+/// memory, hugepages: core's `pod_requests::is_pod_level_name`), though Karmada's binding
+/// leaves them out.
+pub fn pod_level_requests(pod: &PodSpec) -> Vec<&str> {
+    pod.resources
+        .iter()
+        .flat_map(|r| r.requests.keys())
+        .map(String::as_str)
+        .filter(|name| karmada_quota_core::pod_requests::is_pod_level_name(name))
+        .collect()
 }
 
 /// The per-replica request of a pod spec by the default interpreter's rule (see the module

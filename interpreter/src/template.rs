@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 
 use karmada_quota_core::binding::{ObjectReference, ReplicaRequirements, ResourceBindingSpec};
 
-use crate::pod::{PodSpec, PodTemplate, pod_request};
+use crate::pod::{PodSpec, PodTemplate, pod_level_requests, pod_request};
 
 /// A resource template: only the fields the interpreter reads; the rest is ignored.
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
@@ -191,6 +191,23 @@ impl Template {
         })
     }
 
+    /// The pod-level requests (`spec.resources.requests`: cpu, memory, hugepages) of this
+    /// template's pod spec, which its binding leaves out (Karmada v1.18 reads the
+    /// containers only); empty for a kind a customization or the components price.
+    pub fn pod_level_requests(&self) -> Vec<&str> {
+        if self.interpreted.is_some() {
+            return Vec::new();
+        }
+        match (
+            pod_spec_path(&self.api_version, &self.kind),
+            self.kind.as_str(),
+        ) {
+            (None, _) => Vec::new(),
+            (Some(_), "Pod") => pod_level_requests(&self.spec.pod),
+            (Some(_), _) => pod_level_requests(self.pod_template()),
+        }
+    }
+
     fn pod_template(&self) -> &PodSpec {
         static EMPTY: std::sync::OnceLock<PodSpec> = std::sync::OnceLock::new();
         self.spec
@@ -327,6 +344,30 @@ spec:
                 ("example.com/foo", "2")
             ])
         );
+    }
+
+    #[test]
+    fn pod_level_requests_are_not_read_as_karmada_reads_none() {
+        // Karmada v1.18's AddPodTemplateRequest sums the containers and ignores
+        // `spec.resources`: a pod template asking its cpu only at pod level gives a binding
+        // without replicaRequirements (member pods are priced with it: core pod_requests).
+        let yaml = "
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: team-a}
+spec:
+  replicas: 3
+  template:
+    spec:
+      resources: {requests: {cpu: '2', memory: 1Gi}}
+      containers:
+        - resources: {requests: {memory: 64Mi}}
+        - {}
+";
+        assert_eq!(binding(yaml), (3, Some(mk_list(&[("memory", "64Mi")]))));
+        assert_eq!(template(yaml).pod_level_requests(), ["cpu", "memory"]);
+        let without_container_requests = yaml.replace("{requests: {memory: 64Mi}}", "{}");
+        assert_eq!(binding(&without_container_requests), (3, None));
     }
 
     #[test]

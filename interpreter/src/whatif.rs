@@ -108,6 +108,18 @@ pub struct Outcome {
     pub unselected: Vec<String>,
     /// Templates that cannot be read.
     pub errors: Vec<String>,
+    /// Templates asking resources at pod level, which their bindings leave out (one line
+    /// each, see [`pod_level_note`]).
+    pub notes: Vec<String>,
+}
+
+/// What a template asking `names` at pod level is told: Karmada's binding leaves them out,
+/// the member clusters count them.
+pub fn pod_level_note(template: &str, names: &[&str]) -> String {
+    format!(
+        "{template} asks {} at pod level (spec.resources.requests): Karmada v1.18 leaves          pod-level requests out of the binding, so quotas charge its containers' requests          while the member clusters count the pod level",
+        names.join(", ")
+    )
 }
 
 /// `Kind namespace/name`.
@@ -140,6 +152,10 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
             outcome.unselected.push(describe(t));
             continue;
         };
+        let pod_level = t.pod_level_requests();
+        if !pod_level.is_empty() {
+            outcome.notes.push(pod_level_note(&describe(t), &pod_level));
+        }
         let spec = match policy.binding_for(t, &current.clusters) {
             Ok(s) => s,
             Err(e) => {

@@ -2,10 +2,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, ResourceRequirements};
 use karmada_quota_core::ResourceList;
+use karmada_quota_core::pod_requests::{
+    ContainerStatusView, ContainerView, PodView, pod_usage, resize_infeasible,
+};
 use karmada_quota_core::status::{ObservedPod, PodOwner};
-use karmada_quota_core::usage::{PodView, pod_usage};
 use karmada_quota_crds::convert::list_from_api;
 use karmada_quota_shell::relist::{Relist, Step};
 use kube::runtime::watcher::Event;
@@ -17,51 +19,81 @@ use crate::index::Touched;
 pub struct PodEntry {
     /// `spec.priorityClassName` (empty = none).
     pub priority_class: String,
-    /// core's `pod_usage`.
+    /// core's `pod_requests::pod_usage`.
     pub usage: ResourceList,
     /// Kind and name of its controlling owner, if any.
     pub owner: Option<(String, String)>,
 }
 
 /// The quota-relevant view of a pod (requests parsed; unparseable values skipped — the
-/// API server validated them, so this never happens in practice).
+/// API server validated them, so this never happens in practice): each container with
+/// its status when the kubelet reported its `resources`, the pod-level requests, the
+/// resize condition — what core's `pod_requests` prices.
 pub fn pod_view(pod: &Pod) -> PodView {
-    let parse = |r: Option<&k8s_openapi::api::core::v1::ResourceRequirements>| {
-        r.and_then(|r| r.requests.as_ref())
-            .map(parse_lenient)
-            .unwrap_or_default()
-    };
     let spec = pod.spec.as_ref();
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let status = pod.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref());
+    let statuses: Vec<&ContainerStatus> = status
+        .map(|s| {
+            let inits = s.init_container_statuses.iter().flatten();
+            s.container_statuses.iter().flatten().chain(inits).collect()
+        })
+        .unwrap_or_default();
+    let conditions = status.and_then(|s| s.conditions.as_ref());
+    let view = |c: &Container| container_view(c, &statuses);
     PodView {
         priority_class: spec
             .and_then(|s| s.priority_class_name.clone())
             .unwrap_or_default(),
         containers: spec
-            .map(|s| {
-                s.containers
-                    .iter()
-                    .map(|c| parse(c.resources.as_ref()))
-                    .collect()
-            })
+            .map(|s| s.containers.iter().map(view).collect())
             .unwrap_or_default(),
         init_containers: spec
             .and_then(|s| s.init_containers.as_ref())
-            .map(|ics| ics.iter().map(|c| parse(c.resources.as_ref())).collect())
+            .map(|ics| ics.iter().map(view).collect())
             .unwrap_or_default(),
-        init_restartable: spec
-            .and_then(|s| s.init_containers.as_ref())
-            .map(|ics| {
-                ics.iter()
-                    .map(|c| c.restart_policy.as_deref() == Some("Always"))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        pod_level: requests_of(spec.and_then(|s| s.resources.as_ref())),
         overhead: spec
             .and_then(|s| s.overhead.as_ref())
             .map(parse_lenient)
             .unwrap_or_default(),
         terminal: matches!(phase, Some("Succeeded" | "Failed")),
+        resize_infeasible: resize_infeasible(
+            conditions
+                .into_iter()
+                .flatten()
+                .map(|c| (c.type_.as_str(), c.reason.as_deref().unwrap_or_default())),
+        ),
+    }
+}
+
+/// `resources.requests`, parsed (none: empty).
+fn requests_of(r: Option<&ResourceRequirements>) -> ResourceList {
+    r.and_then(|r| r.requests.as_ref())
+        .map(parse_lenient)
+        .unwrap_or_default()
+}
+
+/// One container: its spec requests, whether it is a sidecar, and its status by name when
+/// that status has `resources` (the last status of that name, as Kubernetes indexes them).
+fn container_view(c: &Container, statuses: &[&ContainerStatus]) -> ContainerView {
+    let status = statuses
+        .iter()
+        .rev()
+        .find(|s| s.name == c.name)
+        .filter(|s| s.resources.is_some())
+        .map(|s| ContainerStatusView {
+            actual: requests_of(s.resources.as_ref()),
+            allocated: s
+                .allocated_resources
+                .as_ref()
+                .map(parse_lenient)
+                .unwrap_or_default(),
+        });
+    ContainerView {
+        requests: requests_of(c.resources.as_ref()),
+        restartable: c.restart_policy.as_deref() == Some("Always"),
+        status,
     }
 }
 
@@ -270,7 +302,81 @@ mod tests {
         let v = pod_view(&pod);
         assert_eq!(v.priority_class, "high");
         assert_eq!(v.containers.len(), 2);
-        assert_eq!(v.init_restartable, vec![false, true]);
+        let restartable: Vec<bool> = v.init_containers.iter().map(|c| c.restartable).collect();
+        assert_eq!(restartable, vec![false, true]);
         assert!(!v.terminal);
+    }
+
+    fn cpu_of(pod: &Pod) -> String {
+        pod_entry(pod)
+            .and_then(|e| e.usage.get("requests.cpu").map(ToString::to_string))
+            .unwrap_or_default()
+    }
+
+    fn status_of(name: &str, actual: Option<&str>, allocated: Option<&str>) -> ContainerStatus {
+        ContainerStatus {
+            name: name.to_owned(),
+            resources: actual.map(|cpu| ResourceRequirements {
+                requests: Some(api_map(&[("cpu", cpu)])),
+                ..ResourceRequirements::default()
+            }),
+            allocated_resources: allocated.map(|cpu| api_map(&[("cpu", cpu)])),
+            ..ContainerStatus::default()
+        }
+    }
+
+    #[test]
+    fn pod_level_requests_replace_the_containers_cpu() {
+        let mut pod = mk_pod("ns", "p", "u", "", &["100m", "100m"], "Running");
+        pod.spec.as_mut().unwrap().resources = Some(ResourceRequirements {
+            requests: Some(api_map(&[("cpu", "2")])),
+            ..ResourceRequirements::default()
+        });
+        assert_eq!(cpu_of(&pod), "2");
+    }
+
+    #[test]
+    fn a_resized_container_counts_the_larger_of_spec_and_what_the_kubelet_gave() {
+        let mut pod = mk_pod("ns", "p", "u", "", &["500m"], "Running");
+        let status = pod.status.as_mut().unwrap();
+        status.container_statuses = Some(vec![status_of("c0", Some("500m"), Some("2"))]);
+        assert_eq!(cpu_of(&pod), "2");
+        // A status without `resources` (a kubelet without in-place resize): the spec.
+        let status = pod.status.as_mut().unwrap();
+        status.container_statuses = Some(vec![status_of("c0", None, Some("2"))]);
+        assert_eq!(cpu_of(&pod), "500m");
+    }
+
+    #[test]
+    fn an_infeasible_resize_counts_what_the_container_runs_with() {
+        let mut pod = mk_pod("ns", "p", "u", "", &["4"], "Running");
+        let status = pod.status.as_mut().unwrap();
+        status.container_statuses = Some(vec![status_of("c0", Some("1"), Some("1"))]);
+        assert_eq!(cpu_of(&pod), "4", "resize asked: the spec counts");
+        status_infeasible(&mut pod, "Infeasible");
+        assert_eq!(cpu_of(&pod), "1");
+        status_infeasible(&mut pod, "Deferred");
+        assert_eq!(cpu_of(&pod), "4");
+    }
+
+    fn status_infeasible(pod: &mut Pod, reason: &str) {
+        pod.status.as_mut().unwrap().conditions =
+            Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "PodResizePending".into(),
+                status: "True".into(),
+                reason: Some(reason.into()),
+                ..Default::default()
+            }]);
+    }
+
+    #[test]
+    fn a_resized_sidecar_is_found_among_the_init_container_statuses() {
+        let mut pod = mk_pod("ns", "p", "u", "", &["100m"], "Running");
+        let mut sidecar = mk_container("proxy", "100m");
+        sidecar.restart_policy = Some("Always".into());
+        pod.spec.as_mut().unwrap().init_containers = Some(vec![sidecar]);
+        pod.status.as_mut().unwrap().init_container_statuses =
+            Some(vec![status_of("proxy", Some("100m"), Some("400m"))]);
+        assert_eq!(cpu_of(&pod), "500m");
     }
 }

@@ -192,6 +192,44 @@ async fn the_increase_over_an_existing_binding_is_what_counts() {
     assert_eq!(r["allowed"], true, "{r}");
 }
 
+/// A Deployment whose pods ask `cpu` at pod level (`spec.resources`), its container
+/// asking nothing.
+fn pod_level_deployment(name: &str, replicas: i32, cpu: &str) -> Template {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicas": replicas, "template": {"spec": {
+            "resources": {"requests": {"cpu": cpu}},
+            "containers": [{"resources": {}}]
+        }}}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn pod_level_requests_are_reviewed_as_karmadas_binding_carries_them() {
+    // 1 × 2 cpu would fit the 2 cpu left, but Karmada v1.18 fills the binding from the
+    // containers only: it carries no cpu, and the compute quota refuses a binding that
+    // does not say its cpu, as the webhook will when Karmada creates it.
+    let world = FakeWorld {
+        templates: vec![pod_level_deployment("web", 1, "2")],
+        ..Default::default()
+    };
+    let r = review(&harness(world, Enforcement::Warn), divided()).await;
+    assert_eq!(r["allowed"], true);
+    let warning = r["warnings"][0].as_str().unwrap_or_default();
+    assert!(
+        warning.contains(&format!("Deployment {NS}/web: must specify cpu")),
+        "{r}"
+    );
+    let container = FakeWorld {
+        templates: vec![deployment("web", 1, "2")],
+        ..Default::default()
+    };
+    let r = review(&harness(container, Enforcement::Warn), divided()).await;
+    assert!(r.get("warnings").is_none_or(Value::is_null), "{r}");
+}
+
 /// Items of a LIST of a built-in kind carry no apiVersion/kind (issue 27: a policy that
 /// selects by label or by kind alone was never warned): the template read from one gets
 /// the listed resource's, and a label or kind-only selector then selects it.
