@@ -1,7 +1,7 @@
 //! A CEL engine (the `cel` crate) standing in for the apiserver's: the chart's
-//! matchConditions (evaluated by kube-apiserver 1.28+) and the CRDs'
-//! x-kubernetes-validations rules (1.25+) are run here against the webhook's own answers,
-//! with no such apiserver at hand (docs/decisions/apiserver-versions.md).
+//! matchConditions (evaluated by kube-apiserver 1.28+; `matching`) and the CRDs'
+//! x-kubernetes-validations rules (1.25+; `crd`) are run here against the webhook's own
+//! answers, with no such apiserver at hand (docs/decisions/apiserver-versions.md).
 //!
 //! JSON converts the way the apiserver hands an unstructured object to CEL: objects are
 //! maps (`has()` and `in` tell an absent field), integers are `int`, other numbers
@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+mod crd;
 mod matching;
 
 /// `v` as the CEL value the apiserver would bind.
@@ -34,6 +35,13 @@ pub fn to_cel(v: &Value) -> cel::Value {
             cel::Value::from(map)
         }
     }
+}
+
+/// The x-kubernetes-validations rule `rule` evaluated with `self` bound to `value`: its
+/// bool, or why it has none (it does not parse, it fails, it yields another type).
+pub fn run_rule(rule: &str, value: &Value) -> Result<bool, String> {
+    let program = cel::Program::compile(rule).map_err(|e| format!("{e}"))?;
+    run(&program, &[("self", value)])
 }
 
 /// `program` run with `vars` bound: its bool, or why it has none.
