@@ -135,6 +135,15 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
             Skipped,
         ),
         (
+            "the last finalizer removed from a binding being deleted",
+            with(&|b| {
+                b["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                b["metadata"]["finalizers"] = json!(["karmada.io/binding-controller"]);
+            }),
+            with(&|b| b["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z")),
+            Skipped,
+        ),
+        (
             "a new generation",
             placed(),
             with(&|b| b["metadata"]["generation"] = json!(2)),
@@ -308,7 +317,7 @@ async fn the_match_conditions_hold_back_only_updates_the_webhook_answers_early()
         0,
         "dry runs write nothing"
     );
-    assert_eq!(skipped, 8);
+    assert_eq!(skipped, 9);
 }
 
 #[test]
