@@ -406,9 +406,10 @@ kubectl0() {
 }
 
 # The CRD file $1 without its x-kubernetes-validations rules, on stdout: the key's line
-# and every line under it (deeper, or its list items at the key's own indent). kubectl
-# and kube-apiserver $KUBE_VERSION refuse the field (it is 1.25's); the webhook checks
-# the same. The chart leaves the rules out for such an apiserver alike (templates/crd.yaml).
+# and every line under it (deeper, or its list items at the key's own indent). The field
+# is 1.25's: kubectl refuses it against kube-apiserver $KUBE_VERSION's schema, which does
+# not evaluate it; the webhook checks the same. The chart leaves the rules out for such an
+# apiserver alike (templates/crd.yaml).
 strip_validation_rules() {
     awk '
         skip && match($0, /^ */) && (RLENGTH > depth || (RLENGTH == depth && substr($0, depth + 1, 2) == "- ")) { next }
