@@ -501,7 +501,7 @@ and on by default; GA in 1.30). An older apiserver refuses the field.
 {{/*
 "true" where CRDs carry their x-kubernetes-validations (CEL) rules: the apiserver
 rendered for evaluates them (1.25+, beta and on by default; GA in 1.29). Older ones do not
-know the field, and helm's and kubectl's schema checks refuse it there.
+know the field, and kubectl's client-side schema check refuses it there.
 */}}
 {{- define "karmada-quota.crdValidationRules" -}}
 {{- if semverCompare ">=1.25.0-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
