@@ -102,9 +102,47 @@ pub struct NamespaceUsage {
 
 /// A LabelSelector's schema, not an `Option`'s: the generator marks an `Option` field
 /// `nullable` after every container transform, and `null` must not pass the apiserver.
+/// Plus what the webhook checks (core's `validate_namespace_selector`) as far as a schema
+/// can: the operator enum, at most [`MAX_SELECTOR_EXPRESSIONS`] expressions (which keeps
+/// the apiserver's cost estimate of their rule small), and validation rules (CEL,
+/// evaluated by apiservers 1.25+) for a selector that is not empty and for the values
+/// each operator takes. Label key and value syntax stays the webhook's: a regular
+/// expression over every value of every expression would exceed the apiserver's cost
+/// budget for a rule.
 fn selector_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    g.subschema_for::<LabelSelector>()
+    let mut schema = g.subschema_for::<LabelSelector>();
+    let top = schema.ensure_object();
+    top.insert(
+        "x-kubernetes-validations".to_owned(),
+        serde_json::json!([{
+            "rule": "(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",
+            "message": "an empty selector would select every namespace; name the labels of the namespaces this quota covers"
+        }]),
+    );
+    let expressions = top
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("matchExpressions"))
+        .and_then(serde_json::Value::as_object_mut)
+        .expect("LabelSelector's schema is inlined with its matchExpressions");
+    expressions.insert("maxItems".to_owned(), MAX_SELECTOR_EXPRESSIONS.into());
+    let item = expressions
+        .get_mut("items")
+        .and_then(serde_json::Value::as_object_mut)
+        .expect("matchExpressions has an items schema");
+    item.insert(
+        "x-kubernetes-validations".to_owned(),
+        serde_json::json!([{
+            "rule": "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0 : !has(self.values) || size(self.values) == 0",
+            "message": "values: must be specified when operator is In or NotIn, and may not be when it is Exists or DoesNotExist"
+        }]),
+    );
+    item["properties"]["operator"]["enum"] =
+        serde_json::json!(["In", "NotIn", "Exists", "DoesNotExist"]);
+    schema
 }
+
+/// Most expressions a namespace selector takes (its schema's `maxItems`).
+pub const MAX_SELECTOR_EXPRESSIONS: usize = 64;
 
 /// The schema requires `namespaceSelector` (not nullable: [`selector_schema`]).
 fn selector_required(schema: &mut schemars::Schema) {

@@ -133,14 +133,27 @@ pub struct AdmissionSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScopeSelector {
-    /// All expressions must match.
+    /// All expressions must match (at most 32).
+    // The bound keeps the apiserver's cost estimate of each expression's validation rule
+    // small (MAX_SCOPE_EXPRESSIONS).
+    #[schemars(length(max = MAX_SCOPE_EXPRESSIONS))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_expressions: Vec<ScopedResourceSelectorRequirement>,
 }
 
+/// Most expressions a scope selector takes (its schema's `maxItems`).
+pub const MAX_SCOPE_EXPRESSIONS: usize = 32;
+
 /// One scope requirement: `{scopeName: PriorityClass, operator, values}`.
+// The schema says what the webhook checks (core's `ScopeSelector::parse`) as far as a
+// schema can: the scope and operator enums, non-empty class names, and a validation rule
+// (CEL, evaluated by apiservers 1.25+) for the values each operator takes.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0 : !has(self.values) || size(self.values) == 0",
+    "message": "values: In and NotIn need at least one PriorityClass name; Exists and DoesNotExist take none"
+}]))]
 pub struct ScopedResourceSelectorRequirement {
     /// The scope; only `PriorityClass` is supported.
     #[schemars(extend("enum" = ["PriorityClass"]))]
@@ -148,9 +161,18 @@ pub struct ScopedResourceSelectorRequirement {
     /// `In` and `NotIn` need values; `Exists` and `DoesNotExist` take none.
     #[schemars(extend("enum" = ["In", "NotIn", "Exists", "DoesNotExist"]))]
     pub operator: String,
-    /// PriorityClass names for `In`/`NotIn`.
+    /// PriorityClass names for `In`/`NotIn`, none empty.
+    #[schemars(schema_with = "class_names")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
+}
+
+/// PriorityClass names: strings, none empty.
+fn class_names(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"type": "string", "minLength": 1}
+    })
 }
 
 /// Observed state, written by the controller (used, clusters, pruning) and the webhook

@@ -496,8 +496,15 @@ async fn chart_crd_is_the_generated_crd() -> Result<()> {
         "charts/karmada-quota/files/quota.karmada.io_karmadaquotareservations.yaml differs from {}: run `make crds`",
         karmada_quota_crds::BATCH_CRD_PATH
     );
-    // And the apiserver part installs it as is, kept on uninstall.
-    let objects = render("karmada-apiserver-auto-values.yaml").await?;
+    // And the apiserver part installs it as is, kept on uninstall (for an apiserver that
+    // evaluates its validation rules; older ones get it without them:
+    // cel_features_render_only_for_apiservers_that_evaluate_them).
+    let objects = render_for(
+        &Helm::new()?,
+        &ci_file("karmada-apiserver-auto-values.yaml"),
+        "1.30.0",
+    )
+    .await?;
     let crd = find(
         &objects,
         "CustomResourceDefinition",
@@ -1963,6 +1970,134 @@ async fn the_quota_webhooks_review_delete_and_never_status() -> Result<()> {
                 hook["name"]
             );
         }
+    }
+    Ok(())
+}
+
+/// Drops every `x-kubernetes-validations` key of `v`, at any depth; how many it dropped.
+fn drop_validation_rules(v: &mut Value) -> usize {
+    match v {
+        Value::Object(fields) => {
+            let own = usize::from(fields.remove("x-kubernetes-validations").is_some());
+            own + fields
+                .values_mut()
+                .map(drop_validation_rules)
+                .sum::<usize>()
+        }
+        Value::Array(items) => items.iter_mut().map(drop_validation_rules).sum(),
+        _ => 0,
+    }
+}
+
+/// Each webhook of the rendered `objects` carries `want` as its matchConditions when it is
+/// the ResourceBinding webhook, none otherwise (`at` names the rendering).
+fn check_match_conditions(at: &str, objects: &[Value], want: &Value) -> Result<()> {
+    let vwc = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .ok_or_else(|| anyhow!("{at}: no ValidatingWebhookConfiguration"))?;
+    for hook in vwc["webhooks"].as_array().into_iter().flatten() {
+        let expected = if hook["name"] == "resourcebindings.quota.karmada.io" {
+            want
+        } else {
+            &Value::Null
+        };
+        ensure!(
+            hook["matchConditions"] == *expected,
+            "{at}: {}: matchConditions {}",
+            hook["name"],
+            hook["matchConditions"]
+        );
+    }
+    Ok(())
+}
+
+/// The four CRDs of the rendered `objects` are files/ as generated (`rules`) or less their
+/// validation rules (`at` names the rendering).
+fn check_crds(at: &str, objects: &[Value], rules: bool) -> Result<()> {
+    let mut crds = 0;
+    for o in objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        let plural = o["spec"]["names"]["plural"].as_str().unwrap_or_default();
+        let file = chart_dir().join(format!("files/quota.karmada.io_{plural}.yaml"));
+        let mut generated = karmada_quota_e2e::yaml_documents(&read(&file)?)?.remove(0);
+        let rendered = &o["spec"];
+        // The reservation batch CRD is schema-less: no rules to carry.
+        let has_rules = drop_validation_rules(&mut rendered.clone()) > 0;
+        ensure!(
+            has_rules == (rules && plural != "karmadaquotareservations"),
+            "{at}: {plural}: validation rules rendered: {has_rules}"
+        );
+        if !rules {
+            drop_validation_rules(&mut generated);
+        }
+        ensure!(
+            *rendered == generated["spec"],
+            "{at}: {plural}: the rendered CRD is not files/ {}",
+            if rules {
+                "as generated"
+            } else {
+                "less its rules"
+            }
+        );
+        crds += 1;
+    }
+    ensure!(crds == 4, "{at}: {crds} CRDs rendered");
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
+async fn cel_features_render_only_for_apiservers_that_evaluate_them() -> Result<()> {
+    // matchConditions from 1.28 (the values.yaml expression, on the ResourceBinding webhook
+    // alone); CRD validation rules from 1.25, the CRDs otherwise exactly files/ less them.
+    let values = karmada_quota_e2e::yaml_documents(&read(&chart_dir().join("values.yaml"))?)?;
+    let want = values[0]["webhook"]["validatingWebhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|h| h["name"] == "resourcebindings.quota.karmada.io")
+        .map(|h| h["matchConditions"].clone())
+        .filter(|c| c.as_array().is_some_and(|c| !c.is_empty()))
+        .ok_or_else(|| {
+            anyhow!("values.yaml gives the ResourceBinding webhook no matchConditions")
+        })?;
+    let f = ci_file("karmada-apiserver-auto-values.yaml");
+    let off = [("webhook.matchConditions.enabled", "false")];
+    for name in HELM_TOOLS {
+        let helm = Helm::named(name)?;
+        for (kube, sets, conditions, rules) in [
+            ("1.20.0", &[][..], false, false),
+            ("1.24.0", &[], false, false),
+            ("1.25.0", &[], false, true),
+            ("1.27.0", &[], false, true),
+            ("1.28.0", &[], true, true),
+            ("1.30.0", &[], true, true),
+            ("1.35.2", &[], true, true),
+            ("1.30.0", &off, false, true),
+        ] {
+            let at = format!("{name} --kube-version {kube} {sets:?}");
+            let objects = helm
+                .template(
+                    "kq",
+                    "karmada-system",
+                    &[&f],
+                    sets,
+                    &["--kube-version", kube],
+                )
+                .await
+                .with_context(|| at.clone())?;
+            let expected = if conditions {
+                want.clone()
+            } else {
+                Value::Null
+            };
+            check_match_conditions(&at, &objects, &expected)?;
+            check_crds(&at, &objects, rules)?;
+        }
+        eprintln!("{name}: matchConditions from 1.28, CRD validation rules from 1.25");
     }
     Ok(())
 }

@@ -493,3 +493,33 @@ change the spec of quota objects. Empty lists render empty flags (no one). */}}
 {{- end }}
 - --queue-releasers={{ join "," $releasers }}
 {{- end -}}
+
+{{/*
+"true" where the webhooks' matchConditions are rendered: asked for
+(webhook.matchConditions.enabled) and served by the apiserver rendered for (1.28+, beta
+and on by default; GA in 1.30). An older apiserver refuses the field.
+*/}}
+{{- define "karmada-quota.matchConditions" -}}
+{{- if and .Values.webhook.matchConditions.enabled (semverCompare ">=1.28.0-0" .Capabilities.KubeVersion.Version) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+"true" where CRDs carry their x-kubernetes-validations (CEL) rules: the apiserver
+rendered for evaluates them (1.25+, beta and on by default; GA in 1.29). Older ones do not
+know the field, and kubectl's client-side schema check refuses it there.
+*/}}
+{{- define "karmada-quota.crdValidationRules" -}}
+{{- if semverCompare ">=1.25.0-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Remove every x-kubernetes-validations key from the map or list `.`, in place, at any depth.
+*/}}
+{{- define "karmada-quota.dropValidationRules" -}}
+{{- if kindIs "map" . -}}
+{{- $_ := unset . "x-kubernetes-validations" -}}
+{{- range $k, $v := . -}}{{- include "karmada-quota.dropValidationRules" $v -}}{{- end -}}
+{{- else if kindIs "slice" . -}}
+{{- range . -}}{{- include "karmada-quota.dropValidationRules" . -}}{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,6 +1,7 @@
 //! Tests: fixtures over the shared in-memory `FakeStore`, router tests (AdmissionReview JSON →
 //! `app().oneshot()`) and batcher tests (conflicts, concurrency).
 
+mod apiserver_cel;
 mod batcher;
 mod batches;
 mod bounds;
