@@ -154,6 +154,12 @@ def self_test():
          [("kq-e2e::image the_image_runs", "a"), ("kq-e2e::image the_image_runs", "b")], [],
          "did not run: kq-e2e::image the_image_runs — a\n"
          "did not run: kq-e2e::image the_image_runs — b\n3 passed, 2 failed, 4 skipped"),
+        # A retried test that passed on its second try (flaky) passed; one that failed
+        # only on a try does not count as passed.
+        ("   TRY 1 FAIL [   1.000s] (1/1) kq::a t\n   TRY 2 PASS [   1.000s] (1/1) kq::a t\n"
+         "     Summary [   2.000s] 1 test run: 1 passed (1 flaky), 0 skipped\n",
+         [("kq::a t", "r"), ("kq::b u", "s")], [],
+         "did not run: kq::a t — r\ndid not run: kq::b u — s\n0 passed, 0 failed, 1 skipped"),
         # A cancelled run: the tests it never started count as failed.
         (CANCELLED, [], [], "1 passed, 4 failed, 0 skipped"),
         # cargo test's output (test thread names).

@@ -100,8 +100,8 @@ async fn the_images_binaries_run_from_its_root_filesystem_read_only_as_nonroot()
     let Some(archive) = archive()? else {
         return prerequisite(
             IMAGE,
-            "the image: no image archive under <target>/image (`make image` builds it and \
-             runs this test; KQ_IMAGE_ARCHIVE names another)",
+            "the image: no image archive under <target>/image or in KQ_IMAGE_ARCHIVE; \
+             `make image` builds it and runs this test",
         );
     };
     if identity(std::process::id())?.uids.get(1) != Some(&0) {
