@@ -2,10 +2,14 @@
 //! installed the way krew installs a plugin — platform chosen by the manifest's selector,
 //! the archive checked against its sha256, its `files` copied into a versioned store, the
 //! `bin` linked into a bin directory on PATH — and kubectl then finds and runs the plugin.
+//! Without kubectl the test fails unless `KQ_ALLOW_SKIP` names `kubectl`
+//! (karmada_quota_e2e::skip); then it records the skip and runs the installed plugin
+//! directly.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use karmada_quota_e2e::skip::{KUBECTL, prerequisite};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
@@ -147,7 +151,12 @@ fn the_release_archive_installs_as_krew_does_and_kubectl_runs_it() {
             .output()
             .unwrap()
     } else {
-        eprintln!("kubectl not found: running the installed plugin directly");
+        if let Err(e) = prerequisite(
+            KUBECTL,
+            "the plugin through kubectl: kubectl not found (the installed plugin runs directly)",
+        ) {
+            panic!("{e:#}");
+        }
         Command::new(&bin).arg("--help").output().unwrap()
     };
     let text = String::from_utf8_lossy(&help.stdout);

@@ -33,8 +33,6 @@ use crate::env::target_dir;
 
 /// Variable naming the image archive to test (OCI archive or docker-archive).
 pub const ENV_IMAGE_ARCHIVE: &str = "KQ_IMAGE_ARCHIVE";
-/// Variable that turns a missing archive into a failure (hack/image.sh test sets it).
-pub const ENV_IMAGE_REQUIRED: &str = "KQ_IMAGE_REQUIRED";
 /// The image's user and group (the chart's securityContext runs as the same ids).
 pub const IMAGE_UID: u32 = 65532;
 /// The binaries the image holds, under /usr/local/bin.

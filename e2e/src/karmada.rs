@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 use crate::controller::{Controller, wait_synced};
 use crate::setup::{WebhookSetup, step};
+use crate::skip;
 use crate::webhook::{Rb, Webhook, bindings, quota, wait_until_status_seen};
 use crate::{Env, accepts, apply_json, try_wait_for};
 
@@ -40,22 +41,26 @@ pub const ENV_KARMADA_DIR: &str = "E2E_KARMADA_DIR";
 /// The Karmada feature gates the script started Karmada with (`--feature-gates`).
 pub const ENV_KARMADA_FEATURE_GATES: &str = "E2E_KARMADA_FEATURE_GATES";
 
-/// Whether Karmada runs with feature gate `gate` set to true; when not, prints why the
-/// calling test skips. Only gates the script set count (Karmada's defaults are not
-/// assumed).
-pub fn gate_on(gate: &str) -> bool {
+/// Whether Karmada runs with feature gate `gate` set to true. When it does not, the
+/// calling test fails unless `KQ_ALLOW_SKIP` names `karmada-gates` (e2e/src/skip.rs);
+/// then the skip is recorded and `Ok(false)` returned, and the test returns. Only gates
+/// the script set count (Karmada's defaults are not assumed).
+pub fn gate_on(gate: &str) -> Result<bool> {
     let gates = std::env::var(ENV_KARMADA_FEATURE_GATES).unwrap_or_default();
     let on = gates
         .split(',')
         .filter_map(|g| g.split_once('='))
         .any(|(name, value)| name.trim() == gate && value.trim().eq_ignore_ascii_case("true"));
     if !on {
-        eprintln!(
-            "skipped: Karmada runs without {gate}=true (KARMADA_FEATURE_GATES={gates:?}); \
-             `KARMADA_FEATURE_GATES={gate}=true make e2e-karmada` on a Karmada that has it"
-        );
+        skip::prerequisite(
+            skip::KARMADA_GATES,
+            format!(
+                "Karmada runs without {gate}=true (KARMADA_FEATURE_GATES={gates:?}); \
+                 `KARMADA_FEATURE_GATES={gate}=true make e2e-karmada` on a Karmada that has it"
+            ),
+        )?;
     }
-    on
+    Ok(on)
 }
 
 /// The quota every test makes.

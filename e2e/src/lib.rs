@@ -23,6 +23,8 @@
 //!    Service      one loopback address in front of endpoints changed during a rollout
 //!    load         steady binding creates and the ledger invariants sampled under them
 //!    TestNs       a fresh namespace per test (generateName, labelled)
+//!    skip         a missing prerequisite fails the test unless allowed by name
+//!                 (KQ_ALLOW_SKIP); an allowed one is logged (KQ_SKIP_LOG)
 //!    attack       raw TLS clients (with/without client certificates), drips, floods of
 //!                 held bodies, RSS of a child process
 //!    faults       UnservedApi: an API group whose discovery fails (503)
@@ -67,6 +69,7 @@ pub mod queue;
 mod quota_status;
 pub mod service;
 pub mod setup;
+pub mod skip;
 pub mod test_hook;
 pub mod viewer;
 mod wait;

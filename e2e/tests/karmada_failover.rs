@@ -60,7 +60,7 @@ async fn taint(c: &Client, name: &str, on: bool) -> Result<()> {
 #[ignore = "needs real Karmada: make e2e-karmada runs it (alone)"]
 async fn a_failover_shows_its_draining_replicas_and_is_never_refused() -> Result<()> {
     // Karmada's taint manager evicts only with its Failover gate on.
-    if !gate_on("Failover") {
+    if !gate_on("Failover")? {
         return Ok(());
     }
     let k = KarmadaSetup::start("karmada_failover", HARD).await?;
