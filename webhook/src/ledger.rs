@@ -112,6 +112,17 @@ impl Ledger {
     /// [`Self::apply`]: the watch of [`Self::watch`] in production, tests directly); it
     /// asks `relists` for quota re-lists (the cache's: `QuotaCache::relists`).
     pub fn new(store: Arc<dyn BatchStore>, namespace: &str, relists: Relists) -> Arc<Self> {
+        Self::with_writer_prefix(store, namespace, relists, random_prefix())
+    }
+
+    /// [`Self::new`] with the writer tokens' prefix given (`<prefix>-<count>`) instead of
+    /// a random one: the deterministic simulation (`karmada-quota-sim`) names its replicas.
+    pub fn with_writer_prefix(
+        store: Arc<dyn BatchStore>,
+        namespace: &str,
+        relists: Relists,
+        writer_prefix: String,
+    ) -> Arc<Self> {
         Arc::new(Self {
             view: Mutex::default(),
             unparsed: Mutex::default(),
@@ -125,7 +136,7 @@ impl Ledger {
             failed: AtomicBool::new(false),
             confirms: Mutex::default(),
             withdrawn: Mutex::default(),
-            writer_prefix: random_prefix(),
+            writer_prefix,
             writers: AtomicU64::new(0),
         })
     }

@@ -68,8 +68,9 @@ impl Relists {
         *self.0.requested.borrow() + self.0.begun.load(Ordering::Acquire)
     }
 
-    /// For a quota watch: a list begins (before its objects replace the cache's).
-    pub(crate) fn list_begun(&self) {
+    /// For a quota watch: a list begins (before its objects replace the cache's). Public
+    /// for the deterministic simulation (`karmada-quota-sim`), whose watches are its own.
+    pub fn list_begun(&self) {
         self.0.begun.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -81,8 +82,8 @@ impl Relists {
             .all(|l| l.load(Ordering::Acquire) >= generation)
     }
 
-    /// For a quota watch: the requests, to notice a new one.
-    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+    /// For a quota watch: the requests, to notice a new one (public for the simulation).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.0.requested.subscribe()
     }
 
