@@ -30,6 +30,9 @@ pub struct Faults {
     pub quota_edits: bool,
     /// A request the webhook allowed is not stored (another admission plugin refused it).
     pub dropped: bool,
+    /// A batch watch event lands while a decision runs (before it reads the next
+    /// number), as the watch's task does on another thread in production.
+    pub preempt: bool,
     /// Stale lists for the controller's binding watch too (a list older than one before it
     /// makes its index count live bindings as deleted: an over-commit in today's code,
     /// bench/sim.md). Never picked by a seed; name it to run it.
@@ -38,7 +41,7 @@ pub struct Faults {
 
 impl Faults {
     /// Names of the kinds, in field order (for `--faults` and the trace).
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "delays",
         "stalls",
         "watch_errors",
@@ -49,10 +52,11 @@ impl Faults {
         "skew",
         "quota_edits",
         "dropped",
+        "preempt",
         "stale_binding_lists",
     ];
 
-    fn flags(&mut self) -> [&mut bool; 11] {
+    fn flags(&mut self) -> [&mut bool; 12] {
         [
             &mut self.delays,
             &mut self.stalls,
@@ -64,6 +68,7 @@ impl Faults {
             &mut self.skew,
             &mut self.quota_edits,
             &mut self.dropped,
+            &mut self.preempt,
             &mut self.stale_binding_lists,
         ]
     }
@@ -141,6 +146,9 @@ pub struct Config {
     /// Liveness is per request: a fitting request denied by one replica fails the run
     /// (else the client retries a denial, as it retries an error, through any replica).
     pub strict_liveness: bool,
+    /// Run the liveness phase (off: safety alone, e.g. to count the seeds a revert needs
+    /// to over-commit).
+    pub liveness: bool,
 }
 
 impl Config {
@@ -153,6 +161,7 @@ impl Config {
             quotas: 2,
             faults: None,
             strict_liveness: false,
+            liveness: true,
         }
     }
 }

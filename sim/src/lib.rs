@@ -46,4 +46,23 @@ pub use run::{Outcome, run};
 
 /// The protocol fixes this build has reverted (its `revert-*` features), for the replay
 /// command.
-pub const REVERTS: &[&str] = &[];
+pub const REVERTS: &[&str] = &[
+    #[cfg(feature = "revert-5f5c1c5")]
+    "revert-5f5c1c5",
+    #[cfg(feature = "revert-7d9a0c5")]
+    "revert-7d9a0c5",
+    #[cfg(feature = "revert-3dee4c6")]
+    "revert-3dee4c6",
+    #[cfg(feature = "revert-cb8f985")]
+    "revert-cb8f985",
+    #[cfg(feature = "revert-92fc912")]
+    "revert-92fc912",
+    #[cfg(feature = "revert-8ed74ef")]
+    "revert-8ed74ef",
+    #[cfg(feature = "revert-052809a-generation")]
+    "revert-052809a-generation",
+    #[cfg(feature = "revert-052809a-number")]
+    "revert-052809a-number",
+    #[cfg(feature = "revert-382f6f6")]
+    "revert-382f6f6",
+];

@@ -40,6 +40,9 @@ struct Args {
     /// A fitting request denied once fails the liveness check (default: retried).
     #[arg(long)]
     strict_liveness: bool,
+    /// Skip the liveness phase (safety alone).
+    #[arg(long)]
+    no_liveness: bool,
     /// Print the whole trace of each run.
     #[arg(long)]
     trace: bool,
@@ -81,6 +84,9 @@ fn replay(outcome: &Outcome, faults_given: bool) -> String {
     }
     if c.strict_liveness {
         cmd.push_str(" --strict-liveness");
+    }
+    if !c.liveness {
+        cmd.push_str(" --no-liveness");
     }
     cmd
 }
@@ -128,6 +134,7 @@ fn main() -> ExitCode {
             quotas: args.quotas.max(1),
             faults,
             strict_liveness: args.strict_liveness,
+            liveness: !args.no_liveness,
             ..Config::new(seed)
         };
         let outcome = run(&config);

@@ -5,8 +5,8 @@
 //! watches stop, its calls never come back, its answers are not delivered; a restart is
 //! a fresh incarnation with empty memory.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use karmada_quota_core::decision::Decision;
@@ -27,13 +27,16 @@ use tokio::time::Instant;
 use crate::apiserver::Shared;
 use crate::clock;
 use crate::conn::Conn;
-use crate::watch::{Process, Sink, Stall};
+use crate::watch::{Feed, Process, Sink, Stall, deliver_early};
 use crate::world::World;
 
 /// The namespace of the reservation batches.
 pub const BATCH_NS: &str = "kq-system";
 /// `--reservation-ttl` in the simulation (short, so the liveness phase need not wait long).
 pub const TTL: Duration = Duration::from_secs(10);
+/// Chance (per mille) that a pending batch event lands when a decision reads the next
+/// number, when `preempt` is on.
+const PREEMPT: u32 = 500;
 /// `--decision-timeout`.
 pub const DECISION_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -161,6 +164,27 @@ impl<T: Cachable<C>, C: Send + 'static, W: Apply<C>> Sink<T> for QuotaSink<W, C>
     fn failed(&mut self) {}
 }
 
+/// While a decision runs, before it reads the next number, the batch watch's next event
+/// may land (fault `preempt`). The hook holds the feed weakly: the feed's sink holds the
+/// ledger, which holds the hook.
+fn preempt(
+    name: &str,
+    world: &Arc<World>,
+    ledger: &Ledger,
+    stall: &Arc<Stall>,
+    feed: &Arc<Mutex<Feed<LedgerSink>>>,
+) {
+    let (world, log, stall) = (world.clone(), world.api.batch_log.clone(), stall.clone());
+    let feed = Arc::downgrade(feed);
+    let line = format!("{name}: a batch event lands during a decision (injected)");
+    ledger.set_preempt(move || {
+        let Some(feed) = feed.upgrade() else { return };
+        if world.fault(world.faults.preempt, PREEMPT) && deliver_early(&log, &stall, &feed) {
+            world.trace(line.clone());
+        }
+    });
+}
+
 impl Replica {
     /// Start incarnation `incarnation` of replica `id`.
     pub fn start(
@@ -196,11 +220,16 @@ impl Replica {
             .watch(format!("{name}.clusterquotas"), cluster_log.clone())
             .relisting(relists.subscribe());
         let batches = process.watch(format!("{name}.batches"), world.api.batch_log.clone());
-        tokio::spawn(batches.run(LedgerSink {
-            ledger: ledger.clone(),
-            requests: relists.subscribe(),
-            quota_watches: vec![quotas.waker(), clusters.waker()],
+        let feed = Arc::new(Mutex::new(Feed {
+            cursor: None,
+            sink: LedgerSink {
+                ledger: ledger.clone(),
+                requests: relists.subscribe(),
+                quota_watches: vec![quotas.waker(), clusters.waker()],
+            },
         }));
+        preempt(&name, world, &ledger, &stall, &feed);
+        tokio::spawn(batches.run_shared(feed));
         let quota_sink = QuotaSink {
             writer: writers.quotas,
             cached: std::marker::PhantomData,

@@ -6,13 +6,15 @@
 //!   it ends.
 //! - A watch error (410 Gone, a reset) reports the failure and, after a backoff, lists
 //!   again; a list may break off midway (an error between its pages).
-//! - A list is served as of the log's head, or — a stale list — as of an earlier
-//!   position within [`STALE_MS`], possibly older than what the consumer had seen; the
-//!   watch then goes on from that position (the events after it come again).
+//! - A list is served as of the log's head, or — a stale list, from another apiserver's
+//!   watch cache that lags by up to [`STALE_MS`] — as of an earlier position, possibly
+//!   older than what the consumer had seen; the watch then goes on from that position
+//!   (the events after it come again), each no earlier than that cache's lag after it
+//!   happened.
 //! - A re-list asked for (the webhook's quota watches, `cache::relists`) starts at once.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
@@ -56,6 +58,10 @@ impl Stall {
         self.0.fetch_max(until, Ordering::SeqCst);
     }
 
+    fn stalled(&self) -> bool {
+        self.0.load(Ordering::SeqCst) > clock::now_ms()
+    }
+
     async fn wait(&self) {
         let until = self.0.load(Ordering::SeqCst);
         let now = clock::now_ms();
@@ -85,6 +91,8 @@ pub struct Watch<T> {
     pub relists: Option<watch::Receiver<u64>>,
     /// Woken when the log grows or a re-list is asked for.
     wake: Arc<Notify>,
+    /// How far behind the cache serving this watch is (ms; 0 after a list at the head).
+    lag_ms: u64,
 }
 
 /// The process a watch belongs to: its run, liveness and stall.
@@ -112,6 +120,7 @@ impl Process {
             stall: self.stall.clone(),
             relists: None,
             bindings: false,
+            lag_ms: 0,
         }
     }
 }
@@ -173,11 +182,20 @@ impl<T: Clone + Send + 'static> Watch<T> {
     }
 
     /// One list; `None` when it broke off (the failure is reported), else the position
-    /// the watch goes on from.
-    async fn list(&mut self, sink: &mut impl Sink<T>) -> Option<usize> {
-        sink.init();
+    /// the watch goes on from (set in `feed`).
+    async fn list<S: Sink<T>>(&mut self, feed: &SharedFeed<S>) -> Option<usize> {
+        {
+            let mut f = lock(feed);
+            f.cursor = None;
+            f.sink.init();
+        }
         let (pos, stale) = self.list_position();
-        let objects = lock(&self.log).snapshot(pos);
+        let (objects, at) = {
+            let log = lock(&self.log);
+            let at = log.get(pos).map_or(clock::now_ms(), |e| e.at);
+            (log.snapshot(pos), at)
+        };
+        self.lag_ms = clock::now_ms().saturating_sub(at);
         let broken = self
             .world
             .fault(self.world.faults.watch_errors, BREAK)
@@ -195,46 +213,76 @@ impl<T: Clone + Send + 'static> Watch<T> {
                 return None;
             }
             if broken == Some(i) {
-                sink.failed();
+                lock(feed).sink.failed();
                 return None;
             }
-            sink.init_apply(object);
+            lock(feed).sink.init_apply(object);
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
-        if broken.is_some() {
-            sink.failed();
-            return None;
+        done(feed, broken.is_none(), pos)
+    }
+
+    /// Wait until the log has an event past the feed's cursor (`false`) or a re-list is
+    /// asked for (`true`).
+    async fn next_or_relist<S>(&mut self, feed: &SharedFeed<S>) -> bool {
+        loop {
+            if let Some(r) = self.relists.as_mut()
+                && r.has_changed().unwrap_or(false)
+            {
+                r.borrow_and_update();
+                return true;
+            }
+            let cursor = lock(feed).cursor.unwrap_or(usize::MAX);
+            if lock(&self.log).len() > cursor {
+                return false;
+            }
+            self.wake.notified().await;
         }
-        sink.init_done();
-        Some(pos)
+    }
+
+    /// Wait until the cache serving this watch has the next event (its lag after it).
+    async fn behind<S>(&self, feed: &SharedFeed<S>) {
+        let Some(cursor) = lock(feed).cursor else {
+            return;
+        };
+        let Some(at) = lock(&self.log).get(cursor).map(|e| e.at) else {
+            return;
+        };
+        // Once the faults stop, every cache has caught up.
+        let lag = if self.world.faulting() {
+            self.lag_ms
+        } else {
+            0
+        };
+        let due = at + lag;
+        let now = clock::now_ms();
+        if due > now {
+            tokio::time::sleep(Duration::from_millis(due - now)).await;
+        }
     }
 
     /// Run until the process dies.
-    pub async fn run(mut self, mut sink: impl Sink<T>) {
+    pub async fn run<S: Sink<T>>(self, sink: S) {
+        self.run_shared(Arc::new(Mutex::new(Feed { cursor: None, sink })))
+            .await;
+    }
+
+    /// Run until the process dies, over a feed others may deliver to early
+    /// ([`deliver_early`]).
+    pub async fn run_shared<S: Sink<T>>(mut self, feed: SharedFeed<S>) {
         while self.alive() {
-            let Some(mut cursor) = self.list(&mut sink).await else {
+            if self.list(&feed).await.is_none() {
                 self.backoff().await;
                 continue;
-            };
+            }
             loop {
-                let relist = loop {
-                    if let Some(r) = self.relists.as_mut()
-                        && r.has_changed().unwrap_or(false)
-                    {
-                        r.borrow_and_update();
-                        break true;
-                    }
-                    if lock(&self.log).len() > cursor {
-                        break false;
-                    }
-                    self.wake.notified().await;
-                };
-                if relist {
+                if self.next_or_relist(&feed).await {
                     self.world
                         .trace(format!("{}: re-list asked for", self.name));
                     break;
                 }
                 self.stall.wait().await;
+                self.behind(&feed).await;
                 tokio::time::sleep(self.delay()).await;
                 if !self.alive() {
                     return;
@@ -242,19 +290,65 @@ impl<T: Clone + Send + 'static> Watch<T> {
                 if self.world.fault(self.world.faults.watch_errors, ERROR) {
                     self.world
                         .trace(format!("{}: watch error (injected)", self.name));
-                    sink.failed();
+                    {
+                        let mut f = lock(&feed);
+                        f.cursor = None;
+                        f.sink.failed();
+                    }
                     self.backoff().await;
                     break;
                 }
-                let Some(entry) = lock(&self.log).get(cursor) else {
-                    continue;
-                };
-                cursor += 1;
-                match entry.change {
-                    Change::Put(o) => sink.apply(o),
-                    Change::Gone(o) => sink.delete(o),
-                }
+                deliver_next(&self.log, &feed);
             }
         }
     }
+}
+
+/// A watch's place in its log and its consumer, shared with whoever delivers an event
+/// early.
+pub struct Feed<S> {
+    /// The next position to deliver (`None` while listing or after a failure).
+    pub cursor: Option<usize>,
+    /// The consumer.
+    pub sink: S,
+}
+
+/// A feed shared by its watch task and early deliveries.
+pub type SharedFeed<S> = Arc<Mutex<Feed<S>>>;
+
+/// The end of a list: complete (watch on from `pos`) or broken off.
+fn done<T, S: Sink<T>>(feed: &SharedFeed<S>, complete: bool, pos: usize) -> Option<usize> {
+    let mut f = lock(feed);
+    if !complete {
+        f.sink.failed();
+        return None;
+    }
+    f.sink.init_done();
+    f.cursor = Some(pos);
+    Some(pos)
+}
+
+/// Deliver the event at the feed's cursor, if the watch is watching and one is there.
+fn deliver_next<T: Clone, S: Sink<T>>(log: &Shared<T>, feed: &SharedFeed<S>) -> bool {
+    let mut f = lock(feed);
+    let Some(cursor) = f.cursor else { return false };
+    let Some(entry) = lock(log).get(cursor) else {
+        return false;
+    };
+    f.cursor = Some(cursor + 1);
+    match entry.change {
+        Change::Put(o) => f.sink.apply(o),
+        Change::Gone(o) => f.sink.delete(o),
+    }
+    true
+}
+
+/// Deliver the next pending event now, ahead of its delay — as the watch's own task
+/// would on another thread while the caller's code runs — unless the watch is stalled.
+pub fn deliver_early<T: Clone, S: Sink<T>>(
+    log: &Shared<T>,
+    stall: &Stall,
+    feed: &SharedFeed<S>,
+) -> bool {
+    !stall.stalled() && deliver_next(log, feed)
 }

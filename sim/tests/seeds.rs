@@ -38,7 +38,7 @@ fn a_thousand_seeds_never_over_commit_and_admit_what_fits_once_the_faults_stop()
 
 #[test]
 fn one_seed_gives_one_trace() {
-    for seed in [3, 38, 232] {
+    for seed in [3, 38, 171] {
         let config = Config {
             faults: Some(Faults::all()),
             ..Config::new(seed)
@@ -58,8 +58,8 @@ fn one_seed_gives_one_trace() {
 #[ignore = "finding: over-commit after a stale binding list (bench/sim.md); fails until fixed"]
 fn a_stale_binding_list_does_not_over_commit() {
     let config = Config {
-        faults: Some(Faults::parse("all,stale_binding_lists").unwrap()),
-        ..Config::new(232)
+        faults: Some(Faults::parse("delays,watch_errors,crashes,stale_binding_lists").unwrap()),
+        ..Config::new(171)
     };
     let outcome = run(&config);
     assert!(
