@@ -149,6 +149,8 @@ pub struct Config {
     /// Run the liveness phase (off: safety alone, e.g. to count the seeds a revert needs
     /// to over-commit).
     pub liveness: bool,
+    /// The longest wait before a failed watch lists again (ms; the shortest is 200).
+    pub backoff_max_ms: u64,
 }
 
 impl Config {
@@ -162,6 +164,7 @@ impl Config {
             faults: None,
             strict_liveness: false,
             liveness: true,
+            backoff_max_ms: 1_000,
         }
     }
 }

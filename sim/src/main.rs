@@ -40,6 +40,10 @@ struct Args {
     /// A fitting request denied once fails the liveness check (default: retried).
     #[arg(long)]
     strict_liveness: bool,
+    /// The longest wait before a failed watch lists again, ms (production: 0.5 s doubling
+    /// to 10 s).
+    #[arg(long, default_value_t = 1_000)]
+    backoff_max_ms: u64,
     /// Skip the liveness phase (safety alone).
     #[arg(long)]
     no_liveness: bool,
@@ -88,6 +92,9 @@ fn replay(outcome: &Outcome, faults_given: bool) -> String {
     if !c.liveness {
         cmd.push_str(" --no-liveness");
     }
+    if c.backoff_max_ms != 1_000 {
+        cmd.push_str(&format!(" --backoff-max-ms {}", c.backoff_max_ms));
+    }
     cmd
 }
 
@@ -135,6 +142,7 @@ fn main() -> ExitCode {
             faults,
             strict_liveness: args.strict_liveness,
             liveness: !args.no_liveness,
+            backoff_max_ms: args.backoff_max_ms,
             ..Config::new(seed)
         };
         let outcome = run(&config);

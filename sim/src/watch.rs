@@ -177,7 +177,8 @@ impl<T: Clone + Send + 'static> Watch<T> {
     }
 
     async fn backoff(&self) {
-        let ms = self.world.rng(|r| r.between(200, 1_000));
+        let max = self.world.config.backoff_max_ms.max(200);
+        let ms = self.world.rng(|r| r.between(200, max));
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 
