@@ -93,6 +93,11 @@ pub struct Ledger {
     /// This process's writer tokens: `<random>-<count>`.
     writer_prefix: String,
     writers: AtomicU64,
+    /// The deterministic simulation's hook, run before the next number is read: it lets
+    /// batch watch events land there, as the watch's task does on another thread in
+    /// production (`karmada-quota-sim` runs on one thread).
+    #[cfg(feature = "sim")]
+    preempt: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -112,6 +117,17 @@ impl Ledger {
     /// [`Self::apply`]: the watch of [`Self::watch`] in production, tests directly); it
     /// asks `relists` for quota re-lists (the cache's: `QuotaCache::relists`).
     pub fn new(store: Arc<dyn BatchStore>, namespace: &str, relists: Relists) -> Arc<Self> {
+        Self::with_writer_prefix(store, namespace, relists, random_prefix())
+    }
+
+    /// [`Self::new`] with the writer tokens' prefix given (`<prefix>-<count>`) instead of
+    /// a random one: the deterministic simulation (`karmada-quota-sim`) names its replicas.
+    pub fn with_writer_prefix(
+        store: Arc<dyn BatchStore>,
+        namespace: &str,
+        relists: Relists,
+        writer_prefix: String,
+    ) -> Arc<Self> {
         Arc::new(Self {
             view: Mutex::default(),
             unparsed: Mutex::default(),
@@ -125,8 +141,10 @@ impl Ledger {
             failed: AtomicBool::new(false),
             confirms: Mutex::default(),
             withdrawn: Mutex::default(),
-            writer_prefix: random_prefix(),
+            writer_prefix,
             writers: AtomicU64::new(0),
+            #[cfg(feature = "sim")]
+            preempt: std::sync::OnceLock::new(),
         })
     }
 
@@ -181,7 +199,11 @@ impl Ledger {
                 if self.is_synced() {
                     // A re-list that broke off before its end is taken up by the next:
                     // keep the newest seen before the first of them.
-                    lock(&self.relist_after).get_or_insert(view.newest());
+                    if cfg!(feature = "sim-revert-3dee4c6") {
+                        *lock(&self.relist_after) = Some(view.newest());
+                    } else {
+                        lock(&self.relist_after).get_or_insert(view.newest());
+                    }
                 }
                 drop(view);
                 *lock(&self.relisting) = Some(live);
@@ -215,7 +237,8 @@ impl Ledger {
                     .take()
                     .map_or(0, |before| view.unseen_since(before));
                 drop(view);
-                if unseen > 0 {
+                // The simulation's revert of the unseen hold (bench/sim.md).
+                if unseen > 0 && !cfg!(feature = "sim-revert-7d9a0c5") {
                     self.hold_for_quota_relist(unseen);
                 }
                 self.synced.send_replace(true);
@@ -380,7 +403,17 @@ impl Ledger {
 
     /// The number the next batch must take.
     pub fn next_sequence(&self) -> u64 {
+        #[cfg(feature = "sim")]
+        if let Some(preempt) = self.preempt.get() {
+            preempt();
+        }
         lock(&self.view).next_sequence()
+    }
+
+    /// Install the simulation's hook (see the `preempt` field); the first one stays.
+    #[cfg(feature = "sim")]
+    pub fn set_preempt(&self, preempt: impl Fn() + Send + Sync + 'static) {
+        let _ = self.preempt.set(Box::new(preempt));
     }
 
     /// The newest number seen.
@@ -453,7 +486,8 @@ impl Ledger {
 
     /// Whether the watch has failed since it last worked (for logs and tests).
     pub fn watch_failing(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
+        // The simulation's revert: a watch that is down decides on (bench/sim.md).
+        !cfg!(feature = "sim-revert-7d9a0c5") && self.failed.load(Ordering::Acquire)
     }
 
     /// The batch watch failed: refuse admissions until its re-list is in.

@@ -101,6 +101,13 @@ impl Inner {
                 }
             };
             match tokio::time::timeout_at(deadline, ledger.store().create(&batch)).await {
+                Ok(Ok(created)) if cfg!(feature = "sim-revert-cb8f985") => {
+                    // The simulation's revert: allowed on the create alone.
+                    drop(expectation);
+                    ledger.insert_object(&created);
+                    answer_planned(&mut slots);
+                    return;
+                }
                 Ok(Ok(created)) => {
                     self.metrics.batch_create("ok");
                     let waited = Instant::now();
@@ -184,7 +191,9 @@ impl Inner {
         // Before the quota copies are read: a hold the check lifts (the quota kinds
         // listed again) must be lifted for copies read after it, and a tombstone settled
         // by the cache's fold must not meet an older copy.
-        ledger.check()?;
+        if !cfg!(feature = "sim-revert-3dee4c6") {
+            ledger.check()?;
+        }
         ledger.settle(&self.cache, (self.clock)());
         let namespaces: BTreeSet<String> = slots
             .iter()
@@ -217,6 +226,7 @@ impl Inner {
         let next = ledger.next_sequence();
         if let Some(folded) = copies.values().filter_map(QuotaCopy::folded_through).max()
             && folded >= next
+            && !cfg!(feature = "sim-revert-3dee4c6")
         {
             return Err(Error::BatchesBehind {
                 namespace: ledger.namespace().to_owned(),
@@ -238,6 +248,10 @@ impl Inner {
                 Decision::Deny(d) => slots[i].answer(Ok(Decision::Deny(d))),
                 Decision::Allow(entries) => slots[i].written = entries,
             }
+        }
+        if cfg!(feature = "sim-revert-052809a-number") {
+            // The simulation's revert: the number read after the view was counted.
+            return Ok(ledger.next_sequence());
         }
         Ok(next)
     }
@@ -294,7 +308,17 @@ impl Inner {
         let store = ledger.store();
         let mut successor = batch_object(ledger.namespace(), sequence + 1, Vec::new());
         successor.spec.writer = Some(ledger.writer_token());
-        let kept = tokio::time::timeout(WITHDRAW_TIMEOUT, store.create(&successor)).await;
+        // The simulation's reverts (bench/sim.md): no successor; a delete by name.
+        let kept = if cfg!(feature = "sim-revert-92fc912") {
+            Ok(Err(StoreError::Conflict))
+        } else {
+            tokio::time::timeout(WITHDRAW_TIMEOUT, store.create(&successor)).await
+        };
+        let uid = if cfg!(feature = "sim-revert-382f6f6") {
+            None
+        } else {
+            uid
+        };
         let result = match kept {
             Ok(Ok(_) | Err(StoreError::Conflict)) => {
                 match tokio::time::timeout(WITHDRAW_TIMEOUT, store.delete(name, uid)).await {

@@ -1,0 +1,302 @@
+//! The controller of the simulation: the real binding `Index`, the real `Batches` (its
+//! batch view), the real fold (`desired::compute_with` with `Batches::unfolded`, then
+//! `desired::desired_status`, written through `status::update`, the compare-and-swap
+//! with re-plan after a 409) and the real sweep (`batches::sweep::sweep_once`, its folds
+//! read from the controller's own watch-fed quota copies, as `batches::folds`). It leads
+//! alone; it reconciles every quota it holds every few hundred ms and sweeps every
+//! second. A crash ends the incarnation; a restart starts with empty memory.
+//!
+//! After each binding event, the ground truth learns what the index now observes of the
+//! bindings not yet released (`truth::Seen`).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use karmada_quota_controller::batches::folds::Scope;
+use karmada_quota_controller::batches::{Batches, sweep};
+use karmada_quota_controller::desired;
+use karmada_quota_controller::index::Index;
+use karmada_quota_core::ledger::Observation;
+use karmada_quota_core::quota::ReservedBy;
+use karmada_quota_core::selection::QuotaKey;
+use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaReservation, QuotaObject, ResourceBinding};
+use karmada_quota_status::batches::Fold;
+use kube::api::DynamicObject;
+use kube::runtime::watcher::Event;
+
+use crate::apiserver::{key_of, lock};
+use crate::clock;
+use crate::conn::Conn;
+use crate::truth::Seen;
+use crate::watch::{Process, Sink, Stall};
+use crate::world::World;
+
+/// The count name of the bindings' template kind (Deployments).
+pub const COUNT_NAME: &str = "count/deployments.apps";
+/// Status writes per reconcile (first plus retries after 409s).
+const WRITE_ATTEMPTS: u32 = 5;
+
+/// The controller's quota copies, as its reflector store holds them.
+#[derive(Debug, Default)]
+struct QuotaView {
+    listed: bool,
+    objects: BTreeMap<String, KarmadaQuota>,
+    relist: Option<BTreeMap<String, KarmadaQuota>>,
+}
+
+/// A running incarnation of the controller.
+#[derive(Clone)]
+pub struct Controller {
+    /// `c.<incarnation>`.
+    pub name: String,
+    /// Alive until it crashes.
+    pub alive: Arc<AtomicBool>,
+    /// Its watches' stall.
+    pub stall: Arc<Stall>,
+    world: Arc<World>,
+    index: Arc<RwLock<Index>>,
+    batches: Arc<Batches>,
+    quotas: Arc<Mutex<QuotaView>>,
+    conn: Conn,
+}
+
+struct QuotaSink(Arc<Mutex<QuotaView>>);
+
+impl Sink<KarmadaQuota> for QuotaSink {
+    fn init(&mut self) {
+        lock(&self.0).relist = Some(BTreeMap::new());
+    }
+    fn init_apply(&mut self, q: KarmadaQuota) {
+        if let Some(r) = lock(&self.0).relist.as_mut() {
+            r.insert(key_of(&q.metadata), q);
+        }
+    }
+    fn init_done(&mut self) {
+        let mut v = lock(&self.0);
+        v.objects = v.relist.take().unwrap_or_default();
+        v.listed = true;
+    }
+    fn apply(&mut self, q: KarmadaQuota) {
+        lock(&self.0).objects.insert(key_of(&q.metadata), q);
+    }
+    fn delete(&mut self, q: KarmadaQuota) {
+        lock(&self.0).objects.remove(&key_of(&q.metadata));
+    }
+    fn failed(&mut self) {}
+}
+
+struct BatchSink(Arc<Batches>);
+
+/// A batch as the controller's watch reads it (a dynamic object).
+fn dynamic(b: KarmadaQuotaReservation) -> DynamicObject {
+    let mut v = serde_json::to_value(b).expect("a batch serializes");
+    v["apiVersion"] = "quota.karmada.io/v1alpha1".into();
+    v["kind"] = "KarmadaQuotaReservation".into();
+    serde_json::from_value(v).expect("a batch is an object")
+}
+
+impl Sink<KarmadaQuotaReservation> for BatchSink {
+    fn init(&mut self) {
+        self.0.apply(&Event::Init);
+    }
+    fn init_apply(&mut self, b: KarmadaQuotaReservation) {
+        self.0.apply(&Event::InitApply(dynamic(b)));
+    }
+    fn init_done(&mut self) {
+        self.0.apply(&Event::InitDone);
+    }
+    fn apply(&mut self, b: KarmadaQuotaReservation) {
+        self.0.apply(&Event::Apply(dynamic(b)));
+    }
+    fn delete(&mut self, b: KarmadaQuotaReservation) {
+        self.0.apply(&Event::Delete(dynamic(b)));
+    }
+    fn failed(&mut self) {}
+}
+
+struct BindingSink {
+    world: Arc<World>,
+    index: Arc<RwLock<Index>>,
+}
+
+impl BindingSink {
+    fn event(&self, ev: &Event<ResourceBinding>) {
+        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
+        index.apply_binding_event(ev, Some(COUNT_NAME), clock::unix_now());
+        let mut truth = lock(&self.world.truth);
+        for (namespace, name, uid) in truth.unreleased() {
+            let by = ReservedBy {
+                name,
+                uid: uid.clone(),
+                ..ReservedBy::default()
+            };
+            let seen = match index.observation(&namespace, &by) {
+                Observation::Seen(g) => Seen::At(g),
+                _ => Seen::Absent,
+            };
+            truth.observed(&uid, seen);
+        }
+    }
+}
+
+impl Sink<ResourceBinding> for BindingSink {
+    fn init(&mut self) {
+        self.event(&Event::Init);
+    }
+    fn init_apply(&mut self, rb: ResourceBinding) {
+        self.event(&Event::InitApply(rb));
+    }
+    fn init_done(&mut self) {
+        self.event(&Event::InitDone);
+    }
+    fn apply(&mut self, rb: ResourceBinding) {
+        self.event(&Event::Apply(rb));
+    }
+    fn delete(&mut self, rb: ResourceBinding) {
+        self.event(&Event::Delete(rb));
+    }
+    fn failed(&mut self) {}
+}
+
+impl Controller {
+    /// Start incarnation `incarnation`: its three watches, its reconcile and sweep loops.
+    pub fn start(world: &Arc<World>, incarnation: u32) -> Self {
+        let name = format!("c.{incarnation}");
+        let alive = Arc::new(AtomicBool::new(true));
+        let stall = Arc::new(Stall::default());
+        let index = Arc::new(RwLock::new(Index::new(600)));
+        let c = Self {
+            conn: Conn::new(world.clone(), name.clone(), alive.clone()),
+            name,
+            alive,
+            stall,
+            world: world.clone(),
+            index: index.clone(),
+            batches: Arc::new(Batches::new(Arc::default())),
+            quotas: Arc::default(),
+        };
+        let process = Process {
+            world: world.clone(),
+            alive: c.alive.clone(),
+            stall: c.stall.clone(),
+        };
+        let quota_watch = process.watch(format!("{}.quotas", c.name), world.api.quota_log.clone());
+        let batch_watch = process.watch(format!("{}.batches", c.name), world.api.batch_log.clone());
+        let mut binding_watch = process.watch(
+            format!("{}.bindings", c.name),
+            world.api.binding_log.clone(),
+        );
+        binding_watch.bindings = true;
+        tokio::spawn(quota_watch.run(QuotaSink(c.quotas.clone())));
+        tokio::spawn(batch_watch.run(BatchSink(c.batches.clone())));
+        tokio::spawn(binding_watch.run(BindingSink {
+            world: world.clone(),
+            index,
+        }));
+        tokio::spawn(c.clone().reconcile_loop());
+        tokio::spawn(c.clone().sweep_loop());
+        world.trace(format!("{}: started", c.name));
+        c
+    }
+
+    /// Whether this incarnation still runs.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// Crash: every task of this incarnation stops at its next step.
+    pub fn crash(&self) {
+        self.alive.store(false, Ordering::SeqCst);
+    }
+
+    async fn reconcile_loop(self) {
+        while self.is_alive() {
+            let ms = self.world.rng(|r| r.between(100, 600));
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let ready = self
+                .index
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .bindings_synced();
+            let quotas: Vec<KarmadaQuota> = {
+                let v = lock(&self.quotas);
+                if !v.listed || !ready {
+                    continue;
+                }
+                v.objects.values().cloned().collect()
+            };
+            for q in quotas {
+                if !self.is_alive() {
+                    return;
+                }
+                self.reconcile(q).await;
+            }
+        }
+    }
+
+    /// The plan of `q`: its status with the batches above its `foldedThrough` folded.
+    fn plan(&self, q: &KarmadaQuota) -> (Option<karmada_quota_crds::KarmadaQuotaStatus>, ()) {
+        let now = clock::unix_now();
+        let folded = q.quota_status().and_then(|s| s.folded_through);
+        let unfolded = self.batches.unfolded(&q.key(), folded);
+        let computed = {
+            let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+            desired::compute_with(q, &index, &BTreeMap::new(), now, unfolded.as_ref())
+        };
+        let at = jiff::Timestamp::from_second(now).unwrap_or_default();
+        (
+            desired::desired_status(q, &computed, &BTreeMap::new(), at),
+            (),
+        )
+    }
+
+    async fn reconcile(&self, q: KarmadaQuota) {
+        let alive = || self.is_alive();
+        let written =
+            karmada_quota_status::update(&self.conn, q, |q| self.plan(q), alive, WRITE_ATTEMPTS)
+                .await;
+        if let Err(e) = written {
+            self.world
+                .trace(format!("{}: reconcile failed: {e}", self.name));
+        }
+    }
+
+    /// The fold of `key` as the sweep reads it: from the controller's own quota copies.
+    fn fold(&self, key: &QuotaKey) -> Fold {
+        let scope = Scope {
+            namespaced: true,
+            namespace: None,
+            clusters: true,
+            cluster_selector: false,
+        };
+        let held = match key {
+            QuotaKey::Namespaced { namespace, name } => lock(&self.quotas)
+                .objects
+                .get(&format!("{namespace}/{name}"))
+                .map(|q| q.status.as_ref().and_then(|s| s.folded_through)),
+            QuotaKey::Cluster { .. } => None,
+        };
+        scope.fold(key, held)
+    }
+
+    async fn sweep_loop(self) {
+        while self.is_alive() {
+            tokio::time::sleep(sweep::SWEEP_INTERVAL).await;
+            if !self.is_alive() || !lock(&self.quotas).listed {
+                continue;
+            }
+            let swept = sweep::sweep_once(
+                &self.batches,
+                &self.conn,
+                |k| self.fold(k),
+                clock::unix_now(),
+            )
+            .await;
+            if swept.deleted + swept.gone + swept.failed > 0 {
+                self.world.trace(format!("{}: swept {swept:?}", self.name));
+            }
+        }
+    }
+}

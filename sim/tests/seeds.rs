@@ -1,0 +1,71 @@
+//! The simulation over many seeds (`karmada-quota-sim`, bench/sim.md): no over-commit and
+//! every fitting request admitted once the faults stop, in every run; and one seed gives
+//! one trace.
+
+use karmada_quota_sim::{Config, Faults, run};
+
+/// Seeds the suite runs (each picks its own fault kinds).
+const SEEDS: u64 = 1_000;
+
+#[test]
+fn a_thousand_seeds_never_over_commit_and_admit_what_fits_once_the_faults_stop() {
+    let mut failed = Vec::new();
+    let mut admissions = 0;
+    for seed in 0..SEEDS {
+        let outcome = run(&Config::new(seed));
+        admissions += outcome.admissions;
+        if outcome.failed() {
+            failed.push(format!(
+                "seed {seed} (faults {}): {:?}\n  replay: cargo run -p karmada-quota-sim -- --seed {seed}\n{}",
+                outcome.faults.describe(),
+                outcome.violations,
+                outcome.tail(40).join("\n")
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {SEEDS} seeds failed:\n{}",
+        failed.len(),
+        failed.join("\n\n")
+    );
+    // The runs did admit: an invariant over nothing would prove nothing.
+    assert!(
+        admissions > 5 * SEEDS,
+        "only {admissions} admissions in {SEEDS} runs"
+    );
+}
+
+#[test]
+fn one_seed_gives_one_trace() {
+    for seed in [3, 38, 171] {
+        let config = Config {
+            faults: Some(Faults::all()),
+            ..Config::new(seed)
+        };
+        let (a, b) = (run(&config), run(&config));
+        assert_eq!(a.trace, b.trace, "seed {seed}");
+        assert_eq!(a.trace_hash, b.trace_hash);
+        assert!(a.trace.len() > 50, "seed {seed}: {} lines", a.trace.len());
+    }
+}
+
+/// The controller's binding watch listing from an older watch cache than it had seen
+/// makes its index count live bindings as deleted; the status it writes then leaves them
+/// out, and the webhook admits past the limit. An over-commit in today's code (bench/sim.md
+/// names it); this test replays the seed that found it.
+#[test]
+#[ignore = "finding: over-commit after a stale binding list (bench/sim.md); fails until fixed"]
+fn a_stale_binding_list_does_not_over_commit() {
+    let config = Config {
+        faults: Some(Faults::parse("delays,watch_errors,crashes,stale_binding_lists").unwrap()),
+        ..Config::new(171)
+    };
+    let outcome = run(&config);
+    assert!(
+        !outcome.failed(),
+        "{:?}\n{}",
+        outcome.violations,
+        outcome.tail(60).join("\n")
+    );
+}
