@@ -75,6 +75,33 @@ pub struct Args {
     #[arg(long, env = "KQ_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Largest accepted (Cluster)PropagationPolicy review body, in bytes (413 past it). A
+    /// review carries the policy twice and policies are KiB; a tenant who may create
+    /// policies must not make the webhook decode megabytes per review.
+    #[arg(long, env = "KQ_MAX_POLICY_BODY_BYTES", default_value_t = crate::admission::DEFAULT_POLICY_BODY_BYTES)]
+    pub max_policy_body_bytes: usize,
+
+    /// Largest accepted KarmadaQuota / KarmadaClusterQuota review body, in bytes (413 past
+    /// it). A review carries the quota twice with its status (up to --max-reservations
+    /// entries of ~300 bytes each).
+    #[arg(long, env = "KQ_MAX_QUOTA_BODY_BYTES", default_value_t = crate::admission::DEFAULT_QUOTA_BODY_BYTES)]
+    pub max_quota_body_bytes: usize,
+
+    /// Most items of any one list in a review (cluster names, selectors, components...),
+    /// `request.options` and a binding's status aside; a longer list is refused (400)
+    /// before the review is decoded.
+    #[arg(long, env = "KQ_MAX_LIST_ITEMS", default_value_t = crate::admission::DEFAULT_LIST_ITEMS)]
+    pub max_list_items: usize,
+
+    /// Estimated bytes the reviews being handled may take once decoded, over all of them:
+    /// each review is weighed before decoding (body bytes + 256 bytes per JSON value) and
+    /// charged until it is answered; a review that does not fit now is answered 503 (the
+    /// apiserver applies the failurePolicy), one larger than the whole budget 413. Bounds
+    /// memory whatever the reviews' shapes; the listener's --max-body-bytes-in-flight
+    /// bounds the raw bodies.
+    #[arg(long, env = "KQ_MAX_DECODED_BYTES_IN_FLIGHT", default_value_t = crate::admission::DEFAULT_DECODED_BYTES_IN_FLIGHT)]
+    pub max_decoded_bytes_in_flight: usize,
+
     /// What a PropagationPolicy whose bindings would exceed a quota gets: `warn` (allowed,
     /// with a warning per template that would not fit, printed by kubectl apply) or `deny`.
     #[arg(

@@ -98,6 +98,12 @@ async fn main() -> anyhow::Result<()> {
         settings: Settings {
             decision_timeout: args.decision_timeout,
             max_body_bytes: args.max_body_bytes,
+            max_policy_body_bytes: args.max_policy_body_bytes,
+            max_quota_body_bytes: args.max_quota_body_bytes,
+            max_list_items: args.max_list_items,
+            decode_budget: karmada_quota_webhook::admission::DecodeBudget::new(
+                args.max_decoded_bytes_in_flight,
+            ),
             policy_enforcement: args.policy_enforcement,
             policy_max_templates: args.policy_max_templates,
             max_cache_staleness: args.max_cache_staleness,

@@ -4,6 +4,7 @@
 mod batcher;
 mod batches;
 mod bounds;
+mod budget;
 mod cluster;
 mod early;
 mod policy;
