@@ -142,6 +142,24 @@ pub struct Args {
     /// warning that the check was skipped.
     #[arg(long, env = "KQ_POLICY_MAX_TEMPLATES", default_value_t = 200)]
     pub policy_max_templates: usize,
+
+    /// Objects per page when the policy check lists a selector's templates (LIST `limit`,
+    /// then `continue`): each page is decoded into what pricing reads and dropped before
+    /// the next, so one check never holds a whole large list.
+    #[arg(long, env = "KQ_POLICY_LIST_PAGE_SIZE", default_value_t = crate::policy::DEFAULT_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
+    pub policy_list_page_size: u32,
+
+    /// Most response bytes the policy check reads for one selector's templates; past it the
+    /// check is skipped with a warning. A tenant's own large objects (1 MiB ConfigMaps)
+    /// must not make every policy review read hundreds of MiB.
+    #[arg(long, env = "KQ_POLICY_MAX_TEMPLATE_BYTES", default_value_t = crate::policy::DEFAULT_MAX_TEMPLATE_BYTES)]
+    pub policy_max_template_bytes: usize,
+
+    /// Most template response bytes all policy checks hold at once; a check that would
+    /// pass it is skipped with a warning (retry). Bounds the memory concurrent policy
+    /// reviews take whatever they select.
+    #[arg(long, env = "KQ_POLICY_TEMPLATE_BYTES_IN_FLIGHT", default_value_t = crate::policy::DEFAULT_TEMPLATE_BYTES_IN_FLIGHT)]
+    pub policy_template_bytes_in_flight: usize,
     /// Write Warning events for quota denials, on the binding's resource template and on
     /// the KarmadaQuota (events.k8s.io/v1; needs RBAC create and patch on events).
     /// Written off the admission path: a failing or slow event API never delays a decision.

@@ -114,7 +114,13 @@ async fn main() -> anyhow::Result<()> {
             pod_less_groups: args.pod_less_groups.clone(),
         },
         policies: Some(std::sync::Arc::new(
-            karmada_quota_webhook::policy::KubePolicyWorld::new(client),
+            karmada_quota_webhook::policy::KubePolicyWorld::new(client).with_limits(
+                karmada_quota_webhook::policy::TemplateLimits::new(
+                    args.policy_list_page_size,
+                    args.policy_max_template_bytes,
+                    args.policy_template_bytes_in_flight,
+                ),
+            ),
         )),
         denials,
     };
