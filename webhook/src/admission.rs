@@ -83,7 +83,10 @@ mod wire;
 
 pub use arrival::MUTATE_RESOURCEBINDING_PATH;
 pub use binding::REASON_CHARGE_UNCHANGED;
-pub use budget::{DEFAULT_DECODED_BYTES_IN_FLIGHT, DecodeBudget, REASON_BUDGET, decoded_estimate};
+pub use budget::{
+    DEFAULT_DECODED_BYTES_IN_FLIGHT, DecodeBudget, REASON_BUDGET, REASON_TOO_LARGE,
+    decoded_estimate,
+};
 pub use covering::NAMESPACE_GRACE;
 pub use decode::{decode_binding_review, decode_cluster_quota_review, decode_quota_review};
 pub use policy_review::decode_policy_review;

@@ -251,7 +251,7 @@ pub async fn serve(
             },
         };
         let evicted_before = slots.evicted();
-        let (slot, evicted) = match slots.admit(peer.ip()) {
+        let (slot, evicted) = match slots.admit(peer.ip(), has_bytes(&stream)) {
             Ok(admitted) => admitted,
             Err(why) => {
                 saturated.refused(why, &peer, &slots);
@@ -276,6 +276,10 @@ pub async fn serve(
             stop: stop_rx.clone(),
             draining: drain_rx.clone(),
         }));
+        // Let the new connection's task (and those its bytes woke) run before the next
+        // accept: a flood of accepts must not evict a connection whose ClientHello is
+        // there but not yet seen.
+        tokio::task::yield_now().await;
     }
     drop(listener);
     let _ = stop_tx.send(true);
@@ -378,6 +382,14 @@ async fn connection(c: Connection) {
 enum Established {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// Whether bytes from the peer are already waiting on `stream` (checked without waiting).
+fn has_bytes(stream: &TcpStream) -> bool {
+    let mut one = [0u8; 1];
+    let mut buf = tokio::io::ReadBuf::new(&mut one);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    matches!(stream.poll_peek(&mut cx, &mut buf), std::task::Poll::Ready(Ok(n)) if n > 0)
 }
 
 /// What serving HTTP on one connection needs.

@@ -10,7 +10,10 @@
 //!   A client that opens connections and stays silent (or dribbles its ClientHello)
 //!   therefore holds at most the pending slots, each at most `--tls-handshake-timeout`,
 //!   and loses them to the next arrivals — among them the apiserver, whose ClientHello
-//!   comes at once.
+//!   comes at once. A connection counts as talking from the accept on when its first
+//!   bytes are already there, else from the moment its task sees them; the accept loop
+//!   yields after each accept, so that a talking connection's task runs before a burst
+//!   of newer ones can evict it.
 //! - At most `--max-connections-per-peer` per source IP, pending and established: one
 //!   address cannot take every slot. Behind a NAT, or on loopback where the apiserver
 //!   shares the attacker's address, it does not tell them apart; the pending budget does.
@@ -87,9 +90,14 @@ impl Slots {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A pending slot for a new connection from `peer`, and the signal of its eviction;
-    /// evicts a pending connection when the listener or its pending budget is full.
-    pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<(Slot, Evicted), Refused> {
+    /// A pending slot for a new connection from `peer` (`talking`: its first bytes are
+    /// already there), and the signal of its eviction; evicts a pending connection when
+    /// the listener or its pending budget is full.
+    pub(super) fn admit(
+        self: &Arc<Self>,
+        peer: IpAddr,
+        talking: bool,
+    ) -> Result<(Slot, Evicted), Refused> {
         let mut st = self.state();
         if st.per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.max_per_peer {
             return Err(Refused::PeerFull);
@@ -109,7 +117,7 @@ impl Slots {
             Record {
                 peer,
                 evict: Some(tx),
-                talking: false,
+                talking,
             },
         );
         st.pending += 1;
@@ -214,30 +222,33 @@ mod tests {
     #[test]
     fn one_peer_cannot_take_every_slot_another_still_connects() {
         let s = slots(8, 8, 3);
-        let attacker: Vec<Slot> = (0..3).map(|_| s.admit(ip(1)).unwrap().0).collect();
+        let attacker: Vec<Slot> = (0..3).map(|_| s.admit(ip(1), false).unwrap().0).collect();
         for a in &attacker {
             assert!(a.establish());
         }
-        assert_eq!(s.admit(ip(1)).err(), Some(Refused::PeerFull));
-        let (apiserver, _) = s.admit(ip(2)).expect("another peer gets a slot");
+        assert_eq!(s.admit(ip(1), false).err(), Some(Refused::PeerFull));
+        let (apiserver, _) = s.admit(ip(2), false).expect("another peer gets a slot");
         assert!(apiserver.establish());
         drop(attacker);
         assert_eq!(s.held(), (0, 1));
-        assert!(s.admit(ip(1)).is_ok(), "a peer's count falls as it closes");
+        assert!(
+            s.admit(ip(1), false).is_ok(),
+            "a peer's count falls as it closes"
+        );
     }
 
     #[test]
     fn silent_pending_connections_are_evicted_first_and_established_never() {
         let s = slots(4, 3, 100);
-        let (established, _) = s.admit(ip(9)).unwrap();
+        let (established, _) = s.admit(ip(9), false).unwrap();
         assert!(established.establish());
-        let (silent1, mut silent1_evicted) = s.admit(ip(1)).unwrap();
-        let (talking, mut talking_evicted) = s.admit(ip(2)).unwrap();
+        let (silent1, mut silent1_evicted) = s.admit(ip(1), false).unwrap();
+        let (talking, mut talking_evicted) = s.admit(ip(2), false).unwrap();
         talking.talking();
-        let (silent2, mut silent2_evicted) = s.admit(ip(1)).unwrap();
+        let (silent2, mut silent2_evicted) = s.admit(ip(1), false).unwrap();
         assert_eq!(s.held(), (3, 1));
         // The listener is full: the next arrival takes the oldest silent slot.
-        let (_newer, mut newer_evicted) = s.admit(ip(3)).unwrap();
+        let (_newer, mut newer_evicted) = s.admit(ip(3), false).unwrap();
         assert!(silent1_evicted.try_recv().is_ok());
         assert!(
             !silent1.establish(),
@@ -245,9 +256,9 @@ mod tests {
         );
         // Then the next silent ones, oldest first; never the talking one while a silent
         // one is left.
-        let _newest = s.admit(ip(4)).unwrap();
+        let _newest = s.admit(ip(4), false).unwrap();
         assert!(silent2_evicted.try_recv().is_ok());
-        let _last = s.admit(ip(5)).unwrap();
+        let _last = s.admit(ip(5), false).unwrap();
         assert!(newer_evicted.try_recv().is_ok(), "silent before talking");
         assert!(talking_evicted.try_recv().is_err());
         assert!(
@@ -261,14 +272,28 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_whose_bytes_were_there_at_accept_counts_as_talking() {
+        let s = slots(8, 2, 100);
+        let (apiserver, mut apiserver_evicted) = s.admit(ip(2), true).unwrap();
+        let (_silent, mut silent_evicted) = s.admit(ip(1), false).unwrap();
+        let _newer = s.admit(ip(1), false).unwrap();
+        assert!(
+            silent_evicted.try_recv().is_ok(),
+            "the silent one went first, though the talking one is older"
+        );
+        assert!(apiserver_evicted.try_recv().is_err());
+        assert!(apiserver.establish());
+    }
+
+    #[test]
     fn when_every_slot_is_established_a_new_connection_is_refused() {
         let s = slots(2, 2, 100);
-        let (a, _) = s.admit(ip(1)).unwrap();
-        let (b, _) = s.admit(ip(2)).unwrap();
+        let (a, _) = s.admit(ip(1), false).unwrap();
+        let (b, _) = s.admit(ip(2), false).unwrap();
         assert!(a.establish() && b.establish());
-        assert_eq!(s.admit(ip(3)).err(), Some(Refused::Full));
+        assert_eq!(s.admit(ip(3), false).err(), Some(Refused::Full));
         drop(a);
-        assert!(s.admit(ip(3)).is_ok());
+        assert!(s.admit(ip(3), false).is_ok());
     }
 
     #[test]
@@ -277,15 +302,15 @@ mod tests {
         // An attacker's endless silent connections hold at most two slots.
         let mut attacker = Vec::new();
         for _ in 0..50 {
-            attacker.push(s.admit(ip(1)).unwrap());
+            attacker.push(s.admit(ip(1), false).unwrap());
             assert!(s.held().0 <= 2);
         }
         // Eight clients connect and handshake, whatever the attacker does meanwhile.
         let mut clients = Vec::new();
         for i in 0..8 {
-            let (c, _) = s.admit(ip(10 + i)).unwrap();
+            let (c, _) = s.admit(ip(10 + i), false).unwrap();
             c.talking();
-            attacker.push(s.admit(ip(1)).unwrap());
+            attacker.push(s.admit(ip(1), false).unwrap());
             assert!(c.establish(), "client {i} evicted by a silent connection");
             clients.push(c);
         }

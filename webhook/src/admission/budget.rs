@@ -37,6 +37,8 @@ use crate::policy::{CLUSTERPROPAGATIONPOLICY_PATH, PROPAGATIONPOLICY_PATH};
 
 /// Metric reason (`result="error"`) of a review refused by the decode budget.
 pub const REASON_BUDGET: &str = "DecodeBudget";
+/// Metric reason (`result="error"`) of a body over its path's limit (413).
+pub const REASON_TOO_LARGE: &str = "BodyTooLarge";
 
 /// The decoded bytes reviews may hold at once (`--max-decoded-bytes-in-flight`); clones
 /// share it.
@@ -145,6 +147,7 @@ pub(super) async fn admit(State(st): State<AppState>, req: Request, next: Next) 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
+        st.metrics.decision(kind, ERROR, REASON_TOO_LARGE);
         return too_large(limit);
     }
     let (parts, body) = req.into_parts();
@@ -153,6 +156,7 @@ pub(super) async fn admit(State(st): State<AppState>, req: Request, next: Next) 
         Err(e) => {
             // Over the limit, or the listener cut the body (its timeout or budget: it
             // answers itself; this response is replaced).
+            st.metrics.decision(kind, ERROR, REASON_TOO_LARGE);
             return (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("cannot read the body: {e}"),

@@ -58,6 +58,17 @@ async fn each_path_has_its_own_body_limit() {
     assert!(big.len() > 300 * 1024 && big.len() < 1024 * 1024);
     let (code, _) = h.post(PROPAGATIONPOLICY_PATH, big.clone()).await;
     assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE);
+    let too_large = h
+        .state
+        .metrics
+        .decisions
+        .get_or_create(&crate::metrics::DecisionLabels {
+            kind: "propagationpolicy",
+            result: crate::metrics::ERROR,
+            reason: crate::admission::REASON_TOO_LARGE,
+        })
+        .get();
+    assert_eq!(too_large, 1, "counted");
     let (code, _) = h.post(KARMADAQUOTA_PATH, big.clone()).await;
     assert_eq!(code, StatusCode::OK, "under the quota path's limit");
     let (code, body) = h.post(RESOURCEBINDING_PATH, big).await;
