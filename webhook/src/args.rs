@@ -69,9 +69,10 @@ pub struct Args {
     #[arg(long, env = "KQ_MAX_RESERVATIONS", default_value_t = 1000)]
     pub max_reservations: usize,
 
-    /// Largest accepted AdmissionReview body, in bytes; larger bodies get HTTP 413 (a
-    /// declared Content-Length over it before a byte is read; a body that grows past it
-    /// is cut there, never buffered further).
+    /// Largest accepted ResourceBinding AdmissionReview body, in bytes; larger bodies get
+    /// HTTP 413 (a declared Content-Length over it before a byte is read; a body that
+    /// grows past it is cut there, never buffered further). The policy and quota paths
+    /// have their own, smaller limits.
     #[arg(long, env = "KQ_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
 

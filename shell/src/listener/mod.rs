@@ -333,39 +333,17 @@ async fn connection(c: Connection) {
         draining: c.draining,
     };
     let _ = stream.set_nodelay(true);
-    let pending = async {
-        // The first byte: the connection is no longer silent (evicted after those that are).
-        let mut first = [0u8; 1];
-        if !matches!(stream.peek(&mut first).await, Ok(n) if n > 0) {
-            return Err("closed before its first byte".to_owned());
-        }
-        slot.talking();
-        match &tls {
-            None => Ok(Established::Plain(stream)),
-            Some(tls) => tokio_rustls::TlsAcceptor::from(tls.config())
-                .accept(stream)
-                .await
-                .map(|s| Established::Tls(Box::new(s)))
-                .map_err(|e| e.to_string()),
-        }
-    };
-    let established = tokio::select! {
+    let pending = pending(stream, &slot, tls.as_ref());
+    let ended = tokio::select! {
         _ = evicted => return, // the slot went to a newer connection (logged by the accept loop)
         r = tokio::time::timeout(tls_handshake_timeout, pending) => r,
     };
-    let established = match established {
+    let established = match ended {
         Ok(Ok(e)) => e,
-        Ok(Err(e)) => {
-            if tls.is_some() {
-                refused.log(&peer, &e);
-            }
-            return;
-        }
+        Ok(Err(why)) => return log_refused(tls.is_some(), &refused, &peer, &why),
         Err(_) => {
-            if tls.is_some() {
-                refused.log(&peer, "not complete within --tls-handshake-timeout");
-            }
-            return;
+            let why = "not complete within --tls-handshake-timeout";
+            return log_refused(tls.is_some(), &refused, &peer, why);
         }
     };
     if !slot.establish() {
@@ -376,6 +354,36 @@ async fn connection(c: Connection) {
         Established::Tls(s) => http(*s, serving).await,
     }
     drop(slot);
+}
+
+/// A TLS connection that ended before its handshake completed is logged (rate-limited);
+/// a plain one that never sent a byte is not (probes and scanners).
+fn log_refused(tls: bool, refused: &RateLog, peer: &SocketAddr, why: &str) {
+    if tls {
+        refused.log(peer, why);
+    }
+}
+
+/// A connection's pending stage: its first byte (marking it talking), then its TLS
+/// handshake when the listener has TLS; the error says why it ended there.
+async fn pending(
+    stream: TcpStream,
+    slot: &Slot,
+    tls: Option<&ServerTls>,
+) -> Result<Established, String> {
+    let mut first = [0u8; 1];
+    if !matches!(stream.peek(&mut first).await, Ok(n) if n > 0) {
+        return Err("closed before its first byte".to_owned());
+    }
+    slot.talking();
+    match tls {
+        None => Ok(Established::Plain(stream)),
+        Some(tls) => tokio_rustls::TlsAcceptor::from(tls.config())
+            .accept(stream)
+            .await
+            .map(|s| Established::Tls(Box::new(s)))
+            .map_err(|e| e.to_string()),
+    }
 }
 
 /// A connection past its pending stage.

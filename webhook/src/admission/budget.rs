@@ -141,27 +141,11 @@ fn refuse_unread(body: &[u8], message: &str) -> Response {
 /// The middleware: the path's body limit, the weighing, the charge (see the module doc).
 pub(super) async fn admit(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let (limit, skip, kind) = path_limits(&st, req.uri().path());
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        st.metrics.decision(kind, ERROR, REASON_TOO_LARGE);
-        return too_large(limit);
-    }
-    let (parts, body) = req.into_parts();
-    let bytes: Bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(b) => b,
-        Err(e) => {
-            // Over the limit, or the listener cut the body (its timeout or budget: it
-            // answers itself; this response is replaced).
+    let (parts, bytes) = match read_body(req, limit).await {
+        Ok(read) => read,
+        Err(refusal) => {
             st.metrics.decision(kind, ERROR, REASON_TOO_LARGE);
-            return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("cannot read the body: {e}"),
-            )
-                .into_response();
+            return refusal;
         }
     };
     let estimate = match weigh::weigh(&bytes, skip, st.settings.max_list_items) {
@@ -202,6 +186,32 @@ pub(super) async fn admit(State(st): State<AppState>, req: Request, next: Next) 
     };
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// The request's parts and its whole body, or the 413 of a body over `limit` (declared
+/// before a byte is read, or growing past it).
+async fn read_body(
+    req: Request,
+    limit: usize,
+) -> Result<(axum::http::request::Parts, Bytes), Response> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let (parts, body) = req.into_parts();
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => Ok((parts, bytes)),
+        // Over the limit, or the listener cut the body (its timeout or budget: it answers
+        // itself; this response is replaced).
+        Err(e) => Err(plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("cannot read the body: {e}"),
+        )),
+    }
 }
 
 fn too_large(limit: usize) -> Response {

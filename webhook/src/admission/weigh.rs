@@ -7,8 +7,8 @@
 //! and object key of the body becomes at most [`PER_VALUE`] bytes of decoded structures
 //! (a struct field or element slot, the list's spare capacity while it grows, the
 //! allocator's smallest chunk, serde's buffered copy under a `flatten`), and string
-//! contents are at most the body's bytes. `tests::decode_memory` measures real decodes of
-//! the worst shapes against it with a counting allocator. The router charges the estimate
+//! contents are at most the body's bytes. `webhook/tests/decode_memory.rs` measures real
+//! decodes of the worst shapes against it (the resident set of a fresh process). The router charges the estimate
 //! to the decode budget (`--max-decoded-bytes-in-flight`) before the handler decodes.
 
 use std::fmt;
