@@ -2,8 +2,9 @@
 //! admin ports, the dashboard) is served here, so each has the same bounds.
 //!
 //! ```text
-//!  TcpListener::accept ─► slots (slots.rs): --max-connections-per-peer per source IP →
-//!        │ closed at once; --max-connections in all, --max-pending-connections of them
+//!  TcpListener::accept ─► slots (slots.rs): --max-connections-per-peer per source IP (past
+//!        │ it, that IP's oldest silent pending connection is evicted, else the new one
+//!        │ closed at once); --max-connections in all, --max-pending-connections of them
 //!        │ pending: when full, the oldest silent pending connection is evicted for the
 //!        │ new one (established ones never; all established → closed at once)
 //!        ▼  one task per connection, holding its slot, pending until:
@@ -90,16 +91,18 @@ pub struct ListenerArgs {
     pub max_connections: u32,
 
     /// Most connections of one source IP a listener holds at once, pending and
-    /// established: one address cannot take every slot. Behind a NAT or a proxy every
-    /// client shares an address: raise it there.
+    /// established: one address cannot take every slot (past it, the address's own oldest
+    /// silent pending connection is evicted; all established: the new one is closed).
+    /// Behind a NAT or a proxy every client shares an address: raise it there.
     #[arg(long, env = "KQ_MAX_CONNECTIONS_PER_PEER", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections_per_peer: u32,
 
     /// Most connections that have not completed their TLS handshake (plain HTTP: not sent
     /// a byte) a listener holds; a new connection past it, or past --max-connections,
     /// evicts the oldest silent one. Keeps the other slots for clients that proved
-    /// themselves: idle connections cannot crowd out the apiserver.
-    #[arg(long, env = "KQ_MAX_PENDING_CONNECTIONS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    /// themselves: idle connections cannot crowd out the apiserver. Half of
+    /// --max-connections by default: a real burst of new connections fits.
+    #[arg(long, env = "KQ_MAX_PENDING_CONNECTIONS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_pending_connections: u32,
 
     /// A connection must complete its TLS handshake (plain HTTP: send its first byte)
@@ -174,7 +177,7 @@ impl Default for Limits {
         Self {
             max_connections: 512,
             max_connections_per_peer: 256,
-            max_pending_connections: 64,
+            max_pending_connections: 256,
             tls_handshake_timeout: Duration::from_secs(2),
             header_read_timeout: Duration::from_secs(5),
             body_read_timeout: Duration::from_secs(10),

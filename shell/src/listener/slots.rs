@@ -15,8 +15,12 @@
 //!   yields after each accept, so that a talking connection's task runs before a burst
 //!   of newer ones can evict it.
 //! - At most `--max-connections-per-peer` per source IP, pending and established: one
-//!   address cannot take every slot. Behind a NAT, or on loopback where the apiserver
-//!   shares the attacker's address, it does not tell them apart; the pending budget does.
+//!   address cannot take every slot. A new connection of an address at its cap takes the
+//!   slot of that address's own oldest silent pending connection (else its oldest
+//!   pending one); only when all of them are established is it closed at once. Behind a
+//!   NAT, or on loopback where the apiserver shares the attacker's address, the cap does
+//!   not tell them apart, and the apiserver's connection then competes only with the
+//!   attacker's silent ones, which it outlives.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -99,15 +103,14 @@ impl Slots {
         talking: bool,
     ) -> Result<(Slot, Evicted), Refused> {
         let mut st = self.state();
-        if st.per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.max_per_peer {
+        if st.per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.max_per_peer
+            && !evict_one(&mut st, Some(peer))
+        {
             return Err(Refused::PeerFull);
         }
         let full = st.conns.len() >= self.limits.max_connections as usize;
-        if full || st.pending >= self.limits.max_pending {
-            if st.pending == 0 {
-                return Err(Refused::Full);
-            }
-            evict_one(&mut st);
+        if (full || st.pending >= self.limits.max_pending) && !evict_one(&mut st, None) {
+            return Err(Refused::Full);
         }
         let id = st.next;
         st.next += 1;
@@ -143,21 +146,28 @@ impl Slots {
     }
 }
 
-/// Evict the oldest silent pending connection, else the oldest pending one.
-fn evict_one(st: &mut State) {
-    let pending = || st.conns.iter().filter(|(_, r)| r.evict.is_some());
-    let victim = pending()
+/// Evict the oldest silent pending connection, else the oldest pending one (of `peer`
+/// only, when given); false when there is none.
+fn evict_one(st: &mut State, peer: Option<IpAddr>) -> bool {
+    let pending = || {
+        st.conns
+            .iter()
+            .filter(|(_, r)| r.evict.is_some() && peer.is_none_or(|p| r.peer == p))
+    };
+    let Some(id) = pending()
         .find(|(_, r)| !r.talking)
         .or_else(|| pending().next())
-        .map(|(id, _)| *id);
-    if let Some(id) = victim {
-        if let Some(mut r) = remove(st, id)
-            && let Some(evict) = r.evict.take()
-        {
-            let _ = evict.send(());
-        }
-        st.evicted += 1;
+        .map(|(id, _)| *id)
+    else {
+        return false;
+    };
+    if let Some(mut r) = remove(st, id)
+        && let Some(evict) = r.evict.take()
+    {
+        let _ = evict.send(());
     }
+    st.evicted += 1;
+    true
 }
 
 /// Remove `id`'s record and its counts.
@@ -283,6 +293,28 @@ mod tests {
         );
         assert!(apiserver_evicted.try_recv().is_err());
         assert!(apiserver.establish());
+    }
+
+    #[test]
+    fn a_peer_at_its_cap_loses_its_own_silent_connection_not_the_new_one() {
+        // Loopback: the attacker's silent connections and the apiserver share 10.0.0.1.
+        let s = slots(100, 100, 3);
+        let (_a1, mut a1_evicted) = s.admit(ip(1), false).unwrap();
+        let (established, _) = s.admit(ip(1), true).unwrap();
+        assert!(established.establish());
+        let (_a2, mut a2_evicted) = s.admit(ip(1), false).unwrap();
+        let (apiserver, _) = s.admit(ip(1), true).expect("the silent ones make room");
+        assert!(a1_evicted.try_recv().is_ok());
+        assert!(a2_evicted.try_recv().is_err());
+        assert!(apiserver.establish());
+        let (_other, mut other_evicted) = s.admit(ip(2), false).unwrap();
+        let _a3 = s.admit(ip(1), false).unwrap();
+        assert!(
+            a2_evicted.try_recv().is_ok(),
+            "its own, never another peer's"
+        );
+        assert!(other_evicted.try_recv().is_err());
+        assert_eq!(s.held(), (2, 2));
     }
 
     #[test]
