@@ -16,7 +16,12 @@
 //! - On both quota paths, first: CREATE, DELETE and changes of spec, labels or
 //!   ownerReferences only by quota administrators (`crate::tenancy`), else 403 Forbidden;
 //!   subresources (`status`) are never judged.
-//! - Anything else: 404. A body over `--max-body-bytes`: 413.
+//! - Anything else: 404. A body over its path's limit (`--max-body-bytes` for bindings,
+//!   `--max-policy-body-bytes`, `--max-quota-body-bytes`): 413. Before any handler
+//!   decodes, the review is weighed and its estimated decoded size charged to
+//!   `--max-decoded-bytes-in-flight` (`budget`, `weigh`); a review is read as typed
+//!   fields, never through a generic JSON tree, and `request.options` is never read
+//!   (`wire`).
 //!
 //! Bad input gets HTTP 200 with `allowed: false`, code 400 and a message naming the object
 //! when it is known. A review of another kind is allowed (the webhook configuration is
@@ -57,6 +62,8 @@ mod answer;
 mod arrival;
 /// `POST /validate/resourcebinding`, step by step.
 mod binding;
+/// The body limit of each path, and the decode budget every review is charged to.
+mod budget;
 /// What a binding under review charges.
 mod charge;
 /// Which quotas cover a binding under review.
@@ -69,12 +76,21 @@ mod policy_review;
 mod quota_objects;
 /// The `review` span and its fields.
 mod review_span;
+/// What a review costs decoded, measured before decoding.
+mod weigh;
+/// The AdmissionReview as it arrives, typed.
+mod wire;
 
 pub use arrival::MUTATE_RESOURCEBINDING_PATH;
 pub use binding::REASON_CHARGE_UNCHANGED;
+pub use budget::{
+    DEFAULT_DECODED_BYTES_IN_FLIGHT, DecodeBudget, REASON_BUDGET, REASON_TOO_LARGE,
+    decoded_estimate,
+};
 pub use covering::NAMESPACE_GRACE;
 pub use decode::{decode_binding_review, decode_cluster_quota_review, decode_quota_review};
 pub use policy_review::decode_policy_review;
+pub use weigh::PER_VALUE;
 
 /// Path of the ResourceBinding check.
 pub const RESOURCEBINDING_PATH: &str = "/validate/resourcebinding";
@@ -104,13 +120,33 @@ const KIND_CLUSTER_QUOTA: &str = "karmadaclusterquota";
 /// Metric label of a (Cluster)PropagationPolicy review.
 const KIND_POLICY: &str = "propagationpolicy";
 
+/// `--max-policy-body-bytes`' default: a policy review carries the policy twice (object
+/// and oldObject) and policies are a few KiB; 256 KiB holds thousands of cluster names.
+pub const DEFAULT_POLICY_BODY_BYTES: usize = 256 * 1024;
+/// `--max-quota-body-bytes`' default: a quota review carries the quota twice, status
+/// included, and a status holds up to `--max-reservations` (1000) entries of ~300 bytes.
+pub const DEFAULT_QUOTA_BODY_BYTES: usize = 1024 * 1024;
+/// `--max-list-items`' default: more than any real cluster list, selector or status.
+pub const DEFAULT_LIST_ITEMS: usize = 10_000;
+
 /// Limits of the HTTP handlers.
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Longest time to answer one review (`--decision-timeout`).
     pub decision_timeout: Duration,
-    /// Largest accepted body (`--max-body-bytes`); larger → 413.
+    /// Largest accepted ResourceBinding review body (`--max-body-bytes`); larger → 413.
     pub max_body_bytes: usize,
+    /// Largest accepted (Cluster)PropagationPolicy review body
+    /// (`--max-policy-body-bytes`); larger → 413.
+    pub max_policy_body_bytes: usize,
+    /// Largest accepted KarmadaQuota / KarmadaClusterQuota review body
+    /// (`--max-quota-body-bytes`); larger → 413.
+    pub max_quota_body_bytes: usize,
+    /// Most items of any list in a review (`--max-list-items`); more → 400.
+    pub max_list_items: usize,
+    /// Estimated decoded bytes all reviews may hold at once
+    /// (`--max-decoded-bytes-in-flight`).
+    pub decode_budget: DecodeBudget,
     /// What an exceeding PropagationPolicy gets (`--policy-enforcement`).
     pub policy_enforcement: Enforcement,
     /// Most templates one policy check reads (`--policy-max-templates`).
@@ -132,6 +168,10 @@ impl Default for Settings {
         Self {
             decision_timeout: Duration::from_secs(2),
             max_body_bytes: 3 * 1024 * 1024,
+            max_policy_body_bytes: DEFAULT_POLICY_BODY_BYTES,
+            max_quota_body_bytes: DEFAULT_QUOTA_BODY_BYTES,
+            max_list_items: DEFAULT_LIST_ITEMS,
+            decode_budget: DecodeBudget::default(),
             policy_enforcement: Enforcement::Warn,
             policy_max_templates: 200,
             max_cache_staleness: Duration::from_secs(60),
@@ -167,9 +207,14 @@ impl std::fmt::Debug for dyn PolicyWorld {
     }
 }
 
-/// The admission router: the two check paths, 404 for anything else.
+/// The admission router: the check paths behind the body limits and the decode budget
+/// (`budget`), 404 for anything else.
 pub fn app(state: AppState) -> Router {
-    let limit = state.settings.max_body_bytes;
+    let s = &state.settings;
+    let limit = s
+        .max_body_bytes
+        .max(s.max_policy_body_bytes)
+        .max(s.max_quota_body_bytes);
     Router::new()
         .route(RESOURCEBINDING_PATH, post(binding::validate_binding))
         .route(MUTATE_RESOURCEBINDING_PATH, post(arrival::mutate_binding))
@@ -183,6 +228,10 @@ pub fn app(state: AppState) -> Router {
             CLUSTERPROPAGATIONPOLICY_PATH,
             post(policy_review::validate_policy),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            budget::admit,
+        ))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }

@@ -83,11 +83,39 @@ pub struct Args {
     #[arg(long, env = "KQ_MAX_RESERVATIONS", default_value_t = 1000)]
     pub max_reservations: usize,
 
-    /// Largest accepted AdmissionReview body, in bytes; larger bodies get HTTP 413 (a
-    /// declared Content-Length over it before a byte is read; a body that grows past it
-    /// is cut there, never buffered further).
+    /// Largest accepted ResourceBinding AdmissionReview body, in bytes; larger bodies get
+    /// HTTP 413 (a declared Content-Length over it before a byte is read; a body that
+    /// grows past it is cut there, never buffered further). The policy and quota paths
+    /// have their own, smaller limits.
     #[arg(long, env = "KQ_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
+
+    /// Largest accepted (Cluster)PropagationPolicy review body, in bytes (413 past it). A
+    /// review carries the policy twice and policies are KiB; a tenant who may create
+    /// policies must not make the webhook decode megabytes per review.
+    #[arg(long, env = "KQ_MAX_POLICY_BODY_BYTES", default_value_t = crate::admission::DEFAULT_POLICY_BODY_BYTES)]
+    pub max_policy_body_bytes: usize,
+
+    /// Largest accepted KarmadaQuota / KarmadaClusterQuota review body, in bytes (413 past
+    /// it). A review carries the quota twice with its status (up to --max-reservations
+    /// entries of ~300 bytes each).
+    #[arg(long, env = "KQ_MAX_QUOTA_BODY_BYTES", default_value_t = crate::admission::DEFAULT_QUOTA_BODY_BYTES)]
+    pub max_quota_body_bytes: usize,
+
+    /// Most items of any one list in a review (cluster names, selectors, components...),
+    /// `request.options` and a binding's status aside; a longer list is refused (400)
+    /// before the review is decoded.
+    #[arg(long, env = "KQ_MAX_LIST_ITEMS", default_value_t = crate::admission::DEFAULT_LIST_ITEMS)]
+    pub max_list_items: usize,
+
+    /// Estimated bytes the reviews being handled may take once decoded, over all of them:
+    /// each review is weighed before decoding (body bytes + 256 bytes per JSON value) and
+    /// charged until it is answered; a review that does not fit now is answered 503 (the
+    /// apiserver applies the failurePolicy), one larger than the whole budget 413. Bounds
+    /// memory whatever the reviews' shapes; the listener's --max-body-bytes-in-flight
+    /// bounds the raw bodies.
+    #[arg(long, env = "KQ_MAX_DECODED_BYTES_IN_FLIGHT", default_value_t = crate::admission::DEFAULT_DECODED_BYTES_IN_FLIGHT)]
+    pub max_decoded_bytes_in_flight: usize,
 
     /// What a PropagationPolicy whose bindings would exceed a quota gets: `warn` (allowed,
     /// with a warning per template that would not fit, printed by kubectl apply) or `deny`.
@@ -129,6 +157,24 @@ pub struct Args {
     /// warning that the check was skipped.
     #[arg(long, env = "KQ_POLICY_MAX_TEMPLATES", default_value_t = 200)]
     pub policy_max_templates: usize,
+
+    /// Objects per page when the policy check lists a selector's templates (LIST `limit`,
+    /// then `continue`): each page is decoded into what pricing reads and dropped before
+    /// the next, so one check never holds a whole large list.
+    #[arg(long, env = "KQ_POLICY_LIST_PAGE_SIZE", default_value_t = crate::policy::DEFAULT_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
+    pub policy_list_page_size: u32,
+
+    /// Most response bytes the policy check reads for one selector's templates; past it the
+    /// check is skipped with a warning. A tenant's own large objects (1 MiB ConfigMaps)
+    /// must not make every policy review read hundreds of MiB.
+    #[arg(long, env = "KQ_POLICY_MAX_TEMPLATE_BYTES", default_value_t = crate::policy::DEFAULT_MAX_TEMPLATE_BYTES)]
+    pub policy_max_template_bytes: usize,
+
+    /// Most template response bytes all policy checks hold at once; a check that would
+    /// pass it is skipped with a warning (retry). Bounds the memory concurrent policy
+    /// reviews take whatever they select.
+    #[arg(long, env = "KQ_POLICY_TEMPLATE_BYTES_IN_FLIGHT", default_value_t = crate::policy::DEFAULT_TEMPLATE_BYTES_IN_FLIGHT)]
+    pub policy_template_bytes_in_flight: usize,
     /// Write Warning events for quota denials, on the binding's resource template and on
     /// the KarmadaQuota (events.k8s.io/v1; needs RBAC create and patch on events).
     /// Written off the admission path: a failing or slow event API never delays a decision.

@@ -101,6 +101,12 @@ async fn main() -> anyhow::Result<()> {
         settings: Settings {
             decision_timeout: args.decision_timeout,
             max_body_bytes: args.max_body_bytes,
+            max_policy_body_bytes: args.max_policy_body_bytes,
+            max_quota_body_bytes: args.max_quota_body_bytes,
+            max_list_items: args.max_list_items,
+            decode_budget: karmada_quota_webhook::admission::DecodeBudget::new(
+                args.max_decoded_bytes_in_flight,
+            ),
             policy_enforcement: args.policy_enforcement,
             policy_max_templates: args.policy_max_templates,
             max_cache_staleness: args.max_cache_staleness,
@@ -117,7 +123,13 @@ async fn main() -> anyhow::Result<()> {
                 .collect(),
         },
         policies: Some(std::sync::Arc::new(
-            karmada_quota_webhook::policy::KubePolicyWorld::new(client),
+            karmada_quota_webhook::policy::KubePolicyWorld::new(client).with_limits(
+                karmada_quota_webhook::policy::TemplateLimits::new(
+                    args.policy_list_page_size,
+                    args.policy_max_template_bytes,
+                    args.policy_template_bytes_in_flight,
+                ),
+            ),
         )),
         denials,
     };

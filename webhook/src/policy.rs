@@ -48,6 +48,13 @@ use kube::discovery::{self, Scope};
 use kube::{Api, Client};
 use tokio::time::{Instant, timeout_at};
 
+/// Reading templates within bounds (pages, bytes).
+mod listing;
+
+pub use listing::{
+    DEFAULT_MAX_TEMPLATE_BYTES, DEFAULT_PAGE_SIZE, DEFAULT_TEMPLATE_BYTES_IN_FLIGHT, TemplateLimits,
+};
+
 /// Most (apiVersion, kind) discovery answers kept; the least recently used is evicted.
 pub const MAX_KINDS: usize = 256;
 /// How long a kind discovery did not find (or could not ask about) stays cached.
@@ -107,21 +114,31 @@ type Discovered = Option<(ApiResource, bool)>;
 /// A discovery answer and when it was given.
 type Answered = (Discovered, Instant);
 
-/// [`PolicyWorld`] over the Kubernetes API (discovery cached per kind, bounded).
+/// [`PolicyWorld`] over the Kubernetes API (discovery cached per kind, bounded; templates
+/// read within [`TemplateLimits`], see [`listing`]).
 pub struct KubePolicyWorld {
     client: Client,
     kinds: Mutex<LruMap<(String, String), Answered>>,
     customizations: Mutex<Option<(Instant, Arc<Customizations>)>>,
+    limits: TemplateLimits,
 }
 
 impl KubePolicyWorld {
-    /// Reads through `client`.
+    /// Reads through `client`, templates within the default [`TemplateLimits`].
     pub fn new(client: Client) -> Self {
         Self {
             client,
             kinds: Mutex::new(LruMap::new(MAX_KINDS)),
             customizations: Mutex::new(None),
+            limits: TemplateLimits::default(),
         }
+    }
+
+    /// Templates read within `limits`.
+    #[must_use]
+    pub fn with_limits(mut self, limits: TemplateLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The cluster's ResourceInterpreterCustomizations, listed at most every
@@ -234,30 +251,6 @@ fn label_selector(selector: &ResourceSelector) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(","))
 }
 
-impl KubePolicyWorld {
-    /// The templates of `objects`, those a customization targets priced by its Lua off the
-    /// async workers.
-    async fn to_templates(
-        &self,
-        ar: ApiResource,
-        objects: Vec<DynamicObject>,
-    ) -> Result<Vec<Template>, Skip> {
-        let customizations = self.customizations().await;
-        if customizations.is_empty() {
-            return objects.into_iter().map(|o| to_template(&ar, o)).collect();
-        }
-        tokio::task::spawn_blocking(move || {
-            let end = std::time::Instant::now() + LUA_BUDGET;
-            objects
-                .into_iter()
-                .map(|o| interpreted_template(&ar, o, &customizations, end))
-                .collect()
-        })
-        .await
-        .map_err(|e| Skip(format!("pricing by interpreter customizations failed: {e}")))?
-    }
-}
-
 impl PolicyWorld for KubePolicyWorld {
     fn templates<'a>(
         &'a self,
@@ -272,55 +265,40 @@ impl PolicyWorld for KubePolicyWorld {
             else {
                 return Err(Skip(format!("{what} is not served by the API server")));
             };
-            let api: Api<DynamicObject> = match (namespaced, namespace) {
-                (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
-                _ => Api::all_with(self.client.clone(), &ar),
+            let mut reader = listing::Reader {
+                client: &self.client,
+                limits: &self.limits,
+                customizations: self.customizations().await,
+                lua_end: std::time::Instant::now() + LUA_BUDGET,
+                what,
+                read: 0,
+                ar,
             };
-            let objects: Vec<DynamicObject> = if selector.name.is_empty() {
-                let mut params =
-                    ListParams::default().limit(u32::try_from(limit + 1).unwrap_or(u32::MAX));
+            let ar = reader.ar.clone();
+            let in_namespace = |ns: Option<&str>| match (namespaced, ns) {
+                (true, Some(ns)) => listing::url(&ar, Some(ns)),
+                _ => listing::url(&ar, None),
+            };
+            if selector.name.is_empty() {
+                let mut params = ListParams::default();
                 if let Some(labels) = label_selector(selector) {
                     params = params.labels(&labels);
                 }
-                let list = api
-                    .list(&params)
-                    .await
-                    .map_err(|e| Skip(format!("cannot list {what}: {}", clip(&e.to_string()))))?;
-                if list.items.len() > limit {
-                    return Err(Skip(format!(
-                        "the policy selects more than {limit} {what} objects (--policy-max-templates)"
-                    )));
-                }
-                list.items
-            } else {
-                let one = match (
-                    namespaced,
-                    namespace.or(Some(selector.namespace.as_str()).filter(|s| !s.is_empty())),
-                ) {
-                    (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
-                    (true, None) => {
-                        // A ClusterPropagationPolicy naming a namespaced template without
-                        // a namespace: every namespace's object of that name.
-                        let list = api
-                            .list(
-                                &ListParams::default()
-                                    .fields(&format!("metadata.name={}", selector.name)),
-                            )
-                            .await
-                            .map_err(|e| {
-                                Skip(format!("cannot list {what}: {}", clip(&e.to_string())))
-                            })?;
-                        return self.to_templates(ar, list.items).await;
-                    }
-                    (false, _) => Api::all_with(self.client.clone(), &ar),
-                };
-                one.get_opt(&selector.name)
-                    .await
-                    .map_err(|e| Skip(format!("cannot read {what} {}: {e}", clip(&selector.name))))?
-                    .into_iter()
-                    .collect()
-            };
-            self.to_templates(ar, objects).await
+                return reader.list(&in_namespace(namespace), params, limit).await;
+            }
+            let ns = namespace.or(Some(selector.namespace.as_str()).filter(|s| !s.is_empty()));
+            if namespaced && ns.is_none() {
+                // A ClusterPropagationPolicy naming a namespaced template without a
+                // namespace: every namespace's object of that name.
+                let params =
+                    ListParams::default().fields(&format!("metadata.name={}", selector.name));
+                return reader.list(&in_namespace(None), params, limit).await;
+            }
+            Ok(reader
+                .get(&in_namespace(ns), &selector.name)
+                .await?
+                .into_iter()
+                .collect())
         })
     }
 
@@ -362,35 +340,56 @@ impl PolicyWorld for KubePolicyWorld {
 /// `apiVersion`/`kind` (only the list does), so they get `ar`'s: without them no selector
 /// would select the template (`ResourceSelector::selects` compares both), and a policy
 /// selecting by label or by kind alone would always be judged to fit.
+#[cfg(test)]
 pub(crate) fn to_template(ar: &ApiResource, o: DynamicObject) -> Result<Template, Skip> {
     interpreted_template(ar, o, &Customizations::default(), std::time::Instant::now())
 }
 
-/// [`to_template`], priced by the customization of its kind when there is one (calls
-/// bounded by the interpreter's limits and by `end`); a script that fails is a [`Skip`]
-/// naming the template and the customization.
+/// [`to_template`], priced by the customization of its kind when there is one (see
+/// [`template_from_json`]).
+#[cfg(test)]
 pub(crate) fn interpreted_template(
     ar: &ApiResource,
-    mut o: DynamicObject,
+    o: DynamicObject,
     customizations: &Customizations,
     end: std::time::Instant,
 ) -> Result<Template, Skip> {
-    let types = o.types.get_or_insert_with(Default::default);
-    if types.api_version.is_empty() {
-        types.api_version.clone_from(&ar.api_version);
-    }
-    if types.kind.is_empty() {
-        types.kind.clone_from(&ar.kind);
-    }
     let name = o.metadata.name.clone().unwrap_or_default();
+    let json = serde_json::to_string(&o).map_err(|e| {
+        Skip(format!(
+            "cannot read template {}: {}",
+            clip(&name),
+            clip(&e.to_string())
+        ))
+    })?;
+    template_from_json(ar, &json, customizations, end)
+}
+
+/// The template in `json`, an object read as `ar`: decoded typed (only the fields pricing
+/// reads), `apiVersion` and `kind` from `ar` when the object has none; priced by the
+/// customization of its kind when there is one (its Lua reads the whole object: only
+/// then is a JSON tree of it built; calls bounded by the interpreter's limits and by
+/// `end`). A script that fails is a [`Skip`] naming the template and the customization.
+pub(crate) fn template_from_json(
+    ar: &ApiResource,
+    json: &str,
+    customizations: &Customizations,
+    end: std::time::Instant,
+) -> Result<Template, Skip> {
     let unreadable = |e: serde_json::Error| {
         Skip(format!(
-            "cannot read template {name}: {}",
+            "cannot read a {} template: {}",
+            clip(&ar.kind),
             clip(&e.to_string())
         ))
     };
-    let value = serde_json::to_value(&o).map_err(unreadable)?;
-    let mut t: Template = serde_json::from_value(value.clone()).map_err(unreadable)?;
+    let mut t: Template = serde_json::from_str(json).map_err(unreadable)?;
+    if t.api_version.is_empty() {
+        t.api_version.clone_from(&ar.api_version);
+    }
+    if t.kind.is_empty() {
+        t.kind.clone_from(&ar.kind);
+    }
     if let Some(scripts) = customizations.scripts(&t.api_version, &t.kind) {
         let left = end.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
@@ -400,6 +399,11 @@ pub(crate) fn interpreted_template(
                 clip(&t.kind),
                 clip(&t.api_version)
             )));
+        }
+        let mut value: serde_json::Value = serde_json::from_str(json).map_err(unreadable)?;
+        if let Some(o) = value.as_object_mut() {
+            o.insert("apiVersion".into(), t.api_version.clone().into());
+            o.insert("kind".into(), t.kind.clone().into());
         }
         let limits = Limits {
             timeout: left.min(Limits::default().timeout),

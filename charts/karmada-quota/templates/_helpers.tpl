@@ -302,6 +302,15 @@ render or read back from the existing client Secret (lookup). JSON {ca, crt, key
 {{- with .Values.listenerLimits.bodyReadTimeout }}
 - --body-read-timeout={{ . }}
 {{- end }}
+{{- with .Values.listenerLimits.tlsHandshakeTimeout }}
+- --tls-handshake-timeout={{ . }}
+{{- end }}
+{{- with .Values.listenerLimits.maxPendingConnections }}
+- --max-pending-connections={{ . }}
+{{- end }}
+{{- with .Values.listenerLimits.maxConnectionsPerPeer }}
+- --max-connections-per-peer={{ . }}
+{{- end }}
 {{- end -}}
 
 {{/* Whether the dashboard runs as a Deployment and identity of its own (--role=dashboard). */}}

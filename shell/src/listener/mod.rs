@@ -2,13 +2,17 @@
 //! admin ports, the dashboard) is served here, so each has the same bounds.
 //!
 //! ```text
-//!  TcpListener::accept ─► connection cap (--max-connections): no permit → closed at once
-//!        │
-//!        ▼  one task per connection, holding its permit
+//!  TcpListener::accept ─► slots (slots.rs): --max-connections-per-peer per source IP (past
+//!        │ it, that IP's oldest silent pending connection is evicted, else the new one
+//!        │ closed at once); --max-connections in all, --max-pending-connections of them
+//!        │ pending: when full, the oldest silent pending connection is evicted for the
+//!        │ new one (established ones never; all established → closed at once)
+//!        ▼  one task per connection, holding its slot, pending until:
 //!  [TLS] rustls handshake (ServerTls: certificate reloaded on change; with a client CA the
 //!        │ handshake fails without a certificate it signed / a name --client-allowed-names
-//!        │ lists), bounded by --header-read-timeout
-//!        ▼
+//!        │ lists), bounded by --tls-handshake-timeout; plain HTTP: its first byte, in the
+//!        │ same time
+//!        ▼  established
 //!  hyper HTTP/1.1: the request head must arrive within --header-read-timeout (also the
 //!        │ idle time allowed between two requests of a kept-alive connection)
 //!        ▼
@@ -20,6 +24,13 @@
 //!  the component's axum Router (its own per-route body limits apply on top)
 //! ```
 //!
+//! Saturation is logged (rate-limited: evictions of pending connections, refusals per
+//! peer and when every slot is established), and `/readyz` does not turn 503 for it: an
+//! attacker who can fill one replica's slots can fill every replica's, and readiness
+//! going 503 would take each out of the Service, turning a degraded webhook into none
+//! (with `failurePolicy: Fail`, every binding refused). Evicting pending connections
+//! keeps the apiserver's connections passing instead.
+//!
 //! Only HTTP/1.1 is served (ALPN offers `http/1.1`): one request in flight per connection,
 //! so the connection cap bounds the requests, and hyper's header timeout applies.
 //! Shutdown stops accepting, asks every connection to finish its request and close, and
@@ -27,6 +38,7 @@
 
 mod client_names;
 mod guard;
+mod slots;
 pub mod tls;
 
 #[cfg(test)]
@@ -43,7 +55,9 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
+
+use slots::{Refused, Slot, SlotLimits, Slots};
 
 pub use tls::{ClientAuthFiles, ServerTls, TlsError, TlsFiles};
 
@@ -76,9 +90,30 @@ pub struct ListenerArgs {
     #[arg(long, env = "KQ_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
-    /// A connection must complete its TLS handshake, and then send each request's
-    /// headers, within this long (also the idle time allowed between two requests on a
-    /// kept-alive connection); else it is closed.
+    /// Most connections of one source IP a listener holds at once, pending and
+    /// established: one address cannot take every slot (past it, the address's own oldest
+    /// silent pending connection is evicted; all established: the new one is closed).
+    /// Behind a NAT or a proxy every client shares an address: raise it there.
+    #[arg(long, env = "KQ_MAX_CONNECTIONS_PER_PEER", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_peer: u32,
+
+    /// Most connections that have not completed their TLS handshake (plain HTTP: not sent
+    /// a byte) a listener holds; a new connection past it, or past --max-connections,
+    /// evicts the oldest silent one. Keeps the other slots for clients that proved
+    /// themselves: idle connections cannot crowd out the apiserver. Half of
+    /// --max-connections by default: a real burst of new connections fits.
+    #[arg(long, env = "KQ_MAX_PENDING_CONNECTIONS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_pending_connections: u32,
+
+    /// A connection must complete its TLS handshake (plain HTTP: send its first byte)
+    /// within this long; else it is closed. Short: a real client's ClientHello comes at
+    /// once, and a pending slot held longer only serves whoever holds it idle.
+    #[arg(long, env = "KQ_TLS_HANDSHAKE_TIMEOUT", default_value = "2s", value_parser = crate::duration::parse)]
+    pub tls_handshake_timeout: Duration,
+
+    /// After its handshake, a connection must send each request's headers within this
+    /// long (also the idle time allowed between two requests on a kept-alive
+    /// connection); else it is closed.
     #[arg(long, env = "KQ_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = crate::duration::parse)]
     pub header_read_timeout: Duration,
 
@@ -104,6 +139,9 @@ impl ListenerArgs {
     pub fn limits(&self) -> Limits {
         Limits {
             max_connections: self.max_connections,
+            max_connections_per_peer: self.max_connections_per_peer,
+            max_pending_connections: self.max_pending_connections,
+            tls_handshake_timeout: self.tls_handshake_timeout,
             header_read_timeout: self.header_read_timeout,
             body_read_timeout: self.body_read_timeout,
             max_requests_in_flight: self.max_requests_in_flight,
@@ -117,7 +155,13 @@ impl ListenerArgs {
 pub struct Limits {
     /// Open connections at once.
     pub max_connections: u32,
-    /// TLS handshake, and each request head (and keep-alive idle time).
+    /// Open connections of one source IP at once.
+    pub max_connections_per_peer: u32,
+    /// Connections before their handshake (plain: their first byte) at once.
+    pub max_pending_connections: u32,
+    /// The TLS handshake (plain: the first byte).
+    pub tls_handshake_timeout: Duration,
+    /// Each request head (and keep-alive idle time).
     pub header_read_timeout: Duration,
     /// A request's whole body, from its head on.
     pub body_read_timeout: Duration,
@@ -132,6 +176,9 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_connections: 512,
+            max_connections_per_peer: 256,
+            max_pending_connections: 256,
+            tls_handshake_timeout: Duration::from_secs(2),
             header_read_timeout: Duration::from_secs(5),
             body_read_timeout: Duration::from_secs(10),
             max_requests_in_flight: 256,
@@ -169,13 +216,20 @@ pub async fn serve(
         tls = tls.is_some(),
         client_auth = tls.as_ref().is_some_and(ServerTls::client_auth_required),
         max_connections = limits.max_connections,
+        max_connections_per_peer = limits.max_connections_per_peer,
+        max_pending_connections = limits.max_pending_connections,
+        tls_handshake_timeout = ?limits.tls_handshake_timeout,
         header_read_timeout = ?limits.header_read_timeout,
         body_read_timeout = ?limits.body_read_timeout,
         "listening"
     );
-    let connections = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let slots = Slots::new(SlotLimits {
+        max_connections: limits.max_connections,
+        max_pending: limits.max_pending_connections,
+        max_per_peer: limits.max_connections_per_peer,
+    });
     let guards = Arc::new(guard::Guards::new(&limits));
-    let over_cap = RateLog::new(what, "connection closed: --max-connections reached");
+    let saturated = Saturation::new(what);
     let refused = Arc::new(RateLog::new(what, "TLS handshake failed"));
     let (stop_tx, stop_rx) = watch::channel(false);
     let (drain_tx, drain_rx) = watch::channel(false);
@@ -199,28 +253,45 @@ pub async fn serve(
                 }
             },
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            over_cap.log(&peer, "");
-            drop(stream);
-            continue;
+        let evicted_before = slots.evicted();
+        let (slot, evicted) = match slots.admit(peer.ip(), has_bytes(&stream)) {
+            Ok(admitted) => admitted,
+            Err(why) => {
+                saturated.refused(why, &peer, &slots);
+                drop(stream);
+                continue;
+            }
         };
+        if slots.evicted() != evicted_before {
+            saturated.evicted(&peer, &slots);
+        }
         tokio::spawn(connection(Connection {
             stream,
             peer,
-            permit,
+            slot,
+            evicted,
             router: router.clone(),
             guards: guards.clone(),
             tls: tls.clone(),
+            tls_handshake_timeout: limits.tls_handshake_timeout,
             header_read_timeout: limits.header_read_timeout,
             refused: refused.clone(),
             stop: stop_rx.clone(),
             draining: drain_rx.clone(),
         }));
+        // Let the new connection's task (and those its bytes woke) run before the next
+        // accept: a flood of accepts must not evict a connection whose ClientHello is
+        // there but not yet seen.
+        tokio::task::yield_now().await;
     }
     drop(listener);
     let _ = stop_tx.send(true);
     tracing::info!(%addr, listener = what, "stopped accepting; finishing open requests");
-    let all = connections.acquire_many(limits.max_connections);
+    let all = async {
+        while slots.held() != (0, 0) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
     if tokio::time::timeout(GRACEFUL_SHUTDOWN, all).await.is_err() {
         tracing::warn!(%addr, listener = what, "open connections cut after the shutdown grace");
     }
@@ -231,11 +302,14 @@ pub async fn serve(
 struct Connection {
     stream: TcpStream,
     peer: SocketAddr,
-    /// Released (a slot under the cap freed) when the connection ends.
-    permit: OwnedSemaphorePermit,
+    /// Released when the connection ends.
+    slot: Slot,
+    /// Fires when the slot, still pending, was given to a newer connection.
+    evicted: slots::Evicted,
     router: Router,
     guards: Arc<guard::Guards>,
     tls: Option<ServerTls>,
+    tls_handshake_timeout: Duration,
     header_read_timeout: Duration,
     refused: Arc<RateLog>,
     stop: watch::Receiver<bool>,
@@ -244,8 +318,16 @@ struct Connection {
 }
 
 async fn connection(c: Connection) {
-    let _permit = c.permit;
-    let _ = c.stream.set_nodelay(true);
+    let Connection {
+        stream,
+        peer,
+        slot,
+        evicted,
+        tls,
+        refused,
+        tls_handshake_timeout,
+        ..
+    } = c;
     let serving = Serving {
         router: c.router,
         guards: c.guards,
@@ -253,17 +335,72 @@ async fn connection(c: Connection) {
         stop: c.stop,
         draining: c.draining,
     };
-    let Some(tls) = c.tls else {
-        return http(c.stream, serving).await;
+    let _ = stream.set_nodelay(true);
+    let pending = pending(stream, &slot, tls.as_ref());
+    let ended = tokio::select! {
+        _ = evicted => return, // the slot went to a newer connection (logged by the accept loop)
+        r = tokio::time::timeout(tls_handshake_timeout, pending) => r,
     };
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-    match tokio::time::timeout(c.header_read_timeout, acceptor.accept(c.stream)).await {
-        Ok(Ok(stream)) => http(stream, serving).await,
-        Ok(Err(e)) => c.refused.log(&c.peer, &e.to_string()),
-        Err(_) => c
-            .refused
-            .log(&c.peer, "not complete within --header-read-timeout"),
+    let established = match ended {
+        Ok(Ok(e)) => e,
+        Ok(Err(why)) => return log_refused(tls.is_some(), &refused, &peer, &why),
+        Err(_) => {
+            let why = "not complete within --tls-handshake-timeout";
+            return log_refused(tls.is_some(), &refused, &peer, why);
+        }
+    };
+    if !slot.establish() {
+        return;
     }
+    match established {
+        Established::Plain(s) => http(s, serving).await,
+        Established::Tls(s) => http(*s, serving).await,
+    }
+    drop(slot);
+}
+
+/// A TLS connection that ended before its handshake completed is logged (rate-limited);
+/// a plain one that never sent a byte is not (probes and scanners).
+fn log_refused(tls: bool, refused: &RateLog, peer: &SocketAddr, why: &str) {
+    if tls {
+        refused.log(peer, why);
+    }
+}
+
+/// A connection's pending stage: its first byte (marking it talking), then its TLS
+/// handshake when the listener has TLS; the error says why it ended there.
+async fn pending(
+    stream: TcpStream,
+    slot: &Slot,
+    tls: Option<&ServerTls>,
+) -> Result<Established, String> {
+    let mut first = [0u8; 1];
+    if !matches!(stream.peek(&mut first).await, Ok(n) if n > 0) {
+        return Err("closed before its first byte".to_owned());
+    }
+    slot.talking();
+    match tls {
+        None => Ok(Established::Plain(stream)),
+        Some(tls) => tokio_rustls::TlsAcceptor::from(tls.config())
+            .accept(stream)
+            .await
+            .map(|s| Established::Tls(Box::new(s)))
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// A connection past its pending stage.
+enum Established {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// Whether bytes from the peer are already waiting on `stream` (checked without waiting).
+fn has_bytes(stream: &TcpStream) -> bool {
+    let mut one = [0u8; 1];
+    let mut buf = tokio::io::ReadBuf::new(&mut one);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    matches!(stream.poll_peek(&mut cx, &mut buf), std::task::Poll::Ready(Ok(n)) if n > 0)
 }
 
 /// What serving HTTP on one connection needs.
@@ -317,6 +454,50 @@ where
             let _ = conn.await;
         }
     }
+}
+
+/// The rate-limited log lines that say a listener is saturated.
+struct Saturation {
+    evicted: RateLog,
+    peer_full: RateLog,
+    full: RateLog,
+}
+
+impl Saturation {
+    fn new(what: &'static str) -> Self {
+        Self {
+            evicted: RateLog::new(
+                what,
+                "listener saturated: a pending connection (no TLS handshake yet) evicted for a \
+                 newer one (--max-pending-connections, --max-connections)",
+            ),
+            peer_full: RateLog::new(
+                what,
+                "connection closed: its source IP holds --max-connections-per-peer",
+            ),
+            full: RateLog::new(
+                what,
+                "listener saturated: connection closed, every slot is held by an established \
+                 connection (--max-connections)",
+            ),
+        }
+    }
+
+    fn evicted(&self, peer: &SocketAddr, slots: &Slots) {
+        self.evicted.log(peer, &held(slots));
+    }
+
+    fn refused(&self, why: Refused, peer: &SocketAddr, slots: &Slots) {
+        match why {
+            Refused::PeerFull => self.peer_full.log(peer, &held(slots)),
+            Refused::Full => self.full.log(peer, &held(slots)),
+        }
+    }
+}
+
+fn held(slots: &Slots) -> String {
+    let (pending, established) = slots.held();
+    format!("pending {pending}, established {established}")
 }
 
 /// A log line that an attacker cannot multiply: at most one per [`LOG_EVERY`], with the

@@ -81,6 +81,7 @@ impl Server {
 
 fn quick(limits: Limits) -> Limits {
     Limits {
+        tls_handshake_timeout: Duration::from_millis(300),
         header_read_timeout: Duration::from_millis(300),
         body_read_timeout: Duration::from_millis(300),
         ..limits
@@ -112,7 +113,7 @@ async fn request<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, head: &str) -> St
 const GET_OK: &str = "GET /ok HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n";
 
 #[tokio::test]
-async fn a_connection_over_the_cap_is_closed_at_once_and_a_freed_slot_serves_again() {
+async fn a_connection_over_the_cap_is_closed_at_once_when_every_slot_is_established() {
     let server = Server::start(
         Limits {
             max_connections: 2,
@@ -121,8 +122,11 @@ async fn a_connection_over_the_cap_is_closed_at_once_and_a_freed_slot_serves_aga
         None,
     )
     .await;
-    let held1 = TcpStream::connect(server.addr).await.unwrap();
-    let _held2 = TcpStream::connect(server.addr).await.unwrap();
+    // A first byte establishes a plain connection; the rest of the head never comes.
+    let mut held1 = TcpStream::connect(server.addr).await.unwrap();
+    let mut held2 = TcpStream::connect(server.addr).await.unwrap();
+    held1.write_all(b"G").await.unwrap();
+    held2.write_all(b"G").await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut third = TcpStream::connect(server.addr).await.unwrap();
     let (text, closed) = read_to_close(&mut third, Duration::from_secs(1)).await;
@@ -134,6 +138,80 @@ async fn a_connection_over_the_cap_is_closed_at_once_and_a_freed_slot_serves_aga
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut again = TcpStream::connect(server.addr).await.unwrap();
     let answer = request(&mut again, GET_OK).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// Silent connections (no byte sent, as a TCP flood that never starts a handshake) hold
+/// at most the pending slots and lose them to new arrivals: a client that sends its
+/// request at once is served through an endless flood of them, on TLS and plain HTTP.
+#[tokio::test]
+async fn idle_connections_cannot_take_the_slots_of_clients_that_talk() {
+    for tls in [None, Some(server_tls(None, &[]))] {
+        let on_tls = tls.is_some();
+        let server = Server::start(
+            Limits {
+                max_connections: 16,
+                max_pending_connections: 4,
+                ..Limits::default()
+            },
+            tls,
+        )
+        .await;
+        let mut idle = Vec::new();
+        for round in 0..5 {
+            for _ in 0..40 {
+                if let Ok(s) = TcpStream::connect(server.addr).await {
+                    idle.push(s);
+                }
+            }
+            let answer = if on_tls {
+                tls_get(server.addr, None).await
+            } else {
+                let mut c = TcpStream::connect(server.addr).await.unwrap();
+                request(&mut c, GET_OK).await
+            };
+            assert!(
+                answer.starts_with("HTTP/1.1 200"),
+                "tls {on_tls}, round {round}: {answer:?}"
+            );
+        }
+        assert_eq!(idle.len(), 200);
+    }
+}
+
+/// One source address holds at most --max-connections-per-peer; another address still
+/// connects (127.0.0.2 and 127.0.0.3 are loopback sources of their own).
+#[tokio::test]
+async fn one_source_address_holds_at_most_its_share() {
+    let server = Server::start(
+        Limits {
+            max_connections: 16,
+            max_connections_per_peer: 3,
+            ..Limits::default()
+        },
+        None,
+    )
+    .await;
+    let from = |ip: [u8; 4]| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::from((ip, 0))).unwrap();
+        socket.connect(server.addr).await.unwrap()
+    };
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = from([127, 0, 0, 2]).await;
+        s.write_all(b"G").await.unwrap();
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut fourth = from([127, 0, 0, 2]).await;
+    let (text, closed) = read_to_close(&mut fourth, Duration::from_secs(1)).await;
+    assert!(
+        closed && text.is_empty(),
+        "a fourth connection of one address: {text:?}"
+    );
+    let mut other = from([127, 0, 0, 3]).await;
+    let answer = request(&mut other, GET_OK).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
@@ -163,7 +241,7 @@ async fn headers_dripped_byte_by_byte_are_cut_at_the_header_timeout() {
 }
 
 #[tokio::test]
-async fn an_idle_connection_is_closed_at_the_header_timeout() {
+async fn an_idle_connection_is_closed_at_the_handshake_timeout() {
     let server = Server::start(quick(Limits::default()), None).await;
     let mut s = TcpStream::connect(server.addr).await.unwrap();
     let (_, closed) = read_to_close(&mut s, Duration::from_millis(1300)).await;
@@ -434,8 +512,13 @@ async fn allowed_names_admit_a_listed_cn_or_dns_alt_name_only() {
 }
 
 #[tokio::test]
-async fn a_stalled_tls_handshake_is_cut_at_the_header_timeout() {
-    let server = Server::start(quick(Limits::default()), Some(server_tls(None, &[]))).await;
+async fn a_stalled_tls_handshake_is_cut_at_the_handshake_timeout() {
+    // The header timeout is long: the handshake has its own, shorter one.
+    let limits = Limits {
+        header_read_timeout: Duration::from_secs(30),
+        ..quick(Limits::default())
+    };
+    let server = Server::start(limits, Some(server_tls(None, &[]))).await;
     let mut s = TcpStream::connect(server.addr).await.unwrap();
     s.write_all(&[0x16, 0x03, 0x01]).await.unwrap(); // a ClientHello that never comes
     let (_, closed) = read_to_close(&mut s, Duration::from_millis(1300)).await;
@@ -528,4 +611,21 @@ fn flags_default_to_the_documented_bounds() {
         Duration::from_secs(1)
     );
     assert!(Cli::try_parse_from(["t", "--max-connections=0"]).is_err());
+    let cli = Cli::try_parse_from([
+        "t",
+        "--tls-handshake-timeout=500ms",
+        "--max-pending-connections=8",
+        "--max-connections-per-peer=9",
+    ])
+    .unwrap();
+    let l = cli.listener.limits();
+    assert_eq!(
+        (
+            l.tls_handshake_timeout,
+            l.max_pending_connections,
+            l.max_connections_per_peer
+        ),
+        (Duration::from_millis(500), 8, 9)
+    );
+    assert!(Cli::try_parse_from(["t", "--max-pending-connections=0"]).is_err());
 }

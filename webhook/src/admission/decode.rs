@@ -6,11 +6,11 @@
 
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, ResourceBinding};
 use karmada_quota_shell::untrusted::{self, clip, within};
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
-use kube::core::{DynamicObject, GroupVersionKind, Resource};
-use serde::de::DeserializeOwned;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use kube::core::{GroupVersionKind, Resource};
 
 use super::answer::{Answer, allowed, bad_request, bad_review};
+use super::wire::{self, Named};
 use super::{KARMADACLUSTERQUOTA_PATH, KARMADAQUOTA_PATH, RESOURCEBINDING_PATH};
 
 /// The kind a path checks.
@@ -71,23 +71,103 @@ pub(super) fn object_key<T: Resource>(
     )
 }
 
-/// Decode a review of `target`'s kind. Fast path: straight into the typed object. When
-/// that fails, decode generically to say precisely what is wrong and with which object
-/// (or to let a review of another kind through); a broken `oldObject` is dropped (the
-/// request is then charged like a CREATE, never less).
-pub(super) fn decode<T>(body: &[u8], path: &str, target: &Target) -> Decoded<T>
-where
-    T: Resource + DeserializeOwned + Clone,
-{
-    match serde_json::from_slice::<AdmissionReview<T>>(body) {
-        Ok(review) => match TryInto::<AdmissionRequest<T>>::try_into(review) {
-            Err(_) => Decoded::Answer(Box::new(bad_review("AdmissionReview has no request"))),
-            Ok(req) if !target.matches(&req.kind) => {
-                Decoded::Answer(Box::new(other_kind(&req, path)))
-            }
-            Ok(req) => Decoded::Request(Box::new(req)),
-        },
-        Err(_) => decode_slow(body, path, target),
+/// Decode a review of `target`'s kind: the request's fields typed straight from the body
+/// (`request.options` never read, see [`super::wire`]), then the object and the old
+/// object each into `T` from its own slice of the body. A malformed review is a 400; an
+/// object that is not a valid `T` a 400 naming it; a review of another kind an allow; a
+/// broken `oldObject` is dropped (the request is then charged like a CREATE, never less).
+pub(super) fn decode<T: Object>(body: &[u8], path: &str, target: &Target) -> Decoded<T> {
+    let raw = match wire::read(body) {
+        Ok(Some(raw)) => raw,
+        Ok(None) => return Decoded::Answer(Box::new(bad_review("AdmissionReview has no request"))),
+        Err(e) => {
+            return Decoded::Answer(Box::new(bad_review(&format!(
+                "malformed AdmissionReview: {}",
+                clip(&e.to_string())
+            ))));
+        }
+    };
+    let req = raw.request;
+    if !target.matches(&req.kind) {
+        return Decoded::Answer(Box::new(other_kind(&req, path)));
+    }
+    let object = match raw.object.map(|o| T::decode(o.get())).transpose() {
+        Ok(o) => o,
+        Err(e) => {
+            let key = object_key(&req, Named::of(raw.object).as_ref());
+            return Decoded::Answer(Box::new(bad_request(
+                &req,
+                &format!(
+                    "{} {key} is not a valid {}: {}",
+                    target.kind,
+                    target.kind,
+                    clip(&e.to_string())
+                ),
+            )));
+        }
+    };
+    let old_object = match raw.old_object.map(|o| T::decode(o.get())).transpose() {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(
+                object = object_key(&req, Named::of(raw.old_object).as_ref()),
+                error = %clip(&e.to_string()),
+                "the stored {} does not decode; checking the request as a CREATE",
+                target.kind
+            );
+            None
+        }
+    };
+    Decoded::Request(Box::new(wire::with_objects(req, object, old_object)))
+}
+
+/// An object type a review path decodes.
+pub(super) trait Object: Resource + Sized {
+    /// The object in `json`.
+    fn decode(json: &str) -> serde_json::Result<Self>;
+}
+
+impl Object for KarmadaQuota {
+    fn decode(json: &str) -> serde_json::Result<Self> {
+        serde_json::from_str(json)
+    }
+}
+
+impl Object for KarmadaClusterQuota {
+    fn decode(json: &str) -> serde_json::Result<Self> {
+        serde_json::from_str(json)
+    }
+}
+
+/// A ResourceBinding read field by field: `ResourceBinding` itself takes its type meta
+/// through a `flatten`, which makes serde buffer the whole object (its status too) as a
+/// generic tree first; this reads `apiVersion`, `kind`, `metadata` and `spec` directly and
+/// passes over everything else.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BindingObject {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: kube::core::ObjectMeta,
+    #[serde(default)]
+    spec: karmada_quota_core::binding::ResourceBindingSpec,
+}
+
+impl Object for ResourceBinding {
+    fn decode(json: &str) -> serde_json::Result<Self> {
+        let b: BindingObject = serde_json::from_str(json)?;
+        let types = match (b.api_version, b.kind) {
+            (Some(api_version), Some(kind)) => Some(kube::core::TypeMeta { api_version, kind }),
+            _ => None,
+        };
+        Ok(ResourceBinding {
+            types,
+            metadata: b.metadata,
+            spec: b.spec,
+        })
     }
 }
 
@@ -121,75 +201,6 @@ pub fn decode_cluster_quota_review(
         Decoded::Request(r) => Ok(r),
         Decoded::Answer(a) => Err(Box::new(a.response)),
     }
-}
-
-/// [`decode`]'s slow path: generically, then into `T`, naming what does not decode.
-fn decode_slow<T>(body: &[u8], path: &str, target: &Target) -> Decoded<T>
-where
-    T: Resource + DeserializeOwned + Clone,
-{
-    let review = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body) {
-        Ok(r) => r,
-        Err(e) => {
-            return Decoded::Answer(Box::new(bad_review(&format!(
-                "malformed AdmissionReview: {}",
-                clip(&e.to_string())
-            ))));
-        }
-    };
-    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(_) => return Decoded::Answer(Box::new(bad_review("AdmissionReview has no request"))),
-    };
-    if !target.matches(&req.kind) {
-        return Decoded::Answer(Box::new(other_kind(&req, path)));
-    }
-    let typed = |o: &DynamicObject| serde_json::to_value(o).and_then(serde_json::from_value::<T>);
-    let object = match req.object.as_ref().map(typed).transpose() {
-        Ok(o) => o,
-        Err(e) => {
-            let key = object_key(&req, req.object.as_ref().map(|o| &o.metadata));
-            return Decoded::Answer(Box::new(bad_request(
-                &req,
-                &format!(
-                    "{} {key} is not a valid {}: {}",
-                    target.kind,
-                    target.kind,
-                    clip(&e.to_string())
-                ),
-            )));
-        }
-    };
-    let old_object = match req.old_object.as_ref().map(typed).transpose() {
-        Ok(o) => o,
-        Err(e) => {
-            tracing::warn!(
-                object = object_key(&req, req.old_object.as_ref().map(|o| &o.metadata)),
-                error = %clip(&e.to_string()),
-                "the stored {} does not decode; checking the request as a CREATE",
-                target.kind
-            );
-            None
-        }
-    };
-    Decoded::Request(Box::new(AdmissionRequest {
-        types: req.types,
-        uid: req.uid,
-        kind: req.kind,
-        resource: req.resource,
-        sub_resource: req.sub_resource,
-        request_kind: req.request_kind,
-        request_resource: req.request_resource,
-        request_sub_resource: req.request_sub_resource,
-        name: req.name,
-        namespace: req.namespace,
-        operation: req.operation,
-        user_info: req.user_info,
-        object,
-        old_object,
-        dry_run: req.dry_run,
-        options: req.options,
-    }))
 }
 
 /// The allow of a review of another kind on `path` (the webhook configuration is wrong,

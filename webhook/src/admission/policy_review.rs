@@ -6,6 +6,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
+use karmada_quota_shell::untrusted::clip;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use tokio::time::Instant;
@@ -13,6 +14,7 @@ use tracing::field::Empty;
 
 use super::answer::{Answer, allowed, bad_request, bad_review, finish, refused};
 use super::decode::{object_key, other_kind};
+use super::wire::{self, Named};
 use super::{AppState, KIND_POLICY};
 use crate::metrics::DENIED;
 use crate::policy::{Enforcement, POLICY_GROUP, PROPAGATIONPOLICY_PATH, Verdict};
@@ -31,20 +33,22 @@ type PolicyReview = Result<
 /// The PropagationPolicy / ClusterPropagationPolicy review in `body`: the request, the
 /// policy (kind from the request, namespace from the request when the object has none)
 /// and how messages name it; or the answer given without a dry run (400 for a malformed
-/// review or object, an allow for another kind or an operation that is not judged).
+/// review or object, an allow for another kind or an operation that is not judged). The
+/// review is read as typed fields ([`super::wire`]: no generic tree, `request.options`
+/// never read), the policy straight from its slice of the body; the request keeps no
+/// object.
 fn decode_policy(body: &[u8]) -> PolicyReview {
-    let review = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body) {
-        Ok(r) => r,
+    let raw = match wire::read(body) {
+        Ok(Some(raw)) => raw,
+        Ok(None) => return Err(Box::new(bad_review("AdmissionReview has no request"))),
         Err(e) => {
             return Err(Box::new(bad_review(&format!(
-                "cannot decode the AdmissionReview: {e}"
+                "cannot decode the AdmissionReview: {}",
+                clip(&e.to_string())
             ))));
         }
     };
-    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(_) => return Err(Box::new(bad_review("AdmissionReview has no request"))),
-    };
+    let req = raw.request;
     if req.kind.group != POLICY_GROUP
         || !matches!(
             req.kind.kind.as_str(),
@@ -56,21 +60,21 @@ fn decode_policy(body: &[u8]) -> PolicyReview {
     if !crate::policy::judged(&req) {
         return Err(Box::new(allowed(&req, "NotChecked")));
     }
-    let key = object_key(&req, req.object.as_ref().map(|o| &o.metadata));
+    let key = object_key(&req, Named::of(raw.object).as_ref());
     let what = format!("{} {}", req.kind.kind, key.trim_start_matches('/'));
-    let Some(object) = req.object.as_ref() else {
+    let Some(object) = raw.object else {
         return Err(Box::new(bad_request(
             &req,
             &format!("{what}: the review has no object"),
         )));
     };
     let mut policy: karmada_quota_interpreter::policy::Policy =
-        match serde_json::to_value(object).and_then(serde_json::from_value) {
+        match serde_json::from_str(object.get()) {
             Ok(p) => p,
             Err(e) => {
                 return Err(Box::new(bad_request(
                     &req,
-                    &format!("{what}: cannot read the policy: {e}"),
+                    &format!("{what}: cannot read the policy: {}", clip(&e.to_string())),
                 )));
             }
         };

@@ -5,6 +5,7 @@ mod apiserver_cel;
 mod batcher;
 mod batches;
 mod bounds;
+mod budget;
 mod cluster;
 mod early;
 mod policy;

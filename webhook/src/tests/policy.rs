@@ -11,6 +11,7 @@ use super::*;
 use crate::policy::{Enforcement, FakeWorld};
 
 /// Custom kinds priced by a ResourceInterpreterCustomization's Lua.
+mod listing;
 mod lua;
 
 const PP: (&str, &str, &str) = ("policy.karmada.io", "v1alpha1", "PropagationPolicy");

@@ -1,0 +1,285 @@
+//! Reading templates from the API within bounds. A selector's templates are listed in
+//! pages of `--policy-list-page-size` objects (`limit`/`continue`); each response body is
+//! read chunk by chunk, every chunk charged to the webhook's template budget
+//! (`--policy-template-bytes-in-flight`, shared by all checks) while its page is held, and
+//! one selector's listing reads at most `--policy-max-template-bytes`. Each page is decoded
+//! straight into typed templates (metadata and the spec fields pricing reads; a
+//! ConfigMap's data is passed over) and dropped before the next page is asked for: no
+//! generic JSON tree of a listed object is built, except the one a customization's Lua
+//! reads for the object it prices.
+//!
+//! Past a bound the check is skipped (the policy allowed with a warning saying why): the
+//! check is advisory, and the ResourceBinding review still enforces every quota.
+
+use std::sync::Arc;
+
+use http_body_util::BodyExt;
+use karmada_quota_interpreter::Customizations;
+use karmada_quota_interpreter::template::Template;
+use karmada_quota_shell::untrusted::clip;
+use kube::Client;
+use kube::api::GetParams;
+use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::core::Request;
+use serde_json::value::RawValue;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::{Skip, template_from_json};
+
+/// `--policy-list-page-size`' default.
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
+/// `--policy-max-template-bytes`' default.
+pub const DEFAULT_MAX_TEMPLATE_BYTES: usize = 8 * 1024 * 1024;
+/// `--policy-template-bytes-in-flight`' default.
+pub const DEFAULT_TEMPLATE_BYTES_IN_FLIGHT: usize = 32 * 1024 * 1024;
+
+/// The bounds of reading templates; clones share the in-flight budget.
+#[derive(Clone, Debug)]
+pub struct TemplateLimits {
+    page_size: u32,
+    max_bytes: usize,
+    in_flight: Arc<Semaphore>,
+}
+
+impl TemplateLimits {
+    /// Pages of `page_size` objects, at most `max_bytes` read per selector, at most
+    /// `in_flight` bytes held over all checks.
+    pub fn new(page_size: u32, max_bytes: usize, in_flight: usize) -> Self {
+        Self {
+            page_size: page_size.max(1),
+            max_bytes: max_bytes.max(1),
+            in_flight: Arc::new(Semaphore::new(in_flight.clamp(1, u32::MAX as usize))),
+        }
+    }
+
+    /// Bytes of the in-flight budget not held now.
+    pub fn available(&self) -> usize {
+        self.in_flight.available_permits()
+    }
+}
+
+impl Default for TemplateLimits {
+    fn default() -> Self {
+        Self::new(
+            DEFAULT_PAGE_SIZE,
+            DEFAULT_MAX_TEMPLATE_BYTES,
+            DEFAULT_TEMPLATE_BYTES_IN_FLIGHT,
+        )
+    }
+}
+
+/// One response body, charged to the budget while held.
+struct Fetched {
+    bytes: Vec<u8>,
+    _charge: Option<OwnedSemaphorePermit>,
+}
+
+/// A LIST response as the pager reads it: the items as slices of the body.
+#[derive(serde::Deserialize)]
+struct Page<'a> {
+    #[serde(default)]
+    metadata: PageMeta,
+    #[serde(borrow, default)]
+    items: Vec<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct PageMeta {
+    #[serde(rename = "continue", default)]
+    next: Option<String>,
+}
+
+/// One selector's reads: what it has read so far, against its bounds.
+pub(super) struct Reader<'a> {
+    pub(super) client: &'a Client,
+    pub(super) limits: &'a TemplateLimits,
+    pub(super) ar: ApiResource,
+    /// The cluster's customizations: with any, pages are decoded (and priced by their Lua)
+    /// off the async workers.
+    pub(super) customizations: Arc<Customizations>,
+    /// The selector's kind, for messages.
+    pub(super) what: String,
+    /// Lua may run until then.
+    pub(super) lua_end: std::time::Instant,
+    /// Body bytes read so far.
+    pub(super) read: usize,
+}
+
+impl Reader<'_> {
+    /// Every object of the list at `url` (optionally narrowed by `params`), at most
+    /// `limit` of them (more is a [`Skip`]), page by page.
+    pub(super) async fn list(
+        &mut self,
+        url: &str,
+        params: ListParams,
+        limit: usize,
+    ) -> Result<Vec<Template>, Skip> {
+        let mut templates = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let mut page_params = params.clone().limit(self.limits.page_size);
+            if let Some(token) = next.take() {
+                page_params = page_params.continue_token(&token);
+            }
+            let request = Request::new(url)
+                .list(&page_params)
+                .map_err(|e| Skip(format!("cannot list {}: {e}", self.what)))?;
+            let Some(body) = self.fetch(request).await? else {
+                return Ok(templates);
+            };
+            let (page, token) = self.decode(body, decode_page).await?;
+            if templates.len() + page.len() > limit {
+                return Err(Skip(format!(
+                    "the policy selects more than {limit} {} objects (--policy-max-templates)",
+                    self.what
+                )));
+            }
+            templates.extend(page);
+            match token {
+                Some(token) => next = Some(token),
+                None => return Ok(templates),
+            }
+        }
+    }
+
+    /// The object `name` at `url`, if it exists.
+    pub(super) async fn get(&mut self, url: &str, name: &str) -> Result<Option<Template>, Skip> {
+        let request = Request::new(url)
+            .get(name, &GetParams::default())
+            .map_err(|e| Skip(format!("cannot read {} {}: {e}", self.what, clip(name))))?;
+        match self.fetch(request).await? {
+            None => Ok(None),
+            Some(body) => self.decode(body, decode_one).await.map(Some),
+        }
+    }
+
+    /// `decode` of `body`, with the Lua of the customizations (if any) off the async
+    /// workers; the body and its charge are dropped once decoded.
+    async fn decode<T: Send + 'static>(
+        &self,
+        body: Fetched,
+        decode: fn(&[u8], &Decoding) -> Result<T, Skip>,
+    ) -> Result<T, Skip> {
+        let how = Decoding {
+            ar: self.ar.clone(),
+            customizations: self.customizations.clone(),
+            lua_end: self.lua_end,
+            what: self.what.clone(),
+        };
+        if self.customizations.is_empty() {
+            return decode(&body.bytes, &how);
+        }
+        tokio::task::spawn_blocking(move || decode(&body.bytes, &how))
+            .await
+            .map_err(|e| Skip(format!("pricing by interpreter customizations failed: {e}")))?
+    }
+
+    /// The body of `request`, read within the bounds; `None` on 404.
+    async fn fetch(
+        &mut self,
+        request: axum::http::Request<Vec<u8>>,
+    ) -> Result<Option<Fetched>, Skip> {
+        let response = self
+            .client
+            .send(request.map(kube::client::Body::from))
+            .await
+            .map_err(|e| {
+                Skip(format!(
+                    "cannot read {}: {}",
+                    self.what,
+                    clip(&e.to_string())
+                ))
+            })?;
+        let status = response.status();
+        if status == axum::http::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(Skip(format!("cannot read {}: HTTP {status}", self.what)));
+        }
+        let mut body = response.into_body();
+        let mut fetched = Fetched {
+            bytes: Vec::new(),
+            _charge: None,
+        };
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                Skip(format!(
+                    "cannot read {}: {}",
+                    self.what,
+                    clip(&e.to_string())
+                ))
+            })?;
+            let Ok(chunk) = frame.into_data() else {
+                continue;
+            };
+            self.read += chunk.len();
+            if self.read > self.limits.max_bytes {
+                return Err(Skip(format!(
+                    "the {} objects the policy selects are larger than {} bytes \
+                     (--policy-max-template-bytes)",
+                    self.what, self.limits.max_bytes
+                )));
+            }
+            let charge = u32::try_from(chunk.len())
+                .ok()
+                .and_then(|n| self.limits.in_flight.clone().try_acquire_many_owned(n).ok())
+                .ok_or_else(|| {
+                    Skip(
+                        "the webhook is reading too many template bytes for other policy \
+                         checks (--policy-template-bytes-in-flight); retry"
+                            .to_owned(),
+                    )
+                })?;
+            match fetched._charge.as_mut() {
+                Some(held) => held.merge(charge),
+                None => fetched._charge = Some(charge),
+            }
+            fetched.bytes.extend_from_slice(&chunk);
+        }
+        Ok(Some(fetched))
+    }
+}
+
+/// What decoding a body needs (moved off the async workers with it).
+struct Decoding {
+    ar: ApiResource,
+    customizations: Arc<Customizations>,
+    lua_end: std::time::Instant,
+    what: String,
+}
+
+impl Decoding {
+    fn template(&self, json: &str) -> Result<Template, Skip> {
+        template_from_json(&self.ar, json, &self.customizations, self.lua_end)
+    }
+}
+
+/// A LIST page: its templates and the token of the next page.
+fn decode_page(bytes: &[u8], how: &Decoding) -> Result<(Vec<Template>, Option<String>), Skip> {
+    let page: Page<'_> = serde_json::from_slice(bytes).map_err(|e| {
+        Skip(format!(
+            "cannot read the list of {}: {}",
+            how.what,
+            clip(&e.to_string())
+        ))
+    })?;
+    let templates = page
+        .items
+        .iter()
+        .map(|item| how.template(item.get()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((templates, page.metadata.next.filter(|t| !t.is_empty())))
+}
+
+/// A GET: its template.
+fn decode_one(bytes: &[u8], how: &Decoding) -> Result<Template, Skip> {
+    let json =
+        std::str::from_utf8(bytes).map_err(|e| Skip(format!("cannot read {}: {e}", how.what)))?;
+    how.template(json)
+}
+
+/// The URL path of `ar`'s objects, in `namespace` or in every namespace.
+pub(super) fn url(ar: &ApiResource, namespace: Option<&str>) -> String {
+    <DynamicObject as kube::Resource>::url_path(ar, namespace)
+}
