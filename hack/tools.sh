@@ -121,8 +121,23 @@ install_promtool() {
     stamp prometheus "$version"
 }
 
+# The system's `name` on PATH, never our own link to it in $BIN_DIR (a PATH that lists
+# $BIN_DIR first would otherwise make the link point at itself).
+system_command() {
+    local dir target
+    local IFS=:
+    for dir in $PATH; do
+        [[ -n $dir && $dir != "$BIN_DIR" && -x $dir/$1 ]] || continue
+        target=$(readlink -f "$dir/$1") || continue
+        [[ $target == "$BIN_DIR"/* ]] && continue
+        printf '%s\n' "$dir/$1"
+        return 0
+    done
+    return 1
+}
+
 install_browser() {
-    if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    if ! system_command chromium >/dev/null || ! system_command chromedriver >/dev/null; then
         command -v apt-get >/dev/null || die "apt-get not found: the browser test needs Debian's chromium and chromium-driver"
         step "chromium, chromedriver: Debian packages chromium chromium-driver"
         if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >&2; then
@@ -131,8 +146,8 @@ install_browser() {
                 die "apt-get install chromium chromium-driver failed"
         fi
     fi
-    ln -sf "$(command -v chromium)" "$BIN_DIR/chromium"
-    ln -sf "$(command -v chromedriver)" "$BIN_DIR/chromedriver"
+    ln -sf "$(system_command chromium)" "$BIN_DIR/chromium"
+    ln -sf "$(system_command chromedriver)" "$BIN_DIR/chromedriver"
 }
 
 cmd_install() {

@@ -44,7 +44,9 @@ fn client_identity(env: &Env) -> Result<&WebhookClientCert> {
 
 /// A webhook that requires the apiserver's client certificate.
 fn mtls_webhook(id: &WebhookClientCert) -> WebhookBuilder {
-    Webhook::builder().arg(format!("--client-ca-file={}", id.ca.display()))
+    Webhook::builder()
+        .arg(format!("--client-ca-file={}", id.ca.display()))
+        .arg(format!("--client-allowed-names={}", WebhookClientCert::CN))
 }
 
 fn mib(bytes: u64) -> f64 {
