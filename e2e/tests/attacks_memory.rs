@@ -482,6 +482,15 @@ async fn idle_connections_leave_the_apiservers_creates_passing() -> Result<()> {
         "creates failed during the flood: {failed:?}"
     );
     ensure!(opened >= IDLE, "the flood opened only {opened} connections");
+    let evicted = karmada_quota_e2e::metric_sum(
+        &s.webhook.metrics().await?,
+        "kq_listener_pending_evicted_total",
+        &["listener=\"admission webhook\""],
+    );
+    step(&format!(
+        "[Result] kq_listener_pending_evicted_total: {evicted}"
+    ));
+    ensure!(evicted > 0, "the saturation was not counted");
     s.webhook.binary().check_running()?;
     s.teardown().await
 }

@@ -27,6 +27,7 @@ async fn main() -> anyhow::Result<()> {
 
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
+    shell::listener::metrics::register(&mut registry);
     let ready = Readiness::default();
 
     // The quota lists come from the apiserver's watch cache in both stores; with

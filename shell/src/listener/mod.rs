@@ -25,7 +25,9 @@
 //! ```
 //!
 //! Saturation is logged (rate-limited: evictions of pending connections, refusals per
-//! peer and when every slot is established), and `/readyz` does not turn 503 for it: an
+//! peer and when every slot is established) and counted (`metrics`:
+//! `kq_listener_pending_evicted_total`, `kq_listener_connections_refused_total`), and
+//! `/readyz` does not turn 503 for it: an
 //! attacker who can fill one replica's slots can fill every replica's, and readiness
 //! going 503 would take each out of the Service, turning a degraded webhook into none
 //! (with `failurePolicy: Fail`, every binding refused). Evicting pending connections
@@ -38,6 +40,7 @@
 
 mod client_names;
 mod guard;
+pub mod metrics;
 mod slots;
 pub mod tls;
 
@@ -484,13 +487,20 @@ impl Saturation {
     }
 
     fn evicted(&self, peer: &SocketAddr, slots: &Slots) {
+        metrics::evicted(self.evicted.what);
         self.evicted.log(peer, &held(slots));
     }
 
     fn refused(&self, why: Refused, peer: &SocketAddr, slots: &Slots) {
         match why {
-            Refused::PeerFull => self.peer_full.log(peer, &held(slots)),
-            Refused::Full => self.full.log(peer, &held(slots)),
+            Refused::PeerFull => {
+                metrics::refused(self.peer_full.what, "peer_full");
+                self.peer_full.log(peer, &held(slots));
+            }
+            Refused::Full => {
+                metrics::refused(self.full.what, "full");
+                self.full.log(peer, &held(slots));
+            }
         }
     }
 }

@@ -177,6 +177,10 @@ async fn idle_connections_cannot_take_the_slots_of_clients_that_talk() {
         }
         assert_eq!(idle.len(), 200);
     }
+    assert!(
+        metrics::evicted_count("test") > 0,
+        "the evictions are counted"
+    );
 }
 
 /// One source address holds at most --max-connections-per-peer; another address still
