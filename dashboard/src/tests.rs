@@ -239,7 +239,7 @@ async fn quota_page_compares_clusters_and_escapes_denials() {
         "{html}"
     );
     assert!(html.contains(
-        r#"<td class="drift"><span class="v-placed">4</span> │ <span class="v-observed">6</span>"#
+        r#"<td class="drift" data-resource="requests.nvidia.com/gpu"><span class="v-placed">4</span> │ <span class="v-observed">6</span>"#
     ));
     assert!(html.contains(r#"<span class="dot unreachable"></span>member2"#));
     assert!(html.contains("trainer-deployment"));
@@ -482,10 +482,11 @@ async fn json_api_serves_the_same_numbers() {
 
     let (_, _, body) = get(&d, "/api/v1/quotas/ml-train/gpus").await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let gpu = &v["clusters"][0]["cells"][1];
+    // Cells in the order of the quota's rows (extended resources first), as the headers.
+    let gpu = &v["clusters"][0]["cells"][0];
     assert_eq!(gpu["resource"], "requests.nvidia.com/gpu");
     assert_eq!(gpu["drift"], true);
-    assert_eq!(v["clusters"][0]["cells"][0]["drift"], false);
+    assert_eq!(v["clusters"][0]["cells"][1]["drift"], false);
     assert_eq!(v["quota"]["denials"][0]["count"], 3);
 
     let (_, _, body) = get(&d, "/api/v1/clusters").await;

@@ -227,16 +227,17 @@ fn reach_name(m: Option<&Member>) -> &'static str {
     }
 }
 
-/// Per member cluster of `q`: placed vs observed of each hard resource, and what drains
-/// there after a failover.
+/// Per member cluster of `q`: placed vs observed of each hard resource, in the order of
+/// the quota's rows (the table's headers), and what drains there after a failover.
 pub fn quota_clusters(s: &Snapshot, q: &Quota) -> Vec<ClusterView> {
+    let order: Vec<String> = q.rows().into_iter().map(|r| r.resource).collect();
     q.clusters
         .iter()
         .map(|c| {
             let drift = c.drift();
-            let cells = q
-                .hard
+            let cells = order
                 .iter()
+                .filter_map(|res| q.hard.get(res).map(|hard| (res.as_str(), hard)))
                 .map(|(res, hard)| {
                     let placed = c.placed.get_or_zero(res);
                     #[allow(clippy::cast_precision_loss)]
@@ -538,6 +539,42 @@ mod tests {
         assert_eq!(gpu.share, 50.0);
         assert_eq!(v[1].reach, "unreachable");
         assert_eq!(v[1].cells[0].observed, "-");
+    }
+
+    /// The table's headers come from the quota's rows (extended resources first); every
+    /// cell must sit under its own header, whatever order the hard map keeps.
+    #[test]
+    fn quota_cluster_cells_follow_the_headers_order() {
+        let mut s = snapshot();
+        let q = &mut s.quotas[0];
+        q.hard = rl(&[
+            ("pods", "10"),
+            ("requests.cpu", "8"),
+            ("requests.nvidia.com/gpu", "4"),
+            ("count/deployments.apps", "5"),
+        ]);
+        q.clusters = vec![ClusterUsage {
+            name: "member1".into(),
+            placed: rl(&[
+                ("pods", "7"),
+                ("requests.cpu", "3"),
+                ("requests.nvidia.com/gpu", "2"),
+                ("count/deployments.apps", "1"),
+            ]),
+            observed: Some(rl(&[("pods", "7")])),
+            ..ClusterUsage::default()
+        }];
+        let q = &s.quotas[0];
+        let headers: Vec<String> = q.rows().into_iter().map(|r| r.resource).collect();
+        let v = quota_clusters(&s, q);
+        let cells: Vec<&str> = v[0].cells.iter().map(|c| c.resource.as_str()).collect();
+        assert_eq!(cells, headers);
+        for c in &v[0].cells {
+            assert_eq!(
+                c.placed,
+                q.clusters[0].placed.get_or_zero(&c.resource).to_string()
+            );
+        }
     }
 
     #[test]

@@ -77,6 +77,37 @@ async fn wait_text(b: &Browser, css: &str, want: &str) -> Result<()> {
     Ok(())
 }
 
+/// Every cell of the page's tables that names its resource (`data-resource`) stands in
+/// the column whose header names that resource (the headers follow the quota's rows,
+/// extended resources first, not the alphabetical order of `hard`).
+async fn cells_sit_under_their_headers(b: &Browser, page: &str) -> Result<()> {
+    let js = r#"
+        const bad = []; let checked = 0;
+        for (const t of document.querySelectorAll('table')) {
+          const heads = Array.from(t.querySelectorAll('thead th')).map(h => h.textContent.trim());
+          for (const tr of t.querySelectorAll('tbody tr')) {
+            Array.from(tr.children).forEach((cell, i) => {
+              const r = cell.getAttribute('data-resource');
+              if (!r) return;
+              checked++;
+              if (!(heads[i] || '').startsWith(r)) bad.push(r + ' under ' + heads[i]);
+            });
+          }
+        }
+        return {checked: checked, bad: bad};"#;
+    let v = b.execute(js, vec![]).await?;
+    let checked = v["checked"].as_u64().unwrap_or(0);
+    ensure!(
+        checked > 0 && v["bad"].as_array().is_some_and(Vec::is_empty),
+        "{page}: cells under another resource's header: {} ({checked} checked)",
+        v["bad"]
+    );
+    step(&format!(
+        "    {page}: {checked} cells, each under its own header"
+    ));
+    Ok(())
+}
+
 /// `(used + reserved) / hard × 100` to a tenth, as the plugin and the dashboard print it.
 fn percent(used: f64, reserved: f64, hard: f64) -> String {
     format!("{}%", ((used + reserved) / hard * 1000.0).round() / 10.0)
@@ -230,6 +261,15 @@ async fn run(env: &Env, client: &Client, ns: &str, b: &Browser, dash: &str) -> R
     step(
         "[Get] the quota page: placed vs observed per member, and the webhook's denial appears live",
     );
+    step("[Get] the gpus quota's page: every cell of every table sits under its own header");
+    b.goto(&format!("{dash}/quotas/{ns}/gpus")).await?;
+    wait_text(
+        b,
+        r#"[data-cluster="member1"] td[data-resource="requests.nvidia.com/gpu"] .v-placed"#,
+        "2",
+    )
+    .await?;
+    cells_sit_under_their_headers(b, "gpus").await?;
     b.goto(&format!("{dash}/quotas/{ns}/compute")).await?;
     // cpu: member1 web 2 + train 2; member2 web 1 + train 1 + api 2.
     wait_text(
