@@ -613,6 +613,7 @@ fn spawn_dashboard(
             secure_cookies: args.dashboard.dashboard_tls_cert_file.is_some(),
             sessions: karmada_quota_dashboard::SessionPolicy {
                 max_sessions: args.dashboard.dashboard_max_sessions,
+                max_sessions_per_user: args.dashboard.dashboard_max_sessions_per_user,
                 idle_timeout: args.dashboard.dashboard_session_idle_timeout,
                 max_age: args.dashboard.dashboard_session_max_age,
             },

@@ -34,6 +34,10 @@ pub const ID_BYTES: usize = 32;
 pub struct SessionPolicy {
     /// At most this many sessions (the oldest goes when a new one would exceed it).
     pub max_sessions: usize,
+    /// At most this many sessions of one user (by name): a new login past it ends that
+    /// user's oldest session, never another user's. One token logging in again and again
+    /// cannot evict everyone else's sessions from the store.
+    pub max_sessions_per_user: usize,
     /// A session unused for this long ends.
     pub idle_timeout: Duration,
     /// A session ends this long after the login, used or not (the cookie's Max-Age).
@@ -42,6 +46,8 @@ pub struct SessionPolicy {
 
 /// Default cap on sessions.
 pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+/// Default cap on one user's sessions (a person with a few browsers and devices).
+pub const DEFAULT_MAX_SESSIONS_PER_USER: usize = 16;
 /// Default idle timeout.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Default absolute lifetime.
@@ -51,6 +57,7 @@ impl Default for SessionPolicy {
     fn default() -> Self {
         Self {
             max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_user: DEFAULT_MAX_SESSIONS_PER_USER,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_age: DEFAULT_MAX_AGE,
         }
@@ -119,6 +126,7 @@ impl Sessions {
         Self {
             policy: SessionPolicy {
                 max_sessions: policy.max_sessions.max(1),
+                max_sessions_per_user: policy.max_sessions_per_user.max(1),
                 ..policy
             },
             map: Mutex::new((0, HashMap::new())),
@@ -141,15 +149,19 @@ impl Sessions {
         if map.len() >= self.policy.max_sessions {
             map.retain(|_, s| s.alive(now, &self.policy));
         }
+        // This user's own oldest go first, then (the store full) anyone's oldest.
+        let name = user.name.clone();
+        while map.values().filter(|s| s.user.name == name).count()
+            >= self.policy.max_sessions_per_user
+        {
+            if !evict_oldest(map, |s| s.user.name == name) {
+                break;
+            }
+        }
         while map.len() >= self.policy.max_sessions {
-            let oldest = map
-                .iter()
-                .min_by_key(|(_, s)| s.seq)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => map.remove(&k),
-                None => break,
-            };
+            if !evict_oldest(map, |_| true) {
+                break;
+            }
         }
         map.insert(
             id.clone(),
@@ -208,6 +220,16 @@ impl Sessions {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Removes the oldest session `which` accepts; whether there was one.
+fn evict_oldest(map: &mut HashMap<String, Session>, which: impl Fn(&Session) -> bool) -> bool {
+    let oldest = map
+        .iter()
+        .filter(|(_, s)| which(s))
+        .min_by_key(|(_, s)| s.seq)
+        .map(|(k, _)| k.clone());
+    oldest.is_some_and(|k| map.remove(&k).is_some())
 }
 
 #[cfg(test)]
@@ -279,5 +301,30 @@ mod tests {
         assert_eq!(s.len(), 100);
         assert!(s.get(&first).is_none() && s.get(&second).is_none());
         assert_eq!(s.get(&last).unwrap().user.name, "u999");
+    }
+
+    /// One token logging in over and over (10,000 times) ends only its own older
+    /// sessions: everyone else stays logged in.
+    #[test]
+    fn one_user_logging_in_again_and_again_evicts_only_its_own_sessions() {
+        let s = Sessions::new(SessionPolicy {
+            max_sessions: 100,
+            max_sessions_per_user: 4,
+            ..SessionPolicy::default()
+        });
+        let others: Vec<String> = (0..50)
+            .map(|i| s.create(user(&format!("team-{i}")), "t".into()).unwrap())
+            .collect();
+        let mut mine = Vec::new();
+        for _ in 0..10_000 {
+            mine.push(s.create(user("flooder"), "t".into()).unwrap());
+        }
+        assert_eq!(s.len(), 54, "50 others + the flooder's newest 4");
+        assert!(
+            others.iter().all(|id| s.contains(id)),
+            "another user lost a session"
+        );
+        assert!(mine[..mine.len() - 4].iter().all(|id| !s.contains(id)));
+        assert!(mine[mine.len() - 4..].iter().all(|id| s.contains(id)));
     }
 }

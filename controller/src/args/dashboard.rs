@@ -131,6 +131,12 @@ pub struct DashboardArgs {
     #[arg(long, env = "KQ_DASHBOARD_MAX_SESSIONS", default_value_t = karmada_quota_dashboard::session::DEFAULT_MAX_SESSIONS, value_parser = at_least_one)]
     pub dashboard_max_sessions: usize,
 
+    /// Most login sessions of one user; a new login past it ends that user's oldest
+    /// session, never another user's (one token logging in over and over cannot log
+    /// everyone else out).
+    #[arg(long, env = "KQ_DASHBOARD_MAX_SESSIONS_PER_USER", default_value_t = karmada_quota_dashboard::session::DEFAULT_MAX_SESSIONS_PER_USER, value_parser = at_least_one)]
+    pub dashboard_max_sessions_per_user: usize,
+
     /// A dashboard login session unused for this long ends.
     #[arg(long, env = "KQ_DASHBOARD_SESSION_IDLE_TIMEOUT", default_value = "30m", value_parser = duration::parse)]
     pub dashboard_session_idle_timeout: Duration,
