@@ -116,12 +116,7 @@ async fn main() -> anyhow::Result<()> {
                 args.quota_admin_groups.clone(),
             ),
             pod_less_groups: args.pod_less_groups.clone(),
-            queue_releasers: args
-                .queue_releasers
-                .iter()
-                .map(|u| u.trim().to_owned())
-                .filter(|u| !u.is_empty())
-                .collect(),
+            queue_releasers: karmada_quota_webhook::tenancy::names(args.queue_releasers.clone()),
         },
         policies: Some(std::sync::Arc::new(
             karmada_quota_webhook::policy::KubePolicyWorld::new(client).with_limits(

@@ -106,23 +106,25 @@ pub fn guarded<S: PartialEq>(
     }
 }
 
+/// A list of user or group names from a flag: trimmed, empty entries (as `--flag=`
+/// gives) dropped.
+pub fn names(list: impl IntoIterator<Item = String>) -> Vec<String> {
+    list.into_iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 impl QuotaAdmins {
     /// Admins from lists (empty entries, as `--quota-admin-users=` gives, are dropped).
     pub fn new(
         users: impl IntoIterator<Item = String>,
         groups: impl IntoIterator<Item = String>,
     ) -> Self {
-        let clean = |v: &mut Vec<String>| {
-            v.retain(|s| !s.trim().is_empty());
-            for s in v.iter_mut() {
-                *s = s.trim().to_owned();
-            }
-        };
-        let mut users: Vec<String> = users.into_iter().collect();
-        let mut groups: Vec<String> = groups.into_iter().collect();
-        clean(&mut users);
-        clean(&mut groups);
-        Self { users, groups }
+        Self {
+            users: names(users),
+            groups: names(groups),
+        }
     }
 
     /// Whether `user` (with `groups`) is an administrator. A request without a user name
