@@ -462,7 +462,11 @@ mod tests {
         assert_eq!(v.notes.len(), 1, "{v:?}");
         let text = crate::check_table::render(&v);
         assert!(
-            text.contains("note: Deployment team-a/web asks cpu at pod level"),
+            text.contains(
+                "note: Deployment team-a/web asks cpu at pod level (spec.resources.requests): \
+                 Karmada v1.18 leaves pod-level requests out of the binding, so quotas charge \
+                 its containers' requests while the member clusters count the pod level"
+            ),
             "{text}"
         );
     }

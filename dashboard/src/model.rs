@@ -362,11 +362,19 @@ impl Quota {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    /// One row per hard resource: extended resources (GPUs…) first, then by name.
+    /// The hard resources in the order every table of the quota shows them: extended
+    /// resources (GPUs…) first, then by name.
+    pub fn resource_order(&self) -> Vec<(&str, &Quantity)> {
+        let mut order: Vec<(&str, &Quantity)> =
+            self.hard.0.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        order.sort_by(|(a, _), (b, _)| is_extended(b).cmp(&is_extended(a)).then_with(|| a.cmp(b)));
+        order
+    }
+
+    /// One row per hard resource, in [`Self::resource_order`].
     pub fn rows(&self) -> Vec<ResourceRow> {
-        let mut rows: Vec<ResourceRow> = self
-            .hard
-            .iter()
+        self.resource_order()
+            .into_iter()
             .map(|(name, hard)| {
                 let used = self.used.get_or_zero(name);
                 let reserved = self.reserved.get_or_zero(name);
@@ -388,13 +396,7 @@ impl Quota {
                     extended: is_extended(name),
                 }
             })
-            .collect();
-        rows.sort_by(|a, b| {
-            b.extended
-                .cmp(&a.extended)
-                .then_with(|| a.resource.cmp(&b.resource))
-        });
-        rows
+            .collect()
     }
 
     /// The largest share of hard in use over the quota's resources (0 when none).

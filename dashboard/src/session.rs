@@ -149,14 +149,11 @@ impl Sessions {
         if map.len() >= self.policy.max_sessions {
             map.retain(|_, s| s.alive(now, &self.policy));
         }
-        // This user's own oldest go first, then (the store full) anyone's oldest.
-        let name = user.name.clone();
-        while map.values().filter(|s| s.user.name == name).count()
-            >= self.policy.max_sessions_per_user
-        {
-            if !evict_oldest(map, |s| s.user.name == name) {
-                break;
-            }
+        // This user's own oldest goes first (the cap is fixed, so one is enough), then,
+        // the store full, anyone's oldest.
+        let theirs = map.values().filter(|s| s.user.name == user.name).count();
+        if theirs >= self.policy.max_sessions_per_user {
+            evict_oldest(map, |s| s.user.name == user.name);
         }
         while map.len() >= self.policy.max_sessions {
             if !evict_oldest(map, |_| true) {

@@ -230,15 +230,14 @@ fn reach_name(m: Option<&Member>) -> &'static str {
 /// Per member cluster of `q`: placed vs observed of each hard resource, in the order of
 /// the quota's rows (the table's headers), and what drains there after a failover.
 pub fn quota_clusters(s: &Snapshot, q: &Quota) -> Vec<ClusterView> {
-    let order: Vec<String> = q.rows().into_iter().map(|r| r.resource).collect();
+    let order = q.resource_order();
     q.clusters
         .iter()
         .map(|c| {
             let drift = c.drift();
             let cells = order
                 .iter()
-                .filter_map(|res| q.hard.get(res).map(|hard| (res.as_str(), hard)))
-                .map(|(res, hard)| {
+                .map(|&(res, hard)| {
                     let placed = c.placed.get_or_zero(res);
                     #[allow(clippy::cast_precision_loss)]
                     let share = if hard.is_zero() {
@@ -317,7 +316,7 @@ impl TopBindingView {
 
 /// The quota's bindings that use the most, in core's order (highest share first).
 pub fn top_bindings(q: &Quota) -> Vec<TopBindingView> {
-    let order: Vec<String> = q.rows().into_iter().map(|r| r.resource).collect();
+    let order = q.resource_order();
     q.top_bindings
         .iter()
         .map(|b| {
@@ -328,16 +327,12 @@ pub fn top_bindings(q: &Quota) -> Vec<TopBindingView> {
                 level: Level::of(Some(share)),
                 cells: order
                     .iter()
-                    .map(|res| {
+                    .map(|&(res, hard)| {
                         let usage = b.usage.get_or_zero(res);
                         BindingCell {
-                            resource: res.clone(),
+                            resource: res.to_owned(),
                             usage: usage.to_string(),
-                            share: q
-                                .hard
-                                .get(res)
-                                .and_then(|h| usage.percent_of(*h))
-                                .map(tenth),
+                            share: usage.percent_of(*hard).map(tenth),
                         }
                     })
                     .collect(),

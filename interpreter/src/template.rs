@@ -164,15 +164,16 @@ impl Template {
                 ..Default::default()
             });
         };
-        let (replicas, pod) = match self.kind.as_str() {
-            "Pod" => (1, &self.spec.pod),
+        let replicas = match self.kind.as_str() {
+            "Pod" => 1,
             "Job" => {
                 let parallelism = self.spec.parallelism.unwrap_or(0);
                 let completions = self.spec.completions.unwrap_or(parallelism);
-                (parallelism.min(completions), self.pod_template())
+                parallelism.min(completions)
             }
-            _ => (self.spec.replicas.unwrap_or(0), self.pod_template()),
+            _ => self.spec.replicas.unwrap_or(0),
         };
+        let pod = self.pod_spec();
         let request = pod_request(pod).map_err(|(field, message)| TemplateError {
             kind: self.kind.clone(),
             namespace: self.metadata.namespace.clone(),
@@ -198,13 +199,16 @@ impl Template {
         if self.interpreted.is_some() {
             return Vec::new();
         }
-        match (
-            pod_spec_path(&self.api_version, &self.kind),
-            self.kind.as_str(),
-        ) {
-            (None, _) => Vec::new(),
-            (Some(_), "Pod") => pod_level_requests(&self.spec.pod),
-            (Some(_), _) => pod_level_requests(self.pod_template()),
+        pod_spec_path(&self.api_version, &self.kind)
+            .map_or_else(Vec::new, |_| pod_level_requests(self.pod_spec()))
+    }
+
+    /// The pod spec this template runs: a Pod's own, else its pod template's.
+    fn pod_spec(&self) -> &PodSpec {
+        if self.kind == "Pod" {
+            &self.spec.pod
+        } else {
+            self.pod_template()
         }
     }
 

@@ -109,15 +109,17 @@ pub struct Outcome {
     /// Templates that cannot be read.
     pub errors: Vec<String>,
     /// Templates asking resources at pod level, which their bindings leave out (one line
-    /// each, see [`pod_level_note`]).
+    /// each).
     pub notes: Vec<String>,
 }
 
 /// What a template asking `names` at pod level is told: Karmada's binding leaves them out,
 /// the member clusters count them.
-pub fn pod_level_note(template: &str, names: &[&str]) -> String {
+fn pod_level_note(template: &str, names: &[&str]) -> String {
     format!(
-        "{template} asks {} at pod level (spec.resources.requests): Karmada v1.18 leaves          pod-level requests out of the binding, so quotas charge its containers' requests          while the member clusters count the pod level",
+        "{template} asks {} at pod level (spec.resources.requests): Karmada v1.18 leaves \
+         pod-level requests out of the binding, so quotas charge its containers' requests \
+         while the member clusters count the pod level",
         names.join(", ")
     )
 }
