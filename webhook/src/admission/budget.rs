@@ -82,16 +82,16 @@ impl Default for DecodeBudget {
 /// `--max-decoded-bytes-in-flight`'s default.
 pub const DEFAULT_DECODED_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
 
-/// The body limit, the subtrees passed over and the metric kind of the review on `path`.
-fn path_limits(st: &AppState, path: &str) -> (usize, SkipPaths, &'static str) {
+/// The body limit and the metric kind of the review on `path`.
+fn path_limits(st: &AppState, path: &str) -> (usize, &'static str) {
     let s = &st.settings;
     match path {
         PROPAGATIONPOLICY_PATH | CLUSTERPROPAGATIONPOLICY_PATH => {
-            (s.max_policy_body_bytes, skip_paths(path), KIND_POLICY)
+            (s.max_policy_body_bytes, KIND_POLICY)
         }
-        KARMADAQUOTA_PATH => (s.max_quota_body_bytes, skip_paths(path), KIND_QUOTA),
-        KARMADACLUSTERQUOTA_PATH => (s.max_quota_body_bytes, skip_paths(path), KIND_CLUSTER_QUOTA),
-        _ => (s.max_body_bytes, skip_paths(path), KIND_BINDING),
+        KARMADAQUOTA_PATH => (s.max_quota_body_bytes, KIND_QUOTA),
+        KARMADACLUSTERQUOTA_PATH => (s.max_quota_body_bytes, KIND_CLUSTER_QUOTA),
+        _ => (s.max_body_bytes, KIND_BINDING),
     }
 }
 
@@ -140,7 +140,8 @@ fn refuse_unread(body: &[u8], message: &str) -> Response {
 
 /// The middleware: the path's body limit, the weighing, the charge (see the module doc).
 pub(super) async fn admit(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let (limit, skip, kind) = path_limits(&st, req.uri().path());
+    let (limit, kind) = path_limits(&st, req.uri().path());
+    let skip = skip_paths(req.uri().path());
     let (parts, bytes) = match read_body(req, limit).await {
         Ok(read) => read,
         Err(refusal) => {

@@ -125,11 +125,8 @@ fn line_guard(
     {
         return Ok(());
     }
-    let annotation = |o: &ResourceBinding, k: &str| {
-        o.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(k).cloned())
+    let annotation = |o: &'_ ResourceBinding, k: &str| -> Option<String> {
+        o.metadata.annotations.as_ref()?.get(k).cloned()
     };
     let what = if !still_waiting {
         "release it (clear its suspension or the line's mark, or place it)".to_owned()
