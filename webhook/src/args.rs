@@ -93,19 +93,19 @@ pub struct Args {
     /// Largest accepted (Cluster)PropagationPolicy review body, in bytes (413 past it). A
     /// review carries the policy twice and policies are KiB; a tenant who may create
     /// policies must not make the webhook decode megabytes per review.
-    #[arg(long, env = "KQ_MAX_POLICY_BODY_BYTES", default_value_t = crate::admission::DEFAULT_POLICY_BODY_BYTES)]
+    #[arg(long, env = "KQ_MAX_POLICY_BODY_BYTES", default_value_t = crate::admission::DEFAULT_POLICY_BODY_BYTES, value_parser = at_least_one)]
     pub max_policy_body_bytes: usize,
 
     /// Largest accepted KarmadaQuota / KarmadaClusterQuota review body, in bytes (413 past
     /// it). A review carries the quota twice with its status (up to --max-reservations
     /// entries of ~300 bytes each).
-    #[arg(long, env = "KQ_MAX_QUOTA_BODY_BYTES", default_value_t = crate::admission::DEFAULT_QUOTA_BODY_BYTES)]
+    #[arg(long, env = "KQ_MAX_QUOTA_BODY_BYTES", default_value_t = crate::admission::DEFAULT_QUOTA_BODY_BYTES, value_parser = at_least_one)]
     pub max_quota_body_bytes: usize,
 
     /// Most items of any one list in a review (cluster names, selectors, components...),
     /// `request.options` and a binding's status aside; a longer list is refused (400)
     /// before the review is decoded.
-    #[arg(long, env = "KQ_MAX_LIST_ITEMS", default_value_t = crate::admission::DEFAULT_LIST_ITEMS)]
+    #[arg(long, env = "KQ_MAX_LIST_ITEMS", default_value_t = crate::admission::DEFAULT_LIST_ITEMS, value_parser = at_least_one)]
     pub max_list_items: usize,
 
     /// Estimated bytes the reviews being handled may take once decoded, over all of them:
@@ -265,6 +265,15 @@ pub struct Args {
     /// Where reservations are made durable (status or batches).
     #[command(flatten)]
     pub reservations: ReservationArgs,
+}
+
+/// A limit of at least 1 (0 would refuse every review).
+fn at_least_one(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        Ok(_) => Err("must be at least 1 (0 would refuse every review)".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 impl Args {
@@ -461,5 +470,23 @@ mod tests {
         ])
         .check_client_auth()
         .unwrap();
+    }
+
+    #[test]
+    fn limits_of_zero_are_refused() {
+        for flag in [
+            "--max-policy-body-bytes=0",
+            "--max-quota-body-bytes=0",
+            "--max-list-items=0",
+        ] {
+            let err = Args::try_parse_from([
+                "karmada-quota-webhook",
+                "--tls-cert-file=c.pem",
+                "--tls-private-key-file=k.pem",
+                flag,
+            ])
+            .unwrap_err();
+            assert!(err.to_string().contains("at least 1"), "{flag}: {err}");
+        }
     }
 }
