@@ -110,13 +110,13 @@ pub(super) async fn charges(
 /// An UPDATE of a waiting binding by someone who is neither the controller nor a quota
 /// administrator: refused when it leaves the line (a release the controller did not
 /// make would jump the bindings ahead of it) or changes the line's annotations.
-fn line_guard(
+fn line_guard<'a>(
     st: &AppState,
     req: &AdmissionRequest<ResourceBinding>,
     p: &Prepared<'_>,
     still_waiting: bool,
-    old: &ResourceBinding,
-    new: &ResourceBinding,
+    old: &'a ResourceBinding,
+    new: &'a ResourceBinding,
 ) -> Result<(), Box<Answer>> {
     let user = req.user_info.username.as_deref();
     let groups = req.user_info.groups.as_deref().unwrap_or_default();
@@ -125,8 +125,8 @@ fn line_guard(
     {
         return Ok(());
     }
-    let annotation = |o: &'_ ResourceBinding, k: &str| -> Option<String> {
-        o.metadata.annotations.as_ref()?.get(k).cloned()
+    let annotation = |o: &'a ResourceBinding, k: &str| -> Option<&'a String> {
+        o.metadata.annotations.as_ref()?.get(k)
     };
     let what = if !still_waiting {
         "release it (clear its suspension or the line's mark, or place it)".to_owned()
