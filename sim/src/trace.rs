@@ -18,11 +18,6 @@ impl Trace {
         &self.lines
     }
 
-    /// The last `n` lines.
-    pub fn tail(&self, n: usize) -> &[String] {
-        &self.lines[self.lines.len().saturating_sub(n)..]
-    }
-
     /// FNV-1a over every line: equal for byte-identical traces.
     pub fn hash(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
