@@ -122,42 +122,19 @@ pub fn default_step(span: u64) -> u64 {
     span.div_ceil(TARGET_POINTS).max(MIN_DEFAULT_STEP)
 }
 
-/// A duration as `<n><unit>…` (`30s`, `5m`, `1h30m`, `7d`, `2w`), or bare seconds.
+/// A duration as `<n><unit>…` (`30s`, `5m`, `1h30m`, `7d`, `2w`, as `humantime` reads
+/// them), or bare seconds; whole seconds (a fraction is dropped).
 pub fn parse_duration(s: &str) -> Result<u64, WindowError> {
-    let err = || WindowError::Duration(s.to_owned());
     let t = s.trim();
-    if t.is_empty() {
-        return Err(err());
-    }
     if let Ok(n) = t.parse::<u64>() {
         return Ok(n);
     }
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    for c in t.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit: u64 = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            'w' => 604_800,
-            _ => return Err(err()),
-        };
-        let n: u64 = digits.parse().map_err(|_| err())?;
-        digits.clear();
-        total = n
-            .checked_mul(unit)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(err)?;
+    if t.is_empty() || t.starts_with(|c: char| !c.is_ascii_digit()) {
+        return Err(WindowError::Duration(s.to_owned()));
     }
-    if !digits.is_empty() {
-        return Err(err());
-    }
-    Ok(total)
+    humantime::parse_duration(t)
+        .map(|d| d.as_secs())
+        .map_err(|_| WindowError::Duration(s.to_owned()))
 }
 
 /// A time as Unix seconds: RFC 3339 (`2026-01-31T00:00:00Z`, any offset), a date

@@ -9,7 +9,7 @@
 //!   gives the wait after `n` failures in a row.
 //!
 //! Optional jitter ([`Backoff::with_jitter`]) spreads replicas that fail together: each
-//! wait is drawn from its upper half, `[d/2, d]`, by a small generator seeded by the
+//! wait is drawn from its upper half, `[d/2, d]`, by `fastrand`'s generator seeded by the
 //! caller (deterministic, so it is testable).
 
 use std::time::Duration;
@@ -20,8 +20,8 @@ pub struct Backoff {
     initial: Duration,
     max: Duration,
     next: Duration,
-    /// The jitter generator's state (xorshift64; never 0); `None` = no jitter.
-    jitter: Option<u64>,
+    /// The jitter generator (seeded, so tests see one sequence); `None` = no jitter.
+    jitter: Option<fastrand::Rng>,
 }
 
 impl Backoff {
@@ -43,8 +43,7 @@ impl Backoff {
 
     /// The same waits, each drawn from `[d/2, d]` by a generator seeded with `seed`.
     pub fn with_jitter(mut self, seed: u64) -> Self {
-        // xorshift64 needs a nonzero state; mix the seed so nearby seeds differ at once.
-        self.jitter = Some(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        self.jitter = Some(fastrand::Rng::with_seed(seed));
         self
     }
 
@@ -83,17 +82,11 @@ impl Backoff {
     }
 }
 
-/// `d` scaled into `[d/2, d]` by the next number of the xorshift64 generator `state`.
-fn jittered(d: Duration, state: &mut u64) -> Duration {
-    let mut x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
+/// `d` scaled into `[d/2, d]` by the next number of `rng`.
+fn jittered(d: Duration, rng: &mut fastrand::Rng) -> Duration {
     let half = d / 2;
     let span = u64::try_from((d - half).as_nanos()).unwrap_or(u64::MAX);
-    let extra = if span == 0 { 0 } else { x % (span + 1) };
-    half + Duration::from_nanos(extra)
+    half + Duration::from_nanos(rng.u64(0..=span))
 }
 
 #[cfg(test)]

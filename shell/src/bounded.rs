@@ -3,38 +3,32 @@
 //! so that no sender can grow them without bound.
 //!
 //! ```text
-//!  get(k)     ─► hit: the entry's last use = now (a counter, not a clock)
-//!  insert(k)  ─► full: evict the entry with the oldest last use, then insert
+//!  get(k)     ─► hit: the entry becomes the most recently used
+//!  insert(k)  ─► full: evict the least recently used entry, then insert
 //!  retain(f)  ─► drop what f refuses (e.g. failed lookups past their short lifetime)
 //! ```
 //!
-//! Eviction scans the entries (O(cap)); caps here are a few hundred.
+//! The `lru` crate keeps the order (O(1) per get and insert); this type adds the
+//! `retain` the caches need and a cap of at least one.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::hash::Hash;
+use std::num::NonZeroUsize;
+
+use lru::LruCache;
 
 /// A map of at most `cap` entries, evicting the least recently used.
 #[derive(Debug)]
-pub struct LruMap<K, V> {
-    entries: HashMap<K, (V, u64)>,
-    clock: u64,
-    cap: usize,
+pub struct LruMap<K: Hash + Eq, V> {
+    entries: LruCache<K, V>,
 }
 
 impl<K: Hash + Eq + Clone, V> LruMap<K, V> {
     /// An empty map holding at most `cap` entries (at least one).
     pub fn new(cap: usize) -> Self {
         Self {
-            entries: HashMap::new(),
-            clock: 0,
-            cap: cap.max(1),
+            entries: LruCache::new(NonZeroUsize::new(cap).unwrap_or(NonZeroUsize::MIN)),
         }
-    }
-
-    fn tick(&mut self) -> u64 {
-        self.clock += 1;
-        self.clock
     }
 
     /// The value of `key`, marked as just used.
@@ -43,32 +37,26 @@ impl<K: Hash + Eq + Clone, V> LruMap<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.tick();
-        let (value, used) = self.entries.get_mut(key)?;
-        *used = now;
-        Some(value)
+        self.entries.get(key)
     }
 
     /// Insert (or replace) `key`; when the map is full and `key` is new, the least recently
     /// used entry is evicted first.
     pub fn insert(&mut self, key: K, value: V) {
-        let now = self.tick();
-        if self.entries.len() >= self.cap && !self.entries.contains_key(&key) {
-            let oldest = self
-                .entries
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                self.entries.remove(&oldest);
-            }
-        }
-        self.entries.insert(key, (value, now));
+        self.entries.put(key, value);
     }
 
     /// Keep only the entries `keep` accepts.
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) {
-        self.entries.retain(|k, (v, _)| keep(k, v));
+        let gone: Vec<K> = self
+            .entries
+            .iter()
+            .filter(|(k, v)| !keep(k, v))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in gone {
+            self.entries.pop(&k);
+        }
     }
 
     /// Entries held.
@@ -83,7 +71,7 @@ impl<K: Hash + Eq + Clone, V> LruMap<K, V> {
 
     /// The cap.
     pub fn cap(&self) -> usize {
-        self.cap
+        self.entries.cap().get()
     }
 }
 

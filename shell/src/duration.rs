@@ -1,9 +1,10 @@
-//! Human-friendly durations for flags: `2s`, `500ms`, `1m30s`, `1h`.
+//! Human-friendly durations for flags: `2s`, `500ms`, `1m30s`, `1h`, `7d`, read by
+//! `humantime` (one parser for every binary's flags), with a bare `0` for zero.
 
 use std::time::Duration;
 
-/// Parse `<number><unit>` groups (units `ms`, `s`, `m`, `h`), e.g. `2s`, `500ms`, `1m30s`.
-/// A bare `0` is zero; anything else needs a unit.
+/// Parse `<number><unit>` groups (`ms`, `s`, `m`, `h`, `d`, … as `humantime` reads them),
+/// e.g. `2s`, `500ms`, `1m30s`. A bare `0` is zero; anything else needs a unit.
 pub fn parse(input: &str) -> Result<Duration, String> {
     let s = input.trim();
     if s == "0" {
@@ -12,45 +13,8 @@ pub fn parse(input: &str) -> Result<Duration, String> {
     if s.is_empty() {
         return Err("empty duration (use e.g. 2s, 500ms, 1m)".to_owned());
     }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!(
-                "invalid duration {input:?}: expected a number before the unit (e.g. 2s, 500ms, 1m)"
-            ));
-        }
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|e| format!("invalid duration {input:?}: {e}"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let part = match unit {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
-            "" => {
-                return Err(format!(
-                    "invalid duration {input:?}: missing unit (ms, s, m or h)"
-                ));
-            }
-            other => {
-                return Err(format!(
-                    "invalid duration {input:?}: unknown unit {other:?} (ms, s, m or h)"
-                ));
-            }
-        };
-        total = total.saturating_add(part);
-    }
-    Ok(total)
+    humantime::parse_duration(s)
+        .map_err(|e| format!("invalid duration {input:?}: {e} (use e.g. 2s, 500ms, 1m30s)"))
 }
 
 /// Render a duration the way [`parse`] reads it (used in messages).
@@ -78,8 +42,9 @@ mod tests {
 
     #[test]
     fn rejects_missing_or_unknown_units() {
-        assert!(parse("2").unwrap_err().contains("missing unit"));
-        assert!(parse("2d").unwrap_err().contains("unknown unit"));
+        assert!(parse("2").unwrap_err().contains("invalid duration \"2\""));
+        assert!(parse("2x").unwrap_err().contains("invalid duration"));
+        assert_eq!(parse("2d"), Ok(Duration::from_secs(2 * 86_400)));
         assert!(parse("s").is_err());
         assert!(parse("").is_err());
         assert!(parse("-1s").is_err());

@@ -15,18 +15,12 @@ const NAMESPACES: [&str; 6] = ["ns0", "ns1", "ns2", "ns3", "ns4", "ns5"];
 const QUOTA_NAMES: [&str; 3] = ["q0", "q1", "q2"];
 const CLUSTER_NAMES: [&str; 5] = ["c0", "c1", "c2", "c3", "c4"];
 
-/// xorshift64: a fixed, reproducible sequence per seed.
-struct Rng(u64);
+/// A fixed, reproducible sequence per seed (`fastrand`'s seeded generator).
+struct Rng(fastrand::Rng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
     fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % n as u64).unwrap_or(0)
+        self.0.usize(0..n)
     }
     fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
         from[self.below(from.len())]
@@ -221,7 +215,7 @@ fn next_event<K>(rng: &mut Rng, phase: &mut Phase, object: K) -> Event<K> {
 }
 
 fn run(seed: u64, steps: usize) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(fastrand::Rng::with_seed(seed));
     let (cache, mut w) = QuotaCache::with_writers();
     let mut phases: [Phase; 3] = Default::default();
     let teams = ["a", "b", "c"];
