@@ -46,7 +46,7 @@ CLIMB = re.compile(
 INCLUDE = re.compile(r"\binclude(?:_str|_bytes)?!\(\s*\"(?P<path>[^\"]*)\"\s*\)")
 WORKLOG = re.compile(
     r"\bissues? #?[0-9]|\breview findings?\b|\bsession [0-9]|\bfound and fixed\b"
-    r"|\beach fixed\b|\bbefore this change\b|\bthis session\b|\(round [0-9]",
+    r"|\beach fixed\b|\bbefore this change\b|\bthis session\b|\(round [0-9]+\)",
     re.IGNORECASE,
 )
 # Where the project's history belongs, so work-log wording is fine there.
@@ -190,7 +190,7 @@ SCRATCH = {
         "Fixed in issue 21, a review finding.\n"
         "The tissue 3 and the issues list are fine; so is a session token.\n"
         "Issues #4 and 5 (round 2) were found and fixed this session.\n"
-        "Measured in round 2 of three.\n",
+        "Measured in round 2 of three (round 1: none first; Round 2's cells).\n",
         [1, 1, 3, 3, 3, 3],
     ),
     "docs/decisions/0001-x.md": ("Context: issue 21, a review finding.\n", []),
