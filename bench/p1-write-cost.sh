@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# P1's cost model, measured (issue 15): what one status write costs the apiserver against
+# P1's cost model, measured: what one status write costs the apiserver against
 # what one ResourceBinding create costs it. With k admissions per status write the P1
 # ratio is about 1 / (1 + w / (k·c)); this measures c and w(N) on this stack.
 #
@@ -17,7 +17,7 @@
 #   batch:k       a reservation batch object (schema-less, no subresource) holding k
 #                 entries created under the next number of the worker's sequence, and
 #                 the previous batch deleted: a reservation store outside the quota's
-#                 status, whose write carries only its own admissions (issue 24 §2)  b(k)
+#                 status, whose write carries only its own admissions (batches)     b(k)
 #
 # and charges each cell the apiserver's and etcd's CPU time (/proc/<pid>/stat) per
 # operation, less their idle rate measured in the second before the cell. A create cell

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# P3 cold start at scale (issue 24 §3), through the real apiserver, no webhook registered:
+# P3 cold start at scale, through the real apiserver, no webhook registered:
 #
 #   1. NAMESPACES (100) namespaces with a quota each, then N (100,000) ResourceBindings
 #      created through the apiserver (kq-load, round-robin, no controller running)

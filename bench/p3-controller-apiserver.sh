@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# P3 through the real apiserver (issue 15): the controller with N (100,000) bindings over
+# P3 through the real apiserver: the controller with N (100,000) bindings over
 # NAMESPACES (100) namespaces, one quota each, no webhook registered.
 #
 #   1. the controller starts on an empty control plane; its RSS is read

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the apiserver's CPU goes during P1 (issue 15): runs the P1 workload against an
+# Where the apiserver's CPU goes during P1: runs the P1 workload against an
 # apiserver started with --profiling=true, takes a CPU profile from /debug/pprof/profile
 # while the creates run, and summarises it with `go tool pprof` (Go 1.15, installed by
 # controlplane.sh install to build the apiserver).

@@ -1,4 +1,4 @@
-//! P3 in process: the controller's index fed with N generated bindings (issue 15).
+//! P3 in process: the controller's index fed with N generated bindings.
 //!
 //! ```text
 //!  generate::binding(i) ─► JSON bytes ─(timed: deserialize)─► ResourceBinding

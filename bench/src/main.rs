@@ -1,4 +1,4 @@
-//! `kq-bench`: the in-process benchmarks of issue 15 and the metrics helper of
+//! `kq-bench`: the in-process benchmarks (P1's write cost, P3's scale) and the metrics helper of
 //! bench/*.sh.
 //!
 //! ```text
@@ -29,10 +29,7 @@ use clap::{Parser, Subcommand};
 use serde_json::{Map, Value};
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "kq-bench",
-    about = "In-process benchmarks of karmada-quota (issue 15)"
-)]
+#[command(name = "kq-bench", about = "In-process benchmarks of karmada-quota")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

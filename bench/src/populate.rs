@@ -1,4 +1,4 @@
-//! P3 cold start (issue 24 §3): fills an apiserver with many KarmadaQuotas — Q quotas over
+//! P3 cold start: fills an apiserver with many KarmadaQuotas — Q quotas over
 //! N namespaces, each with a synced status as the controller and the webhook leave it (the
 //! same objects as the in-process `webhook-cache` bench) — through the API, many requests
 //! in flight, so that a webhook or controller can then be started cold against them.

@@ -1,4 +1,4 @@
-//! P3 (issue 15): the webhook's quota cache with many quotas — its memory, and the
+//! P3: the webhook's quota cache with many quotas — its memory, and the
 //! decision latency of a ResourceBinding review through the real router (dry-run: decode,
 //! charge, cache lookup, core decision, encode; nothing written).
 //!

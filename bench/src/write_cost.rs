@@ -1,5 +1,5 @@
-//! What one status write costs the apiserver, against what one create costs it (issue 15,
-//! P1's cost model `1 / (1 + w / (k·c))`).
+//! What one status write costs the apiserver, against what one create costs it (P1's
+//! cost model `1 / (1 + w / (k·c))`).
 //!
 //! Against an apiserver with the project's CRDs and *no* webhook registered, runs cells of
 //! `ops` operations each, in rounds, and charges every cell the CPU time the apiserver and
@@ -18,7 +18,7 @@
 //!                the previous batch deleted (as a controller would once it folded it)  b(k)
 //! ```
 //!
-//! `batch:k` prototypes a reservation store outside the quota's status (issue 24 §2): a
+//! `batch:k` prototypes a reservation store outside the quota's status (the batches): a
 //! write that carries only the entries of its own admissions, never the pending ones, and
 //! that admissions of many namespaces can share (group commit across namespaces). Per
 //! admission it costs b(k) / k.

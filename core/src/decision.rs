@@ -613,7 +613,7 @@ mod tests {
         }
     }
 
-    // --- failover (issue 27): Karmada moving replicas is never refused ---
+    // --- failover: Karmada moving replicas is never refused ---
 
     #[test]
     fn a_failover_update_is_admitted_even_over_hard_and_a_later_increase_is_refused() {
@@ -677,7 +677,7 @@ mod tests {
         assert_eq!(denial(&d).reason, DenyReason::QuotaExceeded);
     }
 
-    // --- what the members run, and what nothing counts (issue 22) ---
+    // --- what the members run, and what nothing counts ---
 
     fn member(name: &str, placed: &[(&str, &str)], observed: &[(&str, &str)]) -> MemberUsage {
         MemberUsage {

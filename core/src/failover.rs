@@ -6,7 +6,7 @@
 //! the replicas elsewhere, and `spec.gracefulEvictionTasks` keeps `{fromCluster,
 //! replicas}` while the old replicas are left running there: until the workload is healthy
 //! on its new members, or the grace period ends (10 minutes by default), or for ever with
-//! `purgeMode: Never` / `suppressDeletion`. Measured (issue 27): when the failed member
+//! `purgeMode: Never` / `suppressDeletion`. Measured (e2e/tests/karmada_failover.rs): when the failed member
 //! came back, its old replicas ran ~60 s beside the new ones.
 //!
 //! This module says how many replicas of each priced part drain in which member:
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn draining_usage_is_replicas_times_the_per_replica_charge_per_member_and_scope() {
-        // Issue 27's failover: 4 × 100m; member1 failed, member2 now runs 4, member1 still
+        // The failover of e2e/tests/failover.rs: 4 × 100m; member1 failed, member2 now runs 4, member1 still
         // runs 2 until the eviction completes.
         let mut spec = mk_deployment(4, &[("cpu", "100m")], "high", &[("member2", 4)]);
         spec.graceful_eviction_tasks = vec![task("member1", Some(2)), task("member3", None)];

@@ -22,7 +22,7 @@
 //! resize takes the spec too, so a resize up is counted from the moment it is asked for.
 //! The deprecated `status.resize` field is not read (1.35's helper does not read it).
 //! Limits are not priced (a ResourceBinding carries requests only, design §4).
-//! docs/decisions/pod-requests.md says what the loopback apiserver can store of this.
+//! docs/decisions/0002-pod-requests.md says what the loopback apiserver can store of this.
 
 use crate::resources::ResourceList;
 

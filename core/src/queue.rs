@@ -1,4 +1,4 @@
-//! The waiting line (issue 26; docs/design.md §5b): a quota in `Queue` mode holds a
+//! The waiting line (docs/queueing.md, docs/design.md §5b): a quota in `Queue` mode holds a
 //! binding that does not fit yet instead of refusing it, and releases it when it fits.
 //!
 //! ```text

@@ -901,7 +901,7 @@ mod tests {
         )
     }
 
-    /// Issue 27's failover: quota 400m / 4 pods; a 4 × 100m Deployment moved from member1
+    /// The failover of e2e/tests/failover.rs: quota 400m / 4 pods; a 4 × 100m Deployment moved from member1
     /// to member2 while member1 still runs 2 old replicas.
     fn failover(draining: crate::quota::DrainingReplicas) -> (QuotaView, QuotaState) {
         let mut spec = mk_deployment(4, &[("cpu", "100m")], "", &[("member2", 4)]);

@@ -947,9 +947,9 @@ mod tests {
 
     #[test]
     fn divided_components_naming_their_clusters_are_charged_a_copy_per_cluster_at_create() {
-        // Issue 27: a Divided RayCluster naming two members was charged head + workers
-        // once at CREATE, refused at the scheduler's UPDATE (a copy of each component on
-        // each member), and left unscheduled holding quota. Charged for both up front.
+        // A Divided RayCluster naming two members runs a copy of each component on each
+        // member: charged for both at CREATE, so the scheduler's UPDATE fits and the
+        // workload never sits unscheduled holding the quota of one copy.
         let spec = with_placement(
             mk_components(
                 &[

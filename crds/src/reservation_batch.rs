@@ -1,6 +1,6 @@
 //! quota.karmada.io/v1alpha1 KarmadaQuotaReservation: one *reservation batch* — the
 //! entries of the admissions one webhook decision made durable together (docs/design.md
-//! §5, "Reservation batches"; issue 24 §2).
+//! §5, "Reservation batches"; docs/reservations.md).
 //!
 //! With `--reservation-store=batches` the webhook does not rewrite a quota's status for
 //! each admission: it *creates* one batch object, in its own namespace, holding only the

@@ -1,5 +1,5 @@
-//! Attacks on the webhook's internal bounds, through the real apiserver (issue 21, items 2
-//! and 6): what a review can make it keep, log, or decide against.
+//! Attacks on the webhook's internal bounds, through the real apiserver
+//! (docs/security.md, "The controls"): what a review can make it keep, log, or decide against.
 //!
 //! - 60 dry-run ResourceBindings whose template `apiVersion` is 1 MB (the apiserver does
 //!   not validate a field inside a spec): the plural resolver must not cache or log them

@@ -11,9 +11,9 @@
 //!  --dashboard-auth=none on a non-loopback address ─► refuses to start
 //! ```
 //!
-//! Each test fails on the code before issue 21: the admin port served every quota at
-//! /api/v1/quotas, the login form read 2 MiB bodies, streams were unlimited, and
-//! `--dashboard-auth=none` started on any address.
+//! Each test fails if its control is removed: the admin port would serve every quota at
+//! /api/v1/quotas, the login form would read 2 MiB bodies, streams would be unlimited, and
+//! `--dashboard-auth=none` would start on any address.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Members reached without verification (issue 21, item 7): a Cluster that asks for
+//! Members reached without verification (docs/security.md, threat 8): a Cluster that asks for
 //! `spec.insecureSkipTLSVerification`, an `http://` apiEndpoint, or a `--member-kubeconfig`
 //! with `insecure-skip-tls-verify` would have the controller send the member's bearer token
 //! to whoever answers at that address. They are refused unless `--allow-insecure-members`

@@ -1110,7 +1110,7 @@ fn readme_documents_every_value() -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Safe in the critical path (issue 21): what the chart turns on by default, and what it
+// Safe in the critical path (docs/security/chart.md): what the chart turns on by default, and what it
 // refuses to render.
 // ---------------------------------------------------------------------------------------
 
@@ -1937,7 +1937,7 @@ async fn only_the_project_identities_may_write_quota_status() -> Result<()> {
 #[tokio::test]
 #[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn the_quota_webhooks_review_delete_and_never_status() -> Result<()> {
-    // Issue 22: only quota administrators delete quotas, so the quota webhooks see DELETE;
+    // Only quota administrators delete quotas, so the quota webhooks see DELETE;
     // status is RBAC's alone (every reservation is a status write), never reviewed.
     let objects = render("karmada-apiserver-auto-values.yaml").await?;
     let vwc = objects

@@ -1,5 +1,5 @@
-//! The dashboard as a process and identity of its own (`--role=dashboard`, issue 21
-//! item 7: "the dashboard can run as its own Deployment and identity that holds no
+//! The dashboard as a process and identity of its own (`--role=dashboard`,
+//! docs/security.md threat 9a: "the dashboard can run as its own Deployment and identity that holds no
 //! member-cluster token"), on the loopback control plane:
 //!
 //! ```text

@@ -1,10 +1,10 @@
-//! Failover (issue 27 item 4): Karmada moves replicas off a failed member and leaves the
+//! Failover: Karmada moves replicas off a failed member and leaves the
 //! old ones draining there (`spec.gracefulEvictionTasks`). The quota shows them per
 //! member, never refuses the move, and counts them in `used` only under
 //! `spec.drainingReplicas: Count`.
 //!
 //! Bindings are written the way Karmada writes them in a failover (measured on a v1.18
-//! control plane, issue 27): the taint manager removes the failed member from
+//! control plane, e2e/tests/karmada_failover.rs): the taint manager removes the failed member from
 //! `spec.clusters` and adds a task `{fromCluster, replicas, purgeMode: Gracefully}`; the
 //! scheduler then puts the replicas on the remaining member. Pods are created in the member
 //! apiservers as their kubelets would run them: the old replicas keep running in member1.

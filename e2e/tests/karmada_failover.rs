@@ -1,4 +1,4 @@
-//! Failover with real Karmada (issue 27 item 4), run alone by `make e2e-karmada` (it
+//! Failover with real Karmada, run alone by `make e2e-karmada` (it
 //! taints member1, which would evict the other tests' placements): Karmada's taint manager
 //! (`--enable-no-execute-taint-eviction`) evicts a Divided Deployment from a member tainted
 //! NoExecute, its scheduler places every replica on the other member, and the binding keeps

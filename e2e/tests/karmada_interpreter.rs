@@ -1,5 +1,5 @@
-//! A custom kind priced through a ResourceInterpreterCustomization's Lua (issue 27 item
-//! 2b), against real Karmada started by `make e2e-karmada` (see e2e/tests/karmada.rs for
+//! A custom kind priced through a ResourceInterpreterCustomization's Lua,
+//! against real Karmada started by `make e2e-karmada` (see e2e/tests/karmada.rs for
 //! the setting; the Widget CRD is the project's, e2e/karmada/workload-crds/): the charge
 //! `kubectl karmada-quota check` predicts by running the customization's Lua — read live
 //! from the cluster — is the charge the webhook later applies to the binding Karmada's own

@@ -1,4 +1,4 @@
-//! The waiting line with real Karmada (issue 26): a Deployment over a quota in queueing
+//! The waiting line with real Karmada (docs/queueing.md): a Deployment over a quota in queueing
 //! mode is admitted with its binding's scheduling suspended; Karmada's scheduler leaves it
 //! unplaced (its event filter drops suspended bindings) and its detector keeps the
 //! suspension when it updates the binding. Once another Deployment is deleted, the

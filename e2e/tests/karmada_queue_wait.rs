@@ -1,4 +1,4 @@
-//! Time to start after a long wait, with real Karmada (issue 26): the waiting line against
+//! Time to start after a long wait, with real Karmada (docs/karmada.md): the waiting line against
 //! the refusal path. Per wait length W (`KQ_QUEUE_WAITS`, seconds, comma-separated;
 //! default `30`) and per mode (`Queue`, `Refuse`), each in its own namespace with its own
 //! quota, webhook and controller, all at once on one Karmada (the run lasts about the

@@ -1,4 +1,4 @@
-//! Karmada as users run it today (issue 27), against real Karmada started by
+//! Karmada as users run it today, against real Karmada started by
 //! `make e2e-karmada` (see e2e/tests/karmada.rs for the setting):
 //!
 //! - multi-template workloads (a RayCluster of the project's stand-in CRD; Karmada's own

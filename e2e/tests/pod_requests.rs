@@ -8,7 +8,7 @@
 //! `containerStatuses[].allocatedResources` and `resources` (fields of 1.27 and later).
 //! The test reads back what the apiserver stored and expects the usage Kubernetes 1.35
 //! gives that stored pod: on 1.20, the container-level requests. What 1.35 would store is
-//! priced by core's pod_requests table (docs/decisions/pod-requests.md).
+//! priced by core's pod_requests table (docs/decisions/0002-pod-requests.md).
 
 use std::time::Duration;
 

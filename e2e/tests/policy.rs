@@ -145,8 +145,8 @@ async fn with_deny_enforcement_a_policy_that_would_exceed_is_refused() -> Result
     s.teardown().await
 }
 
-/// Issue 27: the templates a LIST returns carry no apiVersion/kind, so a policy selecting
-/// by label or by kind alone used to be judged to fit, silently.
+/// The templates a LIST returns carry no apiVersion/kind: a policy selecting by label or
+/// by kind alone still selects them, and is warned when one does not fit.
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn policies_selecting_by_label_or_by_kind_alone_are_warned() -> Result<()> {

@@ -1,4 +1,4 @@
-//! The waiting line end to end (issue 26, docs/queueing.md), on the loopback control plane:
+//! The waiting line end to end (docs/queueing.md), on the loopback control plane:
 //! the webhook (validating + the arrivals' mutating configuration) and the controller.
 //! There is no Karmada scheduler here: a binding counts as scheduled once its suspension
 //! is cleared (the scheduler places nothing before).

@@ -1,4 +1,4 @@
-//! Who may do what to quotas, against a real apiserver (issue 22, items 3 and 5):
+//! Who may do what to quotas, against a real apiserver (docs/security.md, threat 11):
 //!
 //! - a namespace admin of team A (impersonated: a RoleBinding to `admin` as the
 //!   aggregation controller would fill it, plus every verb on KarmadaQuotas in its

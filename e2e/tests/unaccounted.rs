@@ -1,5 +1,5 @@
-//! No way around the quota by workload kind or by running pods around Karmada (issue 22,
-//! items 1 and 2), on the loopback control plane with both member apiservers:
+//! No way around the quota by workload kind or by running pods around Karmada
+//! (docs/design.md, "What the members run"), on the loopback control plane with both member apiservers:
 //!
 //! ```text
 //!  quota q: requests.cpu 4, requests.nvidia.com/gpu 2

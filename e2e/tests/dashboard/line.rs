@@ -1,4 +1,4 @@
-//! The quota page's waiting line (issue 26, docs/queueing.md) in a real browser, against
+//! The quota page's waiting line (docs/queueing.md) in a real browser, against
 //! the webhook (with the arrivals' mutating configuration) and a controller on the
 //! loopback control plane.
 //!

@@ -1,7 +1,7 @@
 //! A CEL engine (the `cel` crate) standing in for the apiserver's: the chart's
 //! matchConditions (evaluated by kube-apiserver 1.28+; `matching`) and the CRDs'
 //! x-kubernetes-validations rules (1.25+; `crd`) are run here against the webhook's own
-//! answers, with no such apiserver at hand (docs/decisions/apiserver-versions.md).
+//! answers, with no such apiserver at hand (docs/decisions/0003-apiserver-versions.md).
 //!
 //! JSON converts the way the apiserver hands an unstructured object to CEL: objects are
 //! maps (`has()` and `in` tell an absent field), integers are `int`, other numbers

@@ -240,7 +240,7 @@ async fn a_write_that_times_out_is_rolled_back_everywhere() {
     let err = submit_err(&h, request("web", 1, "1", ""), Duration::from_millis(300)).await;
     assert_eq!(err.metric_label(), "timeout");
     h.store.hang_quota(None);
-    // The rollback runs right after the answer, before the namespace's next batch.
+    // The rollback runs right after the answer, before the batch group's next batch.
     let d = submit(&h, request("next", 1, "1", "")).await;
     assert!(d.is_allowed(), "{}", message(&d));
     let uids = entry_uids(&h, "a");

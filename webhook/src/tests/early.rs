@@ -48,7 +48,7 @@ const PROMPT: Duration = Duration::from_secs(1);
 async fn an_unchanged_update_is_answered_while_the_namespace_write_hangs() {
     let h = Harness::with_timeout(&[cpu_quota()], Duration::from_secs(10));
     h.store.hang_quota(Some("compute"));
-    // A CREATE whose reservation write never completes holds the namespace's worker.
+    // A CREATE whose reservation write never completes holds its batch group's worker.
     let app = h.state.clone();
     let create = tokio::spawn(async move {
         let body = create_rb(mk_binding("new", "uid-new", 1, 1, "1", ""));

@@ -231,8 +231,8 @@ async fn pod_level_requests_are_reviewed_as_karmadas_binding_carries_them() {
     assert!(r.get("warnings").is_none_or(Value::is_null), "{r}");
 }
 
-/// Items of a LIST of a built-in kind carry no apiVersion/kind (issue 27: a policy that
-/// selects by label or by kind alone was never warned): the template read from one gets
+/// Items of a LIST of a built-in kind carry no apiVersion/kind (a policy that
+/// selects by label or by kind alone must still be warned): the template read from one gets
 /// the listed resource's, and a label or kind-only selector then selects it.
 #[test]
 fn a_listed_item_without_type_is_selected_by_label_and_by_kind() {

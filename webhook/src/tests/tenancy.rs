@@ -1,4 +1,4 @@
-//! Who may change a quota (issue 22, item 3): only administrators create, delete or change
+//! Who may change a quota (docs/security.md, threat 11): only administrators create, delete or change
 //! the spec (labels, owners) of KarmadaQuotas and KarmadaClusterQuotas; annotations,
 //! finalizers and the status subresource are not theirs alone.
 

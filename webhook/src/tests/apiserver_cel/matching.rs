@@ -378,7 +378,7 @@ fn fields() -> Vec<Field> {
     vec![
         // Kinds the builtin plurals name, or of a group no quota counts: a template whose
         // objects a covering quota counts but whose plural is unknown is refused whatever
-        // changed (the state-dependent refusals docs/decisions/apiserver-versions.md names).
+        // changed (the state-dependent refusals docs/decisions/0003-apiserver-versions.md names).
         required(&["spec", "resource"], prop::sample::select(vec![
             json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
             json!({"apiVersion": "apps/v1", "kind": "DaemonSet"}),
