@@ -9,11 +9,12 @@
 //! 3.3 halfway and whose batch quota starts halfway at 8 cpu; team-b (beta) on member2;
 //! namespace `web` without a team label.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Output;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -65,7 +66,7 @@ async fn prometheus() -> (SocketAddr, Seen) {
         State(seen): State<Seen>,
         Query(q): Query<BTreeMap<String, String>>,
     ) -> impl IntoResponse {
-        seen.lock().unwrap().push(q.clone());
+        seen.lock().push(q.clone());
         let query = q.get("query").cloned().unwrap_or_default();
         let body = if query.contains("kq_namespace_labels") {
             fixture("teams.json")
@@ -182,7 +183,7 @@ async fn by_team_table_csv_and_json_match_their_golden_files() {
     assert!(close(&row("__unallocated__", "requests.cpu")["hours"], 0.5));
 
     // Both queries over the same instants: start, the last instant before `to`, the step.
-    let seen = seen.lock().unwrap();
+    let seen = seen.lock();
     let q = &seen[0];
     assert_eq!(
         q["query"],
@@ -209,7 +210,6 @@ async fn by_cluster_and_by_team_and_namespace_match_their_golden_files() {
     // Not grouped by team: the team query is not run.
     assert!(
         seen.lock()
-            .unwrap()
             .iter()
             .all(|q| !q["query"].contains("kq_namespace_labels"))
     );
@@ -221,7 +221,6 @@ async fn by_cluster_and_by_team_and_namespace_match_their_golden_files() {
     report_ok(&url, &["--source", "observed"]).await;
     assert!(
         seen.lock()
-            .unwrap()
             .iter()
             .any(|q| q["query"].contains("kq_quota_cluster_observed"))
     );

@@ -28,8 +28,9 @@
 //! retry time has passed; and every logged or returned value is clipped
 //! ([`untrusted::clip`]).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -225,7 +226,7 @@ impl PluralResolver {
     /// failed lookups whose retry time has passed (an entry a caller holds is kept), then
     /// the cap evicts the least recently used.
     fn entry(&self, api_version: &str) -> Arc<tokio::sync::Mutex<GroupVersion>> {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.cache.lock();
         if let Some(entry) = cache.get(api_version) {
             return entry.clone();
         }
@@ -237,7 +238,7 @@ impl PluralResolver {
 
     /// Group-versions cached now.
     pub fn cached(&self) -> usize {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.cache.lock().len()
     }
 }
 

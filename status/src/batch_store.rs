@@ -3,11 +3,11 @@
 //! them. Behind a trait so that tests run against the in-memory [`FakeBatchStore`].
 
 #[cfg(any(test, feature = "fake"))]
+use parking_lot::Mutex;
+#[cfg(any(test, feature = "fake"))]
 use std::collections::BTreeMap;
 #[cfg(any(test, feature = "fake"))]
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-#[cfg(any(test, feature = "fake"))]
-use std::sync::{Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 use karmada_quota_crds::KarmadaQuotaReservation;
@@ -158,17 +158,14 @@ impl FakeBatchStore {
 
     /// Show every later create and delete to `f` (a watch of the store).
     pub fn on_change(&self, f: impl Fn(&FakeChange) + Send + Sync + 'static) {
-        self.watchers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Box::new(f));
+        self.watchers.lock().push(Box::new(f));
     }
 
     /// Show the changes held back while lagging (under the store's lock, so that no later
     /// write is shown before them).
     pub fn catch_up(&self) {
         let _writes = self.lock();
-        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(PoisonError::into_inner));
+        let held = std::mem::take(&mut *self.held.lock());
         for change in &held {
             self.show(change);
         }
@@ -176,28 +173,20 @@ impl FakeBatchStore {
 
     fn changed(&self, change: FakeChange) {
         if self.lag.load(Ordering::SeqCst) {
-            self.held
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(change);
+            self.held.lock().push(change);
         } else {
             self.show(&change);
         }
     }
 
     fn show(&self, change: &FakeChange) {
-        for w in self
-            .watchers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
+        for w in self.watchers.lock().iter() {
             w(change);
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, KarmadaQuotaReservation>> {
-        self.batches.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> parking_lot::MutexGuard<'_, BTreeMap<String, KarmadaQuotaReservation>> {
+        self.batches.lock()
     }
 }
 

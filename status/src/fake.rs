@@ -1,9 +1,10 @@
 //! An in-memory [`StatusStore`] with the apiserver's resourceVersion semantics and fault
 //! injection: the one fake the webhook's and the controller's tests write against.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -18,10 +19,6 @@ pub type Intrusion<K = KarmadaQuota> = Box<dyn FnOnce(&mut K) + Send>;
 pub const INJECTED_FAILURE: &str = "etcdserver: request timed out";
 
 type Key = (String, String);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 fn key_of<K: QuotaObject>(q: &K) -> Key {
     (
@@ -94,7 +91,7 @@ impl<K: QuotaObject> FakeStore<K> {
         let s = Self::default();
         s.rv.store(100, Ordering::SeqCst);
         for q in quotas {
-            lock(&s.objects).insert(key_of(q), q.clone());
+            s.objects.lock().insert(key_of(q), q.clone());
         }
         Arc::new(s)
     }
@@ -102,17 +99,20 @@ impl<K: QuotaObject> FakeStore<K> {
     /// Store `q` as is (a create or an out-of-band replace), with a new resourceVersion.
     pub fn put(&self, mut q: K) {
         q.meta_mut().resource_version = Some(self.next_rv());
-        lock(&self.objects).insert(key_of(&q), q);
+        self.objects.lock().insert(key_of(&q), q);
     }
 
     /// Delete a quota.
     pub fn delete(&self, namespace: &str, name: &str) {
-        lock(&self.objects).remove(&(namespace.to_owned(), name.to_owned()));
+        self.objects
+            .lock()
+            .remove(&(namespace.to_owned(), name.to_owned()));
     }
 
     /// The stored object. Panics when it is absent (a test bug).
     pub fn object(&self, namespace: &str, name: &str) -> K {
-        lock(&self.objects)
+        self.objects
+            .lock()
             .get(&(namespace.to_owned(), name.to_owned()))
             .cloned()
             .unwrap_or_else(|| panic!("no quota {namespace}/{name} in the fake store"))
@@ -120,7 +120,8 @@ impl<K: QuotaObject> FakeStore<K> {
 
     /// Every status written so far for `namespace/name`, in order.
     pub fn written(&self, namespace: &str, name: &str) -> Vec<K::Status> {
-        lock(&self.written)
+        self.written
+            .lock()
             .iter()
             .filter(|(k, _)| k.0 == namespace && k.1 == name)
             .map(|(_, s)| s.clone())
@@ -129,33 +130,33 @@ impl<K: QuotaObject> FakeStore<K> {
 
     /// Queue a concurrent write before the next write call (see the `intrusions` field).
     pub fn intrude(&self, f: impl FnOnce(&mut K) + Send + 'static) {
-        lock(&self.intrusions).push_back((None, Box::new(f)));
+        self.intrusions.lock().push_back((None, Box::new(f)));
     }
 
     /// Queue a concurrent write before the next write of `namespace/name`.
     pub fn intrude_on(&self, namespace: &str, name: &str, f: impl FnOnce(&mut K) + Send + 'static) {
         let key = (namespace.to_owned(), name.to_owned());
-        lock(&self.intrusions).push_back((Some(key), Box::new(f)));
+        self.intrusions.lock().push_back((Some(key), Box::new(f)));
     }
 
     /// Make writes of quotas named `name` fail (`None`: none).
     pub fn fail_quota(&self, name: Option<&str>) {
-        *lock(&self.fail_quota) = name.map(str::to_owned);
+        *self.fail_quota.lock() = name.map(str::to_owned);
     }
 
     /// Make reads (GET) of quotas named `name` fail (`None`: none).
     pub fn fail_get(&self, name: Option<&str>) {
-        *lock(&self.fail_get) = name.map(str::to_owned);
+        *self.fail_get.lock() = name.map(str::to_owned);
     }
 
     /// Make writes of quotas named `name` never complete (`None`: none).
     pub fn hang_quota(&self, name: Option<&str>) {
-        *lock(&self.hang_quota) = name.map(str::to_owned);
+        *self.hang_quota.lock() = name.map(str::to_owned);
     }
 
     /// Delay every write by `latency`.
     pub fn set_write_latency(&self, latency: Duration) {
-        *lock(&self.write_latency) = latency;
+        *self.write_latency.lock() = latency;
     }
 
     fn next_rv(&self) -> String {
@@ -171,10 +172,11 @@ impl<K: QuotaObject> StatusStore<K> for FakeStore<K> {
     ) -> BoxFuture<'a, Result<K, StoreError>> {
         Box::pin(async move {
             self.gets.fetch_add(1, Ordering::SeqCst);
-            if lock(&self.fail_get).as_deref() == Some(name) {
+            if self.fail_get.lock().as_deref() == Some(name) {
                 return Err(StoreError::Api(INJECTED_FAILURE.to_owned()));
             }
-            lock(&self.objects)
+            self.objects
+                .lock()
                 .get(&(namespace.to_owned(), name.to_owned()))
                 .cloned()
                 .ok_or(StoreError::NotFound)
@@ -183,17 +185,17 @@ impl<K: QuotaObject> StatusStore<K> for FakeStore<K> {
 
     fn replace_status<'a>(&'a self, quota: &'a K) -> BoxFuture<'a, Result<K, StoreError>> {
         Box::pin(async move {
-            let latency = *lock(&self.write_latency);
+            let latency = *self.write_latency.lock();
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
             }
-            let hanging = lock(&self.hang_quota).clone();
+            let hanging = self.hang_quota.lock().clone();
             if self.hang.load(Ordering::SeqCst)
                 || (hanging.is_some() && hanging == quota.meta().name)
             {
                 std::future::pending::<()>().await;
             }
-            let failing = lock(&self.fail_quota).clone();
+            let failing = self.fail_quota.lock().clone();
             if self.fail.load(Ordering::SeqCst) || failing == quota.meta().name {
                 return Err(StoreError::Api(INJECTED_FAILURE.to_owned()));
             }
@@ -201,7 +203,7 @@ impl<K: QuotaObject> StatusStore<K> for FakeStore<K> {
             let call = self.calls.fetch_add(1, Ordering::SeqCst);
             let every = self.conflict_every.load(Ordering::SeqCst);
             let intrusion = {
-                let mut queue = lock(&self.intrusions);
+                let mut queue = self.intrusions.lock();
                 queue
                     .iter()
                     .position(|(k, _)| k.as_ref().is_none_or(|k| *k == key))
@@ -212,7 +214,7 @@ impl<K: QuotaObject> StatusStore<K> for FakeStore<K> {
                 (every > 0 && call.is_multiple_of(every))
                     .then(|| Box::new(|_: &mut K| {}) as Intrusion<K>)
             });
-            let mut objects = lock(&self.objects);
+            let mut objects = self.objects.lock();
             let stored = objects.get_mut(&key).ok_or(StoreError::NotFound)?;
             if let Some(f) = intrusion {
                 f(stored);
@@ -225,7 +227,9 @@ impl<K: QuotaObject> StatusStore<K> for FakeStore<K> {
             self.writes.fetch_add(1, Ordering::SeqCst);
             *stored.status_mut() = quota.status().cloned();
             stored.meta_mut().resource_version = Some(self.next_rv());
-            lock(&self.written).push((key, quota.status().cloned().unwrap_or_default()));
+            self.written
+                .lock()
+                .push((key, quota.status().cloned().unwrap_or_default()));
             Ok(stored.clone())
         })
     }

@@ -18,8 +18,9 @@
 //! review can make the webhook write into another namespace or key its event series with
 //! megabyte strings.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use karmada_quota_core::binding::ObjectReference;
@@ -137,7 +138,7 @@ impl Denials {
         };
         let reason = d.denial.reason.as_str();
         let verdict = {
-            let mut gate = self.log.lock().unwrap_or_else(|e| e.into_inner());
+            let mut gate = self.log.lock();
             gate.check(
                 (d.namespace.to_owned(), d.binding.to_owned(), reason),
                 Instant::now(),

@@ -1,7 +1,7 @@
 //! Tests of the event writer.
 use super::*;
 use crate::events::metrics::{EventDropLabels, EventFailureLabels, EventWriteLabels};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Records every call; fails creates while `fail` is set; with `gated`, every call
@@ -28,7 +28,7 @@ impl Default for FakeSink {
 
 impl FakeSink {
     fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap().clone()
+        self.calls.lock().clone()
     }
 
     async fn wait_gate(&self) {
@@ -43,7 +43,7 @@ impl EventSink for FakeSink {
         Box::pin(async move {
             self.wait_gate().await;
             let regarding = event.regarding.as_ref().unwrap();
-            self.calls.lock().unwrap().push(format!(
+            self.calls.lock().push(format!(
                 "create {}/{} {} {} count={}",
                 event.metadata.namespace.as_deref().unwrap(),
                 regarding.kind.as_deref().unwrap(),
@@ -54,7 +54,7 @@ impl EventSink for FakeSink {
             if self.fail.load(Ordering::SeqCst) {
                 return Err(SinkError::Api("forbidden".into()));
             }
-            self.created.lock().unwrap().push(event.clone());
+            self.created.lock().push(event.clone());
             Ok(())
         })
     }
@@ -70,7 +70,6 @@ impl EventSink for FakeSink {
             let kind = name.split('.').next().unwrap_or_default();
             self.calls
                 .lock()
-                .unwrap()
                 .push(format!("patch {namespace}/{kind} count={}", series.count));
             Ok(())
         })
@@ -146,7 +145,7 @@ async fn an_event_is_created_with_its_type_action_reporter_and_object() {
         sink.calls(),
         ["create team-a/Deployment web QuotaExceeded count=1"]
     );
-    let created = sink.created.lock().unwrap().clone();
+    let created = sink.created.lock().clone();
     let ev = &created[0];
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
     assert_eq!(
@@ -365,7 +364,7 @@ async fn a_normal_event_keeps_its_type_and_action() {
         regarding: template("web"),
     }));
     settle().await;
-    let created = sink.created.lock().unwrap().clone();
+    let created = sink.created.lock().clone();
     assert_eq!(created.len(), 1);
     assert_eq!(created[0].type_.as_deref(), Some("Normal"));
     assert_eq!(created[0].action.as_deref(), Some("Queue"));

@@ -2,10 +2,11 @@
 //! that must arrive within the body-read timeout and is charged, byte by byte as it
 //! arrives, to the listener's body budget until the response is produced.
 
+use parking_lot::Mutex;
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -152,7 +153,7 @@ impl GuardedBody {
         let Ok(permit) = self.budget.clone().try_acquire_many_owned(n) else {
             return false;
         };
-        let mut charged = self.state.charged.lock().unwrap_or_else(|e| e.into_inner());
+        let mut charged = self.state.charged.lock();
         match charged.as_mut() {
             Some(held) => held.merge(permit),
             None => *charged = Some(permit),

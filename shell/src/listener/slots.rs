@@ -22,9 +22,10 @@
 //!   not tell them apart, and the apiserver's connection then competes only with the
 //!   attacker's silent ones, which it outlives.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
@@ -90,8 +91,8 @@ impl Slots {
         })
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn state(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// A pending slot for a new connection from `peer` (`talking`: its first bytes are

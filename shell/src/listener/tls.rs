@@ -4,8 +4,9 @@
 //! or a DNS subjectAltName). Every file is reloaded when it changes, so rotated
 //! certificates and CA bundles need no restart.
 
+use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rustls::RootCertStore;
@@ -108,10 +109,7 @@ impl ServerTls {
 
     /// The configuration new connections get now.
     pub fn config(&self) -> Arc<ServerConfig> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.current.read().clone()
     }
 
     /// Whether a client certificate is required.
@@ -127,7 +125,7 @@ impl ServerTls {
     /// Load the files again; on failure the current configuration stays.
     pub fn reload(&self) -> Result<(), TlsError> {
         let config = Arc::new(build(&self.files)?);
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = config;
+        *self.current.write() = config;
         Ok(())
     }
 

@@ -18,8 +18,9 @@
 //!           namespace); dropped when a row changes, recomputed by the next reader
 //! ```
 
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_core::selection::{Covers, Labels};
@@ -42,11 +43,11 @@ pub(crate) struct Coverage {
 pub(crate) type SharedCoverage = Arc<RwLock<Coverage>>;
 
 fn read(c: &RwLock<Coverage>) -> RwLockReadGuard<'_, Coverage> {
-    c.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    c.read()
 }
 
 fn write(c: &RwLock<Coverage>) -> RwLockWriteGuard<'_, Coverage> {
-    c.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    c.write()
 }
 
 fn ns_name(n: &PartialObjectMeta<Namespace>) -> &str {

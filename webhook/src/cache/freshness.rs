@@ -17,9 +17,10 @@
 //! watch restarts from a fresh list after any error (`run_watch`), so its recovery is always
 //! seen (as `InitDone`), even when nothing changed meanwhile.
 
+use parking_lot::Mutex;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use karmada_quota_shell::Readiness;
@@ -93,8 +94,8 @@ impl fmt::Display for Stale {
 }
 
 impl Freshness {
-    fn lock(&self) -> std::sync::MutexGuard<'_, [Health; 3]> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, [Health; 3]> {
+        self.0.lock()
     }
 
     /// `watch` delivered an event: it works (again).

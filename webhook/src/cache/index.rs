@@ -14,8 +14,9 @@
 //! Readers take the index's read lock, so they see the index of one Store state: it never
 //! disagrees with the Store, and it holds the Store's own `Arc`s (no second copy).
 
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
@@ -36,15 +37,11 @@ pub(crate) fn position(quotas: &[Arc<CachedQuota>], name: &str) -> Result<usize,
 pub(crate) type SharedIndex = Arc<RwLock<ByNamespace>>;
 
 pub(crate) fn read(index: &RwLock<ByNamespace>) -> RwLockReadGuard<'_, ByNamespace> {
-    index
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    index.read()
 }
 
 fn write(index: &RwLock<ByNamespace>) -> RwLockWriteGuard<'_, ByNamespace> {
-    index
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    index.write()
 }
 
 /// The writer of the KarmadaQuota store and its namespace index (the watch task in

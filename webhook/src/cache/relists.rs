@@ -114,8 +114,8 @@ pub(crate) async fn asked(requests: &mut Option<watch::Receiver<u64>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parking_lot::Mutex;
     use std::collections::HashMap;
-    use std::sync::Mutex;
     use std::time::Duration;
 
     use axum::body::{Body, Bytes};
@@ -130,11 +130,7 @@ mod tests {
                 let body = if watching {
                     Body::from_stream(futures::stream::pending::<Result<Bytes, std::io::Error>>())
                 } else {
-                    *lists
-                        .lock()
-                        .unwrap()
-                        .entry(req.uri().path().to_owned())
-                        .or_default() += 1;
+                    *lists.lock().entry(req.uri().path().to_owned()).or_default() += 1;
                     Body::from(Bytes::from_static(
                         br#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":"5"},"items":[]}"#,
                     ))
@@ -156,7 +152,6 @@ mod tests {
         let count = |kind: &str| {
             lists
                 .lock()
-                .unwrap()
                 .iter()
                 .filter(|(p, _)| p.ends_with(kind))
                 .map(|(_, n)| *n)
