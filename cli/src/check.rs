@@ -273,14 +273,6 @@ fn interpreted(inputs: &Inputs, current: &Current, errors: &mut Vec<String>) -> 
 /// current one).
 pub fn check(inputs: &Inputs, current: &Current) -> Verdict {
     let mut report = Verdict::default();
-    let mut quotas: BTreeMap<(String, String), KarmadaQuota> =
-        current.quotas.iter().map(|q| (key(q), q.clone())).collect();
-    for q in &inputs.quotas {
-        let status = quotas.get(&key(q)).and_then(|c| c.status.clone());
-        let mut q = q.clone();
-        q.status = status;
-        quotas.insert(key(&q), q);
-    }
     let mut state = whatif::Current {
         clusters: current.clusters.clone(),
         bindings: current.bindings.clone(),
@@ -291,17 +283,49 @@ pub fn check(inputs: &Inputs, current: &Current) -> Verdict {
             state.clusters.push(c.clone());
         }
     }
+    add_quotas(inputs, current, &mut state, &mut report.errors);
+    let clusters = add_cluster_quotas(inputs, current, &mut state, &mut report.errors);
+    select_namespaces(inputs, current, &clusters, &mut state);
+    let templates = interpreted(inputs, current, &mut report.errors);
+    let outcome = whatif::what_if(&templates, &inputs.policies, &state);
+    report_outcome(inputs, outcome, &mut report);
+    report
+}
+
+/// The KarmadaQuotas as the manifests define them (spec from the manifest, status from
+/// the cluster) into `state`; one error per quota that does not validate.
+fn add_quotas(
+    inputs: &Inputs,
+    current: &Current,
+    state: &mut whatif::Current,
+    errors: &mut Vec<String>,
+) {
+    let mut quotas: BTreeMap<(String, String), KarmadaQuota> =
+        current.quotas.iter().map(|q| (key(q), q.clone())).collect();
+    for q in &inputs.quotas {
+        let status = quotas.get(&key(q)).and_then(|c| c.status.clone());
+        let mut q = q.clone();
+        q.status = status;
+        quotas.insert(key(&q), q);
+    }
     for ((ns, name), q) in &quotas {
         match quota_state(q) {
             Ok(s) => state.quotas.entry(ns.clone()).or_default().push(s),
-            Err(errors) => {
-                let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                report
-                    .errors
-                    .push(format!("KarmadaQuota {ns}/{name}: {}", errors.join("; ")));
+            Err(e) => {
+                let e: Vec<String> = e.iter().map(ToString::to_string).collect();
+                errors.push(format!("KarmadaQuota {ns}/{name}: {}", e.join("; ")));
             }
         }
     }
+}
+
+/// The KarmadaClusterQuotas likewise; returns them by name (for the namespaces they select).
+fn add_cluster_quotas(
+    inputs: &Inputs,
+    current: &Current,
+    state: &mut whatif::Current,
+    errors: &mut Vec<String>,
+) -> BTreeMap<String, KarmadaClusterQuota> {
     let mut clusters: BTreeMap<String, KarmadaClusterQuota> = current
         .cluster_quotas
         .iter()
@@ -317,14 +341,22 @@ pub fn check(inputs: &Inputs, current: &Current) -> Verdict {
     for (name, q) in &clusters {
         match cluster_quota_state(q) {
             Ok(s) => state.cluster_quotas.push(s),
-            Err(errors) => {
-                let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                report
-                    .errors
-                    .push(format!("KarmadaClusterQuota {name}: {}", errors.join("; ")));
+            Err(e) => {
+                let e: Vec<String> = e.iter().map(ToString::to_string).collect();
+                errors.push(format!("KarmadaClusterQuota {name}: {}", e.join("; ")));
             }
         }
     }
+    clusters
+}
+
+/// For each template's namespace not yet known, the cluster quotas that select it.
+fn select_namespaces(
+    inputs: &Inputs,
+    current: &Current,
+    clusters: &BTreeMap<String, KarmadaClusterQuota>,
+    state: &mut whatif::Current,
+) {
     for t in &inputs.templates {
         let ns = &t.metadata.namespace;
         if ns.is_empty() || state.selected.contains_key(ns) {
@@ -339,8 +371,11 @@ pub fn check(inputs: &Inputs, current: &Current) -> Verdict {
             state.selected.insert(ns.clone(), names);
         }
     }
-    let templates = interpreted(inputs, current, &mut report.errors);
-    let outcome = whatif::what_if(&templates, &inputs.policies, &state);
+}
+
+/// The what-if's outcome as the verdict: each quota the change touches or the manifests
+/// define, the refusals, and what was not selected, noted or failed.
+fn report_outcome(inputs: &Inputs, outcome: whatif::Outcome, report: &mut Verdict) {
     let defined = |ns: &str, name: &str| {
         if ns.is_empty() {
             inputs
@@ -387,7 +422,6 @@ pub fn check(inputs: &Inputs, current: &Current) -> Verdict {
     report.unselected = outcome.unselected;
     report.notes = outcome.notes;
     report.errors.extend(outcome.errors);
-    report
 }
 
 #[cfg(test)]

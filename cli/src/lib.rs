@@ -32,6 +32,7 @@ use crate::check::{Current, Inputs};
 use crate::cluster::Access;
 use crate::model::QuotaSummary;
 use crate::render::Style;
+use karmada_quota_crds::KarmadaClusterQuota;
 
 /// Exit codes scripts can rely on.
 pub mod exit {
@@ -91,181 +92,201 @@ pub async fn run(args: Args) -> Result<(String, u8), Failure> {
             name,
             output,
             cluster: true,
-        } => {
-            let access = Access::new(&global).await.map_err(api)?;
-            let quotas = match &name {
-                Some(n) => match note_on_stderr(access.cluster_quota(n).await.map_err(api)?) {
-                    Some(q) => vec![q],
-                    None => {
-                        return Err(Failure {
-                            code: exit::EXCEEDS,
-                            error: anyhow::anyhow!("karmadaclusterquotas \"{n}\" not found"),
-                        });
-                    }
-                },
-                None => note_on_stderr(
-                    access
-                        .cluster_quotas_for(std::slice::from_ref(&access.namespace))
-                        .await
-                        .map_err(api)?,
-                ),
-            };
-            if quotas.is_empty() && output == render::Output::Table {
-                return Ok(("No KarmadaClusterQuotas found.\n".to_owned(), exit::OK));
-            }
-            let summaries: Vec<QuotaSummary> =
-                quotas.iter().map(QuotaSummary::of_cluster).collect();
-            Ok((
-                render::get(&summaries, output, style).map_err(bad_input)?,
-                exit::OK,
-            ))
-        }
+        } => get_cluster(&global, name.as_deref(), output, style).await,
         Command::Describe {
             name,
             cluster: true,
-        } => {
-            let access = Access::new(&global).await.map_err(api)?;
-            let Some(q) = note_on_stderr(access.cluster_quota(&name).await.map_err(api)?) else {
-                return Err(Failure {
-                    code: exit::EXCEEDS,
-                    error: anyhow::anyhow!("karmadaclusterquotas \"{name}\" not found"),
-                });
-            };
-            // Events about a cluster-scoped object are kept in namespace default.
-            let events = access
-                .events_of("KarmadaClusterQuota", "default", &name)
-                .await
-                .unwrap_or_default();
-            Ok((
-                render::describe(&QuotaSummary::of_cluster(&q), &events, style),
-                exit::OK,
-            ))
-        }
-        Command::Get { name, output, .. } => {
-            let access = Access::new(&global).await.map_err(api)?;
-            let quotas = match &name {
-                Some(n) => match access.quota(&access.namespace, n).await.map_err(api)? {
-                    Some(q) => vec![q],
-                    None => {
-                        return Err(Failure {
-                            code: exit::EXCEEDS,
-                            error: anyhow::anyhow!(
-                                "karmadaquotas \"{n}\" not found in namespace \"{}\"",
-                                access.namespace
-                            ),
-                        });
-                    }
-                },
-                None => {
-                    let ns = (!global.all_namespaces).then_some(access.namespace.as_str());
-                    access.quotas(ns).await.map_err(api)?
-                }
-            };
-            let summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of).collect();
-            if summaries.is_empty() && output == render::Output::Table {
-                let scope = if global.all_namespaces {
-                    "any namespace".to_owned()
-                } else {
-                    format!("namespace \"{}\"", access.namespace)
-                };
-                return Ok((format!("No KarmadaQuotas found in {scope}.\n"), exit::OK));
-            }
-            Ok((
-                render::get(&summaries, output, style).map_err(bad_input)?,
-                exit::OK,
-            ))
-        }
-        Command::Describe { name, .. } => {
-            let access = Access::new(&global).await.map_err(api)?;
-            let Some(q) = access.quota(&access.namespace, &name).await.map_err(api)? else {
-                return Err(Failure {
-                    code: exit::EXCEEDS,
-                    error: anyhow::anyhow!(
-                        "karmadaquotas \"{name}\" not found in namespace \"{}\"",
-                        access.namespace
-                    ),
-                });
-            };
-            let events = access
-                .quota_events(&access.namespace, &name)
-                .await
-                .unwrap_or_default();
-            Ok((
-                render::describe(&QuotaSummary::of(&q), &events, style),
-                exit::OK,
-            ))
-        }
-        Command::Top { limit } => {
-            let access = Access::new(&global).await.map_err(api)?;
-            let ns = global.namespace.as_deref();
-            let quotas = access.quotas(ns).await.map_err(api)?;
-            let mut summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of).collect();
-            // With -n, the KarmadaClusterQuotas selecting that namespace (their totals over
-            // every namespace they select); without, all of them.
-            // A tenant may not list cluster quotas: with -n, their shares there stand in.
-            let here: Vec<String> = ns.iter().map(|n| (*n).to_owned()).collect();
-            match access.cluster_quotas_for(&here).await.map(note_on_stderr) {
-                Ok(list) => {
-                    let labels = match ns {
-                        Some(n) => access.namespace_labels(n).await.ok().flatten(),
-                        None => None,
-                    };
-                    summaries.extend(
-                        list.iter()
-                            .filter(|q| ns.is_none_or(|n| check::selects(q, n, labels.as_ref())))
-                            .map(QuotaSummary::of_cluster),
-                    );
-                }
-                Err(e) => eprintln!(
-                    "note: KarmadaClusterQuotas not listed ({e:#}): showing KarmadaQuotas only"
-                ),
-            }
-            Ok((render::top(&summaries, limit, style), exit::OK))
-        }
-        Command::Queue => {
-            let access = Access::new(&global).await.map_err(api)?;
-            let ns = (!global.all_namespaces).then_some(access.namespace.as_str());
-            let quotas = access.quotas(ns).await.map_err(api)?;
-            let here: Vec<String> = ns.iter().map(|n| (*n).to_owned()).collect();
-            let labels = match ns {
-                Some(n) => access.namespace_labels(n).await.ok().flatten(),
-                None => None,
-            };
-            let clusters = match access.cluster_quotas_for(&here).await.map(note_on_stderr) {
-                Ok(list) => list
-                    .into_iter()
-                    .filter(|q| ns.is_none_or(|n| check::selects(q, n, labels.as_ref())))
-                    .collect(),
-                Err(e) => {
-                    eprintln!(
-                        "note: KarmadaClusterQuotas not listed ({e:#}): showing KarmadaQuotas only"
-                    );
-                    Vec::new()
-                }
-            };
-            let mut lines: Vec<queue::QuotaLine<'_>> = quotas
-                .iter()
-                .map(|q| queue::QuotaLine {
-                    quota: match (ns, q.metadata.namespace.as_deref()) {
-                        (None, Some(n)) => {
-                            format!("{n}/{}", q.metadata.name.as_deref().unwrap_or_default())
-                        }
-                        _ => q.metadata.name.clone().unwrap_or_default(),
-                    },
-                    status: q.status.as_ref(),
-                })
-                .collect();
-            lines.extend(clusters.iter().map(|q| queue::QuotaLine {
-                quota: format!("cluster/{}", q.metadata.name.as_deref().unwrap_or_default()),
-                status: q.status.as_ref().map(|s| &s.quota),
-            }));
-            Ok((queue::render(&lines, jiff::Timestamp::now()), exit::OK))
-        }
+        } => describe_cluster(&global, &name, style).await,
+        Command::Get { name, output, .. } => get(&global, name.as_deref(), output, style).await,
+        Command::Describe { name, .. } => describe(&global, &name, style).await,
+        Command::Top { limit } => top(&global, limit, style).await,
+        Command::Queue => queue_of(&global).await,
         Command::Check(check) => run_check(&global, &check).await,
         Command::Report(report) => {
             let now = jiff::Timestamp::now().as_second();
             run_report(&report, now).await.map(|text| (text, exit::OK))
         }
+    }
+}
+
+/// `get --cluster [NAME]`: the KarmadaClusterQuotas selecting the namespace, or one.
+async fn get_cluster(
+    global: &args::Global,
+    name: Option<&str>,
+    output: render::Output,
+    style: Style,
+) -> Result<(String, u8), Failure> {
+    let access = Access::new(global).await.map_err(api)?;
+    let quotas = match name {
+        Some(n) => match note_on_stderr(access.cluster_quota(n).await.map_err(api)?) {
+            Some(q) => vec![q],
+            None => return Err(not_found(format!("karmadaclusterquotas \"{n}\" not found"))),
+        },
+        None => note_on_stderr(
+            access
+                .cluster_quotas_for(std::slice::from_ref(&access.namespace))
+                .await
+                .map_err(api)?,
+        ),
+    };
+    if quotas.is_empty() && output == render::Output::Table {
+        return Ok(("No KarmadaClusterQuotas found.\n".to_owned(), exit::OK));
+    }
+    let summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of_cluster).collect();
+    Ok((
+        render::get(&summaries, output, style).map_err(bad_input)?,
+        exit::OK,
+    ))
+}
+
+/// `describe --cluster NAME`.
+async fn describe_cluster(
+    global: &args::Global,
+    name: &str,
+    style: Style,
+) -> Result<(String, u8), Failure> {
+    let access = Access::new(global).await.map_err(api)?;
+    let Some(q) = note_on_stderr(access.cluster_quota(name).await.map_err(api)?) else {
+        return Err(not_found(format!(
+            "karmadaclusterquotas \"{name}\" not found"
+        )));
+    };
+    // Events about a cluster-scoped object are kept in namespace default.
+    let events = access
+        .events_of("KarmadaClusterQuota", "default", name)
+        .await
+        .unwrap_or_default();
+    Ok((
+        render::describe(&QuotaSummary::of_cluster(&q), &events, style),
+        exit::OK,
+    ))
+}
+
+/// `get [NAME]`: the namespace's KarmadaQuotas (every namespace's with `-A`), or one.
+async fn get(
+    global: &args::Global,
+    name: Option<&str>,
+    output: render::Output,
+    style: Style,
+) -> Result<(String, u8), Failure> {
+    let access = Access::new(global).await.map_err(api)?;
+    let quotas = match name {
+        Some(n) => match access.quota(&access.namespace, n).await.map_err(api)? {
+            Some(q) => vec![q],
+            None => {
+                return Err(not_found(format!(
+                    "karmadaquotas \"{n}\" not found in namespace \"{}\"",
+                    access.namespace
+                )));
+            }
+        },
+        None => {
+            let ns = (!global.all_namespaces).then_some(access.namespace.as_str());
+            access.quotas(ns).await.map_err(api)?
+        }
+    };
+    let summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of).collect();
+    if summaries.is_empty() && output == render::Output::Table {
+        let scope = if global.all_namespaces {
+            "any namespace".to_owned()
+        } else {
+            format!("namespace \"{}\"", access.namespace)
+        };
+        return Ok((format!("No KarmadaQuotas found in {scope}.\n"), exit::OK));
+    }
+    Ok((
+        render::get(&summaries, output, style).map_err(bad_input)?,
+        exit::OK,
+    ))
+}
+
+/// `describe NAME`.
+async fn describe(
+    global: &args::Global,
+    name: &str,
+    style: Style,
+) -> Result<(String, u8), Failure> {
+    let access = Access::new(global).await.map_err(api)?;
+    let Some(q) = access.quota(&access.namespace, name).await.map_err(api)? else {
+        return Err(not_found(format!(
+            "karmadaquotas \"{name}\" not found in namespace \"{}\"",
+            access.namespace
+        )));
+    };
+    let events = access
+        .quota_events(&access.namespace, name)
+        .await
+        .unwrap_or_default();
+    Ok((
+        render::describe(&QuotaSummary::of(&q), &events, style),
+        exit::OK,
+    ))
+}
+
+/// The KarmadaClusterQuotas selecting namespace `ns` (every one without), or none with a
+/// note on stderr when the caller may not list them (a tenant).
+async fn cluster_quotas_here(access: &Access, ns: Option<&str>) -> Vec<KarmadaClusterQuota> {
+    let here: Vec<String> = ns.iter().map(|n| (*n).to_owned()).collect();
+    match access.cluster_quotas_for(&here).await.map(note_on_stderr) {
+        Ok(list) => {
+            let labels = match ns {
+                Some(n) => access.namespace_labels(n).await.ok().flatten(),
+                None => None,
+            };
+            list.into_iter()
+                .filter(|q| ns.is_none_or(|n| check::selects(q, n, labels.as_ref())))
+                .collect()
+        }
+        Err(e) => {
+            eprintln!("note: KarmadaClusterQuotas not listed ({e:#}): showing KarmadaQuotas only");
+            Vec::new()
+        }
+    }
+}
+
+/// `top`: the quotas by use, with the cluster quotas selecting `-n`'s namespace (their
+/// totals over every namespace they select), or all of them without `-n`.
+async fn top(global: &args::Global, limit: usize, style: Style) -> Result<(String, u8), Failure> {
+    let access = Access::new(global).await.map_err(api)?;
+    let ns = global.namespace.as_deref();
+    let quotas = access.quotas(ns).await.map_err(api)?;
+    let mut summaries: Vec<QuotaSummary> = quotas.iter().map(QuotaSummary::of).collect();
+    let clusters = cluster_quotas_here(&access, ns).await;
+    summaries.extend(clusters.iter().map(QuotaSummary::of_cluster));
+    Ok((render::top(&summaries, limit, style), exit::OK))
+}
+
+/// `queue`: the waiting lines of the namespace's quotas (every namespace's with `-A`) and
+/// of the cluster quotas selecting it.
+async fn queue_of(global: &args::Global) -> Result<(String, u8), Failure> {
+    let access = Access::new(global).await.map_err(api)?;
+    let ns = (!global.all_namespaces).then_some(access.namespace.as_str());
+    let quotas = access.quotas(ns).await.map_err(api)?;
+    let clusters = cluster_quotas_here(&access, ns).await;
+    let mut lines: Vec<queue::QuotaLine<'_>> = quotas
+        .iter()
+        .map(|q| queue::QuotaLine {
+            quota: match (ns, q.metadata.namespace.as_deref()) {
+                (None, Some(n)) => {
+                    format!("{n}/{}", q.metadata.name.as_deref().unwrap_or_default())
+                }
+                _ => q.metadata.name.clone().unwrap_or_default(),
+            },
+            status: q.status.as_ref(),
+        })
+        .collect();
+    lines.extend(clusters.iter().map(|q| queue::QuotaLine {
+        quota: format!("cluster/{}", q.metadata.name.as_deref().unwrap_or_default()),
+        status: q.status.as_ref().map(|s| &s.quota),
+    }));
+    Ok((queue::render(&lines, jiff::Timestamp::now()), exit::OK))
+}
+
+/// A named object that does not exist: exit code EXCEEDS, as `kubectl get` does.
+fn not_found(message: String) -> Failure {
+    Failure {
+        code: exit::EXCEEDS,
+        error: anyhow::anyhow!(message),
     }
 }
 

@@ -203,6 +203,17 @@ pub struct EventRow {
 /// `describe`: laid out like `kubectl describe resourcequota`.
 pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
     let mut out = String::new();
+    describe_header(&mut out, q);
+    describe_resources(&mut out, q, style);
+    describe_namespaces(&mut out, q);
+    describe_clusters(&mut out, q);
+    describe_conditions(&mut out, q);
+    describe_events(&mut out, events);
+    out
+}
+
+/// Name, kind or namespace, scopes, draining mode, pending reservations.
+fn describe_header(out: &mut String, q: &QuotaSummary) {
     out.push_str(&format!("Name:        {}\n", q.name));
     match &q.selector {
         Some(selector) => {
@@ -234,6 +245,10 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
         q.pending_reservations,
         if q.pending_reservations == 1 { "" } else { "s" }
     ));
+}
+
+/// The Resource / Used / Reserved / Hard / % table.
+fn describe_resources(out: &mut String, q: &QuotaSummary, style: Style) {
     let rows = q
         .resources
         .iter()
@@ -260,6 +275,10 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
             .to_vec(),
         rows,
     ));
+}
+
+/// A cluster quota's selected namespaces and the usage of each.
+fn describe_namespaces(out: &mut String, q: &QuotaSummary) {
     if q.selector.is_some() {
         out.push_str("\nNamespaces (selected; usage of each):\n");
         if q.namespaces.is_empty() {
@@ -291,6 +310,10 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
             ));
         }
     }
+}
+
+/// Placed, observed (and draining) usage per member cluster, with drift.
+fn describe_clusters(out: &mut String, q: &QuotaSummary) {
     if !q.clusters.is_empty() {
         // The Draining column only when something drains (a failover in progress).
         let draining = q.draining();
@@ -342,6 +365,10 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
             rows,
         ));
     }
+}
+
+/// The conditions, then the errors, if any.
+fn describe_conditions(out: &mut String, q: &QuotaSummary) {
     out.push_str("\nConditions:\n");
     if q.conditions.is_empty() {
         out.push_str("  <none>\n");
@@ -371,6 +398,10 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
             out.push_str(&format!("  {e}\n"));
         }
     }
+}
+
+/// The events about the quota.
+fn describe_events(out: &mut String, events: &[EventRow]) {
     out.push_str("\nEvents:\n");
     if events.is_empty() {
         out.push_str("  <none>\n");
@@ -397,7 +428,6 @@ pub fn describe(q: &QuotaSummary, events: &[EventRow], style: Style) -> String {
             rows,
         ));
     }
-    out
 }
 
 /// `top`'s NAMESPACE cell of a KarmadaClusterQuota (its numbers are over every namespace
