@@ -477,57 +477,11 @@ fn interpret_suffix(suffix: &str) -> Option<(Base, i64, Format)> {
 }
 
 fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
-    let b = s.as_bytes();
-    if b.is_empty() {
-        return Err(QuantityError::FormatWrong);
-    }
-
-    // Kubernetes' parseQuantityString: sign, integer digits, optional '.' and fraction
-    // digits, then a suffix made of suffix letters, an optional sign and digits.
-    let mut pos = 0;
-    let negative = match b[0] {
-        b'-' => {
-            pos = 1;
-            true
-        }
-        b'+' => {
-            pos = 1;
-            false
-        }
-        _ => false,
-    };
-    let int_start = pos;
-    while pos < b.len() && b[pos].is_ascii_digit() {
-        pos += 1;
-    }
-    let int_digits = &b[int_start..pos];
-    let mut frac_digits: &[u8] = &[];
-    if pos < b.len() && b[pos] == b'.' {
-        pos += 1;
-        let frac_start = pos;
-        while pos < b.len() && b[pos].is_ascii_digit() {
-            pos += 1;
-        }
-        frac_digits = &b[frac_start..pos];
-    }
-    let suffix_start = pos;
-    while pos < b.len() && b"eEinumkKMGTP".contains(&b[pos]) {
-        pos += 1;
-    }
-    if pos < b.len() && (b[pos] == b'-' || b[pos] == b'+') {
-        pos += 1;
-    }
-    while pos < b.len() && b[pos].is_ascii_digit() {
-        pos += 1;
-    }
-    if pos != b.len() {
-        return Err(QuantityError::FormatWrong);
-    }
-    // Everything from suffix_start is ASCII, so this slice is on a char boundary.
+    let lexed = lex(s)?;
     let (base, exponent, mut format) =
-        interpret_suffix(&s[suffix_start..]).ok_or(QuantityError::Suffix)?;
+        interpret_suffix(lexed.suffix).ok_or(QuantityError::Suffix)?;
 
-    if int_digits.is_empty() && frac_digits.is_empty() {
+    if lexed.int_digits.is_empty() && lexed.frac_digits.is_empty() {
         // No digit at all ("", ".", "-."): Kubernetes' fast path reads it as 0, but its
         // inf.Dec slow path (taken below nano and for Pi/Ei) fails with ErrNumeric.
         let slow_path = match base {
@@ -540,48 +494,14 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
         return Ok(Quantity { nanos: 0, format });
     }
 
-    // Significant digits, most significant first, and the power of ten of the last one.
-    let mut digits: Vec<u8> = int_digits
-        .iter()
-        .chain(frac_digits)
-        .map(|d| d - b'0')
-        .skip_while(|&d| d == 0)
-        .collect();
-    let mut exp10: i64 = -(frac_digits.len() as i64);
-    if base == Base::Ten {
-        exp10 += exponent;
-    }
-    while digits.last() == Some(&0) {
-        digits.pop();
-        exp10 += 1;
-    }
+    let (mut digits, exp10) = significant(&lexed, base, exponent);
     if digits.is_empty() {
         return Ok(Quantity { nanos: 0, format });
     }
     if base == Base::Two {
         multiply_digits(&mut digits, 1u64 << (exponent as u32));
     }
-
-    // nanos = ceil(digits × 10^(exp10 + 9)), computed on the digit string so that any
-    // number of fraction digits and any exponent is exact.
-    let shift = exp10 + 9;
-    let int_len = digits.len() as i64 + shift;
-    let magnitude: Option<u128> = if int_len > MAX_NANOS_DIGITS {
-        None
-    } else if int_len <= 0 {
-        Some(1) // 0 < value < 1n: rounds up to 1n
-    } else {
-        let int_len = int_len as usize;
-        let mut n: u128 = 0;
-        for i in 0..int_len {
-            n = n * 10 + u128::from(digits.get(i).copied().unwrap_or(0));
-        }
-        let sticky = digits
-            .get(int_len..)
-            .is_some_and(|r| r.iter().any(|&d| d != 0));
-        Some(n + u128::from(sticky))
-    };
-    let magnitude = match magnitude {
+    let magnitude = match nanos_of(&digits, exp10) {
         Some(m) if m <= MAX_NANOS => m,
         // Kubernetes caps BinarySI at 2^63-1 silently; decimal is our deviation.
         _ if format == Format::BinarySI => MAX_NANOS,
@@ -592,9 +512,106 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
     }
     let nanos = magnitude as i128; // ≤ MAX_NANOS < i128::MAX
     Ok(Quantity {
-        nanos: if negative { -nanos } else { nanos },
+        nanos: if lexed.negative { -nanos } else { nanos },
         format,
     })
+}
+
+/// A quantity string taken apart, nothing interpreted yet.
+struct Lexed<'a> {
+    negative: bool,
+    int_digits: &'a [u8],
+    frac_digits: &'a [u8],
+    /// Suffix letters, an optional sign and digits (ASCII).
+    suffix: &'a str,
+}
+
+/// Kubernetes' parseQuantityString: sign, integer digits, optional '.' and fraction
+/// digits, then a suffix made of suffix letters, an optional sign and digits.
+fn lex(s: &str) -> Result<Lexed<'_>, QuantityError> {
+    let b = s.as_bytes();
+    if b.is_empty() {
+        return Err(QuantityError::FormatWrong);
+    }
+    let digits_from = |mut pos: usize| {
+        while pos < b.len() && b[pos].is_ascii_digit() {
+            pos += 1;
+        }
+        pos
+    };
+    let (negative, int_start) = match b[0] {
+        b'-' => (true, 1),
+        b'+' => (false, 1),
+        _ => (false, 0),
+    };
+    let mut pos = digits_from(int_start);
+    let int_digits = &b[int_start..pos];
+    let mut frac_digits: &[u8] = &[];
+    if pos < b.len() && b[pos] == b'.' {
+        let frac_start = pos + 1;
+        pos = digits_from(frac_start);
+        frac_digits = &b[frac_start..pos];
+    }
+    let suffix_start = pos;
+    while pos < b.len() && b"eEinumkKMGTP".contains(&b[pos]) {
+        pos += 1;
+    }
+    if pos < b.len() && (b[pos] == b'-' || b[pos] == b'+') {
+        pos += 1;
+    }
+    if digits_from(pos) != b.len() {
+        return Err(QuantityError::FormatWrong);
+    }
+    Ok(Lexed {
+        negative,
+        int_digits,
+        frac_digits,
+        // Everything from suffix_start is ASCII, so this slice is on a char boundary.
+        suffix: &s[suffix_start..],
+    })
+}
+
+/// The significant digits, most significant first (no leading or trailing zeros), and the
+/// power of ten of the last one (a binary suffix is applied by the caller).
+fn significant(lexed: &Lexed<'_>, base: Base, exponent: i64) -> (Vec<u8>, i64) {
+    let mut digits: Vec<u8> = lexed
+        .int_digits
+        .iter()
+        .chain(lexed.frac_digits)
+        .map(|d| d - b'0')
+        .skip_while(|&d| d == 0)
+        .collect();
+    let mut exp10: i64 = -(lexed.frac_digits.len() as i64);
+    if base == Base::Ten {
+        exp10 += exponent;
+    }
+    while digits.last() == Some(&0) {
+        digits.pop();
+        exp10 += 1;
+    }
+    (digits, exp10)
+}
+
+/// ceil(digits × 10^(exp10 + 9)), computed on the digit string so that any number of
+/// fraction digits and any exponent is exact; `None` past what nanos can hold.
+fn nanos_of(digits: &[u8], exp10: i64) -> Option<u128> {
+    let shift = exp10 + 9;
+    let int_len = digits.len() as i64 + shift;
+    if int_len > MAX_NANOS_DIGITS {
+        return None;
+    }
+    if int_len <= 0 {
+        return Some(1); // 0 < value < 1n: rounds up to 1n
+    }
+    let int_len = int_len as usize;
+    let mut n: u128 = 0;
+    for i in 0..int_len {
+        n = n * 10 + u128::from(digits.get(i).copied().unwrap_or(0));
+    }
+    let sticky = digits
+        .get(int_len..)
+        .is_some_and(|r| r.iter().any(|&d| d != 0));
+    Some(n + u128::from(sticky))
 }
 
 /// Multiplies a big-endian decimal digit string by `factor` (≤ 2^60) in place.
