@@ -1,7 +1,9 @@
 //! Reading templates from the API within bounds. A selector's templates are listed in
 //! pages of `--policy-list-page-size` objects (`limit`/`continue`); each response body is
 //! read chunk by chunk, every chunk charged to the webhook's template budget
-//! (`--policy-template-bytes-in-flight`, shared by all checks) while its page is held, and
+//! (`--policy-template-bytes-in-flight`, shared by all checks) while its page is held —
+//! the capacity of the buffer it is read into, which a growing buffer makes up to twice
+//! the bytes read (`Fetched::push`) — and
 //! one selector's listing reads at most `--policy-max-template-bytes`. Each page is decoded
 //! straight into typed templates (metadata and the spec fields pricing reads; a
 //! ConfigMap's data is passed over) and dropped before the next page is asked for: no
@@ -68,10 +70,66 @@ impl Default for TemplateLimits {
     }
 }
 
-/// One response body, charged to the budget while held.
+/// One response body, charged to the budget while held: the charge is the buffer's
+/// capacity, not the bytes read (a buffer grown by doubling holds up to twice them), and
+/// is taken before the buffer grows.
 struct Fetched {
     bytes: Vec<u8>,
-    _charge: Option<OwnedSemaphorePermit>,
+    charge: Option<OwnedSemaphorePermit>,
+}
+
+impl Fetched {
+    fn new() -> Self {
+        Self {
+            bytes: Vec::new(),
+            charge: None,
+        }
+    }
+
+    /// Bytes of the budget this body holds.
+    fn charged(&self) -> usize {
+        self.charge
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+
+    /// Append `chunk`; when the buffer must grow, its new capacity (doubled, or what the
+    /// chunk needs) is charged to `budget` first. `false` when the budget cannot give it.
+    fn push(&mut self, chunk: &[u8], budget: &Arc<Semaphore>) -> bool {
+        let needed = self.bytes.len() + chunk.len();
+        if needed > self.bytes.capacity() {
+            let target = needed.max(self.bytes.capacity().saturating_mul(2));
+            if !self.charge_up_to(target, budget) {
+                return false;
+            }
+            self.bytes.reserve_exact(target - self.bytes.len());
+            // The allocator may give more than asked: that is charged too.
+            if !self.charge_up_to(self.bytes.capacity(), budget) {
+                return false;
+            }
+        }
+        self.bytes.extend_from_slice(chunk);
+        true
+    }
+
+    /// Hold `bytes` of the budget in all.
+    fn charge_up_to(&mut self, bytes: usize, budget: &Arc<Semaphore>) -> bool {
+        let more = bytes.saturating_sub(self.charged());
+        if more == 0 {
+            return true;
+        }
+        let Some(permit) = u32::try_from(more)
+            .ok()
+            .and_then(|n| budget.clone().try_acquire_many_owned(n).ok())
+        else {
+            return false;
+        };
+        match self.charge.as_mut() {
+            Some(held) => held.merge(permit),
+            None => self.charge = Some(permit),
+        }
+        true
+    }
 }
 
 /// A LIST response as the pager reads it: the items as slices of the body.
@@ -198,10 +256,7 @@ impl Reader<'_> {
             return Err(Skip(format!("cannot read {}: HTTP {status}", self.what)));
         }
         let mut body = response.into_body();
-        let mut fetched = Fetched {
-            bytes: Vec::new(),
-            _charge: None,
-        };
+        let mut fetched = Fetched::new();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| {
                 Skip(format!(
@@ -221,21 +276,13 @@ impl Reader<'_> {
                     self.what, self.limits.max_bytes
                 )));
             }
-            let charge = u32::try_from(chunk.len())
-                .ok()
-                .and_then(|n| self.limits.in_flight.clone().try_acquire_many_owned(n).ok())
-                .ok_or_else(|| {
-                    Skip(
-                        "the webhook is reading too many template bytes for other policy \
-                         checks (--policy-template-bytes-in-flight); retry"
-                            .to_owned(),
-                    )
-                })?;
-            match fetched._charge.as_mut() {
-                Some(held) => held.merge(charge),
-                None => fetched._charge = Some(charge),
+            if !fetched.push(&chunk, &self.limits.in_flight) {
+                return Err(Skip(
+                    "the webhook is reading too many template bytes for other policy \
+                     checks (--policy-template-bytes-in-flight); retry"
+                        .to_owned(),
+                ));
             }
-            fetched.bytes.extend_from_slice(&chunk);
         }
         Ok(Some(fetched))
     }
@@ -282,4 +329,52 @@ fn decode_one(bytes: &[u8], how: &Decoding) -> Result<Template, Skip> {
 /// The URL path of `ar`'s objects, in `namespace` or in every namespace.
 pub(super) fn url(ar: &ApiResource, namespace: Option<&str>) -> String {
     <DynamicObject as kube::Resource>::url_path(ar, namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the buffer allocates is what the budget holds, chunk after chunk: a body read
+    /// in 1000-byte chunks grows its buffer by doubling, and every byte of capacity is
+    /// charged (counting the chunks alone left up to half of it uncharged).
+    #[test]
+    fn a_body_is_charged_its_buffers_capacity() {
+        let budget = Arc::new(Semaphore::new(1 << 20));
+        let mut f = Fetched::new();
+        let chunk = [b'x'; 1000];
+        for i in 1..=300 {
+            assert!(f.push(&chunk, &budget));
+            assert_eq!(f.bytes.len(), i * 1000);
+            assert!(
+                f.charged() >= f.bytes.capacity(),
+                "after {i} chunks: {} charged, {} allocated",
+                f.charged(),
+                f.bytes.capacity()
+            );
+            assert_eq!(budget.available_permits(), (1 << 20) - f.charged());
+        }
+        drop(f);
+        assert_eq!(
+            budget.available_permits(),
+            1 << 20,
+            "given back when dropped"
+        );
+    }
+
+    #[test]
+    fn a_body_whose_buffer_would_outgrow_the_budget_is_refused() {
+        // The buffer doubles up to 1,024,000 bytes of capacity within 1 MiB; the next
+        // doubling does not fit, and the chunk that needs it is refused.
+        let budget = Arc::new(Semaphore::new(1 << 20));
+        let mut f = Fetched::new();
+        let chunk = [b'x'; 1000];
+        let mut pushed = 0;
+        while f.push(&chunk, &budget) {
+            pushed += 1;
+            assert!(pushed <= 1 << 20, "never refused");
+        }
+        assert_eq!((f.bytes.len(), f.bytes.capacity()), (1_024_000, 1_024_000));
+        assert_eq!(f.charged(), 1_024_000);
+    }
 }
