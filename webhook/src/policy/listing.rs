@@ -10,6 +10,9 @@
 //! generic JSON tree of a listed object is built, except the one a customization's Lua
 //! reads for the object it prices.
 //!
+//! With customizations, pages are decoded and priced by their Lua on blocking threads, at
+//! most `--policy-max-concurrent-lua` at once over all checks (`off_the_workers`).
+//!
 //! Past a bound the check is skipped (the policy allowed with a warning saying why): the
 //! check is advisory, and the ResourceBinding review still enforces every quota.
 
@@ -34,13 +37,17 @@ pub const DEFAULT_PAGE_SIZE: u32 = 50;
 pub const DEFAULT_MAX_TEMPLATE_BYTES: usize = 8 * 1024 * 1024;
 /// `--policy-template-bytes-in-flight`' default.
 pub const DEFAULT_TEMPLATE_BYTES_IN_FLIGHT: usize = 32 * 1024 * 1024;
+/// `--policy-max-concurrent-lua`' default.
+pub const DEFAULT_LUA_RUNS: usize = 2;
 
-/// The bounds of reading templates; clones share the in-flight budget.
+/// The bounds of reading templates; clones share the in-flight budget and the Lua slots.
 #[derive(Clone, Debug)]
 pub struct TemplateLimits {
     page_size: u32,
     max_bytes: usize,
     in_flight: Arc<Semaphore>,
+    /// Threads pricing templates with customizations' Lua at once.
+    lua: Arc<Semaphore>,
 }
 
 impl TemplateLimits {
@@ -51,7 +58,15 @@ impl TemplateLimits {
             page_size: page_size.max(1),
             max_bytes: max_bytes.max(1),
             in_flight: Arc::new(Semaphore::new(in_flight.clamp(1, u32::MAX as usize))),
+            lua: Arc::new(Semaphore::new(DEFAULT_LUA_RUNS)),
         }
+    }
+
+    /// The same bounds, with at most `runs` threads running Lua at once (over all checks).
+    #[must_use]
+    pub fn with_lua_runs(mut self, runs: usize) -> Self {
+        self.lua = Arc::new(Semaphore::new(runs.clamp(1, Semaphore::MAX_PERMITS)));
+        self
     }
 
     /// Bytes of the in-flight budget not held now.
@@ -227,9 +242,8 @@ impl Reader<'_> {
         if self.customizations.is_empty() {
             return decode(&body.bytes, &how);
         }
-        tokio::task::spawn_blocking(move || decode(&body.bytes, &how))
-            .await
-            .map_err(|e| Skip(format!("pricing by interpreter customizations failed: {e}")))?
+        let until = tokio::time::Instant::from_std(self.lua_end);
+        off_the_workers(&self.limits.lua, until, move || decode(&body.bytes, &how)).await?
     }
 
     /// The body of `request`, read within the bounds; `None` on 404.
@@ -286,6 +300,34 @@ impl Reader<'_> {
         }
         Ok(Some(fetched))
     }
+}
+
+/// `work` (which runs Lua) on a blocking thread holding one of the `lua` slots, waiting
+/// for a slot until `until` at most. The slot is held by the thread, not by the caller:
+/// a review that gives up (its deadline) leaves the slot taken until its thread ends, so
+/// at most as many threads as slots run Lua, whatever the reviews do.
+async fn off_the_workers<T: Send + 'static>(
+    lua: &Arc<Semaphore>,
+    until: tokio::time::Instant,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Skip> {
+    let slot = tokio::time::timeout_at(until, lua.clone().acquire_owned())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| {
+            Skip(
+                "every slot for interpreter customizations' Lua is taken by other policy \
+                 checks (--policy-max-concurrent-lua); retry"
+                    .to_owned(),
+            )
+        })?;
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
+    .map_err(|e| Skip(format!("pricing by interpreter customizations failed: {e}")))
 }
 
 /// What decoding a body needs (moved off the async workers with it).
@@ -359,6 +401,50 @@ mod tests {
             budget.available_permits(),
             1 << 20,
             "given back when dropped"
+        );
+    }
+
+    /// Twelve checks pricing at once, each run holding its thread 50 ms: never more than
+    /// the two slots run at once, and a check that cannot get a slot by its end is
+    /// skipped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn at_most_the_lua_slots_run_at_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+        let lua = TemplateLimits::default().with_lua_runs(2).lua;
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        let runs = (0..12).map(|_| {
+            let (running, most) = (running.clone(), most.clone());
+            off_the_workers(&lua, until, move || {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(50));
+                running.fetch_sub(1, Ordering::SeqCst);
+            })
+        });
+        let done = futures::future::join_all(runs).await;
+        assert!(done.iter().all(Result::is_ok));
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        // A run that outlives its caller keeps its slot: the next caller waits for it.
+        let lua = TemplateLimits::default().with_lua_runs(1).lua;
+        let soon = tokio::time::Instant::now() + Duration::from_millis(100);
+        let long = tokio::spawn({
+            let lua = lua.clone();
+            async move {
+                off_the_workers(&lua, soon, || {
+                    std::thread::sleep(Duration::from_millis(400))
+                })
+                .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        long.abort();
+        let refused = off_the_workers(&lua, soon, || ()).await;
+        assert!(
+            refused.is_err_and(|s| s.0.contains("--policy-max-concurrent-lua")),
+            "the abandoned run still holds the only slot"
         );
     }
 
