@@ -183,18 +183,24 @@ pub async fn submit(State(d): State<Dashboard>, headers: HeaderMap, body: Bytes)
     match access.user(token).await {
         Ok(Some(user)) if !d.sessions.may_log_in(&user) => {
             tracing::info!(user = %user.name, "dashboard login refused: too many logins of this user");
-            page(
+            let per_minute = d.sessions.policy().logins_per_user_per_minute;
+            let mut resp = page(
                 &d,
                 &headers,
                 StatusCode::TOO_MANY_REQUESTS,
                 &next,
                 Some(format!(
-                    "Too many logins of {} (at most {} a minute, \
+                    "Too many logins of {} (at most {per_minute} a minute, \
                      --dashboard-logins-per-user-per-minute): wait a minute and log in again.",
                     user.name,
-                    d.sessions.policy().logins_per_user_per_minute
                 )),
-            )
+            );
+            // The next login of this user comes back within 60 / N seconds.
+            resp.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(60u32.div_ceil(per_minute.max(1))),
+            );
+            resp
         }
         Ok(Some(user)) => {
             // A new id on every login (no fixation); the session the browser had ends.

@@ -493,6 +493,7 @@ async fn one_token_logging_in_ten_thousand_times_ends_no_session() {
             StatusCode::SEE_OTHER => created += 1,
             StatusCode::TOO_MANY_REQUESTS => {
                 assert!(a.body.contains("Too many logins of team-a"), "{}", a.body);
+                assert_eq!(a.headers[header::RETRY_AFTER], "6");
                 assert!(a.cookie("kq_session").is_none());
                 refused += 1;
             }
