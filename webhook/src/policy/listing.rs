@@ -427,25 +427,32 @@ mod tests {
         let done = futures::future::join_all(runs).await;
         assert!(done.iter().all(Result::is_ok));
         assert_eq!(most.load(Ordering::SeqCst), 2);
-        // A run that outlives its caller keeps its slot: the next caller waits for it.
+        // A run that outlives its caller (a runaway whose review gave up) keeps its slot:
+        // the next caller waits for it, and gets it once the thread ends.
         let lua = TemplateLimits::default().with_lua_runs(1).lua;
-        let soon = tokio::time::Instant::now() + Duration::from_millis(100);
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let far = tokio::time::Instant::now() + Duration::from_secs(30);
         let long = tokio::spawn({
             let lua = lua.clone();
             async move {
-                off_the_workers(&lua, soon, || {
-                    std::thread::sleep(Duration::from_millis(400))
+                off_the_workers(&lua, far, move || {
+                    let _ = released.recv();
                 })
                 .await
             }
         });
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        while lua.available_permits() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         long.abort();
+        let soon = tokio::time::Instant::now() + Duration::from_millis(100);
         let refused = off_the_workers(&lua, soon, || ()).await;
         assert!(
             refused.is_err_and(|s| s.0.contains("--policy-max-concurrent-lua")),
             "the abandoned run still holds the only slot"
         );
+        release.send(()).unwrap();
+        assert!(off_the_workers(&lua, far, || ()).await.is_ok());
     }
 
     #[test]
