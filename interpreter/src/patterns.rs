@@ -23,6 +23,11 @@
 //! each match, so they too try at most n). Patterns over short strings — what a
 //! customization reads from a template — stay far below the bound; what is refused is
 //! the shape that could run away, before it runs.
+//!
+//! `string.rep` is the other C loop a script controls: `string.rep('', 2^31 - 1)` adds
+//! nothing to its buffer (so the memory limit never stops it) two billion times. Repeating
+//! an empty string more than [`MAX_REPEATS`] times is refused; a non-empty string grows
+//! the buffer every turn, and the memory limit stops it.
 
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
@@ -33,13 +38,16 @@ pub const MAX_STEPS: f64 = 5e7;
 /// Longest pattern a call may use.
 pub const MAX_PATTERN_BYTES: usize = 512;
 
+/// Most repetitions of an empty string one `string.rep` call may ask for.
+pub const MAX_REPEATS: f64 = 33_554_432.0;
+
 /// The characters that make a pattern not plain (`lstrlib.c`'s `SPECIALS`).
 const SPECIALS: &[u8] = b"^$*+?.([%-";
 
-/// Replace `string.find`, `match`, `gmatch` and `gsub` in `string` (the table the string
-/// metatable's `__index` is, so `s:find(…)` is covered too) by bounded wrappers.
+/// Replace `string.find`, `match`, `gmatch`, `gsub` and `rep` in `string` (the table the
+/// string metatable's `__index` is, so `s:find(…)` is covered too) by bounded wrappers.
 pub fn install(lua: &Lua, string: &Table) -> mlua::Result<()> {
-    for name in ["find", "match", "gmatch", "gsub"] {
+    for name in ["find", "match", "gmatch", "gsub", "rep"] {
         let original: Function = string.raw_get(name)?;
         let wrapped = lua.create_function(move |_, args: MultiValue| {
             check(name, &args)?;
@@ -68,8 +76,31 @@ fn len(v: Option<&Value>) -> Option<usize> {
     }
 }
 
+/// The count of `string.rep(s, n)` as Lua reads it (a number, or a string holding one).
+fn count(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Integer(i) => Some(*i as f64),
+        Value::Number(n) => Some(*n),
+        Value::String(s) => s.to_str().ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
 /// Refuses the call `function(args…)` when its bound passes the limits.
 fn check(function: &str, args: &MultiValue) -> mlua::Result<()> {
+    if function == "rep" {
+        let empty = matches!(args.front(), Some(Value::String(s)) if s.as_bytes().is_empty());
+        return match count(args.get(1)) {
+            Some(n) if empty && (n > MAX_REPEATS || n.is_nan()) => {
+                Err(mlua::Error::runtime(format!(
+                    "string.rep: {n} repetitions of an empty string are refused in the \
+                 karmada-quota sandbox (at most {MAX_REPEATS}): Lua repeats in C where the \
+                 time limit cannot stop it"
+                )))
+            }
+            _ => Ok(()),
+        };
+    }
     let (Some(subject), Some(pattern)) = (len(args.front()), bytes(args.get(1))) else {
         return Ok(());
     };
