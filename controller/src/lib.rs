@@ -599,6 +599,9 @@ fn spawn_dashboard(
             )),
             karmada_quota_dashboard::CachePolicy {
                 ttl: args.dashboard.dashboard_auth_cache_ttl,
+                new_tokens: karmada_quota_dashboard::rate::Rate::per_second(
+                    args.dashboard.dashboard_new_token_reviews_per_second,
+                ),
                 ..karmada_quota_dashboard::CachePolicy::default()
             },
         )
@@ -616,6 +619,7 @@ fn spawn_dashboard(
                 max_sessions_per_user: args.dashboard.dashboard_max_sessions_per_user,
                 idle_timeout: args.dashboard.dashboard_session_idle_timeout,
                 max_age: args.dashboard.dashboard_session_max_age,
+                logins_per_user_per_minute: args.dashboard.dashboard_logins_per_user_per_minute,
             },
             streams: karmada_quota_dashboard::StreamLimits {
                 max_total: args.dashboard.dashboard_max_streams,

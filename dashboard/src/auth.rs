@@ -4,7 +4,11 @@
 //! cached briefly, so page loads and live streams do not flood the API server.
 //!
 //! ```text
-//!  token ─► Access::user ── cache (TTL, bounded) ── miss ─► Reviewer::authenticate (TokenReview)
+//!  token ─► Access::user ── accepted (TTL) / refused (short TTL) caches, bounded
+//!            └ miss ─► a token accepted before, a live session's or stream's (known_user)
+//!                      ─► Reviewer::authenticate (TokenReview)
+//!                    └► a token never seen ─► the bucket of new-token reviews
+//!                        (--dashboard-new-token-reviews-per-second) ─► TokenReview, or 503
 //!  user + snapshot ─► Access::restrict
 //!     may_list(user, every namespace)? ── yes ─► the whole snapshot
 //!     else per namespace of a quota: may_list(user, ns) (cached) ─► Snapshot::restricted
@@ -14,6 +18,13 @@
 //! controller implements it with the Kubernetes API. A review that fails (API server
 //! unreachable) is never cached: an unreviewable token is refused with 503, an
 //! unreviewable namespace is hidden (fail closed).
+//!
+//! Tokens nobody presented before cost the API server a TokenReview each: they are
+//! reviewed at most at the rate of [`CachePolicy::new_tokens`] over all requests (past
+//! it, 503 until a token is back), and a refused token is remembered for
+//! [`CachePolicy::refused_ttl`] in a cache of its own (a flood of refused tokens cannot
+//! push the accepted ones out). Tokens accepted before and the tokens of live sessions
+//! are re-reviewed whatever that rate: a flood of random tokens starves no one logged in.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
@@ -23,6 +34,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 
 use crate::model::Snapshot;
+use crate::rate::{Bucket, Rate};
 
 /// The API group of KarmadaQuota.
 pub const QUOTA_GROUP: &str = "quota.karmada.io";
@@ -35,8 +47,14 @@ pub const QUOTA_VERB: &str = "list";
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(30);
 /// How long a refused token is remembered (short: a token may become valid).
 pub const DEFAULT_REFUSED_TTL: Duration = Duration::from_secs(5);
-/// At most this many cached answers per kind (tokens, access decisions).
+/// At most this many cached answers per kind (accepted tokens, refused tokens, access
+/// decisions).
 pub const DEFAULT_CACHE_ENTRIES: usize = 4096;
+/// TokenReviews of tokens never seen before, per second (and at once).
+pub const DEFAULT_NEW_TOKEN_REVIEWS_PER_SECOND: u32 = 20;
+/// The error of a new token past [`CachePolicy::new_tokens`].
+pub const NEW_TOKENS_THROTTLED: &str = "too many new tokens to review right now \
+(--dashboard-new-token-reviews-per-second); try again in a few seconds";
 
 /// A user as a TokenReview reports it: what a SubjectAccessReview is asked about.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -78,6 +96,9 @@ pub struct CachePolicy {
     pub refused_ttl: Duration,
     /// Entries per cache; when full, expired entries go, then everything.
     pub max_entries: usize,
+    /// TokenReviews of tokens neither cached, nor accepted before, nor a live session's:
+    /// at most this rate over all requests.
+    pub new_tokens: Rate,
 }
 
 impl Default for CachePolicy {
@@ -86,6 +107,7 @@ impl Default for CachePolicy {
             ttl: DEFAULT_CACHE_TTL,
             refused_ttl: DEFAULT_REFUSED_TTL,
             max_entries: DEFAULT_CACHE_ENTRIES,
+            new_tokens: Rate::per_second(DEFAULT_NEW_TOKEN_REVIEWS_PER_SECOND),
         }
     }
 }
@@ -124,6 +146,12 @@ impl<K: Eq + Hash, V: Clone> Cache<K, V> {
         map.insert(key, (now + ttl, value));
     }
 
+    /// Whether `key` has an entry, expired or not.
+    fn holds(&self, key: &K) -> bool {
+        let map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        map.contains_key(key)
+    }
+
     fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
@@ -133,8 +161,13 @@ impl<K: Eq + Hash, V: Clone> Cache<K, V> {
 pub struct Access {
     reviewer: Arc<dyn Reviewer>,
     policy: CachePolicy,
-    tokens: Cache<String, Option<Arc<User>>>,
+    /// Accepted tokens (an expired entry still says the token was accepted once).
+    tokens: Cache<String, Arc<User>>,
+    /// Refused tokens, briefly.
+    refused: Cache<String, ()>,
     decisions: Cache<(Arc<User>, Option<String>), bool>,
+    /// Reviews of tokens never seen.
+    new_tokens: Bucket,
 }
 
 impl std::fmt::Debug for Access {
@@ -152,22 +185,41 @@ impl Access {
             reviewer,
             policy,
             tokens: Cache::new(policy.max_entries),
+            refused: Cache::new(policy.max_entries),
             decisions: Cache::new(policy.max_entries),
+            new_tokens: Bucket::new(policy.new_tokens),
         }
     }
 
-    /// Who `token` is: `Ok(None)` when the API server does not accept it.
+    /// Who `token` (presented by a request: a bearer header, the login form) is: `Ok(None)`
+    /// when the API server does not accept it; an error when it cannot be reviewed, or
+    /// when it was never seen and the rate of new-token reviews is spent.
     pub async fn user(&self, token: &str) -> Result<Option<Arc<User>>, ReviewError> {
-        if let Some(known) = self.tokens.get(&token.to_owned()) {
-            return Ok(known);
+        self.review(token, false).await
+    }
+
+    /// Who a token accepted before is (a live session's, an open stream's): re-reviewed
+    /// when its answer expired, whatever the rate of new-token reviews.
+    pub async fn known_user(&self, token: &str) -> Result<Option<Arc<User>>, ReviewError> {
+        self.review(token, true).await
+    }
+
+    async fn review(&self, token: &str, known: bool) -> Result<Option<Arc<User>>, ReviewError> {
+        let key = token.to_owned();
+        if let Some(user) = self.tokens.get(&key) {
+            return Ok(Some(user));
+        }
+        if self.refused.get(&key).is_some() {
+            return Ok(None);
+        }
+        if !known && !self.tokens.holds(&key) && !self.new_tokens.take() {
+            return Err(ReviewError(NEW_TOKENS_THROTTLED.to_owned()));
         }
         let user = self.reviewer.authenticate(token).await?.map(Arc::new);
-        let ttl = if user.is_some() {
-            self.policy.ttl
-        } else {
-            self.policy.refused_ttl
-        };
-        self.tokens.put(token.to_owned(), user.clone(), ttl);
+        match &user {
+            Some(u) => self.tokens.put(key, u.clone(), self.policy.ttl),
+            None => self.refused.put(key, (), self.policy.refused_ttl),
+        }
         Ok(user)
     }
 
@@ -219,9 +271,9 @@ impl Access {
         s.restricted(|ns| allowed.contains(ns))
     }
 
-    /// Cached answers (tokens, decisions), for tests and debugging.
+    /// Cached answers (accepted and refused tokens, decisions), for tests and debugging.
     pub fn cached(&self) -> (usize, usize) {
-        (self.tokens.len(), self.decisions.len())
+        (self.tokens.len() + self.refused.len(), self.decisions.len())
     }
 }
 
@@ -450,6 +502,7 @@ mod tests {
             f,
             CachePolicy {
                 max_entries: 8,
+                new_tokens: Rate::per_second(1_000),
                 ..CachePolicy::default()
             },
         );
@@ -460,6 +513,70 @@ mod tests {
             let (tokens, decisions) = a.cached();
             assert!(tokens <= 8 && decisions <= 8, "{tokens} {decisions}");
         }
+    }
+
+    /// 2,000 random bearer tokens cost at most the rate's TokenReviews, not 2,000; each
+    /// is asked once and then remembered as refused (in a bounded cache); meanwhile a
+    /// live session's token and a token accepted before are still reviewed.
+    #[tokio::test]
+    async fn random_tokens_cost_a_bounded_number_of_token_reviews() {
+        let (f, a) = access(
+            FakeReviewer::teams(),
+            CachePolicy {
+                ttl: Duration::ZERO,
+                max_entries: 256,
+                // A burst of 20, then one every 1000 s: the bound holds however slow the
+                // machine runs the test.
+                new_tokens: Rate {
+                    per_second: 0.001,
+                    burst: 20,
+                },
+                ..CachePolicy::default()
+            },
+        );
+        // "tb" was accepted once (its answer expires at once: ttl zero).
+        assert!(a.user("tb").await.unwrap().is_some());
+        // A refused token asked again is answered from the cache.
+        for _ in 0..100 {
+            assert!(a.user("wrong").await.unwrap().is_none());
+        }
+        assert_eq!(f.calls().0, 2, "refused answers are remembered");
+        let started = Instant::now();
+        let mut throttled = 0;
+        for i in 0..2_000 {
+            match a.user(&format!("random-{i:016x}")).await {
+                Ok(None) => {}
+                Err(e) => {
+                    assert_eq!(e.0, NEW_TOKENS_THROTTLED);
+                    throttled += 1;
+                }
+                Ok(Some(u)) => panic!("accepted {u:?}"),
+            }
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let reviews = f.calls().0 - 2;
+        let bound = 20 + (elapsed * 0.001).ceil() as usize;
+        assert!(
+            reviews <= bound,
+            "{reviews} TokenReviews in {elapsed:.2} s, bound {bound}"
+        );
+        assert_eq!(reviews + throttled, 2_000);
+        assert!(a.cached().0 <= 256 + 1, "{:?}", a.cached());
+        let before = f.calls().0;
+        // The rate is spent, yet the logged-in are reviewed.
+        for _ in 0..50 {
+            assert_eq!(a.known_user("ta").await.unwrap().unwrap().name, "team-a");
+            assert_eq!(a.user("tb").await.unwrap().unwrap().name, "team-b");
+        }
+        assert_eq!(
+            f.calls().0,
+            before + 100,
+            "every expired answer asked again"
+        );
+        assert!(
+            a.user("never-seen").await.is_err(),
+            "the rate is spent for new tokens"
+        );
     }
 
     #[tokio::test]

@@ -22,8 +22,8 @@
 //! [`session`] id; both forms carry a [`csrf`] token; every response carries the
 //! [`headers`] (CSP, no framing, no-store); request bodies are capped at
 //! [`FORM_BODY_LIMIT`]; live streams are capped ([`streams`]); the Report page's queries
-//! are cached and rate-limited ([`report_cache`]); the quota page's chart reads
-//! [`history`].
+//! are cached and rate-limited ([`report_cache`]); logins per user and reviews of new
+//! tokens are rate-limited ([`rate`]); the quota page's chart reads [`history`].
 //!
 //! The crate owns its data model ([`model`]) so it does not depend on the controller; the
 //! controller computes each quota's view as a [`model::Quota`] and sends them in a
@@ -31,7 +31,8 @@
 //! Modules: [`model`] (data and derived numbers), [`view`] (what the pages group and sort),
 //! [`pages`] (askama templates), [`api`] (JSON, CSV), [`live`] (SSE), [`auth`] (token and
 //! access reviews, cached), [`visible`] (the per-request filter), [`login`] (the form),
-//! [`session`], [`csrf`], [`headers`], [`streams`], [`report`] and [`report_cache`].
+//! [`session`], [`csrf`], [`headers`], [`streams`], [`rate`], [`report`] and
+//! [`report_cache`].
 
 pub mod api;
 pub mod auth;
@@ -45,6 +46,7 @@ pub mod login;
 pub mod model;
 pub mod pages;
 pub mod prometheus;
+pub mod rate;
 pub mod report;
 pub mod report_cache;
 pub mod session;

@@ -4,7 +4,9 @@
 //! becomes the `kq_session` cookie (HttpOnly, SameSite=Strict, Path=/, Max-Age = the
 //! session's lifetime; `Secure` when the dashboard serves TLS or a proxy says
 //! `X-Forwarded-Proto: https`). The token never goes back to the browser. `POST /logout`
-//! ends the session. Both forms carry a CSRF token ([`csrf`](crate::csrf)); a POST
+//! ends the session. A user past its logins a minute
+//! ([`SessionPolicy::logins_per_user_per_minute`](crate::SessionPolicy)) gets 429 and
+//! no session: its earlier sessions, and everyone else's, stay. Both forms carry a CSRF token ([`csrf`](crate::csrf)); a POST
 //! without a valid one is 403. A request refused for want of a login gets the form too
 //! ([`unauthenticated`], [`unavailable`]; JSON for the API).
 
@@ -179,6 +181,27 @@ pub async fn submit(State(d): State<Dashboard>, headers: HeaderMap, body: Bytes)
         );
     }
     match access.user(token).await {
+        Ok(Some(user)) if !d.sessions.may_log_in(&user) => {
+            tracing::info!(user = %user.name, "dashboard login refused: too many logins of this user");
+            let per_minute = d.sessions.policy().logins_per_user_per_minute;
+            let mut resp = page(
+                &d,
+                &headers,
+                StatusCode::TOO_MANY_REQUESTS,
+                &next,
+                Some(format!(
+                    "Too many logins of {} (at most {per_minute} a minute, \
+                     --dashboard-logins-per-user-per-minute): wait a minute and log in again.",
+                    user.name,
+                )),
+            );
+            // The next login of this user comes back within 60 / N seconds.
+            resp.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(60u32.div_ceil(per_minute.max(1))),
+            );
+            resp
+        }
         Ok(Some(user)) => {
             // A new id on every login (no fixation); the session the browser had ends.
             if let Some(old) = cookie(&headers, SESSION_COOKIE) {

@@ -473,3 +473,47 @@ async fn a_login_page_met_elsewhere_keeps_the_forms_csrf_nonce() {
     .await;
     assert_eq!(a.code, StatusCode::SEE_OTHER, "{}", a.body);
 }
+
+/// One token logging in 10,000 times (it took 4.2 s and, past the per-user cap, ended
+/// every other session of its user): past `--dashboard-logins-per-user-per-minute` each
+/// login is a 429 that creates and ends nothing; the user's session on another device and
+/// another team's session stay.
+#[tokio::test]
+async fn one_token_logging_in_ten_thousand_times_ends_no_session() {
+    let d = dashboard();
+    let elsewhere = format!("kq_session={}", session_of(&login(&d, TOKEN_A, &[]).await));
+    let team_b = format!("kq_session={}", session_of(&login(&d, "tb", &[]).await));
+    let (cookie, csrf) = login_form(&d).await;
+    let body = format!("csrf={csrf}&token=ta&next=%2F");
+    let started = std::time::Instant::now();
+    let (mut created, mut refused) = (0usize, 0usize);
+    for _ in 0..10_000 {
+        let a = send(&d, post("/login", Some(&cookie), body.clone())).await;
+        match a.code {
+            StatusCode::SEE_OTHER => created += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert!(a.body.contains("Too many logins of team-a"), "{}", a.body);
+                assert_eq!(a.headers[header::RETRY_AFTER], "6");
+                assert!(a.cookie("kq_session").is_none());
+                refused += 1;
+            }
+            other => panic!("{other}: {}", a.body),
+        }
+    }
+    // The first login took one of the burst of 10; one more comes back every 6 s.
+    let refills = (started.elapsed().as_secs_f64() / 6.0).ceil() as usize;
+    assert!(created <= 9 + refills, "{created} logins accepted");
+    assert_eq!(created + refused, 10_000);
+    assert!(
+        d.sessions.len() <= 2 + 9 + refills,
+        "{} sessions",
+        d.sessions.len()
+    );
+    for (who, cookie) in [("team-a elsewhere", &elsewhere), ("team-b", &team_b)] {
+        assert_eq!(
+            get_with_cookie(&d, "/", cookie).await.code,
+            StatusCode::OK,
+            "{who} was logged out by the flood"
+        );
+    }
+}

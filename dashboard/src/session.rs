@@ -12,7 +12,9 @@
 //! ```
 //!
 //! The store is bounded: at `max_sessions` the expired sessions go first, then the
-//! oldest. Sessions live in one replica's memory: with several replicas behind one
+//! oldest; one user holds at most `max_sessions_per_user` (its own oldest goes) and logs
+//! in at most `logins_per_user_per_minute` times a minute (a token bucket per user name:
+//! past it the login is refused with 429 and no session of anyone ends). Sessions live in one replica's memory: with several replicas behind one
 //! Service, the Service needs client affinity (`sessionAffinity: ClientIP`, or the
 //! Ingress' cookie affinity), else a login on one replica is unknown to the others.
 
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::auth::User;
+use crate::rate::{Buckets, Rate};
 
 /// The cookie that carries the session id.
 pub const SESSION_COOKIE: &str = "kq_session";
@@ -42,6 +45,10 @@ pub struct SessionPolicy {
     pub idle_timeout: Duration,
     /// A session ends this long after the login, used or not (the cookie's Max-Age).
     pub max_age: Duration,
+    /// Logins of one user (by name) a minute, all of them at once at most: one token
+    /// logging in again and again is refused (429) past it, before its login ends any
+    /// session.
+    pub logins_per_user_per_minute: u32,
 }
 
 /// Default cap on sessions.
@@ -52,6 +59,8 @@ pub const DEFAULT_MAX_SESSIONS_PER_USER: usize = 16;
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Default absolute lifetime.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(8 * 60 * 60);
+/// Default logins of one user a minute (a person logs in a few times a day).
+pub const DEFAULT_LOGINS_PER_USER_PER_MINUTE: u32 = 10;
 
 impl Default for SessionPolicy {
     fn default() -> Self {
@@ -60,6 +69,7 @@ impl Default for SessionPolicy {
             max_sessions_per_user: DEFAULT_MAX_SESSIONS_PER_USER,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_age: DEFAULT_MAX_AGE,
+            logins_per_user_per_minute: DEFAULT_LOGINS_PER_USER_PER_MINUTE,
         }
     }
 }
@@ -118,19 +128,30 @@ fn well_formed(id: &str) -> bool {
 pub struct Sessions {
     policy: SessionPolicy,
     map: Mutex<(u64, HashMap<String, Session>)>,
+    /// Logins per user name.
+    logins: Buckets<String>,
 }
 
 impl Sessions {
     /// An empty store.
     pub fn new(policy: SessionPolicy) -> Self {
+        let max_sessions = policy.max_sessions.max(1);
+        let logins = policy.logins_per_user_per_minute.max(1);
         Self {
             policy: SessionPolicy {
-                max_sessions: policy.max_sessions.max(1),
+                max_sessions,
                 max_sessions_per_user: policy.max_sessions_per_user.max(1),
+                logins_per_user_per_minute: logins,
                 ..policy
             },
             map: Mutex::new((0, HashMap::new())),
+            logins: Buckets::new(Rate::per_minute(logins), max_sessions),
         }
+    }
+
+    /// Whether `user` may log in now (takes one login of its minute's budget).
+    pub fn may_log_in(&self, user: &User) -> bool {
+        self.logins.take(&user.name)
     }
 
     /// The policy.
@@ -323,5 +344,16 @@ mod tests {
         );
         assert!(mine[..mine.len() - 4].iter().all(|id| !s.contains(id)));
         assert!(mine[mine.len() - 4..].iter().all(|id| s.contains(id)));
+    }
+
+    #[test]
+    fn a_user_logs_in_at_most_its_rate() {
+        let s = Sessions::new(SessionPolicy {
+            logins_per_user_per_minute: 5,
+            ..SessionPolicy::default()
+        });
+        let (flooder, other) = (user("flooder"), user("other"));
+        assert_eq!((0..10_000).filter(|_| s.may_log_in(&flooder)).count(), 5);
+        assert!(s.may_log_in(&other), "another user's logins are its own");
     }
 }

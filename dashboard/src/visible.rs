@@ -5,7 +5,8 @@
 //!  --dashboard-auth=none        the whole snapshot
 //!  --dashboard-auth=kubernetes  Authorization: Bearer <token>  ─► TokenReview (cached)
 //!                               else cookie kq_session=<id>    ─► Sessions::get(id) ─► its token,
-//!                                                                 re-reviewed (cached)
+//!                                                                 re-reviewed (cached; never held
+//!                                                                 back by the new-token rate)
 //!       none / unknown / expired session / refused ─► 401: the login form (HTML) or {"error"}
 //!       review failed  ─► 503
 //!       a user         ─► Access::restrict(snapshot, user): their namespaces only
@@ -91,7 +92,14 @@ impl FromRequestParts<Dashboard> for Visible {
                 "Log in to see the quotas",
             ));
         };
-        match access.user(&token).await {
+        // A session's token was accepted at its login: re-reviewed whatever the rate of
+        // new tokens.
+        let reviewed = if session.is_some() {
+            access.known_user(&token).await
+        } else {
+            access.user(&token).await
+        };
+        match reviewed {
             Ok(Some(user)) => Ok(Visible {
                 snapshot: Arc::new(access.restrict(&snapshot, &user).await),
                 csrf: session

@@ -36,6 +36,7 @@ pub mod clusters;
 pub mod convert;
 pub mod customization;
 pub mod kube;
+pub mod patterns;
 pub mod pod;
 pub mod policy;
 pub mod read;

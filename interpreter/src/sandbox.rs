@@ -4,7 +4,9 @@
 //! `string.dump`), no metatable or raw access (the functions Karmada's Lua VM disables);
 //! `require` knows only `"kube"`. A memory limit, an instruction limit and a wall-clock
 //! timeout (checked every [`HOOK_EVERY`] instructions) stop a runaway script; `pcall` and
-//! `xpcall` cannot swallow those stops.
+//! `xpcall` cannot swallow those stops. The hook never fires inside a C function: the one
+//! C code a script can make run long, pattern matching, is bounded before it runs
+//! ([`crate::patterns`]).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -117,6 +119,7 @@ impl Sandbox {
         g.raw_set("print", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
         let string: mlua::Table = g.raw_get("string")?;
         string.raw_set("dump", LuaValue::Nil)?;
+        crate::patterns::install(&lua, &string)?;
         let kube = crate::kube::library(&lua)?;
         g.raw_set(
             "require",

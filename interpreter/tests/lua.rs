@@ -556,3 +556,86 @@ fn io_os_debug_and_loaders_are_unavailable() {
         "{e}"
     );
 }
+
+/// Runs `source`'s GetReplicas in a thread of its own and waits at most `wait`: `None`
+/// when it was still running (the thread is left behind; before the bound on patterns a
+/// catastrophic pattern ran there for minutes).
+fn within(source: &str, wait: Duration) -> Option<Result<Interpreted, InterpretError>> {
+    let scripts = replicas_script(source);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(interpret(&scripts, &widget(1), Limits::default()));
+    });
+    rx.recv_timeout(wait).ok()
+}
+
+/// Pattern matching runs in C, where the instruction hook never fires: each of these ran
+/// at full CPU far past the 1 s limit. Each is refused before it runs, well within the
+/// bound, with a message naming the function and why.
+#[test]
+fn a_catastrophic_pattern_in_a_c_function_is_stopped_within_the_bound() {
+    for source in [
+        "function GetReplicas(o) return string.find(string.rep('a', 20000), '.-.-.-.-.-b') or 1 end",
+        "function GetReplicas(o) local s = string.rep('a', 5000) return (s:match('(.*)(.*)(.*)(.*)x')) or 1 end",
+        "function GetReplicas(o) return select(2, string.gsub(string.rep('a', 3000), 'a-a-a-a-a-b', '')) + 1 end",
+        "function GetReplicas(o) for x in string.gmatch(string.rep('ab', 5000), '(.-)(.-)(.-)c') do end return 1 end",
+        // A plain find of a long needle in a long haystack is n × m in C too.
+        "function GetReplicas(o) local h = string.rep('a', 4000000) return string.find(h, string.rep('a', 400) .. 'b', 1, true) or 1 end",
+        // string.rep of an empty string never allocates: two billion turns of a C loop.
+        "function GetReplicas(o) return #string.rep('', 2^31 - 1) + 1 end",
+        "function GetReplicas(o) return #(''):rep(1e300) + 1 end",
+        // pcall cannot turn the refusal into a retry loop that runs away: every call is refused.
+        "function GetReplicas(o) for i = 1, 100 do pcall(string.find, string.rep('a', 20000), '.-.-.-.-.-b') end return 1 end",
+    ] {
+        let started = std::time::Instant::now();
+        let result = within(source, Duration::from_secs(2))
+            .unwrap_or_else(|| panic!("still running after 2 s: {source}"));
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{source}: {:?}",
+            started.elapsed()
+        );
+        if source.contains("pcall") {
+            assert_eq!(result.expect("pcall caught each refusal").replicas, 1);
+            continue;
+        }
+        let e = result.expect_err("refused");
+        let says = if source.contains("rep('', ") || source.contains(":rep(") {
+            "repetitions of an empty string are refused"
+        } else {
+            "matching steps"
+        };
+        assert!(e.message.contains(says), "{source}: {e}");
+        assert!(e.message.contains("refused"), "{e}");
+    }
+}
+
+#[test]
+fn patterns_over_what_templates_carry_still_work() {
+    let got = run(r#"
+        function GetReplicas(o)
+          local n = 0
+          local image = "registry.example.com/team/app:1.2.3"
+          local repo, tag = image:match("^(.-):([%w%.%-]+)$")
+          if repo == "registry.example.com/team/app" and tag == "1.2.3" then n = n + 1 end
+          local trimmed = ("  500m  "):match("^%s*(.-)%s*$")
+          if trimmed == "500m" then n = n + 1 end
+          if string.find("a.b", ".", 1, true) == 2 then n = n + 1 end
+          local s, count = string.gsub("a b  c", "%s+", " ")
+          if s == "a b c" and count == 2 then n = n + 1 end
+          for k, v in string.gmatch("cpu=1,memory=2", "(%w+)=(%w+)") do n = n + 1 end
+          if string.find(12345, "34") == 3 then n = n + 1 end
+          return n
+        end"#)
+    .expect("runs");
+    assert_eq!(got.replicas, 7);
+}
+
+#[test]
+fn a_pattern_longer_than_the_limit_is_refused() {
+    let e = error("function GetReplicas(o) return string.find('x', string.rep('x?', 100000)) end");
+    assert!(
+        e.message.contains("pattern of 200000 bytes is refused"),
+        "{e}"
+    );
+}

@@ -175,6 +175,13 @@ pub struct Args {
     /// reviews take whatever they select.
     #[arg(long, env = "KQ_POLICY_TEMPLATE_BYTES_IN_FLIGHT", default_value_t = crate::policy::DEFAULT_TEMPLATE_BYTES_IN_FLIGHT)]
     pub policy_template_bytes_in_flight: usize,
+
+    /// Most threads pricing templates with ResourceInterpreterCustomizations' Lua at once,
+    /// over all policy checks; a check that gets no slot within its Lua budget is skipped
+    /// with a warning. A slot is held until its thread ends, even when its review gave up:
+    /// scripts that run to their limits keep at most this many threads busy.
+    #[arg(long, env = "KQ_POLICY_MAX_CONCURRENT_LUA", default_value_t = crate::policy::DEFAULT_LUA_RUNS, value_parser = at_least_one)]
+    pub policy_max_concurrent_lua: usize,
     /// Write Warning events for quota denials, on the binding's resource template and on
     /// the KarmadaQuota (events.k8s.io/v1; needs RBAC create and patch on events).
     /// Written off the admission path: a failing or slow event API never delays a decision.

@@ -124,7 +124,8 @@ async fn main() -> anyhow::Result<()> {
                     args.policy_list_page_size,
                     args.policy_max_template_bytes,
                     args.policy_template_bytes_in_flight,
-                ),
+                )
+                .with_lua_runs(args.policy_max_concurrent_lua),
             ),
         )),
         denials,

@@ -52,7 +52,8 @@ use tokio::time::{Instant, timeout_at};
 mod listing;
 
 pub use listing::{
-    DEFAULT_MAX_TEMPLATE_BYTES, DEFAULT_PAGE_SIZE, DEFAULT_TEMPLATE_BYTES_IN_FLIGHT, TemplateLimits,
+    DEFAULT_LUA_RUNS, DEFAULT_MAX_TEMPLATE_BYTES, DEFAULT_PAGE_SIZE,
+    DEFAULT_TEMPLATE_BYTES_IN_FLIGHT, TemplateLimits,
 };
 
 /// Most (apiVersion, kind) discovery answers kept; the least recently used is evicted.

@@ -1,4 +1,5 @@
-//! Who may change a quota (docs/design.md §5, "Who may change a quota").
+//! Who may change a quota (docs/design.md §5, "Who may change a quota"), and who may
+//! change a binding waiting in a quota's line ([`line_change`]).
 //!
 //! Only quota administrators — the users of `--quota-admin-users` and the members of the
 //! groups of `--quota-admin-groups` — may create or delete a KarmadaQuota or a
@@ -7,8 +8,17 @@
 //! subresource is not reviewed at all: every reservation is a status write, and RBAC
 //! grants it to the project's own ServiceAccounts only.
 //!
+//! The line belongs to the quota: only the controller (`--queue-releasers`) and the quota
+//! administrators may release a waiting binding (clear its suspension or our mark, or
+//! place it) or change the line's annotations on it; anyone else is refused (403). A
+//! priority raised while a binding waits is allowed but does not move it: the line orders
+//! by the priority it joined with (`core::queue::line_priority`).
+//!
 //! Pure: the caller passes the request's user and what the request changes.
 
+use std::collections::BTreeMap;
+
+use karmada_quota_core::queue::LINE_ANNOTATIONS;
 use kube::core::ObjectMeta;
 use kube::core::admission::Operation;
 
@@ -106,6 +116,25 @@ pub fn guarded<S: PartialEq>(
     }
 }
 
+/// What an UPDATE of a binding waiting in a quota's line (`old`'s annotations) does that
+/// only its owners may do, as the refusal words it: leave the line (`still_waiting`
+/// false) or change one of the line's annotations; `None` when it does neither.
+pub fn line_change(
+    still_waiting: bool,
+    old: Option<&BTreeMap<String, String>>,
+    new: Option<&BTreeMap<String, String>>,
+) -> Option<String> {
+    if !still_waiting {
+        return Some(
+            "release it (clear its suspension or the line's mark, or place it)".to_owned(),
+        );
+    }
+    LINE_ANNOTATIONS
+        .into_iter()
+        .find(|k| old.and_then(|a| a.get(*k)) != new.and_then(|a| a.get(*k)))
+        .map(|k| format!("change its annotation {k}"))
+}
+
 /// A list of user or group names from a flag: trimmed, empty entries (as `--flag=`
 /// gives) dropped.
 pub fn names(list: impl IntoIterator<Item = String>) -> Vec<String> {
@@ -134,6 +163,17 @@ impl QuotaAdmins {
             return false;
         };
         self.users.iter().any(|u| u == user) || groups.iter().any(|g| self.groups.contains(g))
+    }
+
+    /// Whether `user` may release a waiting binding or change its line's annotations: a
+    /// quota administrator, or one of `releasers` (`--queue-releasers`).
+    pub fn may_change_line(
+        &self,
+        releasers: &[String],
+        user: Option<&str>,
+        groups: &[String],
+    ) -> bool {
+        self.admits(user, groups) || user.is_some_and(|u| releasers.iter().any(|r| r == u))
     }
 
     /// The refusal of `user` doing `what` to `object` (`KarmadaQuota team-a/compute`):
@@ -212,6 +252,47 @@ mod tests {
         ));
         assert!(!a.admits(None, &["system:masters".to_owned()]));
         assert!(!a.admits(Some(""), &["system:masters".to_owned()]));
+    }
+
+    #[test]
+    fn a_waiting_binding_may_not_leave_the_line_nor_change_its_annotations() {
+        use karmada_quota_core::queue::{ANNOTATION_QUEUED_AT, ANNOTATION_QUEUED_PRIORITY};
+        let a = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let old = a(&[
+            (ANNOTATION_QUEUED_AT, "t1"),
+            (ANNOTATION_QUEUED_PRIORITY, "5"),
+        ]);
+        assert!(
+            line_change(false, Some(&old), Some(&old))
+                .unwrap()
+                .starts_with("release")
+        );
+        assert_eq!(line_change(true, Some(&old), Some(&old)), None);
+        let mut other = old.clone();
+        other.insert("unrelated".into(), "x".into());
+        assert_eq!(line_change(true, Some(&old), Some(&other)), None);
+        let raised = a(&[
+            (ANNOTATION_QUEUED_AT, "t1"),
+            (ANNOTATION_QUEUED_PRIORITY, "9"),
+        ]);
+        assert_eq!(
+            line_change(true, Some(&old), Some(&raised)),
+            Some(format!(
+                "change its annotation {ANNOTATION_QUEUED_PRIORITY}"
+            ))
+        );
+        assert!(line_change(true, Some(&old), None).is_some());
+        let admins = QuotaAdmins::default();
+        let releasers = ["controller".to_owned()];
+        assert!(admins.may_change_line(&releasers, Some("controller"), &[]));
+        assert!(admins.may_change_line(&[], Some("root"), &["system:masters".to_owned()]));
+        assert!(!admins.may_change_line(&releasers, Some("tenant"), &[]));
+        assert!(!admins.may_change_line(&releasers, None, &[]));
     }
 
     #[test]

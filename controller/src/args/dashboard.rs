@@ -137,6 +137,21 @@ pub struct DashboardArgs {
     #[arg(long, env = "KQ_DASHBOARD_MAX_SESSIONS_PER_USER", default_value_t = karmada_quota_dashboard::session::DEFAULT_MAX_SESSIONS_PER_USER, value_parser = at_least_one)]
     pub dashboard_max_sessions_per_user: usize,
 
+    /// Logins of one dashboard user a minute (a token bucket per user name: all of them at
+    /// once at most, then one every minute/N). Past it a login is refused with 429 and
+    /// ends no session: one token logging in again and again keeps its user's other
+    /// sessions.
+    #[arg(long, env = "KQ_DASHBOARD_LOGINS_PER_USER_PER_MINUTE", default_value_t = karmada_quota_dashboard::session::DEFAULT_LOGINS_PER_USER_PER_MINUTE, value_parser = clap::value_parser!(u32).range(1..))]
+    pub dashboard_logins_per_user_per_minute: u32,
+
+    /// With `--dashboard-auth=kubernetes`: TokenReviews a second (all of them at once at
+    /// most) of bearer tokens the dashboard has not seen before; past it such a token is
+    /// answered 503 until one is back. Tokens accepted before and the tokens of live
+    /// sessions are re-reviewed whatever it, and a refused token is remembered for 5 s:
+    /// a flood of random tokens costs the API server at most this rate.
+    #[arg(long, env = "KQ_DASHBOARD_NEW_TOKEN_REVIEWS_PER_SECOND", default_value_t = karmada_quota_dashboard::auth::DEFAULT_NEW_TOKEN_REVIEWS_PER_SECOND, value_parser = clap::value_parser!(u32).range(1..))]
+    pub dashboard_new_token_reviews_per_second: u32,
+
     /// A dashboard login session unused for this long ends.
     #[arg(long, env = "KQ_DASHBOARD_SESSION_IDLE_TIMEOUT", default_value = "30m", value_parser = duration::parse)]
     pub dashboard_session_idle_timeout: Duration,

@@ -2,7 +2,7 @@
 //! admin ports, the dashboard) is served here, so each has the same bounds.
 //!
 //! ```text
-//!  TcpListener::accept ─► slots (slots.rs): --max-connections-per-peer per source IP (past
+//!  TcpListener::accept ─► slots (slots.rs): --max-connections-per-peer per source (IPv4, IPv6 /64; past
 //!        │ it, that IP's oldest silent pending connection is evicted, else the new one
 //!        │ closed at once); --max-connections in all, --max-pending-connections of them
 //!        │ pending: when full, the oldest silent pending connection is evicted for the
@@ -93,8 +93,8 @@ pub struct ListenerArgs {
     #[arg(long, env = "KQ_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
-    /// Most connections of one source IP a listener holds at once, pending and
-    /// established: one address cannot take every slot (past it, the address's own oldest
+    /// Most connections of one source IP (an IPv6 source: its /64) a listener holds at
+    /// once, pending and established: one address cannot take every slot (past it, the address's own oldest
     /// silent pending connection is evicted; all established: the new one is closed).
     /// Behind a NAT or a proxy every client shares an address: raise it there.
     #[arg(long, env = "KQ_MAX_CONNECTIONS_PER_PEER", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]

@@ -14,8 +14,10 @@
 //!   bytes are already there, else from the moment its task sees them; the accept loop
 //!   yields after each accept, so that a talking connection's task runs before a burst
 //!   of newer ones can evict it.
-//! - At most `--max-connections-per-peer` per source IP, pending and established: one
-//!   address cannot take every slot. A new connection of an address at its cap takes the
+//! - At most `--max-connections-per-peer` per source, pending and established: one
+//!   address cannot take every slot. A source is an IPv4 address, or an IPv6 /64 (one
+//!   host is routinely given a whole /64, so keying IPv6 by full address would give it
+//!   2^64 caps); an IPv4-mapped IPv6 address counts as its IPv4 address ([`peer_key`]). A new connection of an address at its cap takes the
 //!   slot of that address's own oldest silent pending connection (else its oldest
 //!   pending one); only when all of them are established is it closed at once. Behind a
 //!   NAT, or on loopback where the apiserver shares the attacker's address, the cap does
@@ -103,6 +105,7 @@ impl Slots {
         peer: IpAddr,
         talking: bool,
     ) -> Result<(Slot, Evicted), Refused> {
+        let peer = peer_key(peer);
         let mut st = self.state();
         if st.per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.max_per_peer
             && !evict_one(&mut st, Some(peer))
@@ -144,6 +147,20 @@ impl Slots {
     /// Pending connections evicted so far.
     pub(super) fn evicted(&self) -> u64 {
         self.state().evicted
+    }
+}
+
+/// The source a connection from `ip` is counted under: an IPv4 address as it is, an IPv6
+/// address by its /64 prefix (the rest zeroed), an IPv4-mapped IPv6 address as its IPv4.
+pub(super) fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                v6.to_bits() & !((1u128 << 64) - 1),
+            )),
+        },
     }
 }
 
@@ -246,6 +263,41 @@ mod tests {
             s.admit(ip(1), false).is_ok(),
             "a peer's count falls as it closes"
         );
+    }
+
+    #[test]
+    fn ipv6_peers_are_counted_by_their_64_prefix() {
+        let v6 = |s: &str| s.parse::<IpAddr>().unwrap();
+        let s = slots(100, 100, 3);
+        // One host rotating through the addresses of its /64.
+        let mine: Vec<Slot> = (1..=3)
+            .map(|i| {
+                s.admit(v6(&format!("2001:db8:1:2::{i:x}")), false)
+                    .unwrap()
+                    .0
+            })
+            .collect();
+        for m in &mine {
+            assert!(m.establish());
+        }
+        assert_eq!(
+            s.admit(v6("2001:db8:1:2:ffff:ffff:ffff:ffff"), false).err(),
+            Some(Refused::PeerFull),
+            "another address of the same /64 is the same peer"
+        );
+        assert!(
+            s.admit(v6("2001:db8:1:3::1"), false).is_ok(),
+            "the next /64 is another peer"
+        );
+        // An IPv4-mapped address is its IPv4 address.
+        assert_eq!(
+            peer_key(v6("::ffff:10.0.0.1")),
+            ip(1),
+            "mapped IPv4 keyed as IPv4"
+        );
+        assert_eq!(peer_key(ip(7)), ip(7));
+        drop(mine);
+        assert!(s.admit(v6("2001:db8:1:2::9"), false).is_ok());
     }
 
     #[test]

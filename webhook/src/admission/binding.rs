@@ -3,14 +3,16 @@
 //! ```text
 //!  1. decode                 decode::decode                400, or an allow for another kind
 //!  2. which quotas cover it  covering::prepare             allow (not judged, no quota), 400, 503
-//!  3. what it charges        charge::charges               403 (paused after creation), 504
-//!  4. early answers          early_answer                  allow: an UPDATE whose charge
+//!  3. who may change a line  line_guard                    403 (a waiting binding released
+//!                                                          or re-annotated by a tenant)
+//!  4. what it charges        charge::charges               403 (paused after creation), 504
+//!  5. early answers          early_answer                  allow: an UPDATE whose charge
 //!                                                          did not change, without queueing
-//!  5. reserve                reserve                       the batcher (a dry run: decided now)
-//!  6. answer                 answer                        allow, denial (reported), error
+//!  6. reserve                reserve                       the batcher (a dry run: decided now)
+//!  7. answer                 answer                        allow, denial (reported), error
 //! ```
 //!
-//! Steps 1–4 may end the review with their own answer (right column). The whole review is
+//! Steps 1–5 may end the review with their own answer (right column). The whole review is
 //! bounded by `--decision-timeout`; an error or a timeout is a refusal, never an allow. It
 //! runs in a `review` span carrying `binding` (`namespace/name`), `namespace` and
 //! `operation` ([`super::review_span`]).
@@ -18,10 +20,11 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use karmada_quota_core::decision::Decision;
+use karmada_quota_core::decision::{CODE_FORBIDDEN, Decision};
+use karmada_quota_core::queue::is_waiting;
 use karmada_quota_crds::ResourceBinding;
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
 use tokio::time::{Instant, timeout_at};
 use tracing::field::Empty;
 
@@ -30,7 +33,7 @@ use super::charge::{Charges, charges};
 use super::covering::{Prepared, prepare};
 use super::decode::{BINDING, Decoded, decode};
 use super::review_span::record_binding;
-use super::{AppState, KIND_BINDING, RESOURCEBINDING_PATH};
+use super::{AppState, KIND_BINDING, REASON_FORBIDDEN, RESOURCEBINDING_PATH};
 use crate::denials::Denied;
 use crate::metrics::DENIED;
 use crate::reserve::BindingRequest;
@@ -65,6 +68,9 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         Ok(p) => p,
         Err(answer) => return *answer,
     };
+    if let Err(answer) = line_guard(st, &req, &p) {
+        return *answer;
+    }
     let charges = match charges(st, &req, &p, deadline).await {
         Ok(c) => c,
         Err(answer) => return *answer,
@@ -75,6 +81,55 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
     }
     let result = reserve(st, &req, &p, charges, deadline).await;
     answer(st, &req, &p, result)
+}
+
+/// An UPDATE of a binding waiting in a quota's line, by someone who is neither the
+/// controller nor a quota administrator: refused (403) when it leaves the line (a release
+/// the controller did not make would jump the bindings ahead of it) or changes the line's
+/// annotations ([`crate::tenancy::line_change`]).
+fn line_guard(
+    st: &AppState,
+    req: &AdmissionRequest<ResourceBinding>,
+    p: &Prepared<'_>,
+) -> Result<(), Box<Answer>> {
+    let (Operation::Update, Some(old)) = (&req.operation, req.old_object.as_ref()) else {
+        return Ok(());
+    };
+    if !is_waiting(old.metadata.annotations.as_ref(), &old.spec) {
+        return Ok(());
+    }
+    let user = req.user_info.username.as_deref();
+    let groups = req.user_info.groups.as_deref().unwrap_or_default();
+    if st
+        .settings
+        .quota_admins
+        .may_change_line(&st.settings.queue_releasers, user, groups)
+    {
+        return Ok(());
+    }
+    let new = p.new;
+    let still_waiting = is_waiting(new.metadata.annotations.as_ref(), &new.spec);
+    let Some(what) = crate::tenancy::line_change(
+        still_waiting,
+        old.metadata.annotations.as_ref(),
+        new.metadata.annotations.as_ref(),
+    ) else {
+        return Ok(());
+    };
+    let who = karmada_quota_shell::untrusted::clip(user.unwrap_or("(no user)")).to_string();
+    Err(Box::new(refused(
+        req,
+        CODE_FORBIDDEN,
+        REASON_FORBIDDEN,
+        &format!(
+            "ResourceBinding {} waits in a quota's line: only the quota controller releases \
+             it, in line order; user \"{who}\" may not {what} (--queue-releasers, \
+             --quota-admin-users and --quota-admin-groups name who may)",
+            p.key
+        ),
+        DENIED,
+        "LineJumped",
+    )))
 }
 
 /// Who sends what (docs/karmada.md: the detector's CREATE, the scheduler's UPDATE), at

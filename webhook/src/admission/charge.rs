@@ -2,15 +2,11 @@
 //! new object and, on an UPDATE, of the stored one. A waiting binding (suspended by a
 //! quota line, never placed) is charged nothing; its release — the UPDATE that clears the
 //! suspension — is charged in full; a binding cannot join a line after its creation (403).
-//!
-//! The line belongs to the quota: only the controller (`--queue-releasers`) and the quota
-//! administrators may release a waiting binding (clear its suspension or our mark, or
-//! place it) or change the line's annotations on it; anyone else is refused (403). A
-//! priority raised while a binding waits is allowed but does not move it: the line orders
-//! by the priority it joined with (`core::queue::line_priority`).
+//! Who may release a waiting binding is decided before any charge, by the line guard
+//! (`binding::line_guard`, [`crate::tenancy::line_change`]).
 
 use karmada_quota_core::decision::CODE_FORBIDDEN;
-use karmada_quota_core::queue::{ANNOTATION_QUEUED_AT, LINE_ANNOTATIONS, is_waiting};
+use karmada_quota_core::queue::{ANNOTATION_QUEUED_AT, is_waiting};
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::ResourceBinding;
 use kube::core::admission::{AdmissionRequest, Operation};
@@ -83,9 +79,6 @@ pub(super) async fn charges(
             "LateQueueEntry",
         )));
     }
-    if old_waiting {
-        line_guard(st, req, p, waiting, old, new)?;
-    }
     let (t, template) = (&old.spec.resource, &new.spec.resource);
     let old_count = if t.api_version == template.api_version && t.kind == template.kind {
         p.count.clone()
@@ -105,51 +98,4 @@ pub(super) async fn charges(
         new: new_charge,
         old: Some(old_charge),
     })
-}
-
-/// An UPDATE of a waiting binding by someone who is neither the controller nor a quota
-/// administrator: refused when it leaves the line (a release the controller did not
-/// make would jump the bindings ahead of it) or changes the line's annotations.
-fn line_guard<'a>(
-    st: &AppState,
-    req: &AdmissionRequest<ResourceBinding>,
-    p: &Prepared<'_>,
-    still_waiting: bool,
-    old: &'a ResourceBinding,
-    new: &'a ResourceBinding,
-) -> Result<(), Box<Answer>> {
-    let user = req.user_info.username.as_deref();
-    let groups = req.user_info.groups.as_deref().unwrap_or_default();
-    if st.settings.quota_admins.admits(user, groups)
-        || user.is_some_and(|u| st.settings.queue_releasers.iter().any(|r| r == u))
-    {
-        return Ok(());
-    }
-    let annotation = |o: &'a ResourceBinding, k: &str| -> Option<&'a String> {
-        o.metadata.annotations.as_ref()?.get(k)
-    };
-    let what = if !still_waiting {
-        "release it (clear its suspension or the line's mark, or place it)".to_owned()
-    } else if let Some(k) = LINE_ANNOTATIONS
-        .into_iter()
-        .find(|k| annotation(old, k) != annotation(new, k))
-    {
-        format!("change its annotation {k}")
-    } else {
-        return Ok(());
-    };
-    let who = karmada_quota_shell::untrusted::clip(user.unwrap_or("(no user)")).to_string();
-    Err(Box::new(refused(
-        req,
-        CODE_FORBIDDEN,
-        REASON_FORBIDDEN,
-        &format!(
-            "ResourceBinding {} waits in a quota's line: only the quota controller releases \
-             it, in line order; user \"{who}\" may not {what} (--queue-releasers, \
-             --quota-admin-users and --quota-admin-groups name who may)",
-            p.key
-        ),
-        DENIED,
-        "LineJumped",
-    )))
 }
