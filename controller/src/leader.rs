@@ -44,7 +44,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::Error;
+use crate::error::Error;
 
 /// How the election runs.
 #[derive(Clone, Debug)]

@@ -64,7 +64,7 @@ pub struct QuotaCluster {
     pub cluster: String,
 }
 
-/// A reconcile failure, by [`crate::Error::metric_label`].
+/// A reconcile failure, by [`crate::error::Error::metric_label`].
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     /// Error kind.

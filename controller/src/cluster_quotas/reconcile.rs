@@ -9,8 +9,8 @@ use karmada_quota_crds::{KarmadaClusterQuota, KarmadaClusterQuotaStatus};
 use super::NamespaceLabels;
 use super::compute::{self, ClusterComputed};
 use super::shares::Shares;
-use crate::Error;
 use crate::desired::Computed;
+use crate::error::Error;
 use crate::reconcile::{KindCtx, QuotaKind};
 use karmada_quota_dashboard::model::Quota;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Secret data key of the member's bearer token (as Karmada stores it).
 pub const SECRET_TOKEN_KEY: &str = "token";

@@ -26,7 +26,7 @@ use karmada_quota_shell::backoff::Backoff;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use crate::Error;
+use crate::error::Error;
 use crate::members::MemberSettings;
 use crate::members::client::{config_from_kubeconfig, config_from_secret};
 use crate::members::discovery::MemberSource;

@@ -39,14 +39,27 @@ pub const RETRY_MIN: Duration = Duration::from_millis(100);
 /// Field manager of the release patch.
 const FIELD_MANAGER: &str = "karmada-quota-controller";
 
+/// Whether what a plan reads of the control plane was listed: the releaser's one look
+/// at the index.
+pub trait Listed: Send + Sync {
+    /// Whether the quotas and bindings were listed.
+    fn listed(&self) -> bool;
+}
+
+impl Listed for RwLock<Index> {
+    fn listed(&self) -> bool {
+        self.read().unwrap_or_else(|e| e.into_inner()).synced()
+    }
+}
+
 /// What the loop needs.
 pub struct Releaser {
     /// The waiting bindings and lines.
     pub line: Arc<Line>,
     /// The KarmadaQuotas.
     pub quotas: Store<KarmadaQuota>,
-    /// Whether the binding watch has listed (nothing is planned before).
-    pub index: Arc<RwLock<Index>>,
+    /// Whether the quotas and bindings were listed (nothing is planned before).
+    pub listed: Arc<dyn Listed>,
     /// Whether this replica leads.
     pub leader: watch::Receiver<bool>,
     /// Reconciles the quotas whose line changed.
@@ -77,7 +90,7 @@ impl Releaser {
             tokio::select! {
                 () = self.line.wake.notified() => {}
                 _ = safety.tick() => {}
-                () = crate::sleep_until_opt(retry_at) => {}
+                () = crate::clock::sleep_until_opt(retry_at) => {}
                 changed = self.leader.changed(), if leader_live => leader_live = changed.is_ok(),
             }
             again = None;
@@ -98,11 +111,7 @@ impl Releaser {
     /// KarmadaQuotas not yet).
     fn synced(&self) -> bool {
         use futures::FutureExt;
-        let listed = self
-            .index
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .synced();
+        let listed = self.listed.listed();
         let cluster_quotas = match self.line.cluster_view.get() {
             Some((clusters, labels)) => {
                 labels.ready() && matches!(clusters.wait_until_ready().now_or_never(), Some(Ok(())))

@@ -1,0 +1,206 @@
+//! The flags taken apart, once: [`Config::of`] gives each part of the controller a
+//! settings struct of its own, and no part below the crate root reads [`Args`].
+//!
+//! ```text
+//!  Args ─► Config ─┬─ admin ─────────► admin::AdminConfig
+//!                  ├─ leadership ────► election::Leadership
+//!                  ├─ index, members ► the root's IndexConfig, MembersConfig
+//!                  ├─ reconcile ─────► reconcile::Settings
+//!                  ├─ namespaced ────► the KarmadaQuota controller's concurrency
+//!                  ├─ cluster_quotas ► cluster_quotas::Config
+//!                  ├─ namespaces ────► the root's NamespaceWatch
+//!                  ├─ batches, releaser (only a replica that reconciles)
+//!                  └─ dashboard ─────► dashboard_host::DashboardConfig
+//! ```
+
+use karmada_quota_core::quota::Unaccounted;
+
+use crate::admin::AdminConfig;
+use crate::args::{Args, DashboardAuth};
+use crate::dashboard_host::DashboardConfig;
+use crate::election::Leadership;
+use crate::leader::LeaseSettings;
+use crate::members::{MemberKubeconfig, MemberSettings};
+use crate::{cluster_quotas, reconcile};
+
+/// Every part's settings.
+pub(crate) struct Config {
+    /// This replica's identity: the Lease holder, the events' reporting instance.
+    pub(crate) identity: String,
+    /// The one namespace watched (`--namespace`); `None`: all.
+    pub(crate) namespace: Option<String>,
+    /// The admin port.
+    pub(crate) admin: AdminConfig,
+    /// How this replica leads.
+    pub(crate) leadership: Leadership,
+    /// The watch-fed index.
+    pub(crate) index: IndexConfig,
+    /// The member clusters' watches.
+    pub(crate) members: MembersConfig,
+    /// Both reconcilers.
+    pub(crate) reconcile: reconcile::Settings,
+    /// The KarmadaQuota controller's concurrency; `None`: KarmadaQuotas are not
+    /// reconciled (`--namespaced-quotas=false`).
+    pub(crate) namespaced: Option<u16>,
+    /// The KarmadaClusterQuota controller; `None`: not run (`--namespace` is set).
+    pub(crate) cluster_quotas: Option<cluster_quotas::Config>,
+    /// The one Namespace watch.
+    pub(crate) namespaces: NamespaceWatch,
+    /// `--reservation-namespace`, when this replica folds and deletes reservation
+    /// batches (`--reservation-store=batches` in a replica that reconciles).
+    pub(crate) batches: Option<String>,
+    /// The waiting line's releaser, in a replica that reconciles: the
+    /// `unaccountedWorkloads` of a quota that sets none.
+    pub(crate) releaser: Option<Unaccounted>,
+    /// The browser dashboard (`--role` all or dashboard).
+    pub(crate) dashboard: Option<DashboardConfig>,
+}
+
+/// The index's settings.
+pub(crate) struct IndexConfig {
+    /// How long a deleted binding is remembered, seconds (`--deleted-memory`).
+    pub(crate) deleted_memory: i64,
+    /// The `unaccountedWorkloads` of a quota that sets none.
+    pub(crate) unaccounted: Unaccounted,
+    /// Whether Cluster objects are watched (otherwise the index's clusters count as
+    /// listed).
+    pub(crate) clusters: bool,
+}
+
+/// The member supervisor's settings.
+pub(crate) struct MembersConfig {
+    /// How each member is watched.
+    pub(crate) settings: MemberSettings,
+    /// The `--member-kubeconfig` members, watched from the start.
+    pub(crate) kubeconfigs: Vec<MemberKubeconfig>,
+}
+
+/// What the one Namespace watch feeds.
+pub(crate) struct NamespaceWatch {
+    /// The cluster quotas: every change reconciles them all.
+    pub(crate) cluster_quotas: bool,
+    /// The dashboard's team label (`kq_namespace_labels`); empty: none.
+    pub(crate) team_label: String,
+}
+
+impl Config {
+    /// Takes `args` apart; refuses the flags that cannot go together.
+    pub(crate) fn of(args: &Args) -> Result<Self, String> {
+        args.check_role()?;
+        args.dashboard.check_dashboard_exposure()?;
+        let controls = args.controls();
+        let clusters = args.reconciles_cluster_quotas();
+        Ok(Self {
+            identity: args.identity(),
+            namespace: args.watch_namespace().map(str::to_owned),
+            admin: AdminConfig {
+                listen: args.admin.admin_listen,
+                limits: args.listener.limits(),
+            },
+            leadership: leadership(args),
+            index: IndexConfig {
+                deleted_memory: i64::try_from(args.deleted_memory.as_secs()).unwrap_or(i64::MAX),
+                unaccounted: args.unaccounted_workloads.into(),
+                clusters: args.reads_member_clusters(),
+            },
+            members: members(args),
+            reconcile: reconcile::Settings {
+                resync: args.resync_period,
+                min_write_interval: args.min_write_interval(),
+                max_write_backoff: args.max_write_backoff,
+                fold_interval: args.fold_interval,
+                observed_from_status: !controls,
+            },
+            namespaced: args.namespaced_quotas.then_some(args.concurrency),
+            cluster_quotas: clusters.then(|| cluster_quotas::Config {
+                selector: args.cluster_quota_selector.trim().to_owned(),
+                shares: args.cluster_quota_shares && controls,
+                concurrency: args.concurrency,
+            }),
+            namespaces: NamespaceWatch {
+                cluster_quotas: clusters,
+                team_label: if args.serves_dashboard() {
+                    args.dashboard.dashboard_team_label.trim().to_owned()
+                } else {
+                    String::new()
+                },
+            },
+            batches: (args.reservations.batches() && controls)
+                .then(|| args.reservations.reservation_namespace.clone()),
+            releaser: controls.then(|| args.unaccounted_workloads.into()),
+            dashboard: args.serves_dashboard().then(|| dashboard(args)),
+        })
+    }
+}
+
+/// Never (`--role=dashboard`), by the Lease, or alone.
+fn leadership(args: &Args) -> Leadership {
+    if !args.controls() {
+        Leadership::Never
+    } else if args.leader_election_enabled() {
+        Leadership::Lease(LeaseSettings {
+            namespace: args.lease_namespace.clone(),
+            name: args.lease_name.clone(),
+            identity: args.identity(),
+            duration: args.lease_duration,
+            renew_interval: args.lease_renew_interval,
+        })
+    } else {
+        Leadership::Alone
+    }
+}
+
+/// The member flags.
+fn members(args: &Args) -> MembersConfig {
+    MembersConfig {
+        settings: MemberSettings {
+            connect_timeout: args.member_connect_timeout,
+            probe_interval: args.member_probe_interval,
+            max_backoff: args.member_max_backoff,
+            namespace: args.watch_namespace().map(str::to_owned),
+            allow_insecure: args.allow_insecure(),
+        },
+        kubeconfigs: args.member_kubeconfigs.clone(),
+    }
+}
+
+/// The `--dashboard-*` flags, `--listener` bounds and the role.
+fn dashboard(args: &Args) -> DashboardConfig {
+    let d = &args.dashboard;
+    DashboardConfig {
+        listen: d.dashboard_listen,
+        namespace: args.watch_namespace().map(str::to_owned),
+        members_measured: args.controls(),
+        settings: karmada_quota_dashboard::Settings {
+            stale_after: d.dashboard_stale_after,
+            team_label: d.dashboard_team_label.trim().to_owned(),
+            prometheus: None,
+            // Served over TLS by the dashboard itself: every cookie is Secure.
+            secure_cookies: d.dashboard_tls_cert_file.is_some(),
+            sessions: karmada_quota_dashboard::SessionPolicy {
+                max_sessions: d.dashboard_max_sessions,
+                max_sessions_per_user: d.dashboard_max_sessions_per_user,
+                idle_timeout: d.dashboard_session_idle_timeout,
+                max_age: d.dashboard_session_max_age,
+            },
+            streams: karmada_quota_dashboard::StreamLimits {
+                max_total: d.dashboard_max_streams,
+                max_per_user: d.dashboard_max_streams_per_user,
+            },
+            reports: karmada_quota_dashboard::ReportLimits::default(),
+            from_status: !args.controls(),
+        },
+        prometheus: d
+            .dashboard_prometheus
+            .clone()
+            .map(|url| (url, d.prometheus_access.clone())),
+        auth: (d.dashboard_auth == DashboardAuth::Kubernetes).then(|| {
+            (
+                d.dashboard_token_audiences.clone(),
+                d.dashboard_auth_cache_ttl,
+            )
+        }),
+        listener: (args.listener.limits(), d.dashboard_tls()),
+        history: (d.history_bounds(), d.history_step),
+    }
+}
