@@ -1,29 +1,37 @@
 //! The karmada-quota controller: federated KarmadaQuota usage across member clusters.
 //!
+//! Six rooms, each with a door of its own. [`run_until`] takes the flags apart once
+//! (`config`: one settings struct per room; no room reads [`Args`]), makes what they
+//! share (metrics, the index, the waiting line, the triggers, the views) and starts them:
+//!
 //! ```text
-//!  Karmada control plane                                   member clusters
-//!  ─────────────────────                                   ───────────────
-//!  watch KarmadaQuota ──► reflector store ─► Controller ◄── reconcile_on ◄─ members::MemberRegistry
-//!                          (namespace → quotas)    ▲                         (ns → pod uid → usage;
-//!  watch ResourceBinding ─► index.bindings ────────┤ Triggers                 Reachable / Unreachable)
-//!     (charge by core; unpriced counts retried)    │ (touched namespaces)          ▲
-//!  watch Cluster ─► index.clusters ─► members::Members::sync (start/stop member watches)
+//!  Args ─► config::Config ─► run_until: Shared, then one step per room
 //!
-//!  watch KarmadaQuotaReservation ─► batches (--reservation-store=batches) ─► Triggers
-//!     (the quotas a batch names); leader: delete the batches every quota named folded
-//!
-//!  Controller ─► reconcile(quota) ─► desired::compute (core::status::compute, pure)
-//!                    │              ─► desired::desired_status ─► status::update (CAS, redo on 409)
-//!                    │                                           (leader only; leader::Elector)
-//!                    └─► api::Views (the dashboard's feed), metrics, events
+//!  control plane: watches (KarmadaQuota store, ResourceBinding ─► index, queue::Line;
+//!     Cluster ─► members::Members::sync), namespaces (the one Namespace watch)
+//!  members:  member clusters' pods ─► MemberRegistry (ns → pod uid → usage; reach)
+//!  election: the Lease (or alone, or never) ─► leader watch
+//!  batches:  KarmadaQuotaReservation watch (--reservation-store=batches); the leader's sweep
+//!     every one of them ─► Triggers (touched namespaces, named quotas, all)
+//!                                   │
+//!  accounting: kube-runtime Controller per kind (KarmadaQuota; cluster_quotas)
+//!     ─► reconcile: pace ─► plan (desired: pure; the fold put-off) ─► write (the leader:
+//!        status::update, CAS, redo on 409; events) ─► publish (api::Views, metrics)
+//!  releaser: queue::release (the leader) ─ quota stores, Listed ─► binding patches, Triggers
+//!  dashboard_host ◄─ Ports (Views, MemberRegistry, leader, NamespaceLabels) ─► dashboard
+//!  admin: /livez, /readyz, /metrics
 //! ```
 //!
-//! Modules: [`args`] (flags), [`watches`] (control-plane watches), [`index`] (watch-fed
-//! state), [`batches`] (reservation batches: their watch and deletion sweep), [`members`] (member clusters), [`desired`] (pure status computation),
-//! [`reconcile`] (reconciler and its one writer), [`leader`] (Lease election),
-//! [`metrics`], [`api`] (the computed views), [`triggers`], [`dashboard`] (the browser
-//! dashboard's feed), [`dashboard_auth`] (its TokenReview / SubjectAccessReview) and
-//! [`history`] (the in-memory usage history its quota charts read).
+//! Modules: [`args`] (flags) and `config` (the flags taken apart); [`watches`]
+//! (control-plane watches), [`index`] (watch-fed state), [`namespaces`] (the Namespace
+//! watch); [`members`] (member clusters); `election` and [`leader`] (Lease election);
+//! [`batches`] (reservation batches: their watch, folds and deletion sweep); [`reconcile`]
+//! (the one reconciler and its one writer), [`desired`] (pure status computation),
+//! [`cluster_quotas`] (the KarmadaClusterQuota kind, its shares); [`queue`] (the waiting
+//! line and its releaser); [`triggers`]; [`api`] (the computed views); `dashboard_host`
+//! (starts [`dashboard`], the browser dashboard's feed, with [`dashboard_auth`], its
+//! TokenReview / SubjectAccessReview, and [`history`], the in-memory usage history its
+//! quota charts read); `admin` (the admin port), [`metrics`]; `stop` and `clock`.
 //!
 //! One door to the data: the admin port serves `/livez`, `/readyz` and `/metrics` only;
 //! every JSON view of quotas is the dashboard's, behind `--dashboard-auth`.
@@ -567,16 +575,7 @@ fn run_controller(
         .reconcile_all_on(streams.all)
         .graceful_shutdown_on(stop.requested())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => tracing::trace!(quota = %obj, "reconciled"),
-                Err(controller::Error::ObjectNotFound(obj)) => {
-                    tracing::debug!(quota = %obj, "quota gone before its reconcile");
-                }
-                Err(controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
-                Err(e) => tracing::warn!(error = %e, "controller error"),
-            }
-        })
+        .for_each(|res| async move { reconcile::log_result(res, "quota") })
 }
 
 /// Drive the controller until it ends; a failed admin server stops everything. The

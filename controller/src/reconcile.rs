@@ -273,6 +273,26 @@ fn pending<K: QuotaKind>(object: &K) -> usize {
     object.quota_status().map_or(0, |s| s.reservations.len())
 }
 
+/// Logs what a kind's Controller made of one request (`noun`: "quota", "cluster
+/// quota"); a failed reconcile is logged by [`error_policy`].
+pub(crate) fn log_result<K: QuotaKind>(
+    res: Result<
+        (kube::runtime::reflector::ObjectRef<K>, Action),
+        kube::runtime::controller::Error<Error, kube::runtime::watcher::Error>,
+    >,
+    noun: &str,
+) {
+    use kube::runtime::controller::Error as Failed;
+    match res {
+        Ok((obj, _)) => tracing::trace!(quota = %obj, "reconciled"),
+        Err(Failed::ObjectNotFound(obj)) => {
+            tracing::debug!(quota = %obj, "{noun} gone before its reconcile");
+        }
+        Err(Failed::ReconcilerFailed(..)) => {}
+        Err(e) => tracing::warn!(error = %e, "{noun} controller error"),
+    }
+}
+
 /// After a failed reconcile: count it and retry with exponential backoff (1 s … 5 min).
 pub fn error_policy<K: QuotaKind>(object: Arc<K>, error: &Error, ctx: Arc<KindCtx<K>>) -> Action {
     ctx.metrics.reconcile_failed(error.metric_label());

@@ -125,16 +125,7 @@ pub(crate) fn run(
             crate::reconcile::error_policy,
             ctx,
         )
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => tracing::trace!(quota = %obj, "reconciled"),
-                Err(controller::Error::ObjectNotFound(obj)) => {
-                    tracing::debug!(quota = %obj, "cluster quota gone before its reconcile");
-                }
-                Err(controller::Error::ReconcilerFailed(..)) => {}
-                Err(e) => tracing::warn!(error = %e, "cluster quota controller error"),
-            }
-        })
+        .for_each(|res| async move { crate::reconcile::log_result(res, "cluster quota") })
 }
 
 /// What follows every applied event of the cluster quota watch.

@@ -164,7 +164,22 @@ impl Releaser {
         self.report_lengths(&states, &p);
         let changed = self.line.publish(&p, &entries);
         self.reconcile(&changed);
-        // Events for those who joined since the last round.
+        let mut still = self.announce_joined(&p, &entries, known).await;
+        let again = self
+            .release_planned(&p, &entries, (&states, &labels), now, (known, &mut still))
+            .await;
+        known.retain(|uid| still.contains(uid));
+        again
+    }
+
+    /// A Queued event for each binding that joined a line since the last round (`known`:
+    /// those announced before). The uids still waiting.
+    async fn announce_joined(
+        &self,
+        p: &Plan,
+        entries: &[Entry],
+        known: &mut std::collections::HashSet<String>,
+    ) -> std::collections::HashSet<String> {
         let mut still: std::collections::HashSet<String> = Default::default();
         for (key, places) in &p.lines {
             for place in places {
@@ -187,12 +202,28 @@ impl Releaser {
                 }
             }
         }
+        still
+    }
+
+    /// Release what `p` releases, in its order; the released leave `known` and `still`.
+    /// Whether a release did not go through (to be tried again soon).
+    async fn release_planned(
+        &self,
+        p: &Plan,
+        entries: &[Entry],
+        (states, labels): (&[QuotaState], &[(String, Labels)]),
+        now: jiff::Timestamp,
+        (known, still): (
+            &mut std::collections::HashSet<String>,
+            &mut std::collections::HashSet<String>,
+        ),
+    ) -> bool {
         let mut again = false;
         // StrictFIFO lines whose planned release did not go through: nothing planned
         // behind it there may start this round (it would pass the head); planned again.
         let mut held: std::collections::BTreeSet<QuotaKey> = Default::default();
         let covering = |e: &Entry| {
-            strict_lines(&states, &e.waiting, |ns| {
+            strict_lines(states, &e.waiting, |ns| {
                 labels.iter().find(|(n, _)| n == ns).map(|(_, l)| l)
             })
         };
@@ -214,7 +245,6 @@ impl Releaser {
                 again = true;
             }
         }
-        known.retain(|uid| still.contains(uid));
         again
     }
 
