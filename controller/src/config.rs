@@ -204,3 +204,77 @@ fn dashboard(args: &Args) -> DashboardConfig {
         history: (d.history_bounds(), d.history_step),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+
+    fn config(flags: &[&str]) -> Result<Config, String> {
+        let args = Args::try_parse_from(
+            std::iter::once("karmada-quota-controller").chain(flags.iter().copied()),
+        )
+        .expect("the flags parse");
+        Config::of(&args)
+    }
+
+    #[test]
+    fn by_default_every_room_runs_and_the_lease_decides_who_writes() {
+        let c = config(&[]).unwrap();
+        assert!(matches!(c.leadership, Leadership::Lease(_)));
+        assert_eq!(c.namespaced, Some(4));
+        let clusters = c.cluster_quotas.expect("cluster quotas reconciled");
+        assert!(clusters.shares && clusters.selector.is_empty());
+        assert!(c.namespaces.cluster_quotas);
+        assert!(c.releaser.is_some());
+        assert!(c.batches.is_none(), "status mode");
+        assert!(c.dashboard.as_ref().is_some_and(|d| d.members_measured));
+        assert!(c.index.clusters);
+        assert!(!c.reconcile.observed_from_status);
+        assert_eq!(c.reconcile.min_write_interval, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn a_dashboard_replica_leads_never_writes_nothing_and_reads_no_member() {
+        let c = config(&["--role=dashboard", "--reservation-store=batches"]).unwrap();
+        assert!(matches!(c.leadership, Leadership::Never));
+        assert!(c.releaser.is_none());
+        assert!(c.batches.is_none(), "no batch is folded or deleted");
+        assert!(!c.cluster_quotas.expect("its views are computed").shares);
+        assert!(c.reconcile.observed_from_status);
+        assert!(!c.index.clusters);
+        let dashboard = c.dashboard.expect("served");
+        assert!(!dashboard.members_measured && dashboard.settings.from_status);
+        assert!(
+            config(&["--role=dashboard", "--member-kubeconfig=m1=/x"]).is_err(),
+            "no member credential"
+        );
+    }
+
+    #[test]
+    fn one_namespace_reconciles_no_cluster_quota_and_watches_its_members_pods_there() {
+        let c = config(&["--namespace=team-a", "--role=controller"]).unwrap();
+        assert!(c.cluster_quotas.is_none());
+        assert!(!c.namespaces.cluster_quotas);
+        assert!(c.namespaces.team_label.is_empty(), "no dashboard: no teams");
+        assert!(c.dashboard.is_none());
+        assert_eq!(c.members.settings.namespace.as_deref(), Some("team-a"));
+        assert_eq!(c.namespace.as_deref(), Some("team-a"));
+    }
+
+    #[test]
+    fn batches_are_folded_by_a_replica_that_reconciles_with_their_own_write_interval() {
+        let c = config(&[
+            "--reservation-store=batches",
+            "--reservation-namespace=batches-here",
+            "--no-leader-election",
+        ])
+        .unwrap();
+        assert_eq!(c.batches.as_deref(), Some("batches-here"));
+        assert_eq!(c.reconcile.min_write_interval, Duration::from_secs(1));
+        assert!(matches!(c.leadership, Leadership::Alone));
+    }
+}

@@ -1,7 +1,8 @@
 //! The karmada-quota controller: federated KarmadaQuota usage across member clusters.
 //!
 //! Six rooms, each with a door of its own. [`run_until`] takes the flags apart once
-//! (`config`: one settings struct per room; no room reads [`Args`]), makes what they
+//! (`config`: a settings struct per room; of the rooms only [`watches`] and
+//! `batches::folds::Scope::of` still read [`Args`], handed to them here), makes what they
 //! share (metrics, the index, the waiting line, the triggers, the views) and starts them:
 //!
 //! ```text
@@ -162,13 +163,7 @@ pub async fn run_until(
         spawn_releaser(unaccounted, &client, &shared, &watched, &election, &events);
     }
     if let Some(dashboard) = config.dashboard {
-        let ports = dashboard_host::Ports {
-            views: shared.views.clone(),
-            members: shared.member_registry.clone(),
-            leader: election.leader.clone(),
-            namespaces: watched.namespaces.clone(),
-        };
-        dashboard_host::spawn(dashboard, &client, ports, &stop);
+        spawn_dashboard(dashboard, &client, &shared, (&election, &watched), &stop);
     }
     keep_readiness(&shared, &election, ready);
     let ctx = shared.reconcile_context(&config.reconcile, &election, events);
@@ -408,6 +403,23 @@ fn spawn_releaser(
         }
         .run(),
     );
+}
+
+/// The browser dashboard, through its one port onto the rest.
+fn spawn_dashboard(
+    config: dashboard_host::DashboardConfig,
+    client: &Client,
+    shared: &Shared,
+    (election, watched): (&Election, &Watched),
+    stop: &Stop,
+) {
+    let ports = dashboard_host::Ports {
+        views: shared.views.clone(),
+        members: shared.member_registry.clone(),
+        leader: election.leader.clone(),
+        namespaces: watched.namespaces.clone(),
+    };
+    dashboard_host::spawn(config, client, ports, stop);
 }
 
 /// Keep `/readyz` following the watches' lists and the Lease.
