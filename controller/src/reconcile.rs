@@ -1,21 +1,24 @@
 //! The one reconciler of both quota kinds (KarmadaQuota, KarmadaClusterQuota: [`QuotaKind`])
-//! and its one writer of their status.
+//! and its one writer of their status. A turn is four steps, each a function of its own:
 //!
 //! ```text
 //!  reconcile(quota) ─ not synced yet? requeue
-//!     │ leader and paced (interval, contended backoff)? requeue after the wait
-//!     │ plan(fresh quota) = the kind's computation + desired status + its waiting line (pure)
-//!     ├─ follower: keep the view for the dashboard, write nothing
-//!     └─ leader:   status::update ─ unchanged ─► nothing
-//!                      │ a fold-only change while few entries wait? put off (fold_wait)
+//!  pace     leader and paced (interval, contended backoff)? requeue after the wait
+//!  plan     (plan.rs, pure) the kind's computation + desired status + its waiting line;
+//!           a fold-only change while few entries wait is put off: no status, and the
+//!           put-off returned (Plan::fold_after)
+//!  write    (write.rs) follower: nothing
+//!           leader: status::update ─ nothing planned ─► nothing
 //!                      │ still the leader? (checked before every write) ─ no ─► nothing
 //!                      │ replace_status(resourceVersion = the one the plan was computed on)
 //!                      ├─ 200 ─► events for notable changes
 //!                      └─ 409 ─► GET the quota, plan again from it (entries the webhook
 //!                               added meanwhile are in the fresh object, so they survive);
 //!                               with a backoff: contended after two, retried later
-//!                  then the kind's own writes (a cluster quota's shares)
-//!  requeue: 1 s after the earliest reservation expiry, else the resync period.
+//!  publish  (publish.rs) the leader: the kind's own writes (a cluster quota's shares);
+//!           every replica: the view for the dashboard, the quota's metrics
+//!  requeue: 1 s after the earliest reservation expiry, else the resync period; sooner
+//!  for a fold put off.
 //! ```
 
 use std::collections::HashMap;
@@ -23,7 +26,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use karmada_quota_core::selection::QuotaKey;
-use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use karmada_quota_crds::{KarmadaQuotaStatus, QuotaObject};
 use karmada_quota_shell::backoff::Backoff;
 use karmada_quota_shell::events::{Event, EventQueue};
 use kube::runtime::controller::Action;
@@ -177,9 +180,9 @@ impl Ctx {
     }
 
     /// The view of `quota` computed as `computed`, whose stored status is `status`.
-    pub(crate) fn view_of(
+    pub(crate) fn view_of<K: QuotaObject>(
         &self,
-        quota: &KarmadaQuota,
+        quota: &K,
         computed: &Computed,
         status: &KarmadaQuotaStatus,
         now: jiff::Timestamp,

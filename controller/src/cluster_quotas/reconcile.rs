@@ -75,7 +75,7 @@ impl QuotaKind for KarmadaClusterQuota {
         stored: &KarmadaClusterQuotaStatus,
     ) -> Quota {
         let c = &plan.computed;
-        let mut view = ctx.view_of(&compute::shadow(cq), &c.computed, &stored.quota, plan.now);
+        let mut view = ctx.view_of(cq, &c.computed, &stored.quota, plan.now);
         view.namespaces = c.namespaces.iter().map(|(n, _)| n.clone()).collect();
         view.shares = c.namespaces.iter().cloned().collect();
         view
