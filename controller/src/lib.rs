@@ -26,8 +26,9 @@
 //! Modules: [`args`] (flags) and `config` (the flags taken apart); [`watches`]
 //! (control-plane watches), [`index`] (watch-fed state), [`namespaces`] (the Namespace
 //! watch); [`members`] (member clusters); `election` and [`leader`] (Lease election);
-//! [`batches`] (reservation batches: their watch, folds and deletion sweep); [`reconcile`]
-//! (the one reconciler and its one writer), [`desired`] (pure status computation),
+//! [`batches`] (reservation batches: their watch, folds and deletion sweep); `reconcilers`
+//! (the Controller of each kind, run together), [`reconcile`] (the one reconciler and its
+//! one writer), [`desired`] (pure status computation),
 //! [`cluster_quotas`] (the KarmadaClusterQuota kind, its shares); [`queue`] (the waiting
 //! line and its releaser); [`triggers`]; [`api`] (the computed views); `dashboard_host`
 //! (starts [`dashboard`], the browser dashboard's feed, with [`dashboard_auth`], its
@@ -62,6 +63,7 @@ pub mod namespaces;
 pub mod queue;
 mod readiness;
 pub mod reconcile;
+mod reconcilers;
 mod stop;
 pub mod triggers;
 pub mod watches;
@@ -72,17 +74,11 @@ mod testutil;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
-use futures::{StreamExt, stream};
+use futures::StreamExt;
 use karmada_quota_core::quota::Unaccounted;
-use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_shell::events::{self, Event, EventConfig, EventQueue, KubeEventSink};
 use karmada_quota_shell::{Readiness, shutdown_signal};
 use kube::Client;
-use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -103,7 +99,8 @@ use crate::members::{MemberRegistry, Members, desired_members};
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceLabels;
 use crate::queue::metrics::QueueMetrics;
-use crate::reconcile::{Ctx, KindCtx};
+use crate::reconcile::Ctx;
+use crate::reconcilers::{QuotaWatch, Reconcilers};
 use crate::stop::Stop;
 use crate::triggers::{TriggerStreams, Triggers, triggers};
 
@@ -152,7 +149,7 @@ pub async fn run_until(
     if let (Some(namespace), Some(batches)) = (&config.batches, &shared.batches) {
         let folds = batches::folds::StoreFolds {
             scope: batches::folds::Scope::of(&args),
-            quotas: watched.quotas.clone(),
+            quotas: watched.quotas.store.clone(),
             line: shared.line.clone(),
         };
         spawn_batches(
@@ -180,7 +177,8 @@ pub async fn run_until(
         metrics: &shared.metrics,
         stop: &stop,
     };
-    let controller = reconcilers.run((config.namespaced, config.cluster_quotas), streams, watched);
+    let kinds = (config.namespaced, config.cluster_quotas);
+    let controller = reconcilers.run(kinds, streams, watched.quotas, watched.namespaces);
     let mut admin = admin;
     let admin_result = run_to_the_end(controller, &mut admin, &stop).await;
     shut_down(&stop, &members, election.task, admin, admin_result).await
@@ -315,10 +313,8 @@ fn event_writer(identity: String, client: &Client, metrics: &Metrics) -> EventQu
 
 /// What the control-plane watches give the rest.
 struct Watched {
-    /// The KarmadaQuotas' store.
-    quotas: Store<KarmadaQuota>,
-    /// The KarmadaQuotas applied, which drive their controller.
-    quota_events: BoxStream<'static, Result<KarmadaQuota, watcher::Error>>,
+    /// The KarmadaQuota watch.
+    quotas: QuotaWatch,
     /// The namespaces' labels.
     namespaces: NamespaceLabels,
 }
@@ -343,8 +339,10 @@ fn start_watches(
     watches::spawn_control_plane(args, client, index, members, triggers, metrics, line);
     let (quotas, quota_events) = watches::quotas(args, client, index, views, metrics, line);
     Watched {
-        quotas,
-        quota_events: quota_events.boxed(),
+        quotas: QuotaWatch {
+            store: quotas,
+            events: quota_events.boxed(),
+        },
         namespaces: watch_namespaces(namespaces, client, triggers, metrics),
     }
 }
@@ -392,7 +390,7 @@ fn spawn_releaser(
     tokio::spawn(
         queue::release::Releaser {
             line: shared.line.clone(),
-            quotas: watched.quotas.clone(),
+            quotas: watched.quotas.store.clone(),
             listed: shared.index.clone(),
             leader: election.leader.clone(),
             triggers: shared.triggers.clone(),
@@ -460,134 +458,6 @@ fn watch_namespaces(
             exported.set_namespace_labels(&label, &ns.teams(&label));
         }
     })
-}
-
-/// What both quota controllers run with.
-struct Reconcilers<'a> {
-    client: &'a Client,
-    ctx: Arc<Ctx>,
-    index: &'a Arc<RwLock<Index>>,
-    metrics: &'a Arc<Metrics>,
-    stop: &'a Stop,
-}
-
-impl Reconcilers<'_> {
-    /// Both quota controllers, each when the flags ask for it (the KarmadaQuota
-    /// controller's concurrency, the KarmadaClusterQuota controller's settings), running
-    /// together.
-    fn run(
-        self,
-        (namespaced, clusters): (Option<u16>, Option<cluster_quotas::Config>),
-        streams: TriggerStreams,
-        watched: Watched,
-    ) -> impl Future<Output = ()> + Send + use<> {
-        let TriggerStreams {
-            namespaces,
-            all,
-            cluster_namespaces,
-            cluster_all,
-            quotas: named_quotas,
-            cluster_quotas: named_cluster_quotas,
-        } = streams;
-        let requests = cluster_quotas::Requests {
-            namespaces: cluster_namespaces.boxed(),
-            all: cluster_all.boxed(),
-            named: named_cluster_quotas.boxed(),
-        };
-        let clusters = self.cluster_quotas(clusters.as_ref(), requests, &watched);
-        let streams = TriggerStreams::namespaced(namespaces, all, named_quotas);
-        let namespaced = self.namespaced(namespaced, streams, watched);
-        async move {
-            tokio::join!(namespaced, clusters);
-        }
-    }
-
-    /// The KarmadaClusterQuota controller, unless `--namespace` is set.
-    fn cluster_quotas(
-        &self,
-        config: Option<&cluster_quotas::Config>,
-        requests: cluster_quotas::Requests,
-        watched: &Watched,
-    ) -> BoxFuture<'static, ()> {
-        let Some(config) = config else {
-            tracing::info!("--namespace is set: KarmadaClusterQuotas are not reconciled");
-            return Box::pin(std::future::ready(()));
-        };
-        Box::pin(cluster_quotas::run(
-            config,
-            self.client,
-            self.ctx.clone(),
-            requests,
-            watched.namespaces.clone(),
-            self.metrics,
-            self.stop.requested(),
-        ))
-    }
-
-    /// The KarmadaQuota controller (`concurrency`), unless `--namespaced-quotas=false`:
-    /// then the index takes the quotas as listed.
-    fn namespaced(
-        self,
-        concurrency: Option<u16>,
-        streams: TriggerStreams,
-        watched: Watched,
-    ) -> BoxFuture<'static, ()> {
-        let Some(concurrency) = concurrency else {
-            tracing::info!("--namespaced-quotas=false: KarmadaQuotas are not reconciled");
-            self.index
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .quotas_listed();
-            return Box::pin(std::future::ready(()));
-        };
-        let ctx = Arc::new(KindCtx::<KarmadaQuota> {
-            store: Arc::new(karmada_quota_status::KubeStore::new(self.client.clone())),
-            base: self.ctx,
-            own: (),
-        });
-        Box::pin(run_controller(
-            concurrency,
-            watched.quota_events,
-            watched.quotas,
-            streams,
-            ctx,
-            self.stop,
-        ))
-    }
-}
-
-/// The quotas of `namespace`, from the reflector's store.
-fn quotas_in(store: &Store<KarmadaQuota>, namespace: &str) -> Vec<ObjectRef<KarmadaQuota>> {
-    store
-        .state()
-        .iter()
-        .filter(|q| q.metadata.namespace.as_deref() == Some(namespace))
-        .map(|q| ObjectRef::from_obj(q.as_ref()))
-        .collect()
-}
-
-/// kube-runtime's Controller over the quota watch, reconciling also the quotas of every
-/// namespace a trigger names, and all of them on a trigger for all.
-fn run_controller(
-    concurrency: u16,
-    quota_events: BoxStream<'static, Result<KarmadaQuota, watcher::Error>>,
-    quotas: Store<KarmadaQuota>,
-    streams: TriggerStreams,
-    ctx: Arc<KindCtx<KarmadaQuota>>,
-    stop: &Stop,
-) -> impl Future<Output = ()> + Send + use<> {
-    let store = quotas.clone();
-    let ns_refs = streams
-        .namespaces
-        .map(move |ns| stream::iter(quotas_in(&store, &ns)))
-        .flatten();
-    Controller::for_stream(quota_events, quotas)
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .reconcile_on(ns_refs)
-        .reconcile_all_on(streams.all)
-        .graceful_shutdown_on(stop.requested())
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|res| async move { reconcile::log_result(res, "quota") })
 }
 
 /// Drive the controller until it ends; a failed admin server stops everything. The
