@@ -1,5 +1,8 @@
 //! The flags taken apart, once: [`Config::of`] gives each part of the controller a
-//! settings struct of its own, and no part below the crate root reads [`Args`].
+//! settings struct of its own, so that the parts never read [`Args`] (the control-plane
+//! watches and `batches::folds::Scope::of` still do: the crate root hands them the flags).
+//! A part's settings struct lives with the part (`admin::AdminConfig`), is built here,
+//! and is handed over by the crate root's step that starts the part.
 //!
 //! ```text
 //!  Args ─► Config ─┬─ admin ─────────► admin::AdminConfig

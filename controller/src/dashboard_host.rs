@@ -8,11 +8,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Event as CoreEvent;
 use karmada_quota_billing::history::{Bounds, Store as HistoryStore};
 use karmada_quota_billing::prometheus_access::PrometheusAccess;
 use karmada_quota_dashboard::{Access, CachePolicy};
 use karmada_quota_shell::listener::{Limits, TlsFiles};
-use kube::Client;
+use kube::{Api, Client};
 use tokio::sync::watch;
 
 use crate::api::Views;
@@ -87,8 +88,12 @@ pub(crate) fn spawn(config: DashboardConfig, client: &Client, ports: Ports, stop
             .inspect_err(|e| tracing::error!(error = %e, "dashboard Report page off"))
             .ok()
     });
+    let events: Api<CoreEvent> = match namespace.as_deref() {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
     tokio::spawn(dashboard::watch_warnings(
-        crate::watches::scoped_api(client, namespace.as_deref()),
+        events,
         sources.warnings.clone(),
         sources.warnings_changed.clone(),
     ));
