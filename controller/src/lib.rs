@@ -30,7 +30,7 @@
 //! (the Controller of each kind, run together), [`reconcile`] (the one reconciler and its
 //! one writer), [`desired`] (pure status computation),
 //! [`cluster_quotas`] (the KarmadaClusterQuota kind, its shares); [`queue`] (the waiting
-//! line and its releaser); [`triggers`]; [`api`] (the computed views); `dashboard_host`
+//! line and its releaser); [`triggers`](mod@triggers); [`api`] (the computed views); `dashboard_host`
 //! (starts [`dashboard`], the browser dashboard's feed, with [`dashboard_auth`], its
 //! TokenReview / SubjectAccessReview, and [`history`], the in-memory usage history its
 //! quota charts read); `admin` (the admin port), [`metrics`]; `stop` and `clock`.
@@ -124,7 +124,7 @@ pub async fn run(args: Args, client: Client) -> Result<(), Error> {
 }
 
 /// Run the controller until `external_stop` is cancelled: the flags taken apart
-/// ([`config::Config`]), the shared state made, every part started, the reconcilers run
+/// (`config::Config`), the shared state made, every part started, the reconcilers run
 /// to the end.
 pub async fn run_until(
     args: Args,
