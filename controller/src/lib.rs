@@ -18,7 +18,7 @@
 //!  accounting: kube-runtime Controller per kind (KarmadaQuota; cluster_quotas)
 //!     ─► reconcile: pace ─► plan (desired: pure; the fold put-off) ─► write (the leader:
 //!        status::update, CAS, redo on 409; events) ─► publish (api::Views, metrics)
-//!  releaser: queue::release (the leader) ─ quota stores, Listed ─► binding patches, Triggers
+//!  releaser: queue::release (the leader) ◄─ QuotaSource; ─► binding patches, Triggers
 //!  dashboard_host ◄─ Ports (Views, MemberRegistry, leader, NamespaceLabels) ─► dashboard
 //!  admin: /livez, /readyz, /metrics
 //! ```
@@ -390,8 +390,11 @@ fn spawn_releaser(
     tokio::spawn(
         queue::release::Releaser {
             line: shared.line.clone(),
-            quotas: watched.quotas.store.clone(),
-            listed: shared.index.clone(),
+            quotas: Arc::new(queue::quotas::WatchedQuotas {
+                quotas: watched.quotas.store.clone(),
+                line: shared.line.clone(),
+                index: shared.index.clone(),
+            }),
             leader: election.leader.clone(),
             triggers: shared.triggers.clone(),
             unaccounted_default,

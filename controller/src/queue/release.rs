@@ -8,7 +8,7 @@
 //! admission took the room first) leaves it waiting in its place, and a conflict (the
 //! binding changed meanwhile) is planned again with the new object.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use karmada_quota_core::queue::{
@@ -16,19 +16,17 @@ use karmada_quota_core::queue::{
 };
 use karmada_quota_core::quota::{QuotaState, Unaccounted};
 use karmada_quota_core::selection::{Labels, QuotaKey};
-use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
-use karmada_quota_crds::{KarmadaQuota, ResourceBinding};
+use karmada_quota_crds::ResourceBinding;
 use karmada_quota_shell::backoff::Backoff;
 use karmada_quota_shell::events::{Event, EventQueue, EventType, ObjectRef};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::watch;
 
 use super::line::{Entry, Line};
 use super::metrics::{QueueMetrics, ResultLabel};
-use crate::index::Index;
+use super::quotas::QuotaSource;
 use crate::triggers::Triggers;
 
 /// A round without a wake-up at least this often.
@@ -39,27 +37,12 @@ pub const RETRY_MIN: Duration = Duration::from_millis(100);
 /// Field manager of the release patch.
 const FIELD_MANAGER: &str = "karmada-quota-controller";
 
-/// Whether what a plan reads of the control plane was listed: the releaser's one look
-/// at the index.
-pub trait Listed: Send + Sync {
-    /// Whether the quotas and bindings were listed.
-    fn listed(&self) -> bool;
-}
-
-impl Listed for RwLock<Index> {
-    fn listed(&self) -> bool {
-        self.read().unwrap_or_else(|e| e.into_inner()).synced()
-    }
-}
-
 /// What the loop needs.
 pub struct Releaser {
     /// The waiting bindings and lines.
     pub line: Arc<Line>,
-    /// The KarmadaQuotas.
-    pub quotas: Store<KarmadaQuota>,
-    /// Whether the quotas and bindings were listed (nothing is planned before).
-    pub listed: Arc<dyn Listed>,
+    /// The quotas (nothing is planned before they and the bindings were listed).
+    pub quotas: Arc<dyn QuotaSource>,
     /// Whether this replica leads.
     pub leader: watch::Receiver<bool>,
     /// Reconciles the quotas whose line changed.
@@ -105,40 +88,15 @@ impl Releaser {
         }
     }
 
-    /// Whether every quota and binding was listed: a plan from an empty or partial quota
-    /// store would take a waiting binding for one no quota covers and release it, out of
-    /// its line's order (seen right after a controller restart: the bindings listed, the
-    /// KarmadaQuotas not yet).
+    /// Whether every quota and binding was listed (seen right after a controller
+    /// restart: the bindings listed, the KarmadaQuotas not yet).
     fn synced(&self) -> bool {
-        use futures::FutureExt;
-        let listed = self.listed.listed();
-        let cluster_quotas = match self.line.cluster_view.get() {
-            Some((clusters, labels)) => {
-                labels.ready() && matches!(clusters.wait_until_ready().now_or_never(), Some(Ok(())))
-            }
-            None => true,
-        };
-        listed && cluster_quotas
+        self.quotas.listed()
     }
 
     /// The engine's view of every quota (those that parse), the webhook's defaults set.
     fn states(&self) -> (Vec<QuotaState>, Vec<(String, Labels)>) {
-        let mut states: Vec<QuotaState> = self
-            .quotas
-            .state()
-            .iter()
-            .filter_map(|q| quota_state(q).ok())
-            .collect();
-        let mut labels = Vec::new();
-        if let Some((clusters, ns_labels)) = self.line.cluster_view.get() {
-            states.extend(
-                clusters
-                    .state()
-                    .iter()
-                    .filter_map(|q| cluster_quota_state(q).ok()),
-            );
-            labels = ns_labels.snapshot().unwrap_or_default();
-        }
+        let (mut states, labels) = self.quotas.states();
         for s in &mut states {
             s.spec
                 .policy
