@@ -17,7 +17,7 @@ use karmada_quota_billing::{NAMESPACE_LABELS_METRIC, label_name};
 use karmada_quota_core::Quantity;
 #[cfg(test)]
 use karmada_quota_core::ResourceList;
-use karmada_quota_core::status::QuotaView;
+use karmada_quota_core::status::{ClusterView, QuotaView};
 use karmada_quota_shell::events::EventMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -353,47 +353,54 @@ impl Metrics {
             next.resources.insert(l);
         }
         for c in &view.clusters {
-            let cr = |resource: &str| ClusterResource {
-                namespace: ns.to_owned(),
-                quota: name.to_owned(),
-                cluster: c.name.clone(),
-                resource: resource.to_owned(),
-            };
-            for (resource, q) in c.used.iter() {
-                let l = cr(resource);
-                self.cluster_used.get_or_create(&l).set(as_f64(q));
-                next.clusters.insert(l);
-            }
-            match &c.observed {
-                Some(obs) => {
-                    for (resource, q) in obs.iter() {
-                        let l = cr(resource);
-                        self.cluster_observed.get_or_create(&l).set(as_f64(q));
-                        next.clusters.insert(l);
-                    }
-                }
-                None => {
-                    // Unknown is not zero: drop the series rather than report 0.
-                    for resource in c.used.names() {
-                        self.cluster_observed.remove(&cr(resource));
-                    }
-                }
-            }
-            let l = QuotaCluster {
-                namespace: ns.to_owned(),
-                quota: name.to_owned(),
-                cluster: c.name.clone(),
-            };
-            self.drift
-                .get_or_create(&l)
-                .set(i64::from(view.drift.contains_key(&c.name)));
-            next.drift.insert(l);
+            self.observe_cluster(view, c, &mut next);
         }
         let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(prev) = series.insert((ns.to_owned(), name.to_owned()), next) {
             let cur = &series[&(ns.to_owned(), name.to_owned())];
             self.drop_series(&prev, Some(cur));
         }
+    }
+
+    /// Export one member cluster `c` of `view`: placed and measured usage, drift; the
+    /// series written go into `next`.
+    fn observe_cluster(&self, view: &QuotaView, c: &ClusterView, next: &mut QuotaSeries) {
+        let (ns, name) = (view.namespace.as_str(), view.name.as_str());
+        let cr = |resource: &str| ClusterResource {
+            namespace: ns.to_owned(),
+            quota: name.to_owned(),
+            cluster: c.name.clone(),
+            resource: resource.to_owned(),
+        };
+        for (resource, q) in c.used.iter() {
+            let l = cr(resource);
+            self.cluster_used.get_or_create(&l).set(as_f64(q));
+            next.clusters.insert(l);
+        }
+        match &c.observed {
+            Some(obs) => {
+                for (resource, q) in obs.iter() {
+                    let l = cr(resource);
+                    self.cluster_observed.get_or_create(&l).set(as_f64(q));
+                    next.clusters.insert(l);
+                }
+            }
+            None => {
+                // Unknown is not zero: drop the series rather than report 0.
+                for resource in c.used.names() {
+                    self.cluster_observed.remove(&cr(resource));
+                }
+            }
+        }
+        let l = QuotaCluster {
+            namespace: ns.to_owned(),
+            quota: name.to_owned(),
+            cluster: c.name.clone(),
+        };
+        self.drift
+            .get_or_create(&l)
+            .set(i64::from(view.drift.contains_key(&c.name)));
+        next.drift.insert(l);
     }
 
     /// Drop every series of a deleted quota.
