@@ -13,7 +13,7 @@
 //!  members:  member clusters' pods ─► MemberRegistry (ns → pod uid → usage; reach)
 //!  election: the Lease (or alone, or never) ─► leader watch
 //!  batches:  KarmadaQuotaReservation watch (--reservation-store=batches); the leader's sweep
-//!     every one of them ─► Triggers (touched namespaces, named quotas, all)
+//!     each of the above ─► Triggers (touched namespaces, named quotas, all)
 //!                                   │
 //!  accounting: kube-runtime Controller per kind (KarmadaQuota; cluster_quotas)
 //!     ─► reconcile: pace ─► plan (desired: pure; the fold put-off) ─► write (the leader:
@@ -26,14 +26,15 @@
 //! Modules: [`args`] (flags) and `config` (the flags taken apart); [`watches`]
 //! (control-plane watches), [`index`] (watch-fed state), [`namespaces`] (the Namespace
 //! watch); [`members`] (member clusters); `election` and [`leader`] (Lease election);
-//! [`batches`] (reservation batches: their watch, folds and deletion sweep); `reconcilers`
-//! (the Controller of each kind, run together), [`reconcile`] (the one reconciler and its
-//! one writer), [`desired`] (pure status computation),
+//! [`batches`] (reservation batches: their watch, folds and deletion sweep);
+//! `reconcilers` (the Controller of each kind, run together), [`reconcile`] (the one
+//! reconciler and its one writer), [`desired`] (pure status computation),
 //! [`cluster_quotas`] (the KarmadaClusterQuota kind, its shares); [`queue`] (the waiting
-//! line and its releaser); [`triggers`](mod@triggers); [`api`] (the computed views); `dashboard_host`
-//! (starts [`dashboard`], the browser dashboard's feed, with [`dashboard_auth`], its
-//! TokenReview / SubjectAccessReview, and [`history`], the in-memory usage history its
-//! quota charts read); `admin` (the admin port), [`metrics`]; `stop` and `clock`.
+//! line and its releaser); [`triggers`](mod@triggers); [`api`] (the computed views);
+//! `dashboard_host` (starts [`dashboard`], the browser dashboard's feed, with
+//! [`dashboard_auth`], its TokenReview / SubjectAccessReview, and [`history`], the
+//! in-memory usage history its quota charts read); `admin` (the admin port),
+//! [`metrics`]; `stop` and `clock`.
 //!
 //! One door to the data: the admin port serves `/livez`, `/readyz` and `/metrics` only;
 //! every JSON view of quotas is the dashboard's, behind `--dashboard-auth`.
