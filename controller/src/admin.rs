@@ -3,24 +3,33 @@
 
 use std::sync::{Arc, Mutex};
 
+use karmada_quota_shell::listener::Limits;
 use karmada_quota_shell::{Readiness, admin_router, serve_admin};
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 
-use crate::args::Args;
-use crate::{Error, Stop};
+use crate::error::Error;
+use crate::stop::Stop;
+
+/// Where the admin server listens, and its listener's bounds.
+pub(crate) struct AdminConfig {
+    /// `--admin-listen`.
+    pub(crate) listen: std::net::SocketAddr,
+    /// The listener's bounds (shared with the dashboard's).
+    pub(crate) limits: Limits,
+}
 
 /// The admin server: /metrics, /livez, /readyz and nothing else (no quota data: that is
 /// the dashboard's, behind its login).
 pub(crate) fn start(
-    args: &Args,
+    config: AdminConfig,
     registry: Arc<Mutex<Registry>>,
     ready: &Readiness,
     stop: &Stop,
 ) -> JoinHandle<anyhow::Result<()>> {
     tokio::spawn(serve_admin(
-        args.admin.admin_listen,
-        args.listener.limits(),
+        config.listen,
+        config.limits,
         admin_app(registry, ready),
         stop.requested(),
     ))

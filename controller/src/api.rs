@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use karmada_quota_core::status::ClusterView;
 use karmada_quota_crds::convert::list_from_api;
-use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use karmada_quota_crds::{KarmadaQuotaStatus, QuotaObject};
 use karmada_quota_dashboard::model::{ClusterUsage, Condition, Line, Quota, Reservation, Waiting};
 use kube::ResourceExt;
 
@@ -80,8 +80,8 @@ impl Views {
 /// Build the one view of `quota` (the dashboard's [`Quota`], served as it is by the
 /// dashboard's JSON API and pages), computed as `computed`, whose status now is `status`.
 /// `denials` are left empty: the dashboard's feed adds the quota's recent ones.
-pub fn computed_quota(
-    quota: &KarmadaQuota,
+pub fn computed_quota<K: QuotaObject>(
+    quota: &K,
     computed: &Computed,
     status: &KarmadaQuotaStatus,
     now: jiff::Timestamp,
@@ -150,8 +150,8 @@ fn cluster_usage(c: &ClusterView) -> ClusterUsage {
 
 /// The quota's waiting line: while it queues (`spec.admission.mode: Queue`), or while
 /// some still wait in `status.queue` (switched back to refusal).
-fn line(quota: &KarmadaQuota, status: &KarmadaQuotaStatus, namespace: &str) -> Option<Line> {
-    let admission = quota.spec.admission.as_ref();
+fn line<K: QuotaObject>(quota: &K, status: &KarmadaQuotaStatus, namespace: &str) -> Option<Line> {
+    let admission = quota.quota_spec().admission.as_ref();
     let queueing = admission.and_then(|a| a.mode.as_deref()) == Some("Queue");
     let queue = status.queue.as_ref().filter(|q| q.total > 0);
     if !queueing && queue.is_none() {

@@ -8,10 +8,9 @@ use kube::Client;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::Stop;
-use crate::args::Args;
 use crate::leader::{Elector, LeaseSettings};
 use crate::metrics::Metrics;
+use crate::stop::Stop;
 use crate::triggers::Triggers;
 
 /// Leadership as the rest of the controller sees it.
@@ -24,45 +23,49 @@ pub(crate) struct Election {
     pub(crate) task: Option<JoinHandle<()>>,
 }
 
+/// How this replica leads, as the flags say.
+pub(crate) enum Leadership {
+    /// Never (`--role=dashboard`): no Lease, no writes.
+    Never,
+    /// Always, alone (leader election off).
+    Alone,
+    /// While it holds the Lease.
+    Lease(LeaseSettings),
+}
+
 /// Start the Lease election (or lead alone) and follow it: every quota is reconciled on
 /// becoming leader, and the leader gauge is kept.
 pub(crate) fn start(
-    args: &Args,
+    leadership: Leadership,
     client: &Client,
     stop: &Stop,
     triggers: &Triggers,
     metrics: &Arc<Metrics>,
 ) -> Election {
-    let election = if !args.controls() {
-        tracing::info!("--role=dashboard: no Lease, no writes; numbers from the quotas' status");
-        Election {
-            leader: watch::channel(false).1,
-            lease_ok: watch::channel(true).1,
-            task: None,
+    let fixed = |leads: bool| Election {
+        leader: watch::channel(leads).1,
+        lease_ok: watch::channel(true).1,
+        task: None,
+    };
+    let election = match leadership {
+        Leadership::Never => {
+            tracing::info!(
+                "--role=dashboard: no Lease, no writes; numbers from the quotas' status"
+            );
+            fixed(false)
         }
-    } else if args.leader_election_enabled() {
-        let (elector, leader) = Elector::new(
-            client.clone(),
-            LeaseSettings {
-                namespace: args.lease_namespace.clone(),
-                name: args.lease_name.clone(),
-                identity: args.identity(),
-                duration: args.lease_duration,
-                renew_interval: args.lease_renew_interval,
-            },
-        );
-        let lease_ok = elector.lease_ok();
-        Election {
-            leader,
-            lease_ok,
-            task: Some(tokio::spawn(elector.run(stop.requested()))),
+        Leadership::Alone => {
+            tracing::info!("leader election disabled: this replica writes status");
+            fixed(true)
         }
-    } else {
-        tracing::info!("leader election disabled: this replica writes status");
-        Election {
-            leader: watch::channel(true).1,
-            lease_ok: watch::channel(true).1,
-            task: None,
+        Leadership::Lease(settings) => {
+            let (elector, leader) = Elector::new(client.clone(), settings);
+            let lease_ok = elector.lease_ok();
+            Election {
+                leader,
+                lease_ok,
+                task: Some(tokio::spawn(elector.run(stop.requested()))),
+            }
         }
     };
     tokio::spawn(follow_leadership(

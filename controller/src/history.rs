@@ -1,7 +1,7 @@
 //! The in-memory usage history behind the quota page's chart: records every quota of each
-//! dashboard snapshot into core's bounded window ([`Store`]) when the snapshot changes and
-//! every `--history-step`, so the chart has points without a Prometheus (and when it
-//! fails).
+//! dashboard snapshot into a bounded window (`karmada_quota_billing::history::Store`) when
+//! the snapshot changes and every `--history-step`, so the chart has points without a
+//! Prometheus (and when it fails).
 //!
 //! ```text
 //!  dashboard feed ── watch::Receiver<Arc<Snapshot>> ──┐ on change

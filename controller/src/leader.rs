@@ -44,7 +44,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::Error;
+use crate::error::Error;
 
 /// How the election runs.
 #[derive(Clone, Debug)]
@@ -270,51 +270,67 @@ impl Elector {
             if !self.settings.still_leader(self.last_renew, now) {
                 self.set(false);
             }
-            let leading_until = self.leading_until();
-            let budget = self.settings.round_budget(leading_until, now);
-            let ok = match tokio::time::timeout(budget, self.round(now)).await {
-                Ok(Ok(leader)) => {
-                    self.round_outcome(None);
-                    if leader {
-                        self.last_renew = Some(now);
-                    }
-                    // A (candidate's) round that ended past its own deadline is not enough.
-                    self.set(leader && self.settings.still_leader(self.last_renew, Instant::now()));
-                    true
-                }
-                Ok(Err(e)) => {
-                    self.round_outcome(Some(&e));
-                    false
-                }
-                Err(_) => {
-                    tracing::warn!(
-                        timeout = ?budget,
-                        "leader election round timed out; request abandoned"
-                    );
-                    false
-                }
-            };
+            let ok = self.timed_round(now).await;
             if !ok && !self.settings.still_leader(self.last_renew, Instant::now()) {
                 self.set(false);
             }
-            let after = Instant::now();
-            let wait = match self.leading_until() {
-                // A leader sleeps at most until its deadline, so that it steps down on time.
-                Some(until) => {
-                    let wait = if ok {
-                        self.settings.renew_interval
-                    } else {
-                        self.settings.retry_period()
-                    };
-                    wait.min(until.saturating_duration_since(after))
-                }
-                None => self.settings.retry_period(),
-            };
+            let wait = self.wait_after(ok);
             tokio::select! {
                 () = &mut shutdown => break,
                 () = tokio::time::sleep(wait) => {}
             }
         }
+        self.step_down().await;
+    }
+
+    /// One round within its time budget: whether it went through (this replica's
+    /// leadership published as it stands).
+    async fn timed_round(&mut self, now: Instant) -> bool {
+        let leading_until = self.leading_until();
+        let budget = self.settings.round_budget(leading_until, now);
+        match tokio::time::timeout(budget, self.round(now)).await {
+            Ok(Ok(leader)) => {
+                self.round_outcome(None);
+                if leader {
+                    self.last_renew = Some(now);
+                }
+                // A (candidate's) round that ended past its own deadline is not enough.
+                self.set(leader && self.settings.still_leader(self.last_renew, Instant::now()));
+                true
+            }
+            Ok(Err(e)) => {
+                self.round_outcome(Some(&e));
+                false
+            }
+            Err(_) => {
+                tracing::warn!(
+                    timeout = ?budget,
+                    "leader election round timed out; request abandoned"
+                );
+                false
+            }
+        }
+    }
+
+    /// How long to wait after a round (`ok`: it went through) before the next.
+    fn wait_after(&self, ok: bool) -> Duration {
+        let after = Instant::now();
+        match self.leading_until() {
+            // A leader sleeps at most until its deadline, so that it steps down on time.
+            Some(until) => {
+                let wait = if ok {
+                    self.settings.renew_interval
+                } else {
+                    self.settings.retry_period()
+                };
+                wait.min(until.saturating_duration_since(after))
+            }
+            None => self.settings.retry_period(),
+        }
+    }
+
+    /// On shutdown: stop leading and release the Lease, if held.
+    async fn step_down(&mut self) {
         if *self.tx.borrow() {
             self.set(false);
             if let Err(e) = self.release().await {

@@ -1,29 +1,40 @@
 //! The karmada-quota controller: federated KarmadaQuota usage across member clusters.
 //!
+//! Six rooms, each with a door of its own. [`run_until`] takes the flags apart once
+//! (`config`: a settings struct per room; of the rooms only [`watches`] and
+//! `batches::folds::Scope::of` still read [`Args`], handed to them here), makes what they
+//! share (metrics, the index, the waiting line, the triggers, the views) and starts them:
+//!
 //! ```text
-//!  Karmada control plane                                   member clusters
-//!  ─────────────────────                                   ───────────────
-//!  watch KarmadaQuota ──► reflector store ─► Controller ◄── reconcile_on ◄─ members::MemberRegistry
-//!                          (namespace → quotas)    ▲                         (ns → pod uid → usage;
-//!  watch ResourceBinding ─► index.bindings ────────┤ Triggers                 Reachable / Unreachable)
-//!     (charge by core; unpriced counts retried)    │ (touched namespaces)          ▲
-//!  watch Cluster ─► index.clusters ─► members::Members::sync (start/stop member watches)
+//!  Args ─► config::Config ─► run_until: Shared, then one step per room
 //!
-//!  watch KarmadaQuotaReservation ─► batches (--reservation-store=batches) ─► Triggers
-//!     (the quotas a batch names); leader: delete the batches every quota named folded
-//!
-//!  Controller ─► reconcile(quota) ─► desired::compute (core::status::compute, pure)
-//!                    │              ─► desired::desired_status ─► status::update (CAS, redo on 409)
-//!                    │                                           (leader only; leader::Elector)
-//!                    └─► api::Views (the dashboard's feed), metrics, events
+//!  control plane: watches (KarmadaQuota store, ResourceBinding ─► index, queue::Line;
+//!     Cluster ─► members::Members::sync), namespaces (the one Namespace watch)
+//!  members:  member clusters' pods ─► MemberRegistry (ns → pod uid → usage; reach)
+//!  election: the Lease (or alone, or never) ─► leader watch
+//!  batches:  KarmadaQuotaReservation watch (--reservation-store=batches); the leader's sweep
+//!     each of the above ─► Triggers (touched namespaces, named quotas, all)
+//!                                   │
+//!  accounting: kube-runtime Controller per kind (KarmadaQuota; cluster_quotas)
+//!     ─► reconcile: pace ─► plan (desired: pure; the fold put-off) ─► write (the leader:
+//!        status::update, CAS, redo on 409; events) ─► publish (api::Views, metrics)
+//!  releaser: queue::release (the leader) ◄─ QuotaSource; ─► binding patches, Triggers
+//!  dashboard_host ◄─ Ports (Views, MemberRegistry, leader, NamespaceLabels) ─► dashboard
+//!  admin: /livez, /readyz, /metrics
 //! ```
 //!
-//! Modules: [`args`] (flags), [`watches`] (control-plane watches), [`index`] (watch-fed
-//! state), [`batches`] (reservation batches: their watch and deletion sweep), [`members`] (member clusters), [`desired`] (pure status computation),
-//! [`reconcile`] (reconciler and its one writer), [`leader`] (Lease election),
-//! [`metrics`], [`api`] (the computed views), [`triggers`], [`dashboard`] (the browser
-//! dashboard's feed), [`dashboard_auth`] (its TokenReview / SubjectAccessReview) and
-//! [`history`] (the in-memory usage history its quota charts read).
+//! Modules: [`args`] (flags) and `config` (the flags taken apart); [`watches`]
+//! (control-plane watches), [`index`] (watch-fed state), [`namespaces`] (the Namespace
+//! watch); [`members`] (member clusters); `election` and [`leader`] (Lease election);
+//! [`batches`] (reservation batches: their watch, folds and deletion sweep);
+//! `reconcilers` (the Controller of each kind, run together), [`reconcile`] (the one
+//! reconciler and its one writer), [`desired`] (pure status computation),
+//! [`cluster_quotas`] (the KarmadaClusterQuota kind, its shares); [`queue`] (the waiting
+//! line and its releaser); [`triggers`](mod@triggers); [`api`] (the computed views);
+//! `dashboard_host` (starts [`dashboard`], the browser dashboard's feed, with
+//! [`dashboard_auth`], its TokenReview / SubjectAccessReview, and [`history`], the
+//! in-memory usage history its quota charts read); `admin` (the admin port),
+//! [`metrics`]; `stop` and `clock`.
 //!
 //! One door to the data: the admin port serves `/livez`, `/readyz` and `/metrics` only;
 //! every JSON view of quotas is the dashboard's, behind `--dashboard-auth`.
@@ -35,9 +46,12 @@ pub mod batches;
 pub mod billing_source;
 mod cache_list;
 pub mod changes;
+mod clock;
 pub mod cluster_quotas;
+mod config;
 pub mod dashboard;
 pub mod dashboard_auth;
+mod dashboard_host;
 pub mod desired;
 mod election;
 mod error;
@@ -50,6 +64,8 @@ pub mod namespaces;
 pub mod queue;
 mod readiness;
 pub mod reconcile;
+mod reconcilers;
+mod stop;
 pub mod triggers;
 pub mod watches;
 
@@ -59,15 +75,12 @@ mod testutil;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt, stream};
-use karmada_quota_crds::KarmadaQuota;
+use futures::StreamExt;
+use karmada_quota_core::quota::Unaccounted;
 use karmada_quota_shell::events::{self, Event, EventConfig, EventQueue, KubeEventSink};
 use karmada_quota_shell::{Readiness, shutdown_signal};
 use kube::Client;
-use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
 use prometheus_client::registry::Registry;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -75,13 +88,21 @@ pub use admin::admin_app;
 pub use args::Args;
 pub use error::Error;
 
+// The control-plane watches and the batch sweep read the clock here.
+pub(crate) use clock::now_secs;
+
 use crate::api::Views;
+use crate::batches::Batches;
+use crate::config::{Config, IndexConfig, MembersConfig, NamespaceWatch};
 use crate::election::Election;
 use crate::index::Index;
-use crate::members::{MemberRegistry, MemberSettings, Members, desired_members};
+use crate::members::{MemberRegistry, Members, desired_members};
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceLabels;
-use crate::reconcile::{Ctx, KindCtx};
+use crate::queue::metrics::QueueMetrics;
+use crate::reconcile::Ctx;
+use crate::reconcilers::{QuotaWatch, Reconcilers};
+use crate::stop::Stop;
 use crate::triggers::{TriggerStreams, Triggers, triggers};
 
 /// The controller's name, as reporting controller of events.
@@ -90,33 +111,6 @@ pub const CONTROLLER_NAME: &str = "karmada-quota-controller";
 const EVENT_QUEUE_CAPACITY: usize = 1024;
 /// Longest wait for in-flight reconciles once shutdown was requested.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// Now, Unix seconds.
-fn now_secs() -> i64 {
-    jiff::Timestamp::now().as_second()
-}
-
-/// The one internal stop signal (tokio-util's `CancellationToken`): cancelled by the
-/// caller (a child of its token), or by a failed admin server.
-#[derive(Clone)]
-struct Stop(CancellationToken);
-
-impl Stop {
-    /// A stop signal that also fires when `external` is cancelled.
-    fn following(external: &CancellationToken) -> Self {
-        Self(external.child_token())
-    }
-
-    /// Ask everything to stop.
-    fn halt(&self) {
-        self.0.cancel();
-    }
-
-    /// Resolves once stopping was asked.
-    fn requested(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
-        self.0.clone().cancelled_owned()
-    }
-}
 
 /// Run the controller until SIGTERM / Ctrl-C.
 pub async fn run(args: Args, client: Client) -> Result<(), Error> {
@@ -130,154 +124,137 @@ pub async fn run(args: Args, client: Client) -> Result<(), Error> {
     run_until(args, client, stop).await
 }
 
-/// Run the controller until `external_stop` is cancelled.
+/// Run the controller until `external_stop` is cancelled: the flags taken apart
+/// (`config::Config`), the shared state made, every part started, the reconcilers run
+/// to the end.
 pub async fn run_until(
     args: Args,
     client: Client,
     external_stop: CancellationToken,
 ) -> Result<(), Error> {
-    args.check_role().map_err(Error::Config)?;
+    let config = Config::of(&args).map_err(Error::Config)?;
     let stop = Stop::following(&external_stop);
-    let (metrics, registry) = register_metrics();
-    let index = Arc::new(RwLock::new(new_index(&args)));
-    let line = Arc::new(queue::Line::default());
-    let queue_metrics = Arc::new(queue::metrics::QueueMetrics::register(
-        &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
-    ));
-    let batches = batches_of(&args, &registry);
-    let (triggers, streams) = triggers();
-    let member_registry = MemberRegistry::default();
-    let members = start_members(&args, &client, &member_registry, &triggers, &metrics);
-    let election = election::start(&args, &client, &stop, &triggers, &metrics);
-    let views = Views::default();
-    let events = event_writer(&args, &client, &metrics);
-    let ready = Readiness::default();
-    args.dashboard
-        .check_dashboard_exposure()
-        .map_err(Error::Config)?;
-    let admin = admin::start(&args, registry, &ready, &stop);
-    watches::spawn_control_plane(&args, &client, &index, &members, &triggers, &metrics, &line);
-    let (quotas, quota_events) = watches::quotas(&args, &client, &index, &views, &metrics, &line);
-    let namespace_labels = watch_namespaces(&args, &client, &triggers, &metrics);
-    if let Some(batches) = &batches {
-        spawn_batches(
-            &args,
-            &client,
-            batches,
-            (&triggers, &metrics),
-            batches::folds::StoreFolds {
-                scope: batches::folds::Scope::of(&args),
-                quotas: quotas.clone(),
-                line: line.clone(),
-            },
-            (&election.leader, &stop),
-        );
-    }
-    if args.controls() {
-        tokio::spawn(
-            queue::release::Releaser {
-                line: line.clone(),
-                quotas: quotas.clone(),
-                index: index.clone(),
-                leader: election.leader.clone(),
-                triggers: triggers.clone(),
-                unaccounted_default: args.unaccounted_workloads.into(),
-                metrics: queue_metrics,
-                client: client.clone(),
-                events: Some(events.clone()),
-            }
-            .run(),
-        );
-    }
-    if args.serves_dashboard() {
-        spawn_dashboard(
-            &args,
-            &client,
-            &views,
-            &member_registry,
-            &election.leader,
-            &namespace_labels,
-            &stop,
-        );
-    }
-    let synced = index
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .synced_changes();
-    tokio::spawn(readiness::keep_readiness(
-        synced,
-        election.lease_ok.clone(),
-        ready,
-    ));
-    let ctx = reconcile_context(
-        &args,
-        events,
-        &index,
-        member_registry,
-        views,
-        &metrics,
-        &election,
-        &line,
-        batches,
+    let (shared, streams) = Shared::new(&config);
+    let members = start_members(config.members, &client, &shared);
+    let election = election::start(
+        config.leadership,
+        &client,
+        &stop,
+        &shared.triggers,
+        &shared.metrics,
     );
+    let events = event_writer(config.identity.clone(), &client, &shared.metrics);
+    let ready = Readiness::default();
+    let admin = admin::start(config.admin, shared.registry.clone(), &ready, &stop);
+    let watched = start_watches(&args, &client, &shared, &members, &config.namespaces);
+    if let (Some(namespace), Some(batches)) = (&config.batches, &shared.batches) {
+        let folds = batches::folds::StoreFolds {
+            scope: batches::folds::Scope::of(&args),
+            quotas: watched.quotas.store.clone(),
+            line: shared.line.clone(),
+        };
+        spawn_batches(
+            namespace, &client, batches, &shared, folds, &election, &stop,
+        );
+    }
+    if let Some(unaccounted) = config.releaser {
+        spawn_releaser(unaccounted, &client, &shared, &watched, &election, &events);
+    }
+    if let Some(dashboard) = config.dashboard {
+        spawn_dashboard(dashboard, &client, &shared, (&election, &watched), &stop);
+    }
+    keep_readiness(&shared, &election, ready);
+    let ctx = shared.reconcile_context(&config.reconcile, &election, events);
     tracing::info!(
-        identity = %args.identity(),
+        identity = %config.identity,
         admin = %args.admin.admin_listen,
-        namespace = args.watch_namespace().unwrap_or("(all)"),
+        namespace = config.namespace.as_deref().unwrap_or("(all)"),
         "karmada-quota-controller started"
     );
-    let TriggerStreams {
-        namespaces,
-        all,
-        cluster_namespaces,
-        cluster_all,
-        quotas: named_quotas,
-        cluster_quotas: named_cluster_quotas,
-    } = streams;
-    let clusters: futures::future::BoxFuture<'static, ()> = if args.reconciles_cluster_quotas() {
-        Box::pin(cluster_quotas::run(
-            &args,
-            &client,
-            ctx.clone(),
-            cluster_namespaces,
-            cluster_all,
-            named_cluster_quotas,
-            namespace_labels,
-            &metrics,
-            stop.requested(),
-        ))
-    } else {
-        tracing::info!("--namespace is set: KarmadaClusterQuotas are not reconciled");
-        Box::pin(std::future::ready(()))
+    let reconcilers = Reconcilers {
+        client: &client,
+        ctx,
+        index: &shared.index,
+        metrics: &shared.metrics,
+        stop: &stop,
     };
-    let namespaced: futures::future::BoxFuture<'_, ()> = if args.namespaced_quotas {
-        let ctx = Arc::new(KindCtx::<KarmadaQuota> {
-            store: Arc::new(karmada_quota_status::KubeStore::new(client.clone())),
-            base: ctx,
-            own: (),
-        });
-        Box::pin(run_controller(
-            &args,
-            quota_events,
-            quotas,
-            TriggerStreams::namespaced(namespaces, all, named_quotas),
-            ctx,
-            &stop,
-        ))
-    } else {
-        tracing::info!("--namespaced-quotas=false: KarmadaQuotas are not reconciled");
-        index
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .quotas_listed();
-        Box::pin(std::future::ready(()))
-    };
-    let controller = async move {
-        tokio::join!(namespaced, clusters);
-    };
+    let kinds = (config.namespaced, config.cluster_quotas);
+    let controller = reconcilers.run(kinds, streams, watched.quotas, watched.namespaces);
     let mut admin = admin;
     let admin_result = run_to_the_end(controller, &mut admin, &stop).await;
     shut_down(&stop, &members, election.task, admin, admin_result).await
+}
+
+/// What the parts share, made before any is started.
+struct Shared {
+    /// The metrics.
+    metrics: Arc<Metrics>,
+    /// The registry `/metrics` serves.
+    registry: Arc<Mutex<Registry>>,
+    /// The watch-fed state.
+    index: Arc<RwLock<Index>>,
+    /// The waiting bindings and lines.
+    line: Arc<queue::Line>,
+    /// The waiting line's metrics.
+    queue_metrics: Arc<QueueMetrics>,
+    /// The reservation batches held (`None`: status mode, or a replica that does not
+    /// reconcile).
+    batches: Option<Arc<Batches>>,
+    /// Reconcile requests from outside the quota watches.
+    triggers: Triggers,
+    /// The members' pods and reach, as measured here.
+    member_registry: MemberRegistry,
+    /// The computed view of every quota.
+    views: Views,
+}
+
+impl Shared {
+    /// The shared state (metrics registered in their order: the controller's, the
+    /// line's, the batches'), and the triggers' streams.
+    fn new(config: &Config) -> (Self, TriggerStreams) {
+        let (metrics, registry) = register_metrics();
+        let index = Arc::new(RwLock::new(new_index(&config.index)));
+        let queue_metrics = Arc::new(QueueMetrics::register(
+            &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
+        let batches = config.batches.as_ref().map(|_| batches_of(&registry));
+        let (triggers, streams) = triggers();
+        let shared = Self {
+            metrics,
+            registry,
+            index,
+            line: Arc::new(queue::Line::default()),
+            queue_metrics,
+            batches,
+            triggers,
+            member_registry: MemberRegistry::default(),
+            views: Views::default(),
+        };
+        (shared, streams)
+    }
+
+    /// Everything a reconcile needs.
+    fn reconcile_context(
+        &self,
+        settings: &reconcile::Settings,
+        election: &Election,
+        events: EventQueue<Event>,
+    ) -> Arc<Ctx> {
+        Arc::new(
+            Ctx::new(
+                self.index.clone(),
+                self.member_registry.clone(),
+                self.views.clone(),
+                self.metrics.clone(),
+                election.leader.clone(),
+                Some(events),
+                settings.resync,
+            )
+            .with_settings(settings)
+            .with_queue(self.line.clone())
+            .with_batches(self.batches.clone()),
+        )
+    }
 }
 
 /// The metrics, and the registry `/metrics` serves.
@@ -287,95 +264,47 @@ fn register_metrics() -> (Arc<Metrics>, Arc<Mutex<Registry>>) {
     (metrics, Arc::new(Mutex::new(registry)))
 }
 
-/// The reservation batches this controller folds and deletes: with
-/// `--reservation-store=batches` in a replica that reconciles (a `--role=dashboard` one
-/// neither reads nor counts them), their metrics registered. `None`: status mode.
-fn batches_of(args: &Args, registry: &Mutex<Registry>) -> Option<Arc<batches::Batches>> {
-    if !(args.reservations.batches() && args.controls()) {
-        return None;
-    }
+/// The reservation batches this controller folds and deletes, their metrics registered.
+fn batches_of(registry: &Mutex<Registry>) -> Arc<Batches> {
     let metrics = batches::metrics::BatchMetrics::register(
         &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
     );
-    Some(Arc::new(batches::Batches::new(Arc::new(metrics))))
-}
-
-/// The batch watch of `--reservation-namespace` and the leader's deletion sweep.
-fn spawn_batches(
-    args: &Args,
-    client: &Client,
-    batches: &Arc<batches::Batches>,
-    (triggers, metrics): (&Triggers, &Arc<Metrics>),
-    folds: batches::folds::StoreFolds,
-    (leader, stop): (&watch::Receiver<bool>, &Stop),
-) {
-    let namespace = args.reservations.reservation_namespace.clone();
-    tracing::info!(namespace = %namespace, "reservation batches: watching, folding and deleting them");
-    tokio::spawn(batches::watch::watch(
-        client.clone(),
-        namespace.clone(),
-        batches.clone(),
-        triggers.clone(),
-        metrics.clone(),
-    ));
-    tokio::spawn(batches::sweep::run(
-        batches.clone(),
-        Arc::new(karmada_quota_status::KubeBatchStore::new(
-            client.clone(),
-            &namespace,
-        )),
-        move |key: &karmada_quota_core::selection::QuotaKey| folds.fold(key),
-        leader.clone(),
-        stop.requested(),
-    ));
+    Arc::new(Batches::new(Arc::new(metrics)))
 }
 
 /// An empty index; without the Cluster watch its clusters count as synced.
-fn new_index(args: &Args) -> Index {
-    let deleted_memory = i64::try_from(args.deleted_memory.as_secs()).unwrap_or(i64::MAX);
-    let mut index = Index::new(deleted_memory);
-    index.unaccounted_default = args.unaccounted_workloads.into();
-    if !args.reads_member_clusters() {
+fn new_index(config: &IndexConfig) -> Index {
+    let mut index = Index::new(config.deleted_memory);
+    index.unaccounted_default = config.unaccounted;
+    if !config.clusters {
         index.skip_clusters();
     }
     index
 }
 
 /// The member supervisor, already watching the `--member-kubeconfig` members.
-fn start_members(
-    args: &Args,
-    client: &Client,
-    registry: &MemberRegistry,
-    triggers: &Triggers,
-    metrics: &Arc<Metrics>,
-) -> Arc<Members> {
+fn start_members(config: MembersConfig, client: &Client, shared: &Shared) -> Arc<Members> {
     let members = Arc::new(Members::new(
-        registry.clone(),
+        shared.member_registry.clone(),
         client.clone(),
-        MemberSettings {
-            connect_timeout: args.member_connect_timeout,
-            probe_interval: args.member_probe_interval,
-            max_backoff: args.member_max_backoff,
-            namespace: args.watch_namespace().map(str::to_owned),
-            allow_insecure: args.allow_insecure(),
-        },
-        triggers.clone(),
-        metrics.clone(),
+        config.settings,
+        shared.triggers.clone(),
+        shared.metrics.clone(),
     ));
-    members.sync(&desired_members([], &args.member_kubeconfigs));
+    members.sync(&desired_members([], &config.kubeconfigs));
     members
 }
 
-/// The controller's event writer (this replica as the reporting instance), the one the
-/// webhook uses too: the quotas' events and the waiting line's, aggregated into series and
-/// paced, written off the reconcile's path.
-fn event_writer(args: &Args, client: &Client, metrics: &Metrics) -> EventQueue<Event> {
+/// The controller's event writer (this replica, `identity`, as the reporting instance),
+/// the one the webhook uses too: the quotas' events and the waiting line's, aggregated
+/// into series and paced, written off the reconcile's path.
+fn event_writer(identity: String, client: &Client, metrics: &Metrics) -> EventQueue<Event> {
     let (queue, rx) = EventQueue::channel(EVENT_QUEUE_CAPACITY, metrics.events());
     tokio::spawn(events::run(
         rx,
         Arc::new(KubeEventSink::new(client.clone())),
         EventConfig {
-            instance: args.identity(),
+            instance: identity,
             ..EventConfig::new(CONTROLLER_NAME, "controller event")
         },
         metrics.events(),
@@ -383,81 +312,156 @@ fn event_writer(args: &Args, client: &Client, metrics: &Metrics) -> EventQueue<E
     queue
 }
 
-/// Everything a reconcile needs.
-#[allow(clippy::too_many_arguments)]
-fn reconcile_context(
+/// What the control-plane watches give the rest.
+struct Watched {
+    /// The KarmadaQuota watch.
+    quotas: QuotaWatch,
+    /// The namespaces' labels.
+    namespaces: NamespaceLabels,
+}
+
+/// The control-plane watches (bindings, clusters, quotas; they read the flags
+/// themselves) and the one Namespace watch.
+fn start_watches(
     args: &Args,
-    events: EventQueue<Event>,
-    index: &Arc<RwLock<Index>>,
-    members: MemberRegistry,
-    views: Views,
-    metrics: &Arc<Metrics>,
+    client: &Client,
+    shared: &Shared,
+    members: &Arc<Members>,
+    namespaces: &NamespaceWatch,
+) -> Watched {
+    let Shared {
+        index,
+        triggers,
+        metrics,
+        line,
+        views,
+        ..
+    } = shared;
+    watches::spawn_control_plane(args, client, index, members, triggers, metrics, line);
+    let (quotas, quota_events) = watches::quotas(args, client, index, views, metrics, line);
+    Watched {
+        quotas: QuotaWatch {
+            store: quotas,
+            events: quota_events.boxed(),
+        },
+        namespaces: watch_namespaces(namespaces, client, triggers, metrics),
+    }
+}
+
+/// The batch watch of `--reservation-namespace` (`namespace`) and the leader's deletion
+/// sweep.
+fn spawn_batches(
+    namespace: &str,
+    client: &Client,
+    batches: &Arc<Batches>,
+    shared: &Shared,
+    folds: batches::folds::StoreFolds,
     election: &Election,
-    line: &Arc<queue::Line>,
-    batches: Option<Arc<batches::Batches>>,
-) -> Arc<Ctx> {
-    Arc::new(
-        Ctx::new(
-            index.clone(),
-            members,
-            views,
-            metrics.clone(),
-            election.leader.clone(),
-            Some(events),
-            args.resync_period,
-        )
-        .with_min_write_interval(args.min_write_interval())
-        .with_max_write_backoff(args.max_write_backoff)
-        .with_fold_interval(args.fold_interval)
-        .with_observed_from_status(!args.controls())
-        .with_queue(line.clone())
-        .with_batches(batches),
-    )
-}
-
-/// The quotas of `namespace`, from the reflector's store.
-fn quotas_in(store: &Store<KarmadaQuota>, namespace: &str) -> Vec<ObjectRef<KarmadaQuota>> {
-    store
-        .state()
-        .iter()
-        .filter(|q| q.metadata.namespace.as_deref() == Some(namespace))
-        .map(|q| ObjectRef::from_obj(q.as_ref()))
-        .collect()
-}
-
-/// kube-runtime's Controller over the quota watch, reconciling also the quotas of every
-/// namespace a trigger names, and all of them on a trigger for all.
-fn run_controller(
-    args: &Args,
-    quota_events: impl Stream<Item = Result<KarmadaQuota, kube::runtime::watcher::Error>>
-    + Send
-    + 'static,
-    quotas: Store<KarmadaQuota>,
-    streams: TriggerStreams,
-    ctx: Arc<KindCtx<KarmadaQuota>>,
     stop: &Stop,
-) -> impl Future<Output = ()> + Send {
-    let store = quotas.clone();
-    let ns_refs = streams
-        .namespaces
-        .map(move |ns| stream::iter(quotas_in(&store, &ns)))
-        .flatten();
-    Controller::for_stream(quota_events, quotas)
-        .with_config(controller::Config::default().concurrency(args.concurrency))
-        .reconcile_on(ns_refs)
-        .reconcile_all_on(streams.all)
-        .graceful_shutdown_on(stop.requested())
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => tracing::trace!(quota = %obj, "reconciled"),
-                Err(controller::Error::ObjectNotFound(obj)) => {
-                    tracing::debug!(quota = %obj, "quota gone before its reconcile");
-                }
-                Err(controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
-                Err(e) => tracing::warn!(error = %e, "controller error"),
-            }
-        })
+) {
+    tracing::info!(namespace = %namespace, "reservation batches: watching, folding and deleting them");
+    tokio::spawn(batches::watch::watch(
+        client.clone(),
+        namespace.to_owned(),
+        batches.clone(),
+        shared.triggers.clone(),
+        shared.metrics.clone(),
+    ));
+    tokio::spawn(batches::sweep::run(
+        batches.clone(),
+        Arc::new(karmada_quota_status::KubeBatchStore::new(
+            client.clone(),
+            namespace,
+        )),
+        move |key: &karmada_quota_core::selection::QuotaKey| folds.fold(key),
+        election.leader.clone(),
+        stop.requested(),
+    ));
+}
+
+/// The waiting line's release loop (it runs while this replica leads).
+fn spawn_releaser(
+    unaccounted_default: Unaccounted,
+    client: &Client,
+    shared: &Shared,
+    watched: &Watched,
+    election: &Election,
+    events: &EventQueue<Event>,
+) {
+    tokio::spawn(
+        queue::release::Releaser {
+            line: shared.line.clone(),
+            quotas: Arc::new(queue::quotas::WatchedQuotas {
+                quotas: watched.quotas.store.clone(),
+                line: shared.line.clone(),
+                index: shared.index.clone(),
+            }),
+            leader: election.leader.clone(),
+            triggers: shared.triggers.clone(),
+            unaccounted_default,
+            metrics: shared.queue_metrics.clone(),
+            client: client.clone(),
+            events: Some(events.clone()),
+        }
+        .run(),
+    );
+}
+
+/// The browser dashboard, through its one port onto the rest.
+fn spawn_dashboard(
+    config: dashboard_host::DashboardConfig,
+    client: &Client,
+    shared: &Shared,
+    (election, watched): (&Election, &Watched),
+    stop: &Stop,
+) {
+    let ports = dashboard_host::Ports {
+        views: shared.views.clone(),
+        members: shared.member_registry.clone(),
+        leader: election.leader.clone(),
+        namespaces: watched.namespaces.clone(),
+    };
+    dashboard_host::spawn(config, client, ports, stop);
+}
+
+/// Keep `/readyz` following the watches' lists and the Lease.
+fn keep_readiness(shared: &Shared, election: &Election, ready: Readiness) {
+    let synced = shared
+        .index
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .synced_changes();
+    tokio::spawn(readiness::keep_readiness(
+        synced,
+        election.lease_ok.clone(),
+        ready,
+    ));
+}
+
+/// The controller's one Namespace watch, when anything reads namespaces: the cluster
+/// quotas (every change reconciles them all) or the dashboard's teams (every change
+/// exports `kq_namespace_labels`). Otherwise a store no watch feeds (never listed: no
+/// teams).
+fn watch_namespaces(
+    config: &NamespaceWatch,
+    client: &Client,
+    triggers: &Triggers,
+    metrics: &Arc<Metrics>,
+) -> NamespaceLabels {
+    let clusters = config.cluster_quotas;
+    let label = config.team_label.clone();
+    if !clusters && label.is_empty() {
+        return NamespaceLabels::with_writer().0;
+    }
+    let (triggers, exported) = (triggers.clone(), metrics.clone());
+    namespaces::watch_namespaces(client.clone(), metrics.clone(), move |ns| {
+        if clusters {
+            triggers.cluster_all();
+        }
+        if !label.is_empty() {
+            exported.set_namespace_labels(&label, &ns.teams(&label));
+        }
+    })
 }
 
 /// Drive the controller until it ends; a failed admin server stops everything. The
@@ -489,7 +493,7 @@ async fn run_to_the_end(
             () = &mut stopping, if grace_deadline.is_none() => {
                 grace_deadline = Some(tokio::time::Instant::now() + SHUTDOWN_GRACE);
             }
-            () = sleep_until_opt(grace_deadline) => {
+            () = clock::sleep_until_opt(grace_deadline) => {
                 tracing::warn!(grace = ?SHUTDOWN_GRACE, "controller did not stop in time; exiting anyway");
                 break;
             }
@@ -519,131 +523,5 @@ async fn shut_down(
             Ok(res) => admin::flatten(res),
             Err(_) => Err(Error::Admin("admin server did not stop in time".to_owned())),
         },
-    }
-}
-
-/// The controller's one Namespace watch, when anything reads namespaces: the cluster
-/// quotas (every change reconciles them all) or the dashboard's teams (every change
-/// exports `kq_namespace_labels`). Otherwise a store no watch feeds (never listed: no
-/// teams).
-fn watch_namespaces(
-    args: &Args,
-    client: &Client,
-    triggers: &Triggers,
-    metrics: &Arc<Metrics>,
-) -> NamespaceLabels {
-    let clusters = args.reconciles_cluster_quotas();
-    let label = if args.serves_dashboard() {
-        args.dashboard.dashboard_team_label.trim().to_owned()
-    } else {
-        String::new()
-    };
-    if !clusters && label.is_empty() {
-        return NamespaceLabels::with_writer().0;
-    }
-    let (triggers, exported) = (triggers.clone(), metrics.clone());
-    namespaces::watch_namespaces(client.clone(), metrics.clone(), move |ns| {
-        if clusters {
-            triggers.cluster_all();
-        }
-        if !label.is_empty() {
-            exported.set_namespace_labels(&label, &ns.teams(&label));
-        }
-    })
-}
-
-/// The browser dashboard on `--dashboard-listen`, with the watch only it needs (Warning
-/// events of quotas), behind `--dashboard-auth`.
-fn spawn_dashboard(
-    args: &Args,
-    client: &Client,
-    views: &Views,
-    members: &MemberRegistry,
-    leader: &watch::Receiver<bool>,
-    namespaces: &NamespaceLabels,
-    stop: &Stop,
-) {
-    let sources = dashboard::Sources {
-        views: views.clone(),
-        members: if args.controls() {
-            dashboard::MemberSource::Measured(members.clone())
-        } else {
-            dashboard::MemberSource::FromStatus
-        },
-        leader: leader.clone(),
-        namespaces: namespaces.clone(),
-        team_label: args.dashboard.dashboard_team_label.trim().to_owned(),
-        warnings: dashboard::Warnings::default(),
-        warnings_changed: changes::Changes::default(),
-    };
-    let label = sources.team_label.clone();
-    let prometheus = args
-        .dashboard
-        .dashboard_prometheus
-        .as_deref()
-        .and_then(|url| {
-            billing_source::page_source(url, &args.dashboard.prometheus_access)
-                .inspect_err(|e| tracing::error!(error = %e, "dashboard Report page off"))
-                .ok()
-        });
-    tokio::spawn(dashboard::watch_warnings(
-        watches::scoped_api(client, args.watch_namespace()),
-        sources.warnings.clone(),
-        sources.warnings_changed.clone(),
-    ));
-    let access = (args.dashboard.dashboard_auth == args::DashboardAuth::Kubernetes).then(|| {
-        karmada_quota_dashboard::Access::new(
-            Arc::new(dashboard_auth::KubeReviewer::new(
-                client.clone(),
-                args.dashboard.dashboard_token_audiences.clone(),
-            )),
-            karmada_quota_dashboard::CachePolicy {
-                ttl: args.dashboard.dashboard_auth_cache_ttl,
-                new_tokens: karmada_quota_dashboard::rate::Rate::per_second(
-                    args.dashboard.dashboard_new_token_reviews_per_second,
-                ),
-                ..karmada_quota_dashboard::CachePolicy::default()
-            },
-        )
-    });
-    dashboard::spawn(
-        args.dashboard.dashboard_listen,
-        karmada_quota_dashboard::Settings {
-            stale_after: args.dashboard.dashboard_stale_after,
-            team_label: label,
-            prometheus,
-            // Served over TLS by the dashboard itself: every cookie is Secure.
-            secure_cookies: args.dashboard.dashboard_tls_cert_file.is_some(),
-            sessions: karmada_quota_dashboard::SessionPolicy {
-                max_sessions: args.dashboard.dashboard_max_sessions,
-                max_sessions_per_user: args.dashboard.dashboard_max_sessions_per_user,
-                idle_timeout: args.dashboard.dashboard_session_idle_timeout,
-                max_age: args.dashboard.dashboard_session_max_age,
-                logins_per_user_per_minute: args.dashboard.dashboard_logins_per_user_per_minute,
-            },
-            streams: karmada_quota_dashboard::StreamLimits {
-                max_total: args.dashboard.dashboard_max_streams,
-                max_per_user: args.dashboard.dashboard_max_streams_per_user,
-            },
-            reports: karmada_quota_dashboard::ReportLimits::default(),
-            from_status: !args.controls(),
-        },
-        access,
-        sources,
-        (args.listener.limits(), args.dashboard.dashboard_tls()),
-        stop.requested(),
-        (
-            std::sync::Arc::new(std::sync::RwLock::new(
-                karmada_quota_billing::history::Store::new(args.dashboard.history_bounds()),
-            )),
-            args.dashboard.history_step,
-        ),
-    );
-}
-
-async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
     }
 }

@@ -17,7 +17,7 @@ use karmada_quota_billing::{NAMESPACE_LABELS_METRIC, label_name};
 use karmada_quota_core::Quantity;
 #[cfg(test)]
 use karmada_quota_core::ResourceList;
-use karmada_quota_core::status::QuotaView;
+use karmada_quota_core::status::{ClusterView, QuotaView};
 use karmada_quota_shell::events::EventMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -64,7 +64,7 @@ pub struct QuotaCluster {
     pub cluster: String,
 }
 
-/// A reconcile failure, by [`crate::Error::metric_label`].
+/// A reconcile failure, by [`crate::error::Error::metric_label`].
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     /// Error kind.
@@ -145,81 +145,8 @@ impl Metrics {
             exported_namespaces: Mutex::new(BTreeSet::new()),
             events: Arc::default(),
         };
-        registry.register(
-            "kq_quota_hard",
-            "Hard limit of a KarmadaQuota resource",
-            m.hard.clone(),
-        );
-        registry.register(
-            "kq_quota_used",
-            "Usage of a KarmadaQuota resource by observed bindings, summed over member clusters",
-            m.used.clone(),
-        );
-        registry.register(
-            "kq_quota_reserved",
-            "Admitted but not yet observed usage (sum of status.reservations)",
-            m.reserved.clone(),
-        );
-        registry.register(
-            "kq_quota_cluster_used",
-            "Usage Karmada placed in a member cluster, per quota resource",
-            m.cluster_used.clone(),
-        );
-        registry.register(
-            "kq_quota_cluster_observed",
-            "Usage measured in a member cluster (non-terminal pods' requests), per quota resource",
-            m.cluster_observed.clone(),
-        );
-        registry.register(
-            "kq_quota_drift",
-            "1 when a member cluster runs more than Karmada placed there for the quota",
-            m.drift.clone(),
-        );
-        registry.register(
-            "kq_controller_reconciles",
-            "Quota reconciles",
-            m.reconciles.clone(),
-        );
-        registry.register(
-            "kq_controller_reconcile_errors",
-            "Failed quota reconciles, by error",
-            m.reconcile_errors.clone(),
-        );
-        registry.register(
-            "kq_controller_reconcile_duration_seconds",
-            "Duration of a quota reconcile",
-            m.reconcile_duration.clone(),
-        );
-        registry.register(
-            "kq_controller_watch_restarts",
-            "Watch errors (each followed by a retry with backoff), by watch",
-            m.watch_restarts.clone(),
-        );
-        registry.register(
-            "kq_controller_status_writes",
-            "Quota status writes",
-            m.status_writes.clone(),
-        );
-        registry.register(
-            "kq_controller_status_conflicts",
-            "Quota status writes refused with 409 Conflict (re-read and recomputed)",
-            m.status_conflicts.clone(),
-        );
-        registry.register(
-            "kq_controller_member_reachable",
-            "1 when a member cluster's pods are being watched, 0 when it is unreachable",
-            m.member_reachable.clone(),
-        );
-        registry.register(
-            "kq_controller_leader",
-            "1 while this replica holds the leader Lease (and so writes status)",
-            m.leader.clone(),
-        );
-        registry.register(
-            "kq_controller_bindings",
-            "ResourceBindings in the index",
-            m.bindings.clone(),
-        );
+        m.register_quota_series(registry);
+        m.register_controller_series(registry);
         registry.register(
             NAMESPACE_LABELS_METRIC,
             "1 for each namespace carrying the team label (--dashboard-team-label), with its \
@@ -229,6 +156,89 @@ impl Metrics {
         m.events
             .register(registry.sub_registry_with_prefix("kq_controller"), "events");
         m
+    }
+
+    /// The per-quota series (`kq_quota_…`).
+    fn register_quota_series(&self, registry: &mut Registry) {
+        registry.register(
+            "kq_quota_hard",
+            "Hard limit of a KarmadaQuota resource",
+            self.hard.clone(),
+        );
+        registry.register(
+            "kq_quota_used",
+            "Usage of a KarmadaQuota resource by observed bindings, summed over member clusters",
+            self.used.clone(),
+        );
+        registry.register(
+            "kq_quota_reserved",
+            "Admitted but not yet observed usage (sum of status.reservations)",
+            self.reserved.clone(),
+        );
+        registry.register(
+            "kq_quota_cluster_used",
+            "Usage Karmada placed in a member cluster, per quota resource",
+            self.cluster_used.clone(),
+        );
+        registry.register(
+            "kq_quota_cluster_observed",
+            "Usage measured in a member cluster (non-terminal pods' requests), per quota resource",
+            self.cluster_observed.clone(),
+        );
+        registry.register(
+            "kq_quota_drift",
+            "1 when a member cluster runs more than Karmada placed there for the quota",
+            self.drift.clone(),
+        );
+    }
+
+    /// The controller's own series (`kq_controller_…`, but its events').
+    fn register_controller_series(&self, registry: &mut Registry) {
+        registry.register(
+            "kq_controller_reconciles",
+            "Quota reconciles",
+            self.reconciles.clone(),
+        );
+        registry.register(
+            "kq_controller_reconcile_errors",
+            "Failed quota reconciles, by error",
+            self.reconcile_errors.clone(),
+        );
+        registry.register(
+            "kq_controller_reconcile_duration_seconds",
+            "Duration of a quota reconcile",
+            self.reconcile_duration.clone(),
+        );
+        registry.register(
+            "kq_controller_watch_restarts",
+            "Watch errors (each followed by a retry with backoff), by watch",
+            self.watch_restarts.clone(),
+        );
+        registry.register(
+            "kq_controller_status_writes",
+            "Quota status writes",
+            self.status_writes.clone(),
+        );
+        registry.register(
+            "kq_controller_status_conflicts",
+            "Quota status writes refused with 409 Conflict (re-read and recomputed)",
+            self.status_conflicts.clone(),
+        );
+        registry.register(
+            "kq_controller_member_reachable",
+            "1 when a member cluster's pods are being watched, 0 when it is unreachable",
+            self.member_reachable.clone(),
+        );
+        registry.register(
+            "kq_controller_leader",
+            "1 while this replica holds the leader Lease (and so writes status)",
+            self.leader.clone(),
+        );
+        registry.register(
+            "kq_controller_bindings",
+            "ResourceBindings in the index",
+            self.bindings.clone(),
+        );
     }
 
     /// The event writer's metrics (`kq_controller_events_…`).
@@ -343,47 +353,54 @@ impl Metrics {
             next.resources.insert(l);
         }
         for c in &view.clusters {
-            let cr = |resource: &str| ClusterResource {
-                namespace: ns.to_owned(),
-                quota: name.to_owned(),
-                cluster: c.name.clone(),
-                resource: resource.to_owned(),
-            };
-            for (resource, q) in c.used.iter() {
-                let l = cr(resource);
-                self.cluster_used.get_or_create(&l).set(as_f64(q));
-                next.clusters.insert(l);
-            }
-            match &c.observed {
-                Some(obs) => {
-                    for (resource, q) in obs.iter() {
-                        let l = cr(resource);
-                        self.cluster_observed.get_or_create(&l).set(as_f64(q));
-                        next.clusters.insert(l);
-                    }
-                }
-                None => {
-                    // Unknown is not zero: drop the series rather than report 0.
-                    for resource in c.used.names() {
-                        self.cluster_observed.remove(&cr(resource));
-                    }
-                }
-            }
-            let l = QuotaCluster {
-                namespace: ns.to_owned(),
-                quota: name.to_owned(),
-                cluster: c.name.clone(),
-            };
-            self.drift
-                .get_or_create(&l)
-                .set(i64::from(view.drift.contains_key(&c.name)));
-            next.drift.insert(l);
+            self.observe_cluster(view, c, &mut next);
         }
         let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(prev) = series.insert((ns.to_owned(), name.to_owned()), next) {
             let cur = &series[&(ns.to_owned(), name.to_owned())];
             self.drop_series(&prev, Some(cur));
         }
+    }
+
+    /// Export one member cluster `c` of `view`: placed and measured usage, drift; the
+    /// series written go into `next`.
+    fn observe_cluster(&self, view: &QuotaView, c: &ClusterView, next: &mut QuotaSeries) {
+        let (ns, name) = (view.namespace.as_str(), view.name.as_str());
+        let cr = |resource: &str| ClusterResource {
+            namespace: ns.to_owned(),
+            quota: name.to_owned(),
+            cluster: c.name.clone(),
+            resource: resource.to_owned(),
+        };
+        for (resource, q) in c.used.iter() {
+            let l = cr(resource);
+            self.cluster_used.get_or_create(&l).set(as_f64(q));
+            next.clusters.insert(l);
+        }
+        match &c.observed {
+            Some(obs) => {
+                for (resource, q) in obs.iter() {
+                    let l = cr(resource);
+                    self.cluster_observed.get_or_create(&l).set(as_f64(q));
+                    next.clusters.insert(l);
+                }
+            }
+            None => {
+                // Unknown is not zero: drop the series rather than report 0.
+                for resource in c.used.names() {
+                    self.cluster_observed.remove(&cr(resource));
+                }
+            }
+        }
+        let l = QuotaCluster {
+            namespace: ns.to_owned(),
+            quota: name.to_owned(),
+            cluster: c.name.clone(),
+        };
+        self.drift
+            .get_or_create(&l)
+            .set(i64::from(view.drift.contains_key(&c.name)));
+        next.drift.insert(l);
     }
 
     /// Drop every series of a deleted quota.

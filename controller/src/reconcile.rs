@@ -1,21 +1,24 @@
 //! The one reconciler of both quota kinds (KarmadaQuota, KarmadaClusterQuota: [`QuotaKind`])
-//! and its one writer of their status.
+//! and its one writer of their status. A turn is four steps, each a function of its own:
 //!
 //! ```text
 //!  reconcile(quota) ─ not synced yet? requeue
-//!     │ leader and paced (interval, contended backoff)? requeue after the wait
-//!     │ plan(fresh quota) = the kind's computation + desired status + its waiting line (pure)
-//!     ├─ follower: keep the view for the dashboard, write nothing
-//!     └─ leader:   status::update ─ unchanged ─► nothing
-//!                      │ a fold-only change while few entries wait? put off (fold_wait)
+//!  pace     leader and paced (interval, contended backoff)? requeue after the wait
+//!  plan     (plan.rs, pure) the kind's computation + desired status + its waiting line;
+//!           a fold-only change while few entries wait is put off: no status, and the
+//!           put-off returned (Plan::fold_after)
+//!  write    (write.rs) follower: nothing
+//!           leader: status::update ─ nothing planned ─► nothing
 //!                      │ still the leader? (checked before every write) ─ no ─► nothing
 //!                      │ replace_status(resourceVersion = the one the plan was computed on)
 //!                      ├─ 200 ─► events for notable changes
 //!                      └─ 409 ─► GET the quota, plan again from it (entries the webhook
 //!                               added meanwhile are in the fresh object, so they survive);
 //!                               with a backoff: contended after two, retried later
-//!                  then the kind's own writes (a cluster quota's shares)
-//!  requeue: 1 s after the earliest reservation expiry, else the resync period.
+//!  publish  (publish.rs) the leader: the kind's own writes (a cluster quota's shares);
+//!           every replica: the view for the dashboard, the quota's metrics
+//!  requeue: 1 s after the earliest reservation expiry, else the resync period; sooner
+//!  for a fold put off.
 //! ```
 
 use std::collections::HashMap;
@@ -23,16 +26,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use karmada_quota_core::selection::QuotaKey;
-use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use karmada_quota_crds::{KarmadaQuotaStatus, QuotaObject};
 use karmada_quota_shell::backoff::Backoff;
-use karmada_quota_shell::events::{Event, EventQueue, ObjectRef};
-use karmada_quota_status::{self as status, Outcome};
+use karmada_quota_shell::events::{Event, EventQueue};
 use kube::runtime::controller::Action;
 use tokio::sync::watch;
 
-use crate::Error;
 use crate::api::Views;
-use crate::desired::{self, Computed, Notice};
+use crate::desired::{self, Computed};
+use crate::error::Error;
 use crate::index::Index;
 use crate::members::MemberRegistry;
 use crate::metrics::Metrics;
@@ -40,9 +42,16 @@ use karmada_quota_dashboard::model::Quota;
 
 mod kind;
 mod pacing;
+mod plan;
+mod publish;
+mod write;
 
 pub use kind::{KindCtx, Planned, QuotaKind};
 pub use pacing::{FOLD_BATCH, Pacing};
+pub use plan::{Plan, plan};
+
+use publish::Turn;
+use write::Wrote;
 
 /// How many times a status write is recomputed after a 409 before the reconcile fails
 /// (and is retried with backoff), without a write backoff (`--max-write-backoff=0s`).
@@ -56,6 +65,23 @@ const NOT_SYNCED_RETRY: Duration = Duration::from_secs(1);
 /// doubling stopped at 2^8 s before this was one type, below the 300 s once named as its
 /// ceiling; the waits are kept as they were).
 const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(256));
+
+/// The reconcilers' settings, from the flags.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// Recompute every quota at least this often (`--resync-period`).
+    pub resync: Duration,
+    /// Least time between two status writes of one quota (`--min-write-interval`).
+    pub min_write_interval: Duration,
+    /// Longest wait between writes of a contended quota (`--max-write-backoff`; zero: no
+    /// backoff).
+    pub max_write_backoff: Duration,
+    /// Longest a fold-only write is put off (`--fold-interval`; zero: never).
+    pub fold_interval: Duration,
+    /// This replica measures no member (`--role=dashboard`): the views take `observed`
+    /// from the quotas' status.
+    pub observed_from_status: bool,
+}
 
 /// What the reconcilers of both kinds share.
 pub struct Ctx {
@@ -113,6 +139,20 @@ impl Ctx {
         }
     }
 
+    /// Apply `settings`: the resync period, the write pacing and where `observed` comes
+    /// from.
+    #[must_use]
+    pub fn with_settings(self, settings: &Settings) -> Self {
+        Self {
+            resync: settings.resync,
+            observed_from_status: settings.observed_from_status,
+            ..self
+        }
+        .with_min_write_interval(settings.min_write_interval)
+        .with_max_write_backoff(settings.max_write_backoff)
+        .with_fold_interval(settings.fold_interval)
+    }
+
     /// Fold the entries of these reservation batches into the quotas they name.
     #[must_use]
     pub fn with_batches(mut self, batches: Option<Arc<crate::batches::Batches>>) -> Self {
@@ -140,9 +180,9 @@ impl Ctx {
     }
 
     /// The view of `quota` computed as `computed`, whose stored status is `status`.
-    pub(crate) fn view_of(
+    pub(crate) fn view_of<K: QuotaObject>(
         &self,
-        quota: &KarmadaQuota,
+        quota: &K,
         computed: &Computed,
         status: &KarmadaQuotaStatus,
         now: jiff::Timestamp,
@@ -200,7 +240,8 @@ pub fn view_key(key: &QuotaKey) -> (String, String) {
     }
 }
 
-/// Reconcile one quota of either kind (idempotent).
+/// Reconcile one quota of either kind (idempotent): pace, plan, write (the leader),
+/// publish.
 #[tracing::instrument(name = "reconcile", skip_all, fields(kind = K::KIND, quota = %object.key()))]
 pub async fn reconcile<K: QuotaKind>(
     object: Arc<K>,
@@ -212,133 +253,47 @@ pub async fn reconcile<K: QuotaKind>(
         return Ok(Action::requeue(NOT_SYNCED_RETRY));
     }
     let key = view_key(&object.key());
-    let leader = *ctx.leader.borrow();
-    let mut fold_after: Option<Duration> = None;
-    let pending = object.quota_status().map_or(0, |s| s.reservations.len());
-    if leader && let Some(wait) = ctx.pacing.throttled(&key, pending) {
-        return Ok(Action::requeue(wait));
-    }
-    let (view, plan, settled) = if leader {
-        let backoff = !ctx.pacing.max_write_backoff.is_zero();
-        let attempts = if backoff {
-            CONTENDED_WRITE_ATTEMPTS
-        } else {
-            MAX_WRITE_ATTEMPTS
-        };
-        // A fold-only change is put off (see Pacing::fold_wait): then nothing is written and
-        // the quota is looked at again when the wait is over.
-        let deferred: Mutex<Option<Duration>> = Mutex::new(None);
-        let w = status::update(
-            &*ctx.store,
-            (*object).clone(),
-            |q| {
-                let (next, plan) = plan_with_line(&ctx, q);
-                let wait = next.as_ref().and_then(|n| {
-                    ctx.pacing
-                        .fold_wait(&key, q.quota_status(), K::quota_part(n))
-                });
-                *deferred.lock().unwrap_or_else(|e| e.into_inner()) = wait;
-                (next.filter(|_| wait.is_none()), plan)
-            },
-            || *ctx.leader.borrow(),
-            attempts,
-        )
-        .await;
-        let deferred = deferred.into_inner().unwrap_or_else(|e| e.into_inner());
-        let w = match w {
-            Ok(w) => w,
-            Err(e) => {
-                for _ in 0..e.conflicts() {
-                    ctx.metrics.status_conflict();
-                }
-                if backoff && matches!(e, status::UpdateError::Conflicts { .. }) {
-                    // Contended: leave the quota to the webhook for a while; the next
-                    // turn plans from the newest copy the watch brings.
-                    ctx.pacing.paced(&key, true, true);
-                    let wait = ctx.pacing.write_interval(&key, pending);
-                    tracing::debug!(?wait, "status write contended; retrying later");
-                    return Ok(Action::requeue(wait));
-                }
-                return Err(e.into());
-            }
-        };
-        for _ in 0..w.conflicts {
-            ctx.metrics.status_conflict();
+    let turn = if *ctx.leader.borrow() {
+        if let Some(wait) = ctx.pacing.throttled(&key, pending(&*object)) {
+            return Ok(Action::requeue(wait));
         }
-        if backoff && matches!(w.outcome, Outcome::Written(_)) {
-            ctx.pacing.paced(&key, w.conflicts > 0, false);
+        match write::write(&ctx, &key, &object).await? {
+            Wrote::Settled(turn) => turn,
+            Wrote::Requeue(action) => return Ok(action),
         }
-        let Some(plan) = w.plan else {
-            return Ok(Action::requeue(NOT_SYNCED_RETRY));
-        };
-        let object = match w.outcome {
-            Outcome::Gone => {
-                forget(&ctx, &key.0, &key.1);
-                return Ok(Action::await_change());
-            }
-            // Lost leadership mid-write: like a follower, keep the view of what is stored.
-            Outcome::Unchanged | Outcome::Stopped => w.base,
-            Outcome::Written(written) => {
-                ctx.metrics.status_written();
-                ctx.pacing.wrote(&key);
-                let new = written.quota_status().cloned().unwrap_or_default();
-                let notices = desired::notices(w.base.quota_status(), &new);
-                publish(&ctx, &written.object_ref(&()), &notices).await;
-                tracing::debug!("status written");
-                *written
-            }
-        };
-        if let Some(wait) = deferred {
-            tracing::debug!(?wait, "fold-only change put off");
-            fold_after = Some(wait);
-        }
-        let stored = object.status().cloned().unwrap_or_default();
-        (K::view(&ctx, &object, &plan, &stored), plan, Some(object))
     } else {
-        let (_, plan) = K::plan(&ctx, &object);
-        let Some(plan) = plan else {
+        let Some(computation) = K::plan(&ctx, &object).1 else {
             return Ok(Action::requeue(NOT_SYNCED_RETRY));
         };
-        let stored = object.status().cloned().unwrap_or_default();
-        (K::view(&ctx, &object, &plan, &stored), plan, None)
+        Turn::follower(object, computation)
     };
-    if let Some(object) = settled
-        && *ctx.leader.borrow()
-    {
-        let n = K::after(&ctx, &object).await?;
-        if n > 0 {
-            tracing::debug!(changed = n, "own objects written");
-        }
-    }
-    let (computed, now) = K::computed(&plan);
-    if let Computed::Valid { view, .. } = computed {
-        ctx.metrics.observe_quota(view);
-    }
-    ctx.views.publish(key.clone(), view);
-    ctx.failures
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&key);
-    ctx.metrics.reconciled(started.elapsed());
-    let next = desired::next_requeue(computed, now.as_second(), ctx.resync);
-    Ok(Action::requeue(fold_after.map_or(next, |f| f.min(next))))
+    publish::publish(&ctx, key, turn, started).await
 }
 
-/// The kind's plan of `q`, with the quota's waiting line (`status.queue`, kept by the
-/// leader's release loop) in the KarmadaQuota-shaped part: one place for both kinds.
-fn plan_with_line<K: QuotaKind>(ctx: &KindCtx<K>, q: &K) -> (Option<K::Status>, Option<K::Plan>) {
-    let (next, plan) = K::plan(ctx, q);
-    let quota = ctx.queue.with_line(
-        &q.key(),
-        q.quota_status(),
-        next.as_ref().map(|s| K::quota_part(s).clone()),
-    );
-    let next = quota.map(|quota| {
-        let mut next = next.unwrap_or_else(|| q.status().cloned().unwrap_or_default());
-        *K::quota_part_mut(&mut next) = quota;
-        next
-    });
-    (next, plan)
+/// The entries a quota's stored status holds (its writes are not backed off while they
+/// are many: [`FOLD_BATCH`]).
+fn pending<K: QuotaKind>(object: &K) -> usize {
+    object.quota_status().map_or(0, |s| s.reservations.len())
+}
+
+/// Logs what a kind's Controller made of one request (`noun`: "quota", "cluster
+/// quota"); a failed reconcile is logged by [`error_policy`].
+pub(crate) fn log_result<K: QuotaKind>(
+    res: Result<
+        (kube::runtime::reflector::ObjectRef<K>, Action),
+        kube::runtime::controller::Error<Error, kube::runtime::watcher::Error>,
+    >,
+    noun: &str,
+) {
+    use kube::runtime::controller::Error as Failed;
+    match res {
+        Ok((obj, _)) => tracing::trace!(quota = %obj, "reconciled"),
+        Err(Failed::ObjectNotFound(obj)) => {
+            tracing::debug!(quota = %obj, "{noun} gone before its reconcile");
+        }
+        Err(Failed::ReconcilerFailed(..)) => {}
+        Err(e) => tracing::warn!(error = %e, "{noun} controller error"),
+    }
 }
 
 /// After a failed reconcile: count it and retry with exponential backoff (1 s … 5 min).
@@ -368,33 +323,6 @@ pub fn forget(ctx: &Ctx, ns: &str, name: &str) {
     ctx.views.remove([&(ns.to_owned(), name.to_owned())]);
     ctx.pacing.forget(&(ns.to_owned(), name.to_owned()));
     ctx.metrics.forget_quota(ns, name);
-}
-
-/// Publishes `notices` as Events of the quota object `reference` (either kind): queued for
-/// the event writer, which never makes the reconcile wait (a full queue drops and counts).
-pub(crate) async fn publish(
-    ctx: &Ctx,
-    reference: &k8s_openapi::api::core::v1::ObjectReference,
-    notices: &[Notice],
-) {
-    let Some(events) = &ctx.events else {
-        return;
-    };
-    for n in notices {
-        let queued = events.try_emit(Event {
-            type_: n.type_,
-            action: "Reconcile",
-            reason: n.reason,
-            note: n.note.chars().take(1000).collect(),
-            regarding: ObjectRef::from_reference(reference),
-        });
-        if !queued {
-            tracing::warn!(
-                reason = n.reason,
-                "could not publish event: the event queue is full"
-            );
-        }
-    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub mod shares;
 
 use std::sync::Arc;
 
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, stream};
 use karmada_quota_crds::KarmadaClusterQuota;
 use karmada_quota_status::StatusStore;
@@ -42,71 +43,62 @@ pub use crate::namespaces::NamespaceLabels;
 pub use compute::{namespaces_selected, observed_in};
 pub use reconcile::{ClusterCtx, ClusterOwn};
 
-use crate::args::Args;
 use crate::metrics::Metrics;
 use crate::reconcile::Ctx;
 use karmada_quota_shell::watch_cache::from_watch_cache;
 
+/// The cluster quota controller's settings, from the flags.
+pub(crate) struct Config {
+    /// Only the cluster quotas with these labels (`--cluster-quota-selector`); empty: all.
+    pub(crate) selector: String,
+    /// Keep the KarmadaClusterQuotaShare mirrors (`--cluster-quota-shares` in a replica
+    /// that writes: the dashboard-only role writes nothing, and may not read shares).
+    pub(crate) shares: bool,
+    /// Reconciles running at once (`--concurrency`).
+    pub(crate) concurrency: u16,
+}
+
+/// What asks for cluster quotas to be reconciled besides their own watch (the
+/// `crate::triggers` streams of this kind).
+pub(crate) struct Requests {
+    /// Namespaces whose bindings or member pods changed: the cluster quotas selecting them.
+    pub(crate) namespaces: BoxStream<'static, String>,
+    /// Every cluster quota (a namespace changed, members' reach, a new leader).
+    pub(crate) all: BoxStream<'static, ()>,
+    /// Cluster quotas by name (a reservation batch names them).
+    pub(crate) named: BoxStream<'static, String>,
+}
+
 /// Start the cluster quota controller over `labels` (the one Namespace watch, whose every
-/// change reconciles every cluster quota); the future runs until `stop`. `named`: cluster
-/// quotas to reconcile by name (a reservation batch names them).
-#[allow(clippy::too_many_arguments)]
+/// change reconciles every cluster quota); the future runs until `stop`.
 pub(crate) fn run(
-    args: &Args,
+    config: &Config,
     client: &Client,
     base: Arc<Ctx>,
-    cluster_namespaces: impl Stream<Item = String> + Send + 'static,
-    cluster_all: impl Stream<Item = ()> + Send + 'static,
-    named: impl Stream<Item = String> + Send + 'static,
+    requests: Requests,
     labels: NamespaceLabels,
     metrics: &Arc<Metrics>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let selector = args.cluster_quota_selector.trim().to_owned();
-    let mut config = from_watch_cache();
-    if !selector.is_empty() {
-        config = config.labels(&selector);
-    }
     let (reader, writer) = reflector::store::<KarmadaClusterQuota>();
-    // The dashboard-only role writes nothing (and may not read shares): no mirror.
-    let (shares, share_changes) = if args.cluster_quota_shares && args.controls() {
+    let (shares, share_changes) = if config.shares {
         let (shares, changes) = shares::Shares::watch(client, metrics.clone());
         (Some(shares), changes.boxed())
     } else {
         (None, stream::empty().boxed())
     };
-    let (errors, forget_ctx) = (metrics.clone(), base.clone());
+    // The waiting line's releaser and the batch folds read the cluster quotas too.
     let _ = base
         .queue
         .cluster_view
         .set((reader.clone(), labels.clone()));
-    let wake = base.queue.clone();
-    let forget_shares = shares.clone();
-    let store_for_forget = reader.clone();
-    let quota_events = watch(
-        kube::Api::<KarmadaClusterQuota>::all(client.clone()),
-        config,
-    )
-    .default_backoff()
-    .inspect(move |ev| {
-        if let Err(e) = ev {
-            tracing::warn!(error = %e, "KarmadaClusterQuota watch error; retrying");
-            errors.watch_restarted("karmadaclusterquotas");
-        }
-    })
-    .reflect(writer)
-    .inspect(move |ev| {
-        if let Ok(ev) = ev {
-            // A cluster quota's status changed: its line may move.
-            wake.wake();
-            forget_deleted(ev, &store_for_forget, &forget_ctx);
-            if let (Event::Delete(q), Some(shares)) = (ev, &forget_shares) {
-                let (shares, name) = (shares.clone(), q.name_any());
-                tokio::spawn(async move { shares.forget(&name).await });
-            }
-        }
-    })
-    .applied_objects();
+    let watched = Watched {
+        reader: reader.clone(),
+        ctx: base.clone(),
+        shares: shares.clone(),
+        metrics: metrics.clone(),
+    };
+    let quota_events = watched.events(client, &config.selector, writer);
     let ctx = Arc::new(ClusterCtx {
         base,
         store: Arc::new(karmada_quota_status::KubeStore::new(client.clone()))
@@ -117,32 +109,83 @@ pub(crate) fn run(
         },
     });
     let store = reader.clone();
-    let refs = cluster_namespaces
+    let refs = requests
+        .namespaces
         .map(move |ns| stream::iter(selecting(&store, &labels, &ns)))
         .flatten();
     let refs = stream::select(refs, share_changes.map(shares::Shares::owner));
-    let refs = stream::select(refs, named.map(|name| ObjectRef::new(&name)));
-    let concurrency = args.concurrency;
+    let refs = stream::select(refs, requests.named.map(|name| ObjectRef::new(&name)));
     Controller::for_stream(quota_events, reader)
-        .with_config(controller::Config::default().concurrency(concurrency))
+        .with_config(controller::Config::default().concurrency(config.concurrency))
         .reconcile_on(refs)
-        .reconcile_all_on(cluster_all)
+        .reconcile_all_on(requests.all)
         .graceful_shutdown_on(stop)
         .run(
             crate::reconcile::reconcile,
             crate::reconcile::error_policy,
             ctx,
         )
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => tracing::trace!(quota = %obj, "reconciled"),
-                Err(controller::Error::ObjectNotFound(obj)) => {
-                    tracing::debug!(quota = %obj, "cluster quota gone before its reconcile");
-                }
-                Err(controller::Error::ReconcilerFailed(..)) => {}
-                Err(e) => tracing::warn!(error = %e, "cluster quota controller error"),
+        .for_each(|res| async move { crate::reconcile::log_result(res, "cluster quota") })
+}
+
+/// What follows every applied event of the cluster quota watch.
+struct Watched {
+    /// The cluster quotas' store.
+    reader: Store<KarmadaClusterQuota>,
+    /// The shared reconcile context: its waiting lines and what it keeps per quota.
+    ctx: Arc<Ctx>,
+    /// The share mirrors, forgotten with their quota.
+    shares: Option<shares::Shares>,
+    /// Watch restarts are counted.
+    metrics: Arc<Metrics>,
+}
+
+impl Watched {
+    /// The cluster quota watch (`selector`: only those with these labels) into `writer`:
+    /// a status change wakes the waiting line, a deleted quota is forgotten (its views,
+    /// metrics and shares).
+    fn events(
+        self,
+        client: &Client,
+        selector: &str,
+        writer: reflector::store::Writer<KarmadaClusterQuota>,
+    ) -> impl Stream<Item = Result<KarmadaClusterQuota, watch::Error>> + Send + 'static {
+        let selector = selector.trim();
+        let mut config = from_watch_cache();
+        if !selector.is_empty() {
+            config = config.labels(selector);
+        }
+        let errors = self.metrics.clone();
+        watch(
+            kube::Api::<KarmadaClusterQuota>::all(client.clone()),
+            config,
+        )
+        .default_backoff()
+        .inspect(move |ev| {
+            if let Err(e) = ev {
+                tracing::warn!(error = %e, "KarmadaClusterQuota watch error; retrying");
+                errors.watch_restarted("karmadaclusterquotas");
             }
         })
+        .reflect(writer)
+        .inspect(move |ev| {
+            if let Ok(ev) = ev {
+                self.applied(ev);
+            }
+        })
+        .applied_objects()
+    }
+
+    /// After the store applied `ev`.
+    fn applied(&self, ev: &Event<KarmadaClusterQuota>) {
+        // A cluster quota's status changed: its line may move.
+        self.ctx.queue.wake();
+        forget_deleted(ev, &self.reader, &self.ctx);
+        if let (Event::Delete(q), Some(shares)) = (ev, &self.shares) {
+            let (shares, name) = (shares.clone(), q.name_any());
+            tokio::spawn(async move { shares.forget(&name).await });
+        }
+    }
 }
 
 /// The cluster quotas of `store` whose selector matches namespace `ns`.

@@ -9,8 +9,8 @@ use karmada_quota_crds::{KarmadaClusterQuota, KarmadaClusterQuotaStatus};
 use super::NamespaceLabels;
 use super::compute::{self, ClusterComputed};
 use super::shares::Shares;
-use crate::Error;
 use crate::desired::Computed;
+use crate::error::Error;
 use crate::reconcile::{KindCtx, QuotaKind};
 use karmada_quota_dashboard::model::Quota;
 
@@ -75,7 +75,7 @@ impl QuotaKind for KarmadaClusterQuota {
         stored: &KarmadaClusterQuotaStatus,
     ) -> Quota {
         let c = &plan.computed;
-        let mut view = ctx.view_of(&compute::shadow(cq), &c.computed, &stored.quota, plan.now);
+        let mut view = ctx.view_of(cq, &c.computed, &stored.quota, plan.now);
         view.namespaces = c.namespaces.iter().map(|(n, _)| n.clone()).collect();
         view.shares = c.namespaces.iter().cloned().collect();
         view

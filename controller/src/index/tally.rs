@@ -2,7 +2,7 @@
 //! quota's fold sum each distinct charge once (core's `status::compute_counted`) instead
 //! of every binding.
 //!
-//! Charges are interned ([`super::charges`]), so bindings that cost the same share one
+//! Charges are interned (`index::charges`), so bindings that cost the same share one
 //! `Arc`; the tally counts them by that pointer. It holds a clone of the `Arc`, so a
 //! pointer it counts cannot be freed and reused while counted. The index keeps it in step
 //! with its entries on every apply, delete, re-list and price; no arithmetic happens here.

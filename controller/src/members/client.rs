@@ -5,7 +5,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Secret data key of the member's bearer token (as Karmada stores it).
 pub const SECRET_TOKEN_KEY: &str = "token";
@@ -31,30 +31,7 @@ pub fn config_from_secret(
         secret.name_any()
     );
     let data = secret.data.as_ref();
-    let token = data.and_then(|d| d.get(SECRET_TOKEN_KEY)).ok_or_else(|| {
-        err(format!(
-            "Secret {secret_name} has no {SECRET_TOKEN_KEY:?} key"
-        ))
-    })?;
-    let token = std::str::from_utf8(&token.0)
-        .map_err(|_| {
-            err(format!(
-                "Secret {secret_name}: {SECRET_TOKEN_KEY:?} is not UTF-8"
-            ))
-        })?
-        .trim()
-        .to_owned();
-    if token.is_empty() {
-        return Err(err(format!(
-            "Secret {secret_name}: {SECRET_TOKEN_KEY:?} is empty"
-        )));
-    }
-    // kube's client panics on a token that cannot be an Authorization header.
-    if axum::http::HeaderValue::from_str(&token).is_err() {
-        return Err(err(format!(
-            "Secret {secret_name}: {SECRET_TOKEN_KEY:?} holds control characters"
-        )));
-    }
+    let token = secret_token(data, &secret_name).map_err(err)?;
     let uri = endpoint
         .parse()
         .map_err(|e| err(format!("invalid apiEndpoint {endpoint:?}: {e}")))?;
@@ -62,30 +39,56 @@ pub fn config_from_secret(
     config.auth_info.token = Some(token.into());
     config.accept_invalid_certs = insecure;
     config.connect_timeout = Some(connect_timeout);
-    match data.and_then(|d| d.get(SECRET_CA_KEY)) {
-        Some(ca) if !ca.0.is_empty() => {
-            let certs: Vec<Vec<u8>> = pem::parse_many(&ca.0)
-                .map_err(|e| {
-                    err(format!(
-                        "Secret {secret_name}: {SECRET_CA_KEY:?} is not PEM: {e}"
-                    ))
-                })?
-                .into_iter()
-                .filter(|p| p.tag() == "CERTIFICATE")
-                .map(pem::Pem::into_contents)
-                .collect();
-            if certs.is_empty() {
-                return Err(err(format!(
-                    "Secret {secret_name}: {SECRET_CA_KEY:?} holds no CERTIFICATE block"
-                )));
-            }
-            config.root_cert = Some(certs);
-        }
-        _ if insecure => {}
-        // No CA: the platform's roots verify the member (like client-go with no caData).
-        _ => {}
+    // No CA: the platform's roots verify the member (like client-go with no caData).
+    if let Some(ca) = data.and_then(|d| d.get(SECRET_CA_KEY))
+        && !ca.0.is_empty()
+    {
+        config.root_cert = Some(secret_roots(&ca.0, &secret_name).map_err(err)?);
     }
     Ok(config)
+}
+
+/// The bearer token of Secret `secret_name` (its `data`): present, UTF-8, not empty, a
+/// valid header value (kube's client panics on one that cannot be an Authorization
+/// header).
+fn secret_token(
+    data: Option<&std::collections::BTreeMap<String, k8s_openapi::ByteString>>,
+    secret_name: &str,
+) -> Result<String, String> {
+    let token = data
+        .and_then(|d| d.get(SECRET_TOKEN_KEY))
+        .ok_or_else(|| format!("Secret {secret_name} has no {SECRET_TOKEN_KEY:?} key"))?;
+    let token = std::str::from_utf8(&token.0)
+        .map_err(|_| format!("Secret {secret_name}: {SECRET_TOKEN_KEY:?} is not UTF-8"))?
+        .trim()
+        .to_owned();
+    if token.is_empty() {
+        return Err(format!(
+            "Secret {secret_name}: {SECRET_TOKEN_KEY:?} is empty"
+        ));
+    }
+    if axum::http::HeaderValue::from_str(&token).is_err() {
+        return Err(format!(
+            "Secret {secret_name}: {SECRET_TOKEN_KEY:?} holds control characters"
+        ));
+    }
+    Ok(token)
+}
+
+/// The CERTIFICATE blocks of Secret `secret_name`'s CA bundle `ca` (PEM), at least one.
+fn secret_roots(ca: &[u8], secret_name: &str) -> Result<Vec<Vec<u8>>, String> {
+    let certs: Vec<Vec<u8>> = pem::parse_many(ca)
+        .map_err(|e| format!("Secret {secret_name}: {SECRET_CA_KEY:?} is not PEM: {e}"))?
+        .into_iter()
+        .filter(|p| p.tag() == "CERTIFICATE")
+        .map(pem::Pem::into_contents)
+        .collect();
+    if certs.is_empty() {
+        return Err(format!(
+            "Secret {secret_name}: {SECRET_CA_KEY:?} holds no CERTIFICATE block"
+        ));
+    }
+    Ok(certs)
 }
 
 /// A client configuration from a kubeconfig file (its current context), without connecting.

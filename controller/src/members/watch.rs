@@ -26,7 +26,7 @@ use karmada_quota_shell::backoff::Backoff;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use crate::Error;
+use crate::error::Error;
 use crate::members::MemberSettings;
 use crate::members::client::{config_from_kubeconfig, config_from_secret};
 use crate::members::discovery::MemberSource;
@@ -108,15 +108,9 @@ impl MemberTask {
         loop {
             if configured.is_none() || failures >= REBUILD_AFTER_FAILURES {
                 failures = failures.min(REBUILD_AFTER_FAILURES - 1);
-                match self.config().await {
-                    Ok(c) => configured = Some(c),
-                    Err(Unconfigured::Refused(why)) => {
-                        self.refused(why);
-                        tokio::time::sleep(backoff.next_delay()).await;
-                        continue;
-                    }
-                    Err(Unconfigured::Failed(e)) => {
-                        self.unreachable(e.to_string());
+                match self.configure().await {
+                    Some(c) => configured = Some(c),
+                    None => {
                         tokio::time::sleep(backoff.next_delay()).await;
                         continue;
                     }
@@ -125,15 +119,7 @@ impl MemberTask {
             let Some(c) = configured.as_ref() else {
                 continue;
             };
-            if c.unverified.is_some() && c.unverified != told_unverified {
-                tracing::warn!(
-                    member = %self.name,
-                    why = c.unverified.as_deref().unwrap_or_default(),
-                    "member cluster {} is reached WITHOUT TLS verification, as --allow-insecure-members allows",
-                    self.name
-                );
-                told_unverified.clone_from(&c.unverified);
-            }
+            self.tell_unverified(c, &mut told_unverified);
             let ended = match Client::try_from(c.config.clone()) {
                 Ok(client) => {
                     self.watch(
@@ -163,6 +149,35 @@ impl MemberTask {
                     configured = None;
                 }
             }
+        }
+    }
+
+    /// The member's configuration; `None`: refused or failed, and reported so.
+    async fn configure(&self) -> Option<Configured> {
+        match self.config().await {
+            Ok(c) => Some(c),
+            Err(Unconfigured::Refused(why)) => {
+                self.refused(why);
+                None
+            }
+            Err(Unconfigured::Failed(e)) => {
+                self.unreachable(e.to_string());
+                None
+            }
+        }
+    }
+
+    /// Warn that the member is reached without TLS verification, once per reason
+    /// (`told`: the reason last warned of).
+    fn tell_unverified(&self, c: &Configured, told: &mut Option<String>) {
+        if c.unverified.is_some() && c.unverified != *told {
+            tracing::warn!(
+                member = %self.name,
+                why = c.unverified.as_deref().unwrap_or_default(),
+                "member cluster {} is reached WITHOUT TLS verification, as --allow-insecure-members allows",
+                self.name
+            );
+            told.clone_from(&c.unverified);
         }
     }
 
@@ -307,32 +322,7 @@ impl MemberTask {
             };
             match next {
                 None => return Ended::Broken,
-                Some(Ok(ev)) => {
-                    match &ev {
-                        Event::Init => listed = 0,
-                        Event::InitApply(_) => {
-                            listed += 1;
-                            if listed.is_multiple_of(PROGRESS_EVERY) {
-                                tracing::info!(member = %self.name, pods = listed, "member {}: listed {listed} pods so far", self.name);
-                            }
-                        }
-                        _ => {}
-                    }
-                    let done = matches!(ev, Event::InitDone);
-                    let touched = self.registry.apply_pod_event(&self.name, self.epoch, &ev);
-                    if done {
-                        backoff.reset();
-                        if self
-                            .registry
-                            .set_reach(&self.name, self.epoch, listed_reach.clone())
-                        {
-                            tracing::info!(member = %self.name, pods = listed, "member reachable, pods listed");
-                            self.metrics.set_member_reachable(&self.name, true);
-                            self.triggers.all();
-                        }
-                    }
-                    self.triggers.namespaces(touched);
-                }
+                Some(Ok(ev)) => self.apply(&ev, &mut listed, &listed_reach, backoff),
                 // 410 Gone and other server-side watch errors: the watcher re-lists itself.
                 Some(Err(watcher::Error::WatchError(status))) => {
                     tracing::debug!(member = %self.name, %status, "member watch error, re-listing");
@@ -349,6 +339,41 @@ impl MemberTask {
                 }
             }
         }
+    }
+
+    /// Apply one pod event (`listed`: pods listed so far): the registry learns it, the
+    /// namespaces it touched are reconciled; the list done, the member is `listed_reach`
+    /// and every quota is reconciled.
+    fn apply(
+        &self,
+        ev: &Event<Pod>,
+        listed: &mut usize,
+        listed_reach: &Reach,
+        backoff: &mut Backoff,
+    ) {
+        match ev {
+            Event::Init => *listed = 0,
+            Event::InitApply(_) => {
+                *listed += 1;
+                if listed.is_multiple_of(PROGRESS_EVERY) {
+                    tracing::info!(member = %self.name, pods = *listed, "member {}: listed {} pods so far", self.name, *listed);
+                }
+            }
+            _ => {}
+        }
+        let touched = self.registry.apply_pod_event(&self.name, self.epoch, ev);
+        if matches!(ev, Event::InitDone) {
+            backoff.reset();
+            if self
+                .registry
+                .set_reach(&self.name, self.epoch, listed_reach.clone())
+            {
+                tracing::info!(member = %self.name, pods = *listed, "member reachable, pods listed");
+                self.metrics.set_member_reachable(&self.name, true);
+                self.triggers.all();
+            }
+        }
+        self.triggers.namespaces(touched);
     }
 
     /// The member is refused (see [`trust`]): unreachable with why, logged once per change.

@@ -18,7 +18,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher::Event;
 use tokio::sync::Notify;
 
-use crate::cluster_quotas::NamespaceLabels;
+use crate::namespaces::NamespaceLabels;
 
 /// Most waiting bindings a quota's `status.queue.waiting` lists (the total counts all).
 pub const STATUS_MAX: usize = 20;

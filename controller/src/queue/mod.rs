@@ -1,5 +1,6 @@
-//! The waiting line's keeper (issue 26; docs/design.md §5b): which bindings wait, the
-//! line of each quota, and the leader's release loop.
+//! The waiting line's keeper (docs/design.md §5b): which bindings wait, the line of each
+//! quota, and the leader's release loop, which reads the quotas through one port
+//! (`quotas::QuotaSource`).
 //!
 //! ```text
 //!  ResourceBinding watch ─► Line::apply: bindings with our mark and suspended (core's
@@ -18,6 +19,7 @@
 
 pub mod line;
 pub mod metrics;
+pub mod quotas;
 pub mod release;
 
 pub use line::Line;

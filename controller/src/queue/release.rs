@@ -8,7 +8,7 @@
 //! admission took the room first) leaves it waiting in its place, and a conflict (the
 //! binding changed meanwhile) is planned again with the new object.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use karmada_quota_core::queue::{
@@ -16,19 +16,17 @@ use karmada_quota_core::queue::{
 };
 use karmada_quota_core::quota::{QuotaState, Unaccounted};
 use karmada_quota_core::selection::{Labels, QuotaKey};
-use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
-use karmada_quota_crds::{KarmadaQuota, ResourceBinding};
+use karmada_quota_crds::ResourceBinding;
 use karmada_quota_shell::backoff::Backoff;
 use karmada_quota_shell::events::{Event, EventQueue, EventType, ObjectRef};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::watch;
 
 use super::line::{Entry, Line};
 use super::metrics::{QueueMetrics, ResultLabel};
-use crate::index::Index;
+use super::quotas::QuotaSource;
 use crate::triggers::Triggers;
 
 /// A round without a wake-up at least this often.
@@ -43,10 +41,8 @@ const FIELD_MANAGER: &str = "karmada-quota-controller";
 pub struct Releaser {
     /// The waiting bindings and lines.
     pub line: Arc<Line>,
-    /// The KarmadaQuotas.
-    pub quotas: Store<KarmadaQuota>,
-    /// Whether the binding watch has listed (nothing is planned before).
-    pub index: Arc<RwLock<Index>>,
+    /// The quotas (nothing is planned before they and the bindings were listed).
+    pub quotas: Arc<dyn QuotaSource>,
     /// Whether this replica leads.
     pub leader: watch::Receiver<bool>,
     /// Reconciles the quotas whose line changed.
@@ -77,7 +73,7 @@ impl Releaser {
             tokio::select! {
                 () = self.line.wake.notified() => {}
                 _ = safety.tick() => {}
-                () = crate::sleep_until_opt(retry_at) => {}
+                () = crate::clock::sleep_until_opt(retry_at) => {}
                 changed = self.leader.changed(), if leader_live => leader_live = changed.is_ok(),
             }
             again = None;
@@ -92,44 +88,15 @@ impl Releaser {
         }
     }
 
-    /// Whether every quota and binding was listed: a plan from an empty or partial quota
-    /// store would take a waiting binding for one no quota covers and release it, out of
-    /// its line's order (seen right after a controller restart: the bindings listed, the
-    /// KarmadaQuotas not yet).
+    /// Whether every quota and binding was listed (seen right after a controller
+    /// restart: the bindings listed, the KarmadaQuotas not yet).
     fn synced(&self) -> bool {
-        use futures::FutureExt;
-        let listed = self
-            .index
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .synced();
-        let cluster_quotas = match self.line.cluster_view.get() {
-            Some((clusters, labels)) => {
-                labels.ready() && matches!(clusters.wait_until_ready().now_or_never(), Some(Ok(())))
-            }
-            None => true,
-        };
-        listed && cluster_quotas
+        self.quotas.listed()
     }
 
     /// The engine's view of every quota (those that parse), the webhook's defaults set.
     fn states(&self) -> (Vec<QuotaState>, Vec<(String, Labels)>) {
-        let mut states: Vec<QuotaState> = self
-            .quotas
-            .state()
-            .iter()
-            .filter_map(|q| quota_state(q).ok())
-            .collect();
-        let mut labels = Vec::new();
-        if let Some((clusters, ns_labels)) = self.line.cluster_view.get() {
-            states.extend(
-                clusters
-                    .state()
-                    .iter()
-                    .filter_map(|q| cluster_quota_state(q).ok()),
-            );
-            labels = ns_labels.snapshot().unwrap_or_default();
-        }
+        let (mut states, labels) = self.quotas.states();
         for s in &mut states {
             s.spec
                 .policy
@@ -155,7 +122,22 @@ impl Releaser {
         self.report_lengths(&states, &p);
         let changed = self.line.publish(&p, &entries);
         self.reconcile(&changed);
-        // Events for those who joined since the last round.
+        let mut still = self.announce_joined(&p, &entries, known).await;
+        let again = self
+            .release_planned(&p, &entries, (&states, &labels), now, (known, &mut still))
+            .await;
+        known.retain(|uid| still.contains(uid));
+        again
+    }
+
+    /// A Queued event for each binding that joined a line since the last round (`known`:
+    /// those announced before). The uids still waiting.
+    async fn announce_joined(
+        &self,
+        p: &Plan,
+        entries: &[Entry],
+        known: &mut std::collections::HashSet<String>,
+    ) -> std::collections::HashSet<String> {
         let mut still: std::collections::HashSet<String> = Default::default();
         for (key, places) in &p.lines {
             for place in places {
@@ -178,12 +160,28 @@ impl Releaser {
                 }
             }
         }
+        still
+    }
+
+    /// Release what `p` releases, in its order; the released leave `known` and `still`.
+    /// Whether a release did not go through (to be tried again soon).
+    async fn release_planned(
+        &self,
+        p: &Plan,
+        entries: &[Entry],
+        (states, labels): (&[QuotaState], &[(String, Labels)]),
+        now: jiff::Timestamp,
+        (known, still): (
+            &mut std::collections::HashSet<String>,
+            &mut std::collections::HashSet<String>,
+        ),
+    ) -> bool {
         let mut again = false;
         // StrictFIFO lines whose planned release did not go through: nothing planned
         // behind it there may start this round (it would pass the head); planned again.
         let mut held: std::collections::BTreeSet<QuotaKey> = Default::default();
         let covering = |e: &Entry| {
-            strict_lines(&states, &e.waiting, |ns| {
+            strict_lines(states, &e.waiting, |ns| {
                 labels.iter().find(|(n, _)| n == ns).map(|(_, l)| l)
             })
         };
@@ -205,7 +203,6 @@ impl Releaser {
                 again = true;
             }
         }
-        known.retain(|uid| still.contains(uid));
         again
     }
 

@@ -5,6 +5,7 @@
 use super::*;
 use crate::testutil::*;
 use karmada_quota_core::quota::Reservation as Entry;
+use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::reservation_batch::{batch_entry, batch_object};
 use karmada_quota_status::fake::FakeStore;
 use kube::runtime::watcher::Event;

@@ -20,8 +20,8 @@ use karmada_quota_status::StatusStore;
 use kube::ResourceExt;
 
 use super::Ctx;
-use crate::Error;
 use crate::desired::{self, Computed};
+use crate::error::Error;
 use karmada_quota_dashboard::model::Quota;
 
 /// A quota kind the reconciler handles.

@@ -21,16 +21,16 @@ type Key = (String, String);
 /// The write pacing of every quota this replica writes.
 #[derive(Debug, Default)]
 pub struct Pacing {
-    /// Least time between two status writes of one quota (see [`Pacing::throttled`]).
+    /// Least time between two status writes of one quota (see `Pacing::throttled`).
     pub min_write_interval: Duration,
     /// When this replica last wrote each quota's status (or gave a contended write up).
     pub last_write: Mutex<HashMap<Key, Instant>>,
-    /// Longest wait between writes of a contended quota (see [`Pacing::throttled`]); zero:
+    /// Longest wait between writes of a contended quota (see `Pacing::throttled`); zero:
     /// no backoff.
     pub max_write_backoff: Duration,
     /// Consecutive turns whose write met a conflict, per quota.
     pub contended: Mutex<HashMap<Key, u32>>,
-    /// Longest a fold-only write is put off (see [`Pacing::fold_wait`]); zero: never.
+    /// Longest a fold-only write is put off (see `Pacing::fold_wait`); zero: never.
     pub fold_interval: Duration,
 }
 

@@ -5,6 +5,7 @@
 use super::*;
 use crate::desired::REASON_SYNCED;
 use crate::testutil::*;
+use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_crds::quota::CONDITION_READY;
 use karmada_quota_status::fake::FakeStore;
 use kube::runtime::watcher::Event;

@@ -1,0 +1,167 @@
+//! The releaser's one port onto the quotas ([`QuotaSource`]): whether everything a plan
+//! reads was listed, and the engine's view of every quota with the namespaces' labels.
+//! [`WatchedQuotas`] answers from this controller's watches.
+
+use std::sync::{Arc, RwLock};
+
+use futures::FutureExt;
+use karmada_quota_core::quota::QuotaState;
+use karmada_quota_core::selection::Labels;
+use karmada_quota_crds::KarmadaQuota;
+use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
+use kube::runtime::reflector::Store;
+
+use super::line::Line;
+use crate::index::Index;
+
+/// What a round of the releaser reads of the quotas.
+pub trait QuotaSource: Send + Sync {
+    /// Whether every quota and binding was listed: a plan from an empty or partial quota
+    /// store would take a waiting binding for one no quota covers and release it, out of
+    /// its line's order.
+    fn listed(&self) -> bool;
+
+    /// The engine's view of every quota (those that parse; defaults not set) and the
+    /// namespaces' labels (for the cluster quotas' selectors).
+    fn states(&self) -> (Vec<QuotaState>, Vec<(String, Labels)>);
+}
+
+/// The quotas as this controller's watches hold them: the KarmadaQuota store, the
+/// cluster quotas' store and the namespaces' labels once their controller runs
+/// (`Line::cluster_view`), and the index (whether the bindings and quotas were listed).
+pub struct WatchedQuotas {
+    /// The KarmadaQuotas.
+    pub quotas: Store<KarmadaQuota>,
+    /// The line, which holds the cluster quotas' view.
+    pub line: Arc<Line>,
+    /// The index.
+    pub index: Arc<RwLock<Index>>,
+}
+
+impl QuotaSource for WatchedQuotas {
+    fn listed(&self) -> bool {
+        let listed = self
+            .index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .synced();
+        let cluster_quotas = match self.line.cluster_view.get() {
+            Some((clusters, labels)) => {
+                labels.ready() && matches!(clusters.wait_until_ready().now_or_never(), Some(Ok(())))
+            }
+            None => true,
+        };
+        listed && cluster_quotas
+    }
+
+    fn states(&self) -> (Vec<QuotaState>, Vec<(String, Labels)>) {
+        let mut states: Vec<QuotaState> = self
+            .quotas
+            .state()
+            .iter()
+            .filter_map(|q| quota_state(q).ok())
+            .collect();
+        let mut labels = Vec::new();
+        if let Some((clusters, ns_labels)) = self.line.cluster_view.get() {
+            states.extend(
+                clusters
+                    .state()
+                    .iter()
+                    .filter_map(|q| cluster_quota_state(q).ok()),
+            );
+            labels = ns_labels.snapshot().unwrap_or_default();
+        }
+        (states, labels)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+    use crate::namespaces::NamespaceLabels;
+    use crate::testutil::{business_quota, mk_quota};
+
+    fn listed_index() -> Index {
+        let mut index = Index::new(600);
+        index.apply_binding_event(&Event::Init, None, 0);
+        index.apply_binding_event(&Event::InitDone, None, 0);
+        index.skip_clusters();
+        index.quotas_listed();
+        index
+    }
+
+    #[test]
+    fn nothing_is_listed_before_the_index_and_the_cluster_quotas_are() {
+        let (store, _writer) = reflector::store::<KarmadaQuota>();
+        let index = Arc::new(RwLock::new(Index::new(600)));
+        let line = Arc::new(Line::default());
+        let watched = WatchedQuotas {
+            quotas: store,
+            line: line.clone(),
+            index: index.clone(),
+        };
+        assert!(!watched.listed(), "nothing listed yet");
+        *index.write().unwrap() = listed_index();
+        assert!(
+            watched.listed(),
+            "no cluster quota controller: the index decides"
+        );
+        let (clusters, mut cluster_writer) = reflector::store();
+        let (labels, mut label_writer) = NamespaceLabels::with_writer();
+        let _ = line.cluster_view.set((clusters, labels));
+        assert!(!watched.listed(), "the cluster quotas are not listed yet");
+        for ev in [Event::Init, Event::InitDone] {
+            cluster_writer.apply_watcher_event(&ev);
+        }
+        assert!(!watched.listed(), "the namespaces are not listed yet");
+        for ev in [Event::Init, Event::InitDone] {
+            label_writer.apply_watcher_event(&ev);
+        }
+        assert!(watched.listed());
+    }
+
+    #[test]
+    fn the_states_are_every_quota_of_either_kind_with_the_namespaces_labels() {
+        let (store, mut writer) = reflector::store::<KarmadaQuota>();
+        for ev in [
+            Event::Init,
+            Event::InitApply(mk_quota("team-a", "q", &[("pods", "10")])),
+            Event::InitDone,
+        ] {
+            writer.apply_watcher_event(&ev);
+        }
+        let line = Arc::new(Line::default());
+        let watched = WatchedQuotas {
+            quotas: store,
+            line: line.clone(),
+            index: Arc::new(RwLock::new(listed_index())),
+        };
+        let (states, labels) = watched.states();
+        assert_eq!(states.len(), 1);
+        assert!(labels.is_empty(), "no cluster quota controller: no labels");
+        let (clusters, mut cluster_writer) = reflector::store();
+        let (ns_labels, mut label_writer) = NamespaceLabels::with_writer();
+        let _ = line.cluster_view.set((clusters, ns_labels));
+        for ev in [
+            Event::Init,
+            Event::InitApply(business_quota(&[("pods", "20")])),
+            Event::InitDone,
+        ] {
+            cluster_writer.apply_watcher_event(&ev);
+        }
+        let mut ns =
+            kube::core::PartialObjectMeta::<k8s_openapi::api::core::v1::Namespace>::default();
+        ns.metadata.name = Some("team-a".into());
+        ns.metadata.labels = Some([("business".to_owned(), "a".to_owned())].into());
+        for ev in [Event::Init, Event::InitApply(ns), Event::InitDone] {
+            label_writer.apply_watcher_event(&ev);
+        }
+        let (states, labels) = watched.states();
+        assert_eq!(states.len(), 2, "the cluster quota too");
+        assert_eq!(labels.len(), 1);
+        assert_eq!(labels[0].0, "team-a");
+    }
+}
