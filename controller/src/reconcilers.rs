@@ -155,9 +155,14 @@ fn run_controller(
         .namespaces
         .map(move |ns| stream::iter(quotas_in(&store, &ns)))
         .flatten();
+    // A reservation batch names its quotas one by one: each is reconciled (folded) by name.
+    let named = streams
+        .quotas
+        .map(|(namespace, name)| ObjectRef::<KarmadaQuota>::new(&name).within(&namespace));
     Controller::for_stream(quota_events, quotas)
         .with_config(controller::Config::default().concurrency(concurrency))
         .reconcile_on(ns_refs)
+        .reconcile_on(named)
         .reconcile_all_on(streams.all)
         .graceful_shutdown_on(stop.requested())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
