@@ -275,13 +275,27 @@ async fn run(store: Store) -> Result<()> {
     for f in &fits {
         eprintln!("    {f}");
     }
+    verify(&plan, &samples, &attempts, &faults, &chaos)?;
+    drop(chaos);
+    drop(cp);
+    Ok(())
+}
+
+/// The checks of a fault run (the module docs).
+fn verify(
+    plan: &Plan,
+    samples: &Samples,
+    attempts: &[Attempt],
+    faults: &[Fault],
+    chaos: &Chaos<'_>,
+) -> Result<()> {
     ensure!(
         samples.violations.is_empty(),
         "{} violations of the invariant (seed {}):\n  {}\ntimeline:\n{}",
         samples.violations.len(),
         plan.seed,
         samples.violations.join("\n  "),
-        timeline(&chaos)
+        timeline(chaos)
     );
     // One sample every 250 ms over the faults is `nominal`; a sample is not taken while
     // the apiserver is away (a read error), nor while a load's delete holds its lock.
@@ -319,8 +333,6 @@ async fn run(store: Store) -> Result<()> {
         admitted >= 20,
         "only {admitted} creates and scale-ups admitted"
     );
-    drop(chaos);
-    drop(cp);
     Ok(())
 }
 
