@@ -156,6 +156,8 @@ async fn the_sampler_reports_the_over_commit_of_a_down_webhook_whose_failures_ar
     }
     drop(chaos);
     drop(cp);
+    // A passing run leaves nothing behind (a failing one keeps the logs and etcd).
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -278,6 +280,8 @@ async fn run(store: Store) -> Result<()> {
     verify(&plan, &samples, &attempts, &faults, &chaos)?;
     drop(chaos);
     drop(cp);
+    // A passing run leaves nothing behind (a failing one keeps the logs and etcd).
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
