@@ -21,7 +21,10 @@
 //!    install      an installed chart's pods as loopback processes (Deployments, tokens)
 //!    OwnControlPlane  a test's own etcd + apiservers (own flags, older CRDs), down on drop
 //!    Service      one loopback address in front of endpoints changed during a rollout
-//!    load         steady binding creates and the ledger invariants sampled under them
+//!    load         steady binding creates, scale-ups and deletes, and the ledger invariants
+//!                 (invariant: read per quota, either reservation store) sampled under them
+//!    chaos        replicas behind proxies and a seeded fault loop: kills, cuts, apiserver
+//!                 restarts (OwnControlPlane::restart_apiserver, etcd kept)
 //!    TestNs       a fresh namespace per test (generateName, labelled)
 //!    skip         a missing prerequisite fails the test unless allowed by name
 //!                 (KQ_ALLOW_SKIP); an allowed one is logged (KQ_SKIP_LOG)
@@ -49,6 +52,7 @@ pub mod attack;
 pub mod base64;
 mod binary;
 pub mod browser;
+pub mod chaos;
 pub mod chart;
 pub mod commands;
 pub mod controller;
@@ -57,6 +61,7 @@ mod env;
 pub mod faults;
 pub mod image;
 pub mod install;
+pub mod invariant;
 pub mod karmada;
 pub mod load;
 mod metrics;

@@ -1,40 +1,42 @@
 //! Steady admission load on one namespace, and the ledger's invariants sampled while it
-//! runs (the upgrade test keeps both going across a rollout).
+//! runs (the upgrade test keeps both going across a rollout, the fault test across kills,
+//! cuts and apiserver restarts).
 //!
 //! ```text
 //!  Load (one task)    every period: create load-<i> (1 replica × small cpu), every
-//!                     big_every-th one asking more than the quota's hard (must be refused);
-//!                     past keep_live admitted bindings, delete the oldest (churn, under
-//!                     the churn lock); bounded by max_creates. Each outcome recorded:
-//!                     Admitted │ QuotaRefused (403 "exceeded quota") │ Refused (anything
-//!                     else the apiserver answered) │ Error (no answer)
-//!  Sampler (one task) every period, holding the churn lock: list the namespace's bindings
-//!                     (need = Σ replicas × cpu), then read each quota (effective = used +
-//!                     Σ reservations, the admission's own rule):
+//!                     big_every-th one asking more than the quota's hard (must be refused),
+//!                     every scale_every-th tick instead scale the newest live binding up
+//!                     by one replica (an UPDATE); past keep_live admitted bindings, or after
+//!                     a small create refused for the quota, delete the oldest (churn, under
+//!                     the churn lock; a failed delete is tried again later); bounded by
+//!                     max_creates. Each create and scale-up recorded:
+//!                     Admitted │ QuotaRefused (403 "exceeded [cluster] quota") │ Refused (anything
+//!                     else the apiserver answered) │ Error (no answer: it may be stored,
+//!                     so the binding is looked up again and, if there, churned too)
+//!  Sampler (one task) every period, holding every churn lock: invariant::read (the
+//!                     namespaces' bindings, the batches with that store, each quota) and
+//!                     invariant::check per quota:
 //!                       lost:        effective < need  (an admitted binding not counted)
-//!                       overcommit:  need > hard  or  effective > hard
+//!                       overcommit:  committed > hard  (need + entries no stored binding
+//!                                    holds), or effective > hard with the status store
 //! ```
 //!
 //! The lock makes each sample consistent: a binding deleted between the list and the quota
-//! read would look like a lost reservation. A binding created in between only raises
-//! effective, which the checks allow.
+//! read would look like a lost reservation. A binding created or scaled in between only
+//! raises effective, which the checks allow.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
-use karmada_quota_core::Quantity;
-use karmada_quota_core::ledger::effective_usage;
-use karmada_quota_crds::cluster_quota::KarmadaClusterQuota;
-use karmada_quota_crds::convert::cluster_quota_state;
-use kube::api::{DeleteParams, ListParams};
-use kube::{Api, Client};
+use anyhow::{Result, anyhow};
+use kube::Client;
+use kube::api::DeleteParams;
 use tokio::sync::watch;
 
-use crate::webhook::{Rb, bindings, create, quota_usage};
-
-/// The resource the load charges.
-pub const CPU: &str = "requests.cpu";
+pub use crate::invariant::{CPU, Watched, needed_cpu_milli};
+use crate::invariant::{check, counted_over_hard, read};
+use crate::webhook::{Outcome, Rb, bindings, create, update};
 
 /// What the load creates.
 #[derive(Clone, Debug)]
@@ -55,6 +57,18 @@ pub struct LoadSpec {
     pub big_cpu: String,
     /// Admitted bindings kept; past this the oldest is deleted.
     pub keep_live: usize,
+    /// Every this many ticks (0: never), scale the newest live binding up by one replica
+    /// instead of creating.
+    pub scale_every: usize,
+}
+
+/// What one tick of the load sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// A CREATE of a new binding.
+    Create,
+    /// An UPDATE adding one replica to a live binding.
+    ScaleUp,
 }
 
 /// How one create ended.
@@ -62,7 +76,7 @@ pub struct LoadSpec {
 pub enum Verdict {
     /// Stored.
     Admitted,
-    /// Refused for the quota (403, "exceeded quota").
+    /// Refused for the quota (403, "exceeded quota" or "exceeded cluster quota").
     QuotaRefused,
     /// Refused for another reason (the webhook unreachable, an internal error, …).
     Refused { code: u16, message: String },
@@ -70,7 +84,28 @@ pub enum Verdict {
     Error(String),
 }
 
-/// One create of the load.
+impl Verdict {
+    /// What a create or update came to.
+    pub fn of(outcome: Result<Outcome>) -> Verdict {
+        match outcome {
+            Ok(Ok(_)) => Verdict::Admitted,
+            Ok(Err(s))
+                if s.code == 403
+                    && (s.message.contains("exceeded quota")
+                        || s.message.contains("exceeded cluster quota")) =>
+            {
+                Verdict::QuotaRefused
+            }
+            Ok(Err(s)) => Verdict::Refused {
+                code: s.code,
+                message: s.message,
+            },
+            Err(e) => Verdict::Error(format!("{e:#}")),
+        }
+    }
+}
+
+/// One create (or scale-up) of the load.
 #[derive(Clone, Debug)]
 pub struct Attempt {
     /// When it was sent, since the load started.
@@ -79,10 +114,22 @@ pub struct Attempt {
     pub answered: Duration,
     /// The binding's name.
     pub name: String,
+    /// What was sent.
+    pub op: Op,
     /// Whether it asked more than the quota holds.
     pub big: bool,
     /// How it ended.
     pub verdict: Verdict,
+}
+
+/// The bindings the load owns: admitted ones (name, replicas), oldest first, and those
+/// whose create got no answer (maybe stored).
+#[derive(Default)]
+struct Owned {
+    live: VecDeque<(String, i32)>,
+    unsure: VecDeque<String>,
+    /// Deletes that failed (retried), as lines.
+    delete_errors: Vec<String>,
 }
 
 /// The load, running; [`Load::stop`] ends it.
@@ -90,8 +137,112 @@ pub struct Load {
     started: Instant,
     stop: watch::Sender<bool>,
     attempts: Arc<Mutex<Vec<Attempt>>>,
+    delete_errors: Arc<Mutex<Vec<String>>>,
     churn: Arc<tokio::sync::Mutex<()>>,
     task: tokio::task::JoinHandle<Result<()>>,
+}
+
+/// One running load's state, shared by its steps.
+struct Run {
+    client: Client,
+    spec: LoadSpec,
+    started: Instant,
+    owned: Owned,
+    attempts: Arc<Mutex<Vec<Attempt>>>,
+    churn: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Run {
+    fn binding(&self, name: &str, replicas: i32, cpu: &str) -> serde_json::Value {
+        Rb::deployment(name, replicas)
+            .request("cpu", cpu)
+            .clusters(&[(&self.spec.cluster, replicas)])
+            .json(&self.spec.ns)
+    }
+
+    /// Tick `i`: a create, or a scale-up of the newest live binding.
+    async fn tick(&mut self, i: usize) {
+        let spec = &self.spec;
+        let big = spec.big_every > 0 && i % spec.big_every == spec.big_every - 1;
+        let scale = !big && spec.scale_every > 0 && i % spec.scale_every == spec.scale_every - 1;
+        let at = self.started.elapsed();
+        let (name, op, verdict) = match self.owned.live.back().cloned() {
+            Some((name, replicas)) if scale => {
+                let obj = self.binding(&name, replicas + 1, &spec.small_cpu);
+                let verdict = Verdict::of(update(&self.client, &obj).await);
+                if verdict == Verdict::Admitted
+                    && let Some(last) = self.owned.live.back_mut()
+                {
+                    last.1 = replicas + 1;
+                }
+                (name, Op::ScaleUp, verdict)
+            }
+            _ => {
+                let name = format!("load-{i:05}");
+                let cpu = if big { &spec.big_cpu } else { &spec.small_cpu };
+                let obj = self.binding(&name, 1, cpu);
+                let verdict = Verdict::of(create(&self.client, &obj).await);
+                match &verdict {
+                    Verdict::Admitted => self.owned.live.push_back((name.clone(), 1)),
+                    Verdict::Error(_) => self.owned.unsure.push_back(name.clone()),
+                    _ => {}
+                }
+                (name, Op::Create, verdict)
+            }
+        };
+        let refused_small = !big && verdict == Verdict::QuotaRefused;
+        lock(&self.attempts).push(Attempt {
+            at,
+            answered: self.started.elapsed(),
+            name,
+            op,
+            big,
+            verdict,
+        });
+        if self.owned.live.len() > spec.keep_live || refused_small {
+            self.delete_oldest().await;
+        }
+    }
+
+    /// Deletes the oldest live binding under the churn lock; on failure it stays oldest.
+    async fn delete_oldest(&mut self) {
+        let Some((oldest, replicas)) = self.owned.live.pop_front() else {
+            return;
+        };
+        let _held = self.churn.lock().await;
+        match bindings(&self.client, &self.spec.ns)
+            .delete(&oldest, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                let at = self.started.elapsed();
+                self.owned.delete_errors.push(format!(
+                    "at {at:.1?}: deleting {}/{oldest}: {e}",
+                    self.spec.ns
+                ));
+                self.owned.live.push_front((oldest, replicas));
+            }
+        }
+    }
+
+    /// Looks up one create that got no answer: stored → live (churned), absent → dropped.
+    async fn resolve_unsure(&mut self) {
+        let Some(name) = self.owned.unsure.pop_front() else {
+            return;
+        };
+        match bindings(&self.client, &self.spec.ns).get_opt(&name).await {
+            Ok(Some(b)) => {
+                let replicas = b.data["spec"]["replicas"].as_i64().unwrap_or(1);
+                self.owned
+                    .live
+                    .push_front((name, i32::try_from(replicas).unwrap_or(1)));
+            }
+            Ok(None) => {}
+            Err(_) => self.owned.unsure.push_back(name),
+        }
+    }
 }
 
 impl Load {
@@ -99,57 +250,29 @@ impl Load {
     pub fn start(client: Client, spec: LoadSpec) -> Load {
         let (stop, mut stopped) = watch::channel(false);
         let attempts = Arc::new(Mutex::new(Vec::new()));
+        let delete_errors = Arc::new(Mutex::new(Vec::new()));
         let churn = Arc::new(tokio::sync::Mutex::new(()));
         let started = Instant::now();
-        let (log, lock) = (attempts.clone(), churn.clone());
+        let mut run = Run {
+            client,
+            spec,
+            started,
+            owned: Owned::default(),
+            attempts: attempts.clone(),
+            churn: churn.clone(),
+        };
+        let errors = delete_errors.clone();
         let task = tokio::spawn(async move {
-            let api = bindings(&client, &spec.ns);
-            let mut live = std::collections::VecDeque::new();
-            let mut tick = tokio::time::interval(spec.period);
+            let mut tick = tokio::time::interval(run.spec.period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            for i in 0..spec.max_creates {
+            for i in 0..run.spec.max_creates {
                 tokio::select! {
                     _ = tick.tick() => {}
                     _ = stopped.wait_for(|s| *s) => break,
                 }
-                let big = spec.big_every > 0 && i % spec.big_every == spec.big_every - 1;
-                let name = format!("load-{i:05}");
-                let cpu = if big { &spec.big_cpu } else { &spec.small_cpu };
-                let obj = Rb::deployment(&name, 1)
-                    .request("cpu", cpu)
-                    .clusters(&[(&spec.cluster, 1)])
-                    .json(&spec.ns);
-                let at = started.elapsed();
-                let verdict = match create(&client, &obj).await {
-                    Ok(Ok(_)) => Verdict::Admitted,
-                    Ok(Err(s)) if s.code == 403 && s.message.contains("exceeded quota") => {
-                        Verdict::QuotaRefused
-                    }
-                    Ok(Err(s)) => Verdict::Refused {
-                        code: s.code,
-                        message: s.message,
-                    },
-                    Err(e) => Verdict::Error(format!("{e:#}")),
-                };
-                let answered = started.elapsed();
-                if verdict == Verdict::Admitted {
-                    live.push_back(name.clone());
-                }
-                lock_attempts(&log).push(Attempt {
-                    at,
-                    answered,
-                    name,
-                    big,
-                    verdict,
-                });
-                if live.len() > spec.keep_live
-                    && let Some(oldest) = live.pop_front()
-                {
-                    let _held = lock.lock().await;
-                    api.delete(&oldest, &DeleteParams::default())
-                        .await
-                        .with_context(|| format!("deleting binding {}/{oldest}", spec.ns))?;
-                }
+                run.resolve_unsure().await;
+                run.tick(i).await;
+                lock(&errors).append(&mut run.owned.delete_errors);
             }
             Ok(())
         });
@@ -157,6 +280,7 @@ impl Load {
             started,
             stop,
             attempts,
+            delete_errors,
             churn,
             task,
         }
@@ -174,7 +298,12 @@ impl Load {
 
     /// The attempts so far.
     pub fn attempts(&self) -> Vec<Attempt> {
-        lock_attempts(&self.attempts).clone()
+        lock(&self.attempts).clone()
+    }
+
+    /// Deletes that failed so far (each was tried again later).
+    pub fn delete_errors(&self) -> Vec<String> {
+        lock(&self.delete_errors).clone()
     }
 
     /// Stops creating; every attempt made.
@@ -183,11 +312,11 @@ impl Load {
         self.task
             .await
             .map_err(|e| anyhow!("the load task: {e}"))??;
-        Ok(lock_attempts(&self.attempts).clone())
+        Ok(lock(&self.attempts).clone())
     }
 }
 
-fn lock_attempts(m: &Mutex<Vec<Attempt>>) -> std::sync::MutexGuard<'_, Vec<Attempt>> {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -198,14 +327,17 @@ pub struct Samples {
     pub count: usize,
     /// Every broken invariant, with the sample's time and numbers.
     pub violations: Vec<String>,
-    /// Most pending reservations seen on the namespace's quota at once.
+    /// Most pending reservations seen on one quota at once.
     pub max_pending: usize,
-    /// Most effective cpu (milli) seen on it.
+    /// Most effective cpu (milli) seen on one quota.
     pub max_effective_milli: i128,
-    /// Most cpu (milli) the stored bindings needed at once.
+    /// Most cpu (milli) the stored bindings charged to one quota needed at once.
     pub max_need_milli: i128,
     /// Samples that could not be taken (a read failed), with the error.
     pub read_errors: Vec<String>,
+    /// With the batch store: counts over hard that are no over-commit
+    /// ([`crate::invariant::counted_over_hard`]).
+    pub counted_over_hard: Vec<String>,
 }
 
 /// The invariants, sampled until stopped.
@@ -216,7 +348,7 @@ pub struct Sampler {
 
 impl Sampler {
     /// Samples quota `ns/quota` and, if given, KarmadaClusterQuota `cluster_quota` (which
-    /// selects `ns`) every `period`, holding `churn` around each sample.
+    /// selects `ns`) every `period`, holding `churn` around each sample (status store).
     pub fn start(
         client: Client,
         ns: &str,
@@ -225,12 +357,23 @@ impl Sampler {
         churn: Arc<tokio::sync::Mutex<()>>,
         period: Duration,
     ) -> Sampler {
+        let watched = Watched {
+            quotas: vec![(ns.to_owned(), quota.to_owned())],
+            cluster_quota: cluster_quota.map(str::to_owned),
+            batches: None,
+        };
+        Sampler::over(client, watched, vec![churn], period)
+    }
+
+    /// Samples every quota of `watched` every `period`, holding every lock of `churn`
+    /// (one per load) around each sample.
+    pub fn over(
+        client: Client,
+        watched: Watched,
+        churn: Vec<Arc<tokio::sync::Mutex<()>>>,
+        period: Duration,
+    ) -> Sampler {
         let (stop, mut stopped) = watch::channel(false);
-        let (ns, quota, cluster_quota) = (
-            ns.to_owned(),
-            quota.to_owned(),
-            cluster_quota.map(str::to_owned),
-        );
         let started = Instant::now();
         let task = tokio::spawn(async move {
             let mut out = Samples::default();
@@ -241,20 +384,29 @@ impl Sampler {
                     _ = tick.tick() => {}
                     _ = stopped.wait_for(|s| *s) => break,
                 }
-                let _held = churn.lock().await;
+                let mut held = Vec::with_capacity(churn.len());
+                for l in &churn {
+                    held.push(l.lock().await);
+                }
                 let at = started.elapsed();
-                match sample(&client, &ns, &quota, cluster_quota.as_deref()).await {
-                    Ok(s) => {
+                match read(&client, &watched).await {
+                    Ok(readings) => {
                         out.count += 1;
-                        out.max_pending = out.max_pending.max(s.pending);
-                        out.max_effective_milli = out.max_effective_milli.max(s.effective);
-                        out.max_need_milli = out.max_need_milli.max(s.need);
-                        for v in s.violations {
-                            out.violations.push(format!("at {at:.1?}: {v}"));
+                        for r in &readings {
+                            out.max_pending = out.max_pending.max(r.pending);
+                            out.max_effective_milli = out.max_effective_milli.max(r.effective);
+                            out.max_need_milli = out.max_need_milli.max(r.need);
+                            for v in check(r) {
+                                out.violations.push(format!("at {at:.1?}: {v}"));
+                            }
+                            if let Some(c) = counted_over_hard(r) {
+                                out.counted_over_hard.push(format!("at {at:.1?}: {c}"));
+                            }
                         }
                     }
                     Err(e) => out.read_errors.push(format!("at {at:.1?}: {e:#}")),
                 }
+                drop(held);
             }
             out
         });
@@ -268,93 +420,4 @@ impl Sampler {
             .await
             .map_err(|e| anyhow!("the sampler task: {e}"))
     }
-}
-
-/// One sample's numbers (cpu in milli).
-struct Sample {
-    need: i128,
-    effective: i128,
-    pending: usize,
-    violations: Vec<String>,
-}
-
-/// cpu (milli) the stored bindings of `ns` are charged: Σ replicas × requests.cpu.
-pub async fn needed_cpu_milli(client: &Client, ns: &str) -> Result<i128> {
-    let list = bindings(client, ns)
-        .list(&ListParams::default())
-        .await
-        .with_context(|| format!("listing the bindings of {ns}"))?;
-    let mut need = 0;
-    for b in &list.items {
-        let spec = &b.data["spec"];
-        let replicas = i128::from(spec["replicas"].as_i64().unwrap_or(0));
-        let cpu = spec["replicaRequirements"]["resourceRequest"]["cpu"]
-            .as_str()
-            .unwrap_or("0");
-        let cpu = Quantity::parse(cpu)
-            .map_err(|e| anyhow!("binding {ns}/{:?}: cpu {cpu}: {e}", b.metadata.name))?;
-        need += replicas * cpu.milli_value();
-    }
-    Ok(need)
-}
-
-async fn sample(
-    client: &Client,
-    ns: &str,
-    quota: &str,
-    cluster_quota: Option<&str>,
-) -> Result<Sample> {
-    let need = needed_cpu_milli(client, ns).await?;
-    let usage = quota_usage(client, ns, quota).await?;
-    let effective = usage.effective.get_or_zero(CPU).milli_value();
-    let hard = usage
-        .object
-        .spec
-        .hard
-        .get(CPU)
-        .map(|q| Quantity::parse(&q.0).map(|q| q.milli_value()))
-        .transpose()
-        .map_err(|e| anyhow!("{ns}/{quota}: spec.hard {CPU}: {e}"))?
-        .ok_or_else(|| anyhow!("{ns}/{quota} has no hard {CPU}"))?;
-    let mut violations = Vec::new();
-    if effective < need {
-        violations.push(format!(
-            "lost: {ns}/{quota} counts {effective}m (used + reservations) but the stored bindings need {need}m"
-        ));
-    }
-    if need > hard || effective > hard {
-        violations.push(format!(
-            "overcommit: {ns}/{quota} hard {hard}m, bindings {need}m, effective {effective}m"
-        ));
-    }
-    if let Some(name) = cluster_quota {
-        let q = Api::<KarmadaClusterQuota>::all(client.clone())
-            .get(name)
-            .await
-            .with_context(|| format!("reading KarmadaClusterQuota {name}"))?;
-        let state = cluster_quota_state(&q).map_err(|errs| {
-            anyhow!(
-                "KarmadaClusterQuota {name}: {}",
-                errs.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        })?;
-        let cluster_effective =
-            effective_usage(&state.used.unwrap_or_default(), &state.reservations, None)
-                .get_or_zero(CPU)
-                .milli_value();
-        if cluster_effective < need {
-            violations.push(format!(
-                "lost: KarmadaClusterQuota {name} counts {cluster_effective}m but {ns}'s bindings need {need}m"
-            ));
-        }
-    }
-    Ok(Sample {
-        need,
-        effective,
-        pending: usage.reservations.len(),
-        violations,
-    })
 }

@@ -576,6 +576,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
             big_every: 10,
             big_cpu: "5".to_owned(),
             keep_live: 24,
+            scale_every: 0,
         },
     );
     let sampler = Sampler::start(

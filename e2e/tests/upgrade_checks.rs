@@ -40,6 +40,7 @@ async fn the_sampler_reports_a_lost_reservation_an_overcommit_and_a_refusal_not_
             big_every: 4,
             big_cpu: "5".to_owned(),
             keep_live: 1000,
+            scale_every: 0,
         },
     );
     let sampler = Sampler::start(
