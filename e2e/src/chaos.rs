@@ -85,34 +85,30 @@ pub struct Plan {
     pub apiserver_every: Duration,
 }
 
-/// A small seeded generator (splitmix64): the same seed, the same faults.
+/// A seeded generator (`fastrand`'s): the same seed, the same faults.
 #[derive(Clone, Debug)]
-pub struct Seeded(u64);
+pub struct Seeded(fastrand::Rng);
 
 impl Seeded {
     /// From `seed`.
     pub fn new(seed: u64) -> Seeded {
-        Seeded(seed)
+        Seeded(fastrand::Rng::with_seed(seed))
     }
 
     /// The next number.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.u64(..)
     }
 
     /// A number below `n` (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
+        self.0.usize(0..n)
     }
 
     /// A duration within `[lo, hi]`, in whole milliseconds.
     pub fn within(&mut self, (lo, hi): (Duration, Duration)) -> Duration {
         let span = hi.saturating_sub(lo).as_millis() as u64;
-        lo + Duration::from_millis(self.next_u64() % (span + 1))
+        lo + Duration::from_millis(self.0.u64(0..=span))
     }
 }
 
