@@ -1,27 +1,31 @@
-//! The bounded list: `GET …?resourceVersion=<bound>&resourceVersionMatch=NotOlderThan`,
-//! served by the watch cache once it has reached the bound, read as a stream on a blocking
-//! thread and handed on item by item between `Init` and `InitDone`.
+//! The list: `GET …?resourceVersion=<bound>&resourceVersionMatch=NotOlderThan`, served by
+//! the watch cache once it has reached the bound, or — with no bound — a consistent list
+//! (no `resourceVersion`: etcd's current state); no `limit`. Read as a stream on a
+//! blocking thread and handed on item by item between `Init` and `InitDone`; each item's
+//! resourceVersion moves the bound of the next list.
 
 use std::io::Read;
 use std::marker::PhantomData;
 
 use futures::{AsyncBufRead, AsyncReadExt};
+use kube::Resource;
 use kube::api::{Api, ListParams, VersionMatch};
 use kube::runtime::watcher::Event;
 use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use tokio::sync::mpsc;
 
-use super::bound::older;
+use super::bound::{Seen, older};
 use super::{Failure, Object};
 
-/// The list request: the watch cache's state at `bound` or later, no `limit`.
+/// The list request: the watch cache's state at `bound` or later, or with no bound a
+/// consistent list; no `limit`.
 pub(super) fn request(
     collection: &str,
-    bound: &str,
+    bound: Option<&str>,
 ) -> Result<axum::http::Request<Vec<u8>>, Failure> {
     let params = ListParams {
-        resource_version: Some(bound.to_owned()),
-        version_match: Some(VersionMatch::NotOlderThan),
+        resource_version: bound.map(str::to_owned),
+        version_match: bound.map(|_| VersionMatch::NotOlderThan),
         ..ListParams::default()
     };
     kube::core::Request::new(collection)
@@ -29,42 +33,43 @@ pub(super) fn request(
         .map_err(|e| Failure::Api(kube::Error::BuildRequest(e)))
 }
 
-/// One list not older than `bound`, streamed into `tx` between `Init` and `InitDone`;
-/// its resourceVersion.
+/// One list not older than `seen`'s bound, streamed into `tx` between `Init` and
+/// `InitDone`; its resourceVersion. `seen` takes its items' resourceVersions.
 pub(super) async fn list<K: Object>(
     api: &Api<K>,
     what: &'static str,
-    bound: &str,
+    seen: &mut Seen,
     tx: &mpsc::Sender<Event<K>>,
 ) -> Result<String, Failure> {
+    let bound = seen.bound().map(str::to_owned);
     let client: kube::Client = api.clone().into_client();
-    let request = request(api.resource_url(), bound)?;
+    let request = request(api.resource_url(), bound.as_deref())?;
     let body = client.request_stream(request).await?;
     tx.send(Event::Init).await.map_err(|_| Failure::Closed)?;
     let items = tx.clone();
-    let rv = tokio::task::spawn_blocking(move || {
+    let (rv, newest) = tokio::task::spawn_blocking(move || {
         let reader = std::io::BufReader::with_capacity(64 * 1024, Blocking(Box::pin(body)));
         let mut de = serde_json::Deserializer::from_reader(reader);
-        let rv = ListSeed {
+        let listed = ListSeed {
             tx: items,
             what,
             kind: PhantomData,
         }
         .deserialize(&mut de)?;
         de.end()?;
-        Ok::<_, Failure>(rv)
+        Ok::<_, Failure>(listed)
     })
     .await??;
     let rv = rv
         .filter(|rv| !rv.is_empty())
         .ok_or(Failure::NoResourceVersion)?;
-    if older(&rv, bound) {
+    if let Some(bound) = bound.filter(|b| older(&rv, b)) {
         // Its items went out as InitApply; without an InitDone the consumer keeps what it
         // had, and the next Init starts a new list.
-        return Err(Failure::Older {
-            list: rv,
-            bound: bound.to_owned(),
-        });
+        return Err(Failure::Older { list: rv, bound });
+    }
+    if let Some(newest) = newest.bound() {
+        seen.saw(newest);
     }
     tx.send(Event::InitDone)
         .await
@@ -82,7 +87,7 @@ impl<R: AsyncBufRead> Read for Blocking<R> {
 }
 
 /// The list object: its `metadata.resourceVersion` kept, each of its `items` sent as it
-/// is parsed, every other field skipped.
+/// is parsed (the newest of their resourceVersions kept), every other field skipped.
 struct ListSeed<K> {
     tx: mpsc::Sender<Event<K>>,
     what: &'static str,
@@ -95,36 +100,37 @@ struct ListMeta {
     resource_version: Option<String>,
 }
 
-impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ListSeed<K> {
-    type Value = Option<String>;
+impl<'de, K: DeserializeOwned + Resource> DeserializeSeed<'de> for ListSeed<K> {
+    type Value = (Option<String>, Seen);
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<K> {
-    type Value = Option<String>;
+impl<'de, K: DeserializeOwned + Resource> Visitor<'de> for ListSeed<K> {
+    type Value = (Option<String>, Seen);
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a Kubernetes list object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut rv = None;
+        let (mut rv, mut newest) = (None, Seen::default());
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "metadata" => rv = map.next_value::<ListMeta>()?.resource_version,
                 "items" => map.next_value_seed(Items {
                     tx: &self.tx,
                     what: self.what,
+                    newest: &mut newest,
                 })?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        Ok(rv)
+        Ok((rv, newest))
     }
 }
 
@@ -133,9 +139,10 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<K> {
 struct Items<'a, K> {
     tx: &'a mpsc::Sender<Event<K>>,
     what: &'static str,
+    newest: &'a mut Seen,
 }
 
-impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for Items<'_, K> {
+impl<'de, K: DeserializeOwned + Resource> DeserializeSeed<'de> for Items<'_, K> {
     type Value = ();
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -143,7 +150,7 @@ impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for Items<'_, K> {
     }
 }
 
-impl<'de, K: DeserializeOwned> Visitor<'de> for Items<'_, K> {
+impl<'de, K: DeserializeOwned + Resource> Visitor<'de> for Items<'_, K> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -158,6 +165,9 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for Items<'_, K> {
         while let Some(v) = seq.next_element::<serde_json::Value>()? {
             match serde_json::from_value::<K>(v) {
                 Ok(o) => {
+                    if let Some(v) = o.meta().resource_version.as_deref() {
+                        self.newest.saw(v);
+                    }
                     if self.tx.blocking_send(Event::InitApply(o)).is_err() {
                         return Err(serde::de::Error::custom("the consumer is gone"));
                     }
@@ -187,7 +197,8 @@ mod tests {
                     kind: PhantomData,
                 }
                 .deserialize(&mut de)
-                .expect("the list parses");
+                .expect("the list parses")
+                .0;
                 de.end().expect("nothing after the list");
                 rv
             })

@@ -1,14 +1,14 @@
-//! A watch whose every (re-)list is served by the apiserver's watch cache, streamed, and
-//! never older than what the watch has already seen.
+//! A watch whose every (re-)list is streamed, and never older than what the watch has
+//! already seen.
 //!
 //! ```text
 //!  streaming list (WatchList)                     list, then watch (servers without it)
-//!  GET ?watch=true&sendInitialEvents=true         GET ?limit=1                (first list only:
-//!      &resourceVersionMatch=NotOlderThan              etcd's current resourceVersion = bound)
-//!      &allowWatchBookmarks=true                  GET ?resourceVersion=<bound>
-//!      &resourceVersion=<seen, or unset:               &resourceVersionMatch=NotOlderThan
-//!                        a consistent read>       GET ?watch=true&resourceVersion=<list's>
-//!  ADDED… BOOKMARK(k8s.io/initial-events-end)
+//!  GET ?watch=true&sendInitialEvents=true         GET                         (first list:
+//!      &resourceVersionMatch=NotOlderThan              consistent, etcd's state)
+//!      &allowWatchBookmarks=true                  GET ?resourceVersion=<bound>  (re-lists:
+//!      &resourceVersion=<bound, or unset:              &resourceVersionMatch=NotOlderThan
+//!                        a consistent read>            the watch cache, once it has the bound)
+//!  ADDED… BOOKMARK(k8s.io/initial-events-end)     GET ?watch=true&resourceVersion=<list's>
 //!  then the same stream goes on as a watch
 //! ```
 //!
@@ -16,19 +16,17 @@
 //! older than a list or event this watch had already seen (an apiserver behind a
 //! balancer). A binding the watch had seen and the old list lacks would then count as
 //! deleted (`Index::reset_bindings`), `used` would fall and the webhooks admit past
-//! `hard` (the simulation's `stale_binding_lists`, bench/sim.md). So every list here
-//! carries a lower bound ([`bound`]): the newest resourceVersion the watch has seen (the
-//! last list's, every event's and bookmark's after it), or — for the first list of the
-//! process, which has seen nothing, and after the server said the bound is ahead of it —
-//! etcd's current one, read by a one-item consistent list (a previous incarnation of
-//! the controller saw nothing newer than that). The watch cache serves
-//! `NotOlderThan` by waiting up to 3 s until it has reached the bound, else it answers
-//! `504 Too large resource version` (checked on kube-apiserver 1.20, e2e
-//! `watch_list_protocol`): retried with the backoff, the bound taken again from etcd (as
-//! client-go's reflector does), so an etcd restored to an older revision cannot wedge the
-//! watch. A list whose own resourceVersion is older than its bound is refused too (a
-//! server that ignored the parameter). A binding missing from a list so bounded was
-//! deleted by the list's resourceVersion, not merely unknown to an old cache.
+//! `hard` (the simulation's `stale_binding_lists`, bench/sim.md finding 2). So the first
+//! list of the process is a consistent one (no `resourceVersion`: etcd's state, newer than
+//! anything a previous incarnation of the controller saw), and every re-list carries a
+//! lower bound ([`bound`]): the newest resourceVersion of an object the watch has handed
+//! on. The watch cache serves `NotOlderThan` once it has reached the bound, waiting up to
+//! 3 s, else it answers `504 Too large resource version` (checked on kube-apiserver 1.20,
+//! e2e `watch_list_protocol`); kube's client retries that, and then the watch backs off
+//! and lists consistently, as client-go's reflector does. A list whose own
+//! resourceVersion is older than its bound is refused too (a server that ignored the
+//! parameter). A binding missing from a list so bounded was deleted, not merely unknown to
+//! an old cache.
 //!
 //! **Streaming lists** ([`stream`]): where the apiserver offers WatchList (`WatchList`
 //! feature gate: alpha off 1.27–1.31, beta on from 1.32), the list is the initial events
@@ -41,12 +39,11 @@
 //! gate is set against its default, and a fleet of mixed versions behind one balancer:
 //! one refusal and the watch stays on the list, which every version serves.
 //!
-//! **The list** ([`list`]): `GET …?resourceVersion=<bound>&resourceVersionMatch=NotOlderThan`
-//! (no `limit`: kube-core drops `resourceVersion` from a list that has one, and
-//! `watcher::Config::any_semantic()` with its default page size of 500 lists from etcd,
-//! page after page: at 100,000 bindings that was 70–114 s before the first complete
-//! status, bench/RESULTS.md "Cold start"). The one response is read as a stream on a
-//! blocking thread: at most the channel's worth of decoded objects exists at any time.
+//! **The list** ([`list`]): no `limit` (kube-core drops `resourceVersion` from a list that
+//! has one, and `watcher::Config::any_semantic()` with its default page size of 500 lists
+//! from etcd page after page: at 100,000 bindings that was 70–114 s before the first
+//! complete status, bench/RESULTS.md "Cold start"). The one response is read as a stream
+//! on a blocking thread: at most the channel's worth of decoded objects exists at any time.
 //!
 //! The events are kube's ([`Event`]: `Init`, `InitApply`…, `InitDone`, then `Apply` /
 //! `Delete`) on both paths, so the consumer is the same as for a kube watcher. An item
@@ -191,7 +188,7 @@ async fn run<K: Object>(
         }
         if failure.too_large() {
             // Ahead of this server (its cache did not catch up within its wait, or etcd
-            // went back): the next bound is etcd's current resourceVersion.
+            // went back): the next list is a consistent one.
             seen.forget();
         }
         let wait = backoff.next_delay();
@@ -209,18 +206,10 @@ async fn list_then_watch<K: Object>(
     tx: &mpsc::Sender<Event<K>>,
     backoff: &mut Backoff,
 ) -> Failure {
-    let bound = match seen.bound() {
-        Some(rv) => rv.to_owned(),
-        None => match bound::current(api).await {
-            Ok(rv) => rv,
-            Err(f) => return f,
-        },
-    };
-    match list::list(api, what, &bound, tx).await {
+    match list::list(api, what, seen, tx).await {
         Ok(rv) => {
-            seen.listed_at(rv);
             backoff.reset();
-            watch::watch(api, what, seen, tx).await
+            watch::watch(api, what, rv, seen, tx).await
         }
         Err(f) => f,
     }

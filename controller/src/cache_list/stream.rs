@@ -3,9 +3,10 @@
 //! list (`InitApply`…, `InitDone` at the bookmark, its resourceVersion the list's); the
 //! same response then goes on as a watch.
 //!
-//! Its `resourceVersion` is the newest seen (`NotOlderThan`: the server sends the bookmark
-//! once its state is at least that new), or unset before anything was seen: a consistent
-//! read, as new as etcd when the request arrived.
+//! Its `resourceVersion` is the bound (`NotOlderThan`: the server sends the bookmark once
+//! its state is at least that new), or unset before anything was seen: a consistent read,
+//! as new as etcd when the request arrived. The initial objects' resourceVersions move the
+//! bound; the watch goes on from the end bookmark's.
 
 use futures::{Stream, StreamExt};
 use karmada_quota_shell::backoff::Backoff;
@@ -37,25 +38,26 @@ pub(super) async fn list_and_watch<K: Object>(
         Err(e) => return e.into(),
     };
     let mut stream = std::pin::pin!(stream);
-    if let Err(f) = initial(&mut stream, what, &bound, seen, tx).await {
-        return f;
-    }
+    let mut rv = match initial(&mut stream, what, &bound, seen, tx).await {
+        Ok(rv) => rv,
+        Err(f) => return f,
+    };
     backoff.reset();
-    if let Some(f) = follow(stream, what, seen, tx).await {
+    if let Some(f) = follow(stream, what, &mut rv, seen, tx).await {
         return f;
     }
-    watch(api, what, seen, tx).await
+    watch(api, what, rv, seen, tx).await
 }
 
-/// The initial events: `Init`, an `InitApply` per object, `InitDone` at the end bookmark
-/// (whose resourceVersion `seen` takes).
+/// The initial events: `Init`, an `InitApply` per object, `InitDone` at the end bookmark;
+/// the bookmark's resourceVersion.
 async fn initial<K: Object>(
     stream: &mut (impl Stream<Item = kube::Result<WatchEvent<K>>> + Unpin),
     what: &'static str,
     bound: &str,
     seen: &mut Seen,
     tx: &mpsc::Sender<Event<K>>,
-) -> Result<(), Failure> {
+) -> Result<String, Failure> {
     tx.send(Event::Init).await.map_err(|_| Failure::Closed)?;
     while let Some(ev) = stream.next().await {
         let object = match ev {
@@ -75,8 +77,10 @@ async fn initial<K: Object>(
                         bound: bound.to_owned(),
                     });
                 }
-                seen.listed_at(rv);
-                return tx.send(Event::InitDone).await.map_err(|_| Failure::Closed);
+                tx.send(Event::InitDone)
+                    .await
+                    .map_err(|_| Failure::Closed)?;
+                return Ok(rv);
             }
             Ok(WatchEvent::Error(e)) => return Err(Failure::Api(kube::Error::Api(e))),
             Ok(WatchEvent::Modified(_) | WatchEvent::Deleted(_)) => {
@@ -88,6 +92,9 @@ async fn initial<K: Object>(
                 continue;
             }
         };
+        if let Some(v) = object.meta().resource_version.as_deref() {
+            seen.saw(v);
+        }
         tx.send(Event::InitApply(object))
             .await
             .map_err(|_| Failure::Closed)?;

@@ -1,5 +1,6 @@
-//! The watch after a list: each request resumes from the newest resourceVersion seen
-//! (events and bookmarks), until the watch fails.
+//! The watch after a list: each request resumes from the newest resourceVersion it was
+//! given (the list's, then events' and bookmarks'), until the watch fails. Objects'
+//! resourceVersions also move the bound of the next list ([`Seen`]); bookmarks' do not.
 
 use futures::{Stream, StreamExt};
 use kube::api::{Api, WatchEvent, WatchParams};
@@ -12,30 +13,32 @@ use super::{Failure, Object};
 /// Server-side timeout of one watch request (then it is resumed from its resourceVersion).
 pub(super) const WATCH_TIMEOUT_SECS: u32 = 290;
 
-/// Watch from the newest resourceVersion in `seen` until the watch fails.
+/// Watch from `rv` until the watch fails.
 pub(super) async fn watch<K: Object>(
     api: &Api<K>,
     what: &'static str,
+    mut rv: String,
     seen: &mut Seen,
     tx: &mpsc::Sender<Event<K>>,
 ) -> Failure {
     let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
     loop {
-        let rv = seen.bound().unwrap_or_default().to_owned();
         let stream = match api.watch(&params, &rv).await {
             Ok(s) => s,
             Err(e) => return e.into(),
         };
-        if let Some(failure) = follow(stream, what, seen, tx).await {
+        if let Some(failure) = follow(stream, what, &mut rv, seen, tx).await {
             return failure;
         }
     }
 }
 
-/// Hand on one watch response's events until it ends (`None`: resume it) or fails.
+/// Hand on one watch response's events until it ends (`None`: resume it from `rv`) or
+/// fails.
 pub(super) async fn follow<K: Object>(
     stream: impl Stream<Item = kube::Result<WatchEvent<K>>>,
     what: &'static str,
+    rv: &mut String,
     seen: &mut Seen,
     tx: &mpsc::Sender<Event<K>>,
 ) -> Option<Failure> {
@@ -43,15 +46,17 @@ pub(super) async fn follow<K: Object>(
     while let Some(ev) = stream.next().await {
         let event = match ev {
             Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
-                saw(seen, &o);
+                saw(rv, seen, &o);
                 Event::Apply(o)
             }
             Ok(WatchEvent::Deleted(o)) => {
-                saw(seen, &o);
+                saw(rv, seen, &o);
                 Event::Delete(o)
             }
             Ok(WatchEvent::Bookmark(b)) => {
-                seen.saw(&b.metadata.resource_version);
+                if !b.metadata.resource_version.is_empty() {
+                    *rv = b.metadata.resource_version;
+                }
                 continue;
             }
             Ok(WatchEvent::Error(e)) => return Some(Failure::Api(kube::Error::Api(e))),
@@ -68,8 +73,14 @@ pub(super) async fn follow<K: Object>(
     None
 }
 
-fn saw<K: Object>(seen: &mut Seen, o: &K) {
-    if let Some(v) = o.meta().resource_version.as_deref() {
+fn saw<K: Object>(rv: &mut String, seen: &mut Seen, o: &K) {
+    if let Some(v) = o
+        .meta()
+        .resource_version
+        .as_deref()
+        .filter(|v| !v.is_empty())
+    {
+        v.clone_into(rv);
         seen.saw(v);
     }
 }
