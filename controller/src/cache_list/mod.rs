@@ -88,8 +88,8 @@ impl<K> Object for K where
 {
 }
 
-/// The events of `api`'s objects: listed from the watch cache (streamed where the server
-/// offers it), never older than what was seen, then watched.
+/// The events of `api`'s objects: listed (consistently at first, then from the watch
+/// cache no older than what was seen; streamed where the server offers it), then watched.
 pub fn events<K: Object>(
     api: Api<K>,
     what: &'static str,
