@@ -5,8 +5,16 @@
 //!  ResourceBinding ─► count name resolved (shell::plurals) ─► index ─► Triggers (touched namespaces)
 //!                     unpriced ones (discovery failed): priced again every UNPRICED_RETRY
 //!                     (the resolver backs off its discovery requests on its own)
+//!                     listed by cache_list: a consistent first list, re-lists never older
+//!                     than the newest binding seen, streaming lists where offered
 //!  Cluster         ─► index ─► desired members ─► Members::sync
 //! ```
+//!
+//! Only the binding watch's lists need a bound: its index counts a binding missing from
+//! a re-list as deleted, which lowers `used`. The other watches here list with
+//! `resourceVersion=0` (`shell::watch_cache`); a stale quota copy costs the status write
+//! a 409, and a stale Cluster list a member connected late or kept a little longer
+//! (docs/decisions/apiserver-versions.md).
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

@@ -11,6 +11,12 @@
 //!   older than what the consumer had seen; the watch then goes on from that position
 //!   (the events after it come again), each no earlier than that cache's lag after it
 //!   happened.
+//! - The controller's binding watch (controller/src/cache_list) bounds every re-list:
+//!   `resourceVersionMatch=NotOlderThan` with the newest position it has seen; its first
+//!   list is a consistent one (as of the log's head). A cache behind the bound waits
+//!   until it has the bound's change, as the apiserver's watch cache does for up to
+//!   [`BOUND_WAIT_MS`]; past that the list is refused (`504 Too large resource
+//!   version`), the watch fails, and its next list is a consistent one.
 //! - A re-list asked for (the webhook's quota watches, `cache::relists`) starts at once.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,6 +31,9 @@ use crate::world::World;
 
 /// How old a stale list may be.
 pub const STALE_MS: u64 = 5_000;
+/// How long a watch cache waits to reach a list's bound before refusing it (the
+/// apiserver's 3 s).
+pub const BOUND_WAIT_MS: u64 = 3_000;
 /// Chance that a list is stale (per mille), when stale lists are on.
 const STALE: u32 = 300;
 /// Chance that a list breaks off (per mille), when watch errors are on.
@@ -93,6 +102,8 @@ pub struct Watch<T> {
     wake: Arc<Notify>,
     /// How far behind the cache serving this watch is (ms; 0 after a list at the head).
     lag_ms: u64,
+    /// The newest position this watch has seen (lists bounded by it: `bindings`).
+    seen: Option<usize>,
 }
 
 /// The process a watch belongs to: its run, liveness and stall.
@@ -121,6 +132,7 @@ impl Process {
             relists: None,
             bindings: false,
             lag_ms: 0,
+            seen: None,
         }
     }
 }
@@ -182,21 +194,76 @@ impl<T: Clone + Send + 'static> Watch<T> {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 
-    /// One list; `None` when it broke off (the failure is reported), else the position
-    /// the watch goes on from (set in `feed`).
-    async fn list<S: Sink<T>>(&mut self, feed: &SharedFeed<S>) -> Option<usize> {
-        {
-            let mut f = lock(feed);
-            f.cursor = None;
-            f.sink.init();
+    /// The feed's position, kept as the newest seen before the feed leaves it.
+    fn keep_seen<S>(&mut self, feed: &SharedFeed<S>) {
+        if let Some(c) = lock(feed).cursor {
+            self.seen = Some(self.seen.map_or(c, |s| s.max(c)));
         }
+    }
+
+    /// Where a list is served and how far behind its cache is: `None` when its bound
+    /// (the binding watch's) is more than [`BOUND_WAIT_MS`] ahead of the cache (refused,
+    /// after that wait).
+    async fn serve(&mut self) -> Option<(usize, bool, u64)> {
         let (pos, stale) = self.list_position();
-        let (objects, at) = {
+        let lag = {
             let log = lock(&self.log);
-            let at = log.get(pos).map_or(clock::now_ms(), |e| e.at);
-            (log.snapshot(pos), at)
+            clock::now_ms().saturating_sub(log.get(pos).map_or(clock::now_ms(), |e| e.at))
         };
-        self.lag_ms = clock::now_ms().saturating_sub(at);
+        if !self.bindings {
+            return Some((pos, stale, lag));
+        }
+        let Some(bound) = self.seen else {
+            // Nothing seen (a first list, or one after a refusal): a consistent list.
+            if stale {
+                self.world.trace(format!(
+                    "{}: a consistent list, not the stale cache's at {pos}",
+                    self.name
+                ));
+            }
+            return Some((lock(&self.log).len(), false, 0));
+        };
+        if pos >= bound {
+            return Some((pos, stale, lag));
+        }
+        // The cache has the bound's last change once its lag has passed after it.
+        let needed = lock(&self.log).get(bound - 1).map_or(0, |e| e.at) + lag + 1;
+        let wait = needed.saturating_sub(clock::now_ms());
+        self.world.trace(format!(
+            "{}: list at {pos} waits {wait} ms for its bound {bound}",
+            self.name
+        ));
+        if wait > BOUND_WAIT_MS {
+            tokio::time::sleep(Duration::from_millis(BOUND_WAIT_MS)).await;
+            self.world.trace(format!(
+                "{}: list refused (504 Too large resource version {bound})",
+                self.name
+            ));
+            self.seen = None;
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let pos = lock(&self.log)
+            .position_at(clock::now_ms().saturating_sub(lag) + 1)
+            .max(bound);
+        Some((pos, stale, lag))
+    }
+
+    /// One list; `None` when it broke off or was refused (the failure is reported), else
+    /// the position the watch goes on from (set in `feed`).
+    async fn list<S: Sink<T>>(&mut self, feed: &SharedFeed<S>) -> Option<usize> {
+        self.keep_seen(feed);
+        lock(feed).cursor = None;
+        let Some((pos, stale, lag)) = self.serve().await else {
+            lock(feed).sink.failed();
+            return None;
+        };
+        if !self.alive() {
+            return None;
+        }
+        lock(feed).sink.init();
+        let objects = lock(&self.log).snapshot(pos);
+        self.lag_ms = lag;
         let broken = self
             .world
             .fault(self.world.faults.watch_errors, BREAK)
@@ -220,7 +287,11 @@ impl<T: Clone + Send + 'static> Watch<T> {
             lock(feed).sink.init_apply(object);
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
-        done(feed, broken.is_none(), pos)
+        let at = done(feed, broken.is_none(), pos);
+        if at.is_some() {
+            self.seen = Some(self.seen.map_or(pos, |s| s.max(pos)));
+        }
+        at
     }
 
     /// Wait until the log has an event past the feed's cursor (`false`) or a re-list is
@@ -291,6 +362,7 @@ impl<T: Clone + Send + 'static> Watch<T> {
                 if self.world.fault(self.world.faults.watch_errors, ERROR) {
                     self.world
                         .trace(format!("{}: watch error (injected)", self.name));
+                    self.keep_seen(&feed);
                     {
                         let mut f = lock(&feed);
                         f.cursor = None;
