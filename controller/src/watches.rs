@@ -14,7 +14,7 @@
 //! a re-list as deleted, which lowers `used`. The other watches here list with
 //! `resourceVersion=0` (`shell::watch_cache`); a stale quota copy costs the status write
 //! a 409, and a stale Cluster list a member connected late or kept a little longer
-//! (docs/decisions/apiserver-versions.md).
+//! (docs/decisions/0003-apiserver-versions.md).
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! What the real apiserver answers the requests of the controller's binding watch
-//! (controller/src/cache_list/, docs/decisions/apiserver-versions.md), on the loopback
+//! (controller/src/cache_list/, docs/decisions/0003-apiserver-versions.md), on the loopback
 //! control plane's kube-apiserver 1.20:
 //!
 //! ```text

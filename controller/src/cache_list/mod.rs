@@ -35,7 +35,7 @@
 //! a server without the feature refuses it before any event (400 / 422: 1.20 says
 //! `resourceVersionMatch is forbidden for watch`, 1.27–1.31 with the gate off that
 //! `sendInitialEvents` is forbidden), and from then on this watch lists
-//! (docs/decisions/apiserver-versions.md). A version number would misjudge a server whose
+//! (docs/decisions/0003-apiserver-versions.md). A version number would misjudge a server whose
 //! gate is set against its default, and a fleet of mixed versions behind one balancer:
 //! one refusal and the watch stays on the list, which every version serves.
 //!
