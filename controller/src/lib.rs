@@ -135,6 +135,11 @@ pub async fn run_until(
     let config = Config::of(&args).map_err(Error::Config)?;
     let stop = Stop::following(&external_stop);
     let (shared, streams) = Shared::new(&config);
+    // The Cluster watch (when Cluster objects are read) keeps the kubeconfig members too.
+    let cluster_watch = config
+        .index
+        .clusters
+        .then(|| config.members.kubeconfigs.clone());
     let members = start_members(config.members, &client, &shared);
     let election = election::start(
         config.leadership,
@@ -146,7 +151,14 @@ pub async fn run_until(
     let events = event_writer(config.identity.clone(), &client, &shared.metrics);
     let ready = Readiness::default();
     let admin = admin::start(config.admin, shared.registry.clone(), &ready, &stop);
-    let watched = start_watches(&args, &client, &shared, &members, &config.namespaces);
+    let watches = WatchSettings {
+        scope: watches::Scope {
+            namespace: config.namespace.as_deref(),
+            clusters: cluster_watch,
+        },
+        namespaces: &config.namespaces,
+    };
+    let watched = start_watches(watches, &client, &shared, &members);
     if let (Some(namespace), Some(batches)) = (&config.batches, &shared.batches) {
         let folds = batches::folds::StoreFolds {
             scope: batches::folds::Scope::of(&args),
@@ -322,12 +334,18 @@ struct Watched {
 
 /// The control-plane watches (bindings, clusters, quotas; they read the flags
 /// themselves) and the one Namespace watch.
+/// What the watches are told: the control-plane watches' scope, the Namespace watch's
+/// settings.
+struct WatchSettings<'a> {
+    scope: watches::Scope<'a>,
+    namespaces: &'a NamespaceWatch,
+}
+
 fn start_watches(
-    args: &Args,
+    settings: WatchSettings<'_>,
     client: &Client,
     shared: &Shared,
     members: &Arc<Members>,
-    namespaces: &NamespaceWatch,
 ) -> Watched {
     let Shared {
         index,
@@ -337,8 +355,10 @@ fn start_watches(
         views,
         ..
     } = shared;
-    watches::spawn_control_plane(args, client, index, members, triggers, metrics, line);
-    let (quotas, quota_events) = watches::quotas(args, client, index, views, metrics, line);
+    let WatchSettings { scope, namespaces } = settings;
+    let namespace = scope.namespace;
+    watches::spawn_control_plane(scope, client, index, members, triggers, metrics, line);
+    let (quotas, quota_events) = watches::quotas(namespace, client, index, views, metrics, line);
     Watched {
         quotas: QuotaWatch {
             store: quotas,

@@ -29,12 +29,11 @@ use kube::{Api, Client, ResourceExt};
 use tracing::Span;
 
 use crate::api::Views;
-use crate::args::Args;
+use crate::clock::now_secs;
 use crate::index::{CountResolution, Index, Touched};
 use crate::members::MemberKubeconfig;
 use crate::members::{Members, desired_members};
 use crate::metrics::Metrics;
-use crate::now_secs;
 use crate::queue::Line;
 use crate::triggers::Triggers;
 use karmada_quota_shell::watch_cache::from_watch_cache;
@@ -54,10 +53,22 @@ where
     }
 }
 
-/// Spawn the ResourceBinding watch and, with `--member-clusters-from-api` (never for
-/// `--role=dashboard`), the Cluster watch.
+/// What the control-plane watches cover.
+pub(crate) struct Scope<'a> {
+    /// The one namespace watched (`--namespace`); `None`: all.
+    pub(crate) namespace: Option<&'a str>,
+    /// When Cluster objects are watched (`--member-clusters-from-api`, never for
+    /// `--role=dashboard`): the `--member-kubeconfig` members beside them.
+    pub(crate) clusters: Option<Vec<MemberKubeconfig>>,
+}
+
+/// Spawn the ResourceBinding watch of the scope's namespace and, when the scope reads
+/// Cluster objects, the Cluster watch.
 pub(crate) fn spawn_control_plane(
-    args: &Args,
+    Scope {
+        namespace,
+        clusters,
+    }: Scope<'_>,
     client: &Client,
     index: &Arc<RwLock<Index>>,
     members: &Arc<Members>,
@@ -66,19 +77,19 @@ pub(crate) fn spawn_control_plane(
     line: &Arc<Line>,
 ) {
     tokio::spawn(watch_bindings(
-        scoped_api::<ResourceBinding>(client, args.watch_namespace()),
+        scoped_api::<ResourceBinding>(client, namespace),
         index.clone(),
         PluralResolver::new(client.clone()),
         triggers.clone(),
         metrics.clone(),
         line.clone(),
     ));
-    if args.reads_member_clusters() {
+    if let Some(kubeconfigs) = clusters {
         tokio::spawn(watch_clusters(
             Api::<Cluster>::all(client.clone()),
             index.clone(),
             members.clone(),
-            args.member_kubeconfigs.clone(),
+            kubeconfigs,
             metrics.clone(),
         ));
     }
@@ -90,7 +101,7 @@ pub(crate) fn spawn_control_plane(
 /// listed (for readiness: kube's `Store::wait_until_ready` wakes only one of several
 /// waiters, and the Controller already waits on it).
 pub(crate) fn quotas(
-    args: &Args,
+    namespace: Option<&str>,
     client: &Client,
     index: &Arc<RwLock<Index>>,
     views: &Views,
@@ -105,7 +116,7 @@ pub(crate) fn quotas(
     let (errors, forget) = (metrics.clone(), metrics.clone());
     let line = line.clone();
     let stream = watcher(
-        scoped_api::<KarmadaQuota>(client, args.watch_namespace()),
+        scoped_api::<KarmadaQuota>(client, namespace),
         from_watch_cache(),
     )
     .default_backoff()
