@@ -5,8 +5,9 @@
 //! *creating* one `KarmadaQuotaReservation` numbered with the next sequence number; answer.
 //!
 //! - The create is the compare-and-swap: when another writer (a second replica) took the
-//!   number, the batch it wrote is read and counted, and the requests are decided again
-//!   against it under the next number (at most `max_attempts` rounds).
+//!   number, the requests wait until this webhook's batch watch has shown that number
+//!   (every batch of it, in order) and are decided again under the next number (at most
+//!   `max_attempts` rounds).
 //! - No request is allowed before the create succeeded *and* this webhook's batch watch
 //!   showed the new batch first of its number and above (`crate::ledger`'s
 //!   confirmations); a batch it does not confirm is withdrawn (not counted here, deleted)
@@ -150,7 +151,7 @@ impl Inner {
                 Ok(Err(StoreError::Conflict)) => {
                     self.metrics.batch_create("conflict");
                     self.metrics.conflicts.inc();
-                    if let Err(e) = self.count_taken(ledger, &name, sequence, deadline).await {
+                    if let Err(e) = self.wait_taken(ledger, sequence, deadline).await {
                         fail_open(&mut slots, || e.clone());
                         return;
                     }
@@ -256,37 +257,24 @@ impl Inner {
         Ok(next)
     }
 
-    /// The number `sequence` was taken: count the batch that took it. When it is already
-    /// gone (folded and deleted while this view lagged), wait for the batch watch to show
-    /// it — its create and delete, so its entries stay counted until the quotas' fold
-    /// is in view — until `deadline`.
-    async fn count_taken(
-        &self,
-        ledger: &Ledger,
-        name: &str,
-        sequence: u64,
-        deadline: Instant,
-    ) -> Result<()> {
-        match ledger.store().get(name).await {
-            Ok(batch) => {
-                ledger.insert_object(&batch);
-                ledger.check()
+    /// The number `sequence` was taken: wait until this webhook's batch watch has shown
+    /// it, until `deadline`. The watch shows every batch of that number in order (A2), the
+    /// first one first — its create, and its delete if it was folded and deleted — so a
+    /// batch of `sequence` that holds entries no quota copy of this webhook accounts for
+    /// yet is in the view (live, or a tombstone until the quotas' fold is in view) before
+    /// the requests are decided again.
+    ///
+    /// Reading the batch that holds the name now would not do: a name freed by a delete
+    /// can be taken again (A1) by a writer whose view lagged, and the batch read is then
+    /// that later one, which says nothing of the batch it replaced.
+    async fn wait_taken(&self, ledger: &Ledger, sequence: u64, deadline: Instant) -> Result<()> {
+        while ledger.newest() < Some(sequence) {
+            if Instant::now() + CATCH_UP_POLL > deadline {
+                return Err(Error::Timeout);
             }
-            Err(StoreError::NotFound) => {
-                while ledger.newest() < Some(sequence) {
-                    if Instant::now() + CATCH_UP_POLL > deadline {
-                        return Err(Error::Timeout);
-                    }
-                    tokio::time::sleep(CATCH_UP_POLL).await;
-                }
-                Ok(())
-            }
-            Err(source) => Err(Error::Batch {
-                namespace: ledger.namespace().to_owned(),
-                name: name.to_owned(),
-                source,
-            }),
+            tokio::time::sleep(CATCH_UP_POLL).await;
         }
+        ledger.check()
     }
 
     /// Delete batch `name`, withdrawn (`Ledger::withdraw`) — after an empty batch took the

@@ -509,6 +509,55 @@ async fn a_create_on_a_number_used_while_the_watch_lagged_is_withdrawn_and_refus
     assert!(!d.is_allowed(), "2 of 2 cpu used: {d:?}");
 }
 
+/// A number freed by a delete can be taken again by a writer whose view lagged, so the
+/// batch that holds a name after a create conflict need not be the first of its number.
+/// Here another writer's batch 1 (b, 1 cpu) is created, folded and deleted while this
+/// webhook's views show nothing of it, and a lagging writer takes 1 again with an empty
+/// batch. This webhook's create of 1 conflicts: it waits until its watch shows number 1
+/// — b's batch first — and decides again counting b. Read and counted instead, the empty
+/// batch would hide b, and c's 2 cpu would be admitted next to b's 1 (3 of 2).
+#[tokio::test(start_paused = true)]
+async fn after_a_conflict_the_number_is_counted_from_the_watch_not_from_the_batch_read() {
+    use karmada_quota_status::BatchStore;
+    let (batches, h, ledger) = two_cpu();
+    batches.lag.store(true, Ordering::SeqCst);
+    batches
+        .create(&others_batch(1, &uid("b"), "1"))
+        .await
+        .unwrap();
+    batches.delete("kqr-000000000001", None).await.unwrap();
+    let mut reused = karmada_quota_crds::reservation_batch::batch_object(BATCH_NS, 1, vec![]);
+    reused.spec.writer = Some("lagging-replica-0".into());
+    batches.create(&reused).await.unwrap();
+    let b = h.state.batcher.clone();
+    let c = tokio::spawn(async move { submit(&b, request(NS, "c", "2")).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        batches.conflicts.load(Ordering::SeqCst),
+        1,
+        "c's create of number 1 conflicted"
+    );
+    assert_eq!(
+        batches.creates.load(Ordering::SeqCst),
+        2,
+        "nothing created since"
+    );
+    batches.lag.store(false, Ordering::SeqCst);
+    batches.catch_up();
+    let d = c.await.unwrap().unwrap();
+    assert!(
+        !d.is_allowed(),
+        "b's 1 cpu counts: 2 more do not fit in 2: {d:?}"
+    );
+    assert_eq!(counted(&ledger), [uid("b")], "b counts, as a tombstone");
+    assert!(
+        submit(&h.state.batcher, request(NS, "e", "1"))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+}
+
 /// A watch that never shows the batch: nothing is admitted on an unconfirmed create, the
 /// batch is withdrawn, and its late events count nothing.
 #[tokio::test(start_paused = true)]
