@@ -135,7 +135,7 @@ impl Inner {
                         }
                         Err(_) => "did not show it before the request's deadline".to_owned(),
                     };
-                    // Not counted here from now on; answered before the store is tidied.
+                    // Not counted here from now on.
                     ledger.withdraw(sequence, &writer);
                     tracing::warn!(batch = %name, why = %why, "reservation batch withdrawn: this webhook's batch watch did not confirm it");
                     fail_open(&mut slots, || Error::BatchUnconfirmed {
@@ -143,9 +143,13 @@ impl Inner {
                         name: name.clone(),
                         why: why.clone(),
                     });
-                    let uid = created.metadata.uid.as_deref();
-                    self.delete_withdrawn(ledger, &name, uid, sequence, planned.len())
-                        .await;
+                    // The batch stays in the store: the controller folds it and deletes
+                    // it as any other (docs/reservations.md R7).
+                    if cfg!(feature = "sim-revert-92fc912") {
+                        let uid = created.metadata.uid.as_deref();
+                        self.delete_withdrawn(ledger, &name, uid, planned.len())
+                            .await;
+                    }
                     return;
                 }
                 Ok(Err(StoreError::Conflict)) => {
@@ -277,57 +281,27 @@ impl Inner {
         ledger.check()
     }
 
-    /// Delete batch `name`, withdrawn (`Ledger::withdraw`) — after an empty batch took the
-    /// next number, so that the store keeps the newest number used (a webhook that lists
-    /// the batches learns it from there). When the successor cannot be created the batch
-    /// stays (its entries count elsewhere until the controller drops them at their
-    /// expiration, as a failed rollback's do). Each call is bounded by [`WITHDRAW_TIMEOUT`].
-    /// With the `uid` the create returned, the delete is of that batch only: should the
-    /// controller have folded and deleted it and another writer taken the number again,
-    /// that writer's batch stays (its own watch shows it after ours: it withdraws it).
+    /// The simulation's revert of R7 (bench/sim.md): delete withdrawn batch `name` at
+    /// once — by the `uid` its create returned, or by name with the revert of 382f6f6 —
+    /// so that replicas that counted it keep a tombstone no fold settles, and the store
+    /// may lose its newest number. Bounded by [`WITHDRAW_TIMEOUT`].
     async fn delete_withdrawn(
         &self,
         ledger: &Ledger,
         name: &str,
         uid: Option<&str>,
-        sequence: u64,
         requests: usize,
     ) {
-        let store = ledger.store();
-        let mut successor = batch_object(ledger.namespace(), sequence + 1, Vec::new());
-        successor.spec.writer = Some(ledger.writer_token());
-        // The simulation's reverts (bench/sim.md): no successor; a delete by name.
-        let kept = if cfg!(feature = "sim-revert-92fc912") {
-            Ok(Err(StoreError::Conflict))
-        } else {
-            tokio::time::timeout(WITHDRAW_TIMEOUT, store.create(&successor)).await
-        };
         let uid = if cfg!(feature = "sim-revert-382f6f6") {
             None
         } else {
             uid
         };
-        let result = match kept {
-            Ok(Ok(_) | Err(StoreError::Conflict)) => {
-                match tokio::time::timeout(WITHDRAW_TIMEOUT, store.delete(name, uid)).await {
-                    Ok(Ok(()) | Err(StoreError::NotFound)) => "ok",
-                    Ok(Err(StoreError::Conflict)) => {
-                        tracing::info!(batch = %name, "withdrawn reservation batch already gone; its number holds another writer's batch, left in place");
-                        "ok"
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!(batch = %name, error = %e, "withdrawn reservation batch not deleted");
-                        "failed"
-                    }
-                    Err(_) => "failed",
-                }
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(batch = %name, error = %e, "withdrawn reservation batch left in place: its empty successor could not be created");
-                "failed"
-            }
-            Err(_) => "failed",
-        };
+        let result =
+            match tokio::time::timeout(WITHDRAW_TIMEOUT, ledger.store().delete(name, uid)).await {
+                Ok(Ok(()) | Err(StoreError::NotFound | StoreError::Conflict)) => "ok",
+                Ok(Err(_)) | Err(_) => "failed",
+            };
         self.metrics.rolled_back(result, requests);
     }
 }

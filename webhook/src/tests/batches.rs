@@ -497,10 +497,9 @@ async fn a_create_on_a_number_used_while_the_watch_lagged_is_withdrawn_and_refus
             .iter()
             .map(|b| b.metadata.name.clone().unwrap())
             .collect::<Vec<_>>(),
-        ["kqr-000000000001", "kqr-000000000003"],
-        "c's batch deleted again, after an empty one took the next number"
+        ["kqr-000000000001", "kqr-000000000002"],
+        "c's withdrawn batch stays, for the controller to fold and delete"
     );
-    assert!(batches.all()[1].spec.entries.is_empty());
     // b counts (a tombstone until the fold is in view), c does not: the quota is full.
     assert_eq!(counted(&ledger), [uid("a"), uid("b")]);
     let d = submit(&h.state.batcher, request(NS, "d", "1"))
@@ -568,15 +567,14 @@ async fn a_batch_the_watch_does_not_show_by_the_deadline_is_withdrawn() {
     let err = submit(b, request(NS, "a", "2")).await.unwrap_err();
     assert_eq!((err.code(), err.metric_label()), (503, "batch_unconfirmed"));
     assert!(err.to_string().contains("deadline"), "{err}");
-    // Answered first; the store is tidied after.
     tokio::time::sleep(Duration::from_millis(10)).await;
     let left: Vec<_> = batches.all();
     assert_eq!(
         left.iter()
             .map(|b| (b.metadata.name.clone().unwrap(), b.spec.entries.len()))
             .collect::<Vec<_>>(),
-        [("kqr-000000000002".to_owned(), 0)],
-        "withdrawn (deleted) after an empty batch kept the newest number in the store"
+        [("kqr-000000000001".to_owned(), 1)],
+        "withdrawn, and left in the store: the controller folds it and deletes it"
     );
     // A webhook that lists the store now (a restart) numbers above the withdrawn batch.
     let fresh = Ledger::new(batches.clone(), BATCH_NS, h.state.cache.relists().clone());
@@ -585,7 +583,7 @@ async fn a_batch_the_watch_does_not_show_by_the_deadline_is_withdrawn() {
         fresh.apply(&Event::InitApply(b.clone()));
     }
     fresh.apply(&Event::InitDone);
-    assert_eq!(fresh.next_sequence(), 3);
+    assert_eq!(fresh.next_sequence(), 2);
     batches.lag.store(false, Ordering::SeqCst);
     batches.catch_up();
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -593,11 +591,11 @@ async fn a_batch_the_watch_does_not_show_by_the_deadline_is_withdrawn() {
         counted(&ledger).is_empty(),
         "its late create counts nothing"
     );
-    // The whole quota is free, under the next number.
+    // The whole quota is free here, under the next number.
     assert!(submit(b, request(NS, "b", "2")).await.unwrap().is_allowed());
     assert_eq!(
         batches.all()[1].metadata.name.as_deref(),
-        Some("kqr-000000000003")
+        Some("kqr-000000000002")
     );
 }
 
