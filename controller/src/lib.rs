@@ -297,7 +297,9 @@ fn batches_of(args: &Args, registry: &Mutex<Registry>) -> Option<Arc<batches::Ba
     let metrics = batches::metrics::BatchMetrics::register(
         &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
     );
-    Some(Arc::new(batches::Batches::new(Arc::new(metrics))))
+    Some(Arc::new(
+        batches::Batches::new(Arc::new(metrics)).with_reservation_ttl(args.reservation_ttl),
+    ))
 }
 
 /// The batch watch of `--reservation-namespace` and the leader's deletion sweep.
