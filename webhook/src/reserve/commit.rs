@@ -40,6 +40,10 @@ use crate::{Error, Result};
 /// by a batch already deleted.
 const CATCH_UP_POLL: Duration = Duration::from_millis(10);
 
+/// The greatest batch number: its name has 12 digits (`batch_name`), and a longer one
+/// would not parse as a batch in any reader.
+const MAX_SEQUENCE: u64 = 999_999_999_999;
+
 /// How long the delete of a withdrawn batch may take.
 const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -229,6 +233,9 @@ impl Inner {
         // (a watch lagging or dead without an error): the next number may be one that was
         // used and deleted, and a batch created on it would count for no one.
         let next = ledger.next_sequence();
+        if next > MAX_SEQUENCE {
+            return Err(exhausted(ledger, next - 1));
+        }
         if let Some(folded) = copies.values().filter_map(QuotaCopy::folded_through).max()
             && folded >= next
             && !cfg!(feature = "sim-revert-3dee4c6")
@@ -303,6 +310,22 @@ impl Inner {
                 Ok(Err(_)) | Err(_) => "failed",
             };
         self.metrics.rolled_back(result, requests);
+    }
+}
+
+/// The refusal when the newest number seen, `newest`, leaves none after it: a batch no
+/// webhook numbers (one made by hand) took the last one. Created anyway, the next batch's
+/// name would not parse and would refuse every admission in every replica, across
+/// restarts, until deleted too.
+fn exhausted(ledger: &Ledger, newest: u64) -> Error {
+    let name = batch_name(newest);
+    tracing::error!(namespace = %ledger.namespace(), batch = %name, "reservation batch numbers exhausted: the newest batch takes the last number; refusing admissions");
+    Error::InvalidBatch {
+        namespace: ledger.namespace().to_owned(),
+        name,
+        errors: "it takes the last batch number (kqr-<12 digits>), so no batch can follow \
+                 it; no webhook numbers this far: a batch made by hand"
+            .to_owned(),
     }
 }
 

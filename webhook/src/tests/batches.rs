@@ -557,6 +557,31 @@ async fn after_a_conflict_the_number_is_counted_from_the_watch_not_from_the_batc
     );
 }
 
+/// A batch made by hand on the last number (`kqr-999999999999`) leaves no number after
+/// it: the decision is refused naming it, and no batch with a name no reader parses (13
+/// digits) is created.
+#[tokio::test]
+async fn a_batch_on_the_last_number_refuses_naming_it_and_creates_nothing() {
+    let batches = Arc::new(FakeBatchStore::new());
+    batches.put(karmada_quota_crds::reservation_batch::batch_object(
+        BATCH_NS,
+        999_999_999_999,
+        vec![],
+    ));
+    let (h, _) = harness(&[compute("2")], &batches);
+    let err = submit(&h.state.batcher, request(NS, "a", "1"))
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert_eq!((err.code(), err.metric_label()), (500, "invalid_batch"));
+    assert!(
+        message.contains("kq-system/kqr-999999999999") && message.contains("last batch number"),
+        "{message}"
+    );
+    assert_eq!(batches.creates.load(Ordering::SeqCst), 0, "nothing created");
+    assert_eq!(batches.all().len(), 1);
+}
+
 /// A watch that never shows the batch: nothing is admitted on an unconfirmed create, the
 /// batch is withdrawn, and its late events count nothing.
 #[tokio::test(start_paused = true)]
