@@ -61,12 +61,12 @@ fn one_seed_gives_one_trace() {
 fn the_simulation_sees_the_over_commit_of_a_stale_binding_list() {
     let config = Config {
         faults: Some(Faults::parse("delays,watch_errors,crashes,stale_binding_lists").unwrap()),
-        ..Config::new(171)
+        ..Config::new(201)
     };
     let outcome = run(&config);
     assert!(
         outcome.failed() && outcome.violations.iter().any(|v| v.contains("OVER-COMMIT")),
-        "seed 171 no longer over-commits after a stale binding list: the controller is \
+        "seed 201 no longer over-commits after a stale binding list: the controller is \
          fixed? Turn this test around. {:?}",
         outcome.violations,
     );
