@@ -557,6 +557,53 @@ async fn after_a_conflict_the_number_is_counted_from_the_watch_not_from_the_batc
     );
 }
 
+/// A batch re-list can hold a later batch of a freed number, never the first one: here
+/// batch 1 (b, 1 cpu) is created, folded and deleted while this webhook's batch watch is
+/// down, and a lagging writer takes 1 again with an empty batch, which the re-list shows.
+/// No number is unseen, so no quota re-list is asked for; the re-list moves the read
+/// generation, and the next decision reads the quota from etcd, fold included. Decided
+/// on the copy read before (nothing used), c's 2 cpu would be admitted next to b's 1.
+#[tokio::test(start_paused = true)]
+async fn a_batch_relist_makes_the_next_decision_read_its_quotas_again() {
+    use karmada_quota_status::BatchStore;
+    let (batches, h, ledger) = two_cpu();
+    let b = h.state.batcher.clone();
+    // A decision reads the quota from etcd: nothing used, nothing folded.
+    assert!(!allowed(&b, request(NS, "big", "3")).await);
+    batches.lag.store(true, Ordering::SeqCst);
+    ledger.watch_failed();
+    batches
+        .create(&others_batch(1, &uid("b"), "1"))
+        .await
+        .unwrap();
+    let mut folded = compute("2");
+    let st = folded.status.as_mut().unwrap();
+    st.used = list(&[("requests.cpu", "1")]);
+    st.folded_through = Some(1);
+    h.store.put(folded);
+    batches.delete("kqr-000000000001", None).await.unwrap();
+    let mut reused = karmada_quota_crds::reservation_batch::batch_object(BATCH_NS, 1, vec![]);
+    reused.spec.writer = Some("lagging-replica-0".into());
+    batches.create(&reused).await.unwrap();
+    // The batch watch lists again: it shows the empty batch 1 only.
+    ledger.apply(&Event::Init);
+    for listed in batches.all() {
+        ledger.apply(&Event::InitApply(listed));
+    }
+    ledger.apply(&Event::InitDone);
+    ledger.watch_relisted();
+    let c = tokio::spawn(async move { submit(&b, request(NS, "c", "2")).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    batches.lag.store(false, Ordering::SeqCst);
+    batches.catch_up();
+    let d = c.await.unwrap().unwrap();
+    assert!(
+        !d.is_allowed(),
+        "b's 1 cpu is in used: 2 more do not fit in 2: {d:?}"
+    );
+    assert!(allowed(&h.state.batcher, request(NS, "e", "1")).await);
+}
+
 /// A batch made by hand on the last number (`kqr-999999999999`) leaves no number after
 /// it: the decision is refused naming it, and no batch with a name no reader parses (13
 /// digits) is created.
