@@ -250,6 +250,12 @@ pub struct Args {
     /// --reservation-ttl (after which the entry would expire anyway).
     #[arg(long, env = "KQ_DELETED_MEMORY", default_value = "10m", value_parser = duration::parse)]
     pub deleted_memory: Duration,
+
+    /// The webhook's --reservation-ttl (give both binaries the same): with
+    /// --reservation-store=batches, an entry folded from a batch expires at the fold's
+    /// time plus this at the latest, whatever expiration the batch names.
+    #[arg(long, env = "KQ_RESERVATION_TTL", default_value = "60s", value_parser = duration::parse)]
+    pub reservation_ttl: Duration,
 }
 
 impl Args {
@@ -398,6 +404,7 @@ mod tests {
         assert!(a.member_kubeconfigs.is_empty());
         assert!(a.member_clusters_from_api);
         assert_eq!(a.deleted_memory, Duration::from_secs(600));
+        assert_eq!(a.reservation_ttl, Duration::from_secs(60));
         assert_eq!(a.concurrency, 4);
         assert_eq!(a.watch_namespace(), None);
         assert_eq!(a.dashboard.dashboard_listen.to_string(), "127.0.0.1:8081");

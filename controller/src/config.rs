@@ -16,6 +16,8 @@
 //!                  └─ dashboard ─────► dashboard_host::DashboardConfig
 //! ```
 
+use std::time::Duration;
+
 use karmada_quota_core::quota::Unaccounted;
 
 use crate::admin::AdminConfig;
@@ -52,6 +54,9 @@ pub(crate) struct Config {
     /// `--reservation-namespace`, when this replica folds and deletes reservation
     /// batches (`--reservation-store=batches` in a replica that reconciles).
     pub(crate) batches: Option<String>,
+    /// `--reservation-ttl`: a folded batch entry expires at the fold's now plus this, at
+    /// the latest (the webhook's TTL).
+    pub(crate) reservation_ttl: Duration,
     /// The waiting line's releaser, in a replica that reconciles: the
     /// `unaccountedWorkloads` of a quota that sets none.
     pub(crate) releaser: Option<Unaccounted>,
@@ -128,6 +133,7 @@ impl Config {
                     String::new()
                 },
             },
+            reservation_ttl: args.reservation_ttl,
             batches: (args.reservations.batches() && controls)
                 .then(|| args.reservations.reservation_namespace.clone()),
             releaser: controls.then(|| args.unaccounted_workloads.into()),

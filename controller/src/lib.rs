@@ -229,7 +229,10 @@ impl Shared {
         let queue_metrics = Arc::new(QueueMetrics::register(
             &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
         ));
-        let batches = config.batches.as_ref().map(|_| batches_of(&registry));
+        let batches = config
+            .batches
+            .as_ref()
+            .map(|_| batches_of(&registry, config.reservation_ttl));
         let (triggers, streams) = triggers();
         let shared = Self {
             metrics,
@@ -277,11 +280,11 @@ fn register_metrics() -> (Arc<Metrics>, Arc<Mutex<Registry>>) {
 }
 
 /// The reservation batches this controller folds and deletes, their metrics registered.
-fn batches_of(registry: &Mutex<Registry>) -> Arc<Batches> {
+fn batches_of(registry: &Mutex<Registry>, reservation_ttl: Duration) -> Arc<Batches> {
     let metrics = batches::metrics::BatchMetrics::register(
         &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
     );
-    Arc::new(Batches::new(Arc::new(metrics)))
+    Arc::new(Batches::new(Arc::new(metrics)).with_reservation_ttl(reservation_ttl))
 }
 
 /// An empty index; without the Cluster watch its clusters count as synced.

@@ -174,7 +174,9 @@ impl Controller {
             stall,
             world: world.clone(),
             index: index.clone(),
-            batches: Arc::new(Batches::new(Arc::default())),
+            batches: Arc::new(
+                Batches::new(Arc::default()).with_reservation_ttl(crate::replica::TTL),
+            ),
             quotas: Arc::default(),
         };
         let process = Process {

@@ -25,6 +25,9 @@
 //!   (`crate::cache::relists`), which also makes every decision read its quotas from etcd
 //!   again, and refuses admissions (503, retry) until they have, so every fold made
 //!   before the re-list is in view.
+//! - Every re-list of the batches moves the read generation (`crate::cache::relists`):
+//!   a number freed by a delete can be taken again by a writer whose view lagged, and a
+//!   re-list that shows that later batch holds the number without the first batch of it.
 //! - No admission is allowed before this webhook's own batch watch shows the batch its
 //!   decision created, first of its number and above ([`confirm`], [`Self::expect`]): a
 //!   watch that lags without an error can make a create succeed on a used and deleted
@@ -233,10 +236,15 @@ impl Ledger {
                 for s in gone {
                     view.tombstone(s);
                 }
-                let unseen = lock(&self.relist_after)
-                    .take()
-                    .map_or(0, |before| view.unseen_since(before));
+                let before = lock(&self.relist_after).take();
+                let unseen = before.map_or(0, |before| view.unseen_since(before));
                 drop(view);
+                // A re-list can hold a later batch of a number freed while the watch was
+                // down, never the first one: the next decision reads its quotas from etcd
+                // again, after the re-list, so every fold made before it is counted.
+                if before.is_some() {
+                    self.relists.list_begun();
+                }
                 // The simulation's revert of the unseen hold (bench/sim.md).
                 if unseen > 0 && !cfg!(feature = "sim-revert-7d9a0c5") {
                     self.hold_for_quota_relist(unseen);

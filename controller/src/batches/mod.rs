@@ -34,10 +34,15 @@ use kube::runtime::watcher::Event;
 use crate::desired::Unfolded;
 use metrics::BatchMetrics;
 
+/// The webhook's default `--reservation-ttl`, in seconds: the controller's default too.
+pub const DEFAULT_RESERVATION_TTL_SECS: i64 = 60;
+
 /// The batches this controller holds (shared by the watch, the reconciles and the sweep).
 pub struct Batches {
     inner: RwLock<Inner>,
     metrics: Arc<BatchMetrics>,
+    /// `--reservation-ttl` in seconds: the latest a folded entry may expire after its fold.
+    ttl_secs: i64,
 }
 
 #[derive(Default)]
@@ -57,7 +62,16 @@ impl Batches {
         Self {
             inner: RwLock::default(),
             metrics,
+            ttl_secs: DEFAULT_RESERVATION_TTL_SECS,
         }
+    }
+
+    /// With `--reservation-ttl` = `ttl`: a folded entry expires at the fold's now + `ttl`
+    /// at the latest ([`Unfolded::merged_into`]).
+    #[must_use]
+    pub fn with_reservation_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.ttl_secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
+        self
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
@@ -133,7 +147,7 @@ impl Batches {
     /// The entries of `key` above `folded` (its stored `status.foldedThrough`) and the
     /// newest batch naming it; `None` when no held batch above it names the quota.
     pub fn unfolded(&self, key: &QuotaKey, folded: Option<u64>) -> Option<Unfolded> {
-        Unfolded::of(&self.read().view, key, folded)
+        Unfolded::of(&self.read().view, key, folded, self.ttl_secs)
     }
 
     /// The batches the sweep may delete at `now`: none before the first list; else

@@ -310,7 +310,7 @@ mod tests {
         let key = QuotaKey::Cluster {
             name: "business-a".into(),
         };
-        let unfolded = desired::Unfolded::of(&view, &key, None).unwrap();
+        let unfolded = desired::Unfolded::of(&view, &key, None, 3600).unwrap();
         let c = compute(
             &q,
             &labels(&[("a-dev", "a"), ("a-prod", "a")]),

@@ -89,7 +89,7 @@ fn uids(status: &KarmadaQuotaStatus) -> Vec<&str> {
 #[test]
 fn unobserved_batch_entries_are_carried_observed_ones_folded_and_the_fold_recorded() {
     let q = quota();
-    let unfolded = Unfolded::of(&view(), &q_key("team-a"), Some(1)).expect("batches name it");
+    let unfolded = Unfolded::of(&view(), &q_key("team-a"), Some(1), 3600).expect("batches name it");
     assert_eq!(
         unfolded.through, 3,
         "the newest batch naming team-a/q, not 4"
@@ -109,7 +109,7 @@ fn unobserved_batch_entries_are_carried_observed_ones_folded_and_the_fold_record
     let mut written = q.clone();
     written.status = Some(next);
     assert_eq!(
-        Unfolded::of(&view(), &q_key("team-a"), Some(3)),
+        Unfolded::of(&view(), &q_key("team-a"), Some(3), 3600),
         None,
         "nothing above the recorded fold"
     );
@@ -134,7 +134,7 @@ fn a_quota_no_batch_names_keeps_its_fold_and_is_not_rewritten() {
     settled.status = Some(first);
     // Batch 4 (team-b only) arrives: team-a/q has nothing above its fold.
     let v = view();
-    assert_eq!(Unfolded::of(&v, &q_key("team-a"), Some(3)), None);
+    assert_eq!(Unfolded::of(&v, &q_key("team-a"), Some(3), 3600), None);
     let c = compute_with(&settled, &index(), &ObservedPods::new(), NOW, None);
     assert_eq!(desired_status(&settled, &c, &BTreeMap::new(), ts()), None);
 }
@@ -153,6 +153,7 @@ fn the_recorded_fold_is_never_lowered_and_an_entry_in_both_stores_counts_once() 
     let unfolded = Unfolded {
         through: 0,
         entries: vec![entry("api", "u-api", "3")],
+        ttl_secs: 3600,
     };
     let c = compute_with(&q, &index(), &ObservedPods::new(), NOW, Some(&unfolded));
     let next = desired_status(&q, &c, &BTreeMap::new(), ts()).unwrap();
@@ -167,7 +168,7 @@ fn an_invalid_spec_folds_nothing() {
         "requests.cpu".into(),
         k8s_openapi::apimachinery::pkg::api::resource::Quantity("lots".into()),
     );
-    let unfolded = Unfolded::of(&view(), &q_key("team-a"), Some(1)).unwrap();
+    let unfolded = Unfolded::of(&view(), &q_key("team-a"), Some(1), 3600).unwrap();
     let c = compute_with(&q, &index(), &ObservedPods::new(), NOW, Some(&unfolded));
     let next = desired_status(&q, &c, &BTreeMap::new(), ts()).unwrap();
     assert_eq!(next.folded_through, Some(1), "its batches stay counted");

@@ -153,7 +153,7 @@ pub fn compute_over(
         tracing::warn!(quota = %format!("{ns}/{}", quota.name_any()), errors = ?stored.errors, "keeping unparseable reservations until they expire");
     }
     let reservations = match unfolded {
-        Some(u) => u.merged_into(stored.reservations),
+        Some(u) => u.merged_into(stored.reservations, now),
         None => stored.reservations,
     };
     let mut spec = spec;

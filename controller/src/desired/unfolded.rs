@@ -12,6 +12,11 @@
 //!
 //! F is read from the object the plan is computed against (the status writer re-plans
 //! from the fresh object after a 409), never from a cache.
+//!
+//! A folded entry's `expirationTime` is capped at the fold's now + `--reservation-ttl`
+//! ([`Unfolded::merged_into`]): a webhook writes now + its TTL, so only an entry written by
+//! anyone else (a hand-made batch) or by a clock ahead of the controller's is shortened;
+//! an expiration years ahead would otherwise hold the quota's headroom until then.
 
 use karmada_quota_core::ledger;
 use karmada_quota_core::quota::Reservation;
@@ -27,24 +32,38 @@ pub struct Unfolded {
     /// The entries naming the quota in the held batches above its stored
     /// `foldedThrough`, in sequence order.
     pub entries: Vec<Reservation>,
+    /// `--reservation-ttl` in seconds: no folded entry expires later than the fold's now
+    /// plus this.
+    pub ttl_secs: i64,
 }
 
 impl Unfolded {
     /// What `view` holds for `key` above `folded` (the stored `status.foldedThrough`);
     /// `None` when no held batch above it names the quota.
-    pub fn of(view: &BatchView, key: &QuotaKey, folded: Option<u64>) -> Option<Self> {
+    /// `ttl_secs`: `--reservation-ttl` in seconds.
+    pub fn of(
+        view: &BatchView,
+        key: &QuotaKey,
+        folded: Option<u64>,
+        ttl_secs: i64,
+    ) -> Option<Self> {
         let through = view.newest_naming(key, folded)?;
         Some(Self {
             through,
             entries: view.unfolded(key, folded).map(|(_, e)| e.clone()).collect(),
+            ttl_secs,
         })
     }
 
     /// `stored` (the status's parsed entries) with these entries upserted by (uid,
-    /// generation): an admission present in both is counted once.
-    pub fn merged_into(&self, mut stored: Vec<Reservation>) -> Vec<Reservation> {
+    /// generation): an admission present in both is counted once. Each upserted entry
+    /// expires at `now` + the TTL at the latest.
+    pub fn merged_into(&self, mut stored: Vec<Reservation>, now: i64) -> Vec<Reservation> {
+        let latest = now.saturating_add(self.ttl_secs);
         for entry in &self.entries {
-            ledger::upsert(&mut stored, entry.clone());
+            let mut entry = entry.clone();
+            entry.expiration_time = entry.expiration_time.min(latest);
+            ledger::upsert(&mut stored, entry);
         }
         stored
     }
@@ -55,6 +74,10 @@ mod tests {
     use super::*;
     use crate::testutil::{mk_entry, quota_key};
     use karmada_quota_crds::reservation_batch::ParsedBatch;
+
+    /// The TTL and the fold's now of these tests: entries expire at 2,000,000,000.
+    const TTL: i64 = 60;
+    const NOW: i64 = 1_999_999_990;
 
     fn key(ns: &str) -> QuotaKey {
         quota_key(ns, "q")
@@ -86,7 +109,7 @@ mod tests {
                 writer: None,
             });
         }
-        let a = Unfolded::of(&view, &key("a"), None).unwrap();
+        let a = Unfolded::of(&view, &key("a"), None, TTL).unwrap();
         assert_eq!(a.through, 3, "the newest naming a, not the newest overall");
         let uids: Vec<&str> = a
             .entries
@@ -94,10 +117,10 @@ mod tests {
             .map(|e| e.reserved_by.uid.as_str())
             .collect();
         assert_eq!(uids, ["u1", "u3"]);
-        let a = Unfolded::of(&view, &key("a"), Some(1)).unwrap();
+        let a = Unfolded::of(&view, &key("a"), Some(1), TTL).unwrap();
         assert_eq!((a.through, a.entries.len()), (3, 1));
-        assert_eq!(Unfolded::of(&view, &key("a"), Some(3)), None);
-        assert_eq!(Unfolded::of(&view, &key("c"), None), None);
+        assert_eq!(Unfolded::of(&view, &key("a"), Some(3), TTL), None);
+        assert_eq!(Unfolded::of(&view, &key("c"), None, TTL), None);
     }
 
     #[test]
@@ -105,12 +128,31 @@ mod tests {
         let u = Unfolded {
             through: 1,
             entries: vec![entry("u1", 1, "2"), entry("u2", 1, "1")],
+            ttl_secs: TTL,
         };
-        let merged = u.merged_into(vec![entry("u1", 1, "2"), entry("u1", 2, "5")]);
+        let merged = u.merged_into(vec![entry("u1", 1, "2"), entry("u1", 2, "5")], NOW);
         let keys: Vec<(&str, i64)> = merged
             .iter()
             .map(|e| (e.reserved_by.uid.as_str(), e.generation))
             .collect();
         assert_eq!(keys, [("u1", 1), ("u1", 2), ("u2", 1)]);
+    }
+
+    #[test]
+    fn a_folded_entry_expires_at_now_plus_the_ttl_at_the_latest() {
+        // A hand-made batch's entry expiring years ahead, and a webhook's.
+        let forged = mk_entry("rb-f", "uf", 1, &[("requests.cpu", "8")], 4_000_000_000);
+        let ours = entry("u1", 1, "1");
+        let u = Unfolded {
+            through: 1,
+            entries: vec![forged, ours],
+            ttl_secs: TTL,
+        };
+        let merged = u.merged_into(Vec::new(), NOW);
+        let expirations: Vec<(&str, i64)> = merged
+            .iter()
+            .map(|e| (e.reserved_by.uid.as_str(), e.expiration_time))
+            .collect();
+        assert_eq!(expirations, [("uf", NOW + TTL), ("u1", 2_000_000_000)]);
     }
 }

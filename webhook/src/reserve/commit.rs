@@ -5,8 +5,9 @@
 //! *creating* one `KarmadaQuotaReservation` numbered with the next sequence number; answer.
 //!
 //! - The create is the compare-and-swap: when another writer (a second replica) took the
-//!   number, the batch it wrote is read and counted, and the requests are decided again
-//!   against it under the next number (at most `max_attempts` rounds).
+//!   number, the requests wait until this webhook's batch watch has shown that number
+//!   (every batch of it, in order) and are decided again under the next number (at most
+//!   `max_attempts` rounds).
 //! - No request is allowed before the create succeeded *and* this webhook's batch watch
 //!   showed the new batch first of its number and above (`crate::ledger`'s
 //!   confirmations); a batch it does not confirm is withdrawn (not counted here, deleted)
@@ -38,6 +39,10 @@ use crate::{Error, Result};
 /// How often a request waits for the batch watch to catch up after its number was taken
 /// by a batch already deleted.
 const CATCH_UP_POLL: Duration = Duration::from_millis(10);
+
+/// The greatest batch number: its name has 12 digits (`batch_name`), and a longer one
+/// would not parse as a batch in any reader.
+const MAX_SEQUENCE: u64 = 999_999_999_999;
 
 /// How long the delete of a withdrawn batch may take.
 const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);
@@ -134,7 +139,7 @@ impl Inner {
                         }
                         Err(_) => "did not show it before the request's deadline".to_owned(),
                     };
-                    // Not counted here from now on; answered before the store is tidied.
+                    // Not counted here from now on.
                     ledger.withdraw(sequence, &writer);
                     tracing::warn!(batch = %name, why = %why, "reservation batch withdrawn: this webhook's batch watch did not confirm it");
                     fail_open(&mut slots, || Error::BatchUnconfirmed {
@@ -142,15 +147,19 @@ impl Inner {
                         name: name.clone(),
                         why: why.clone(),
                     });
-                    let uid = created.metadata.uid.as_deref();
-                    self.delete_withdrawn(ledger, &name, uid, sequence, planned.len())
-                        .await;
+                    // The batch stays in the store: the controller folds it and deletes
+                    // it as any other (docs/reservations.md R7).
+                    if cfg!(feature = "sim-revert-92fc912") {
+                        let uid = created.metadata.uid.as_deref();
+                        self.delete_withdrawn(ledger, &name, uid, planned.len())
+                            .await;
+                    }
                     return;
                 }
                 Ok(Err(StoreError::Conflict)) => {
                     self.metrics.batch_create("conflict");
                     self.metrics.conflicts.inc();
-                    if let Err(e) = self.count_taken(ledger, &name, sequence, deadline).await {
+                    if let Err(e) = self.wait_taken(ledger, sequence, deadline).await {
                         fail_open(&mut slots, || e.clone());
                         return;
                     }
@@ -224,6 +233,9 @@ impl Inner {
         // (a watch lagging or dead without an error): the next number may be one that was
         // used and deleted, and a batch created on it would count for no one.
         let next = ledger.next_sequence();
+        if next > MAX_SEQUENCE {
+            return Err(exhausted(ledger, next - 1));
+        }
         if let Some(folded) = copies.values().filter_map(QuotaCopy::folded_through).max()
             && folded >= next
             && !cfg!(feature = "sim-revert-3dee4c6")
@@ -256,91 +268,64 @@ impl Inner {
         Ok(next)
     }
 
-    /// The number `sequence` was taken: count the batch that took it. When it is already
-    /// gone (folded and deleted while this view lagged), wait for the batch watch to show
-    /// it — its create and delete, so its entries stay counted until the quotas' fold
-    /// is in view — until `deadline`.
-    async fn count_taken(
-        &self,
-        ledger: &Ledger,
-        name: &str,
-        sequence: u64,
-        deadline: Instant,
-    ) -> Result<()> {
-        match ledger.store().get(name).await {
-            Ok(batch) => {
-                ledger.insert_object(&batch);
-                ledger.check()
+    /// The number `sequence` was taken: wait until this webhook's batch watch has shown
+    /// it, until `deadline`. The watch shows every batch of that number in order (A2), the
+    /// first one first — its create, and its delete if it was folded and deleted — so a
+    /// batch of `sequence` that holds entries no quota copy of this webhook accounts for
+    /// yet is in the view (live, or a tombstone until the quotas' fold is in view) before
+    /// the requests are decided again.
+    ///
+    /// Reading the batch that holds the name now would not do: a name freed by a delete
+    /// can be taken again (A1) by a writer whose view lagged, and the batch read is then
+    /// that later one, which says nothing of the batch it replaced.
+    async fn wait_taken(&self, ledger: &Ledger, sequence: u64, deadline: Instant) -> Result<()> {
+        while ledger.newest() < Some(sequence) {
+            if Instant::now() + CATCH_UP_POLL > deadline {
+                return Err(Error::Timeout);
             }
-            Err(StoreError::NotFound) => {
-                while ledger.newest() < Some(sequence) {
-                    if Instant::now() + CATCH_UP_POLL > deadline {
-                        return Err(Error::Timeout);
-                    }
-                    tokio::time::sleep(CATCH_UP_POLL).await;
-                }
-                Ok(())
-            }
-            Err(source) => Err(Error::Batch {
-                namespace: ledger.namespace().to_owned(),
-                name: name.to_owned(),
-                source,
-            }),
+            tokio::time::sleep(CATCH_UP_POLL).await;
         }
+        ledger.check()
     }
 
-    /// Delete batch `name`, withdrawn (`Ledger::withdraw`) — after an empty batch took the
-    /// next number, so that the store keeps the newest number used (a webhook that lists
-    /// the batches learns it from there). When the successor cannot be created the batch
-    /// stays (its entries count elsewhere until the controller drops them at their
-    /// expiration, as a failed rollback's do). Each call is bounded by [`WITHDRAW_TIMEOUT`].
-    /// With the `uid` the create returned, the delete is of that batch only: should the
-    /// controller have folded and deleted it and another writer taken the number again,
-    /// that writer's batch stays (its own watch shows it after ours: it withdraws it).
+    /// The simulation's revert of R7 (bench/sim.md): delete withdrawn batch `name` at
+    /// once — by the `uid` its create returned, or by name with the revert of 382f6f6 —
+    /// so that replicas that counted it keep a tombstone no fold settles, and the store
+    /// may lose its newest number. Bounded by [`WITHDRAW_TIMEOUT`].
     async fn delete_withdrawn(
         &self,
         ledger: &Ledger,
         name: &str,
         uid: Option<&str>,
-        sequence: u64,
         requests: usize,
     ) {
-        let store = ledger.store();
-        let mut successor = batch_object(ledger.namespace(), sequence + 1, Vec::new());
-        successor.spec.writer = Some(ledger.writer_token());
-        // The simulation's reverts (bench/sim.md): no successor; a delete by name.
-        let kept = if cfg!(feature = "sim-revert-92fc912") {
-            Ok(Err(StoreError::Conflict))
-        } else {
-            tokio::time::timeout(WITHDRAW_TIMEOUT, store.create(&successor)).await
-        };
         let uid = if cfg!(feature = "sim-revert-382f6f6") {
             None
         } else {
             uid
         };
-        let result = match kept {
-            Ok(Ok(_) | Err(StoreError::Conflict)) => {
-                match tokio::time::timeout(WITHDRAW_TIMEOUT, store.delete(name, uid)).await {
-                    Ok(Ok(()) | Err(StoreError::NotFound)) => "ok",
-                    Ok(Err(StoreError::Conflict)) => {
-                        tracing::info!(batch = %name, "withdrawn reservation batch already gone; its number holds another writer's batch, left in place");
-                        "ok"
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!(batch = %name, error = %e, "withdrawn reservation batch not deleted");
-                        "failed"
-                    }
-                    Err(_) => "failed",
-                }
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(batch = %name, error = %e, "withdrawn reservation batch left in place: its empty successor could not be created");
-                "failed"
-            }
-            Err(_) => "failed",
-        };
+        let result =
+            match tokio::time::timeout(WITHDRAW_TIMEOUT, ledger.store().delete(name, uid)).await {
+                Ok(Ok(()) | Err(StoreError::NotFound | StoreError::Conflict)) => "ok",
+                Ok(Err(_)) | Err(_) => "failed",
+            };
         self.metrics.rolled_back(result, requests);
+    }
+}
+
+/// The refusal when the newest number seen, `newest`, leaves none after it: a batch no
+/// webhook numbers (one made by hand) took the last one. Created anyway, the next batch's
+/// name would not parse and would refuse every admission in every replica, across
+/// restarts, until deleted too.
+fn exhausted(ledger: &Ledger, newest: u64) -> Error {
+    let name = batch_name(newest);
+    tracing::error!(namespace = %ledger.namespace(), batch = %name, "reservation batch numbers exhausted: the newest batch takes the last number; refusing admissions");
+    Error::InvalidBatch {
+        namespace: ledger.namespace().to_owned(),
+        name,
+        errors: "it takes the last batch number (kqr-<12 digits>), so no batch can follow \
+                 it; no webhook numbers this far: a batch made by hand"
+            .to_owned(),
     }
 }
 
