@@ -50,7 +50,7 @@ use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
-/// Step 0 of a CREATE under a queueing quota: does it wait (issue 26)?
+/// Step 0 of a CREATE under a queueing quota: does it wait (docs/queueing.md)?
 mod arrival;
 /// Steps 1–5 for one batch.
 mod batch;

@@ -637,7 +637,7 @@ fn member_unreachable_event_only_when_a_member_newly_fails() {
     );
 }
 
-/// Issue 27's failover: 4 × 100m moved from member1 to member2, 2 old replicas draining
+/// The failover of e2e/tests/failover.rs: 4 × 100m moved from member1 to member2, 2 old replicas draining
 /// in member1 (back and running them).
 fn failed_over() -> karmada_quota_crds::ResourceBinding {
     let mut rb = mk_binding("team-a", "web", "uid-web", 3, 4, "100m", &[("member2", 4)]);

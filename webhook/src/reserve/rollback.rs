@@ -12,7 +12,7 @@ use karmada_quota_status::{self as status, Outcome, entries};
 use super::copy::Kind;
 use super::{Inner, lock};
 
-/// Longest a rollback may take (it delays the namespace's next batch).
+/// Longest a rollback may take (it delays its batch group's next batch).
 const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Inner {

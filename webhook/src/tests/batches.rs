@@ -794,7 +794,7 @@ async fn a_failed_quota_read_refuses_naming_the_quota_and_the_cause() {
     );
 }
 
-/// Review finding: a quota watch that lists again may get an *older* copy than its cache
+/// A quota watch that lists again may get an *older* copy than its cache
 /// showed (another apiserver's watch cache), after that cache's fold settled a tombstone.
 /// Here batch 1 (15 cpu for `a` in NS) is folded into `compute` and deleted; a decision in
 /// another namespace settles its tombstone on the cache's fold; then the quota list comes
