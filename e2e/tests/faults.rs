@@ -273,11 +273,17 @@ async fn run(store: Store) -> Result<()> {
     let fits = fitting_requests(&c, &watched, faults_end).await;
     let samples = sampler.stop().await?;
     report(store, &samples, &attempts, &delete_errors, &faults);
-    let fits = fits?;
+    // The invariant first: a run that also failed to admit what fits still says what it
+    // violated.
+    let verified = verify(&plan, &samples, &attempts, &faults, &chaos);
+    let fits = match (verified, fits) {
+        (Err(v), Err(f)) => return Err(v.context(format!("and after the faults: {f:#}"))),
+        (Err(v), Ok(_)) => return Err(v),
+        (Ok(()), fits) => fits?,
+    };
     for f in &fits {
         eprintln!("    {f}");
     }
-    verify(&plan, &samples, &attempts, &faults, &chaos)?;
     drop(chaos);
     drop(cp);
     // A passing run leaves nothing behind (a failing one keeps the logs and etcd).

@@ -13,6 +13,11 @@ use super::{
 use crate::desired;
 use crate::error::Error;
 
+/// How long one write step (its reads and compare-and-swap attempts) may take before it
+/// is abandoned and the quota reconciled again: a write that lands after it is read back
+/// by the next plan, which starts from the stored copy.
+pub(super) const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// How a write step ended.
 pub(super) enum Wrote<K: QuotaKind> {
     /// The status is settled (written, unchanged, or leadership lost mid-write): publish.
@@ -33,14 +38,20 @@ pub(super) async fn write<K: QuotaKind>(
     } else {
         MAX_WRITE_ATTEMPTS
     };
-    let updated = status::update(
+    let update = status::update(
         &*ctx.store,
         object.clone(),
         |q| plan(ctx, key, q),
         || *ctx.leader.borrow(),
         attempts,
-    )
-    .await;
+    );
+    // A request the apiserver never answers (its connection gone silent, the apiserver
+    // restarting behind a proxy) must not hold this quota's reconcile for good: kube
+    // runs one reconcile per object at a time, and nothing else would time it out.
+    let Ok(updated) = tokio::time::timeout(WRITE_DEADLINE, update).await else {
+        tracing::warn!(deadline = ?WRITE_DEADLINE, "status write unanswered; trying again");
+        return Ok(Wrote::Requeue(Action::requeue(NOT_SYNCED_RETRY)));
+    };
     let w = match updated {
         Ok(w) => w,
         Err(e) => return gave_up(ctx, key, e, backoff, pending(object)),
