@@ -56,7 +56,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::cache::QuotaCache;
 use crate::cache::relists::Relists;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use confirm::Confirmations;
 pub use confirm::Outcome;
 

@@ -46,9 +46,9 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::cache::{CachedClusterQuota, CachedQuota, QuotaCache};
+use crate::error::{Error, Result};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::{Error, Result};
 
 /// Step 0 of a CREATE under a queueing quota: does it wait (docs/queueing.md)?
 mod arrival;

@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use axum::Router;
 use karmada_quota_shell::listener::{self, ClientAuthFiles, Limits, ServerTls, TlsFiles};
 
-use crate::{Args, Error, Result};
+use crate::Args;
+use crate::error::{Error, Result};
 
 /// Install ring as rustls' process-wide crypto provider (once; later calls are no-ops).
 /// kube's client uses the same provider.

@@ -10,7 +10,7 @@ use kube::core::{DynamicObject, Resource, Status};
 use tokio::time::Instant;
 
 use super::{AppState, CODE_BAD_REQUEST, REASON_BAD_REQUEST};
-use crate::Error;
+use crate::error::Error;
 use crate::metrics::{ALLOWED, DENIED, ERROR};
 
 /// A response and how to count it.

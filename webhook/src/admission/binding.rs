@@ -35,9 +35,9 @@ use super::decode::{BINDING, Decoded, decode};
 use super::review_span::record_binding;
 use super::{AppState, KIND_BINDING, REASON_FORBIDDEN, RESOURCEBINDING_PATH};
 use crate::denials::Denied;
+use crate::error::{Error, Result};
 use crate::metrics::DENIED;
 use crate::reserve::BindingRequest;
-use crate::{Error, Result};
 
 /// Metric reason of an UPDATE allowed early because its charge did not change.
 pub const REASON_CHARGE_UNCHANGED: &str = "ChargeUnchanged";

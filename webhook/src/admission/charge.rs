@@ -15,7 +15,7 @@ use tokio::time::{Instant, timeout_at};
 use super::answer::{Answer, error_answer, refused};
 use super::covering::Prepared;
 use super::{AppState, REASON_FORBIDDEN};
-use crate::Error;
+use crate::error::Error;
 use crate::metrics::DENIED;
 
 /// What one review charges.

@@ -17,8 +17,8 @@ use tokio::time::{Instant, timeout_at};
 use super::AppState;
 use super::answer::{Answer, allowed, bad_request, error_answer};
 use super::decode::object_key;
-use crate::Error;
 use crate::cache::{Cached, CachedClusterQuota, CachedQuota};
+use crate::error::Error;
 
 /// Longest wait for a namespace the Namespace cache does not hold yet (one created just
 /// before its first binding), when cluster quotas exist; at most half of what is left of

@@ -15,8 +15,8 @@ use karmada_quota_crds::QuotaObject;
 
 use super::copy::QuotaCopy;
 use super::{Batcher, lock};
-use crate::Result;
 use crate::cache::{CachedClusterQuota, CachedQuota};
+use crate::error::Result;
 
 /// How long a suspension of ours counts in a quota's line without the controller's status
 /// showing it (its status write follows the binding's creation within about a second).

@@ -20,7 +20,7 @@ use tracing::field::Empty;
 use super::copy::{Kind, QuotaCopy};
 use super::newest::{enforced_states, invalid_covering};
 use super::{BindingRequest, Inner, ttl_secs};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// A request waiting in its group's queue.
 pub(super) struct Job {

@@ -33,8 +33,8 @@ use super::Inner;
 use super::batch::Slot;
 use super::copy::QuotaCopy;
 use super::newest::invalid_covering;
+use crate::error::{Error, Result};
 use crate::ledger::{Ledger, Outcome};
-use crate::{Error, Result};
 
 /// How often a request waits for the batch watch to catch up after its number was taken
 /// by a batch already deleted.

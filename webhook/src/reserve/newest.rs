@@ -13,7 +13,7 @@ use karmada_quota_core::selection::{Labels, QuotaKey};
 use super::copy::QuotaCopy;
 use super::{BatcherConfig, Inner, lock};
 use crate::cache::{CachedClusterQuota, CachedQuota};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 impl Inner {
     /// The cache's copy of one quota object.

@@ -12,7 +12,7 @@ use tokio::time::timeout_at;
 use super::batch::{Slot, Verdict};
 use super::copy::Kind;
 use super::{Inner, lock, ttl_secs};
-use crate::Error;
+use crate::error::Error;
 
 impl Inner {
     /// Record the entries of `slots` still open for `quota` (of kind `K`): one

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::copy::{Kind, QuotaCopy};
 use super::{Inner, lock};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Quota reads in flight at once for one decision.
 const READ_CONCURRENCY: usize = 16;

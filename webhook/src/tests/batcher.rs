@@ -42,7 +42,7 @@ async fn submit(h: &Harness, req: BindingRequest) -> Decision {
 }
 
 /// Submit a request that must fail within `within`; its error.
-async fn submit_err(h: &Harness, req: BindingRequest, within: Duration) -> crate::Error {
+async fn submit_err(h: &Harness, req: BindingRequest, within: Duration) -> crate::error::Error {
     h.state
         .batcher
         .submit(req, Instant::now() + within)
@@ -259,7 +259,10 @@ async fn endless_conflicts_end_in_an_error_not_an_allow() {
     }
     let err = submit_err(&h, request("web", 1, "1", ""), Duration::from_secs(2)).await;
     assert!(
-        matches!(err, crate::Error::TooManyConflicts { attempts: 10, .. }),
+        matches!(
+            err,
+            crate::error::Error::TooManyConflicts { attempts: 10, .. }
+        ),
         "{err}"
     );
 }

@@ -89,7 +89,7 @@ fn replica(h: &Harness, batches: &Arc<FakeBatchStore>) -> (Batcher, Arc<Ledger>)
     (batcher, ledger)
 }
 
-async fn submit(b: &Batcher, req: BindingRequest) -> crate::Result<Decision> {
+async fn submit(b: &Batcher, req: BindingRequest) -> crate::error::Result<Decision> {
     b.submit(req, Instant::now() + Duration::from_secs(2)).await
 }
 
@@ -371,7 +371,7 @@ async fn a_view_behind_or_a_watch_down_refuses_with_a_retryable_503_and_writes_n
     assert!(
         matches!(
             err,
-            crate::Error::BatchesBehind {
+            crate::error::Error::BatchesBehind {
                 folded_through: 5,
                 newest: 0,
                 ..
