@@ -1,6 +1,5 @@
 //! The flags taken apart, once: [`Config::of`] gives each part of the controller a
-//! settings struct of its own, so that the parts never read [`Args`] (the control-plane
-//! watches and `batches::folds::Scope::of` still do: the crate root hands them the flags).
+//! settings struct of its own, so that the parts never read [`Args`].
 //! A part's settings struct lives with the part (`admin::AdminConfig`), is built here,
 //! and is handed over by the crate root's step that starts the part.
 //!
@@ -57,6 +56,8 @@ pub(crate) struct Config {
     /// `--reservation-ttl`: a folded batch entry expires at the fold's now plus this, at
     /// the latest (the webhook's TTL).
     pub(crate) reservation_ttl: Duration,
+    /// Which quotas this replica folds batches for (the rest count as folded here).
+    pub(crate) fold_scope: crate::batches::folds::Scope,
     /// The waiting line's releaser, in a replica that reconciles: the
     /// `unaccountedWorkloads` of a quota that sets none.
     pub(crate) releaser: Option<Unaccounted>,
@@ -134,6 +135,12 @@ impl Config {
                 },
             },
             reservation_ttl: args.reservation_ttl,
+            fold_scope: crate::batches::folds::Scope {
+                namespaced: args.namespaced_quotas,
+                namespace: args.watch_namespace().map(str::to_owned),
+                clusters: args.reconciles_cluster_quotas(),
+                cluster_selector: !args.cluster_quota_selector.trim().is_empty(),
+            },
             batches: (args.reservations.batches() && controls)
                 .then(|| args.reservations.reservation_namespace.clone()),
             releaser: controls.then(|| args.unaccounted_workloads.into()),

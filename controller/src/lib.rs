@@ -1,8 +1,7 @@
 //! The karmada-quota controller: federated KarmadaQuota usage across member clusters.
 //!
 //! Six rooms, each with a door of its own. [`run_until`] takes the flags apart once
-//! (`config`: a settings struct per room; of the rooms only [`watches`] and
-//! `batches::folds::Scope::of` still read [`Args`], handed to them here), makes what they
+//! (`config`: a settings struct per room; no room reads [`Args`]), makes what they
 //! share (metrics, the index, the waiting line, the triggers, the views) and starts them:
 //!
 //! ```text
@@ -89,7 +88,6 @@ pub use args::Args;
 pub use error::Error;
 
 // The control-plane watches and the batch sweep read the clock here.
-pub(crate) use clock::now_secs;
 
 use crate::api::Views;
 use crate::batches::Batches;
@@ -161,7 +159,7 @@ pub async fn run_until(
     let watched = start_watches(watches, &client, &shared, &members);
     if let (Some(namespace), Some(batches)) = (&config.batches, &shared.batches) {
         let folds = batches::folds::StoreFolds {
-            scope: batches::folds::Scope::of(&args),
+            scope: config.fold_scope.clone(),
             quotas: watched.quotas.store.clone(),
             line: shared.line.clone(),
         };

@@ -15,7 +15,6 @@ use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
 use karmada_quota_status::batches::Fold;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::args::Args;
 use crate::queue::Line;
 
 /// Which quotas this controller reconciles (so would hold in its stores).
@@ -33,16 +32,6 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// The scope the flags give.
-    pub fn of(args: &Args) -> Self {
-        Self {
-            namespaced: args.namespaced_quotas,
-            namespace: args.watch_namespace().map(str::to_owned),
-            clusters: args.reconciles_cluster_quotas(),
-            cluster_selector: !args.cluster_quota_selector.trim().is_empty(),
-        }
-    }
-
     /// The fold of `key`, given `held`: the `status.foldedThrough` of the quota in this
     /// controller's stores (`None`: not there).
     pub fn fold(&self, key: &QuotaKey, held: Option<Option<u64>>) -> Fold {

@@ -101,7 +101,7 @@ pub async fn run(
         if !*leader.borrow() {
             continue;
         }
-        let swept = sweep_once(&batches, &*store, &fold, crate::now_secs()).await;
+        let swept = sweep_once(&batches, &*store, &fold, crate::clock::now_secs()).await;
         if swept.failed > 0 {
             wait = backoff.next_delay();
         } else {
