@@ -148,6 +148,33 @@ type Charge = (String, String, Option<BindingCharge>, BindingCharge);
 /// What `templates`, propagated by `policies`, would do to `current`'s quotas.
 pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -> Outcome {
     let mut outcome = Outcome::default();
+    let charges = charges_of(templates, policies, current, &mut outcome);
+    // One state per cluster quota, shared by every namespace it selects.
+    let mut clusters = ClusterQuotas {
+        states: current
+            .cluster_quotas
+            .iter()
+            .map(|q| (q.name.clone(), with_zero_used(q)))
+            .collect(),
+        changes: BTreeMap::new(),
+    };
+    for (ns, list) in &charges {
+        namespace_what_if(ns, list, current, &mut clusters, &mut outcome);
+    }
+    outcome.quotas.extend(clusters.changes.into_values());
+    outcome
+        .quotas
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    outcome
+}
+
+/// Each template's charge by namespace; the unselected, notes and errors into `outcome`.
+fn charges_of(
+    templates: &[Template],
+    policies: &[Policy],
+    current: &Current,
+    outcome: &mut Outcome,
+) -> BTreeMap<String, Vec<Charge>> {
     let mut charges: BTreeMap<String, Vec<Charge>> = BTreeMap::new();
     for t in templates {
         let Some(policy) = policy_for(policies, t) else {
@@ -185,110 +212,132 @@ pub fn what_if(templates: &[Template], policies: &[Policy], current: &Current) -
             .or_default()
             .push((describe(t), binding, old, new));
     }
+    charges
+}
 
-    // One state per cluster quota, shared by every namespace it selects.
-    let mut cluster_states: BTreeMap<String, QuotaState> = current
-        .cluster_quotas
-        .iter()
-        .map(|q| (q.name.clone(), with_zero_used(q)))
+/// The cluster quotas' states (carrying each namespace's admitted entries to the next)
+/// and what the change adds to each.
+struct ClusterQuotas {
+    states: BTreeMap<String, QuotaState>,
+    changes: BTreeMap<String, QuotaChange>,
+}
+
+/// One namespace's charges decided together, as the webhook decides a batch, against its
+/// own quotas and the cluster quotas selecting it.
+fn namespace_what_if(
+    ns: &str,
+    list: &[Charge],
+    current: &Current,
+    clusters: &mut ClusterQuotas,
+    outcome: &mut Outcome,
+) {
+    let selecting: Vec<&String> = current
+        .selected
+        .get(ns)
+        .map(|names| {
+            names
+                .iter()
+                .filter(|n| clusters.states.contains_key(*n))
+                .collect()
+        })
+        .unwrap_or_default();
+    let own = current
+        .quotas
+        .get(ns)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if own.is_empty() && selecting.is_empty() {
+        return; // no quota covers the namespace: nothing to check
+    }
+    let mut states: Vec<QuotaState> = own.iter().map(with_zero_used).collect();
+    let own_len = states.len();
+    states.extend(selecting.iter().map(|n| clusters.states[*n].clone()));
+    let mut changes: Vec<QuotaChange> =
+        states[..own_len].iter().map(|q| change_of(ns, q)).collect();
+    for q in &states[own_len..] {
+        clusters
+            .changes
+            .entry(q.name.clone())
+            .or_insert_with(|| change_of("", q));
+    }
+    let uids: Vec<String> = (0..list.len())
+        .map(|i| format!("what-if-{ns}-{i}"))
         .collect();
-    let mut cluster_changes: BTreeMap<String, QuotaChange> = BTreeMap::new();
-    for (ns, list) in &charges {
-        let selecting: Vec<&String> = current
-            .selected
-            .get(ns)
-            .map(|names| {
-                names
-                    .iter()
-                    .filter(|n| cluster_states.contains_key(*n))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let own = current
-            .quotas
-            .get(ns)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        if own.is_empty() && selecting.is_empty() {
-            continue; // no quota covers the namespace: nothing to check
-        }
-        let mut states: Vec<QuotaState> = own.iter().map(with_zero_used).collect();
-        let own_len = states.len();
-        states.extend(selecting.iter().map(|n| cluster_states[*n].clone()));
-        let mut changes: Vec<QuotaChange> =
-            states[..own_len].iter().map(|q| change_of(ns, q)).collect();
-        for q in &states[own_len..] {
-            cluster_changes
-                .entry(q.name.clone())
-                .or_insert_with(|| change_of("", q));
-        }
-        let uids: Vec<String> = (0..list.len())
-            .map(|i| format!("what-if-{ns}-{i}"))
-            .collect();
-        let reqs: Vec<AdmissionRequest<'_>> = list
-            .iter()
-            .zip(&uids)
-            .map(|((_, binding, old, new), uid)| AdmissionRequest {
-                namespace: ns,
-                name: binding,
-                uid,
-                generation: 1,
-                old: old.as_ref(),
-                new,
-                now: 0,
-                reservation_ttl: 0,
-                max_reservations: usize::MAX,
-            })
-            .collect();
-        let decisions = decide_batch(&mut states, &reqs);
-        for ((template, _, old, new), decision) in list.iter().zip(decisions) {
-            match decision {
-                Decision::Allow(entries) => {
-                    for (quota, entry) in entries {
-                        let change = if quota.namespace().is_none() {
-                            cluster_changes.get_mut(quota.name())
-                        } else {
-                            changes.iter_mut().find(|c| c.name == quota.name())
-                        };
-                        if let Some(c) = change {
-                            c.added.add_assign(&entry.reserved);
-                        }
+    let reqs: Vec<AdmissionRequest<'_>> = list
+        .iter()
+        .zip(&uids)
+        .map(|((_, binding, old, new), uid)| AdmissionRequest {
+            namespace: ns,
+            name: binding,
+            uid,
+            generation: 1,
+            old: old.as_ref(),
+            new,
+            now: 0,
+            reservation_ttl: 0,
+            max_reservations: usize::MAX,
+        })
+        .collect();
+    let decisions = decide_batch(&mut states, &reqs);
+    for (charge, decision) in list.iter().zip(decisions) {
+        let mut target = Target {
+            own: &mut changes,
+            clusters: &mut clusters.changes,
+        };
+        match decision {
+            Decision::Allow(entries) => {
+                for (quota, entry) in entries {
+                    if let Some(c) = target.change(quota.namespace().is_none(), quota.name()) {
+                        c.added.add_assign(&entry.reserved);
                     }
-                }
-                Decision::Deny(denial) => {
-                    let change = if denial.cluster {
-                        cluster_changes.get_mut(&denial.quota)
-                    } else {
-                        changes.iter_mut().find(|c| c.name == denial.quota)
-                    };
-                    if let Some(c) = change {
-                        c.refused = true;
-                    }
-                    let charge = states
-                        .iter()
-                        .find(|q| q.name == denial.quota && q.covers.is_cluster() == denial.cluster)
-                        .map(|q| increase(old.as_ref(), new, q))
-                        .unwrap_or_default();
-                    outcome.refused.push(Refusal {
-                        template: template.clone(),
-                        namespace: ns.clone(),
-                        denial,
-                        charge,
-                    });
                 }
             }
+            Decision::Deny(denial) => {
+                if let Some(c) = target.change(denial.cluster, &denial.quota) {
+                    c.refused = true;
+                }
+                outcome.refused.push(refusal(ns, charge, &states, denial));
+            }
         }
-        // The cluster quotas carry this namespace's admitted entries to the next one.
-        for q in states.drain(own_len..) {
-            cluster_states.insert(q.name.clone(), q);
-        }
-        outcome.quotas.extend(changes);
     }
-    outcome.quotas.extend(cluster_changes.into_values());
-    outcome
-        .quotas
-        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    outcome
+    // The cluster quotas carry this namespace's admitted entries to the next one.
+    for q in states.drain(own_len..) {
+        clusters.states.insert(q.name.clone(), q);
+    }
+    outcome.quotas.extend(changes);
+}
+
+/// Where a decision's effect on a quota is recorded: this namespace's own quotas, or the
+/// cluster quotas.
+struct Target<'a> {
+    own: &'a mut Vec<QuotaChange>,
+    clusters: &'a mut BTreeMap<String, QuotaChange>,
+}
+
+impl Target<'_> {
+    fn change(&mut self, cluster: bool, name: &str) -> Option<&mut QuotaChange> {
+        if cluster {
+            self.clusters.get_mut(name)
+        } else {
+            self.own.iter_mut().find(|c| c.name == name)
+        }
+    }
+}
+
+/// A refused template: what it would have added to the quota that refused it.
+fn refusal(ns: &str, charge: &Charge, states: &[QuotaState], denial: Denial) -> Refusal {
+    let (template, _, old, new) = charge;
+    let charge = states
+        .iter()
+        .find(|q| q.name == denial.quota && q.covers.is_cluster() == denial.cluster)
+        .map(|q| increase(old.as_ref(), new, q))
+        .unwrap_or_default();
+    Refusal {
+        template: template.clone(),
+        namespace: ns.to_owned(),
+        denial,
+        charge,
+    }
 }
 
 /// What `new` adds over `old` to quota `q` (its scope, its hard names).
