@@ -5,6 +5,7 @@
 //!      (count name resolved first)                       charge = core BindingCharge,
 //!                                                        unpriced count (discovery failed)}
 //!                                           deleted:  uid → when the watch saw it go
+//!  quorum reads of expired entries' bindings ► reads: (namespace, uid) → what was stored
 //!  watch Cluster ─────────────────────────► clusters: name → Cluster (→ members)
 //! ```
 //!
@@ -31,13 +32,14 @@ use std::sync::Arc;
 
 use charges::Charges;
 use names::Names;
+use reads::Reads;
 use tally::Tally;
 
 use karmada_quota_core::binding::ResourceBindingSpec;
 use karmada_quota_core::complete::CountGap;
-use karmada_quota_core::ledger::Observation;
+use karmada_quota_core::ledger::{Observation, is_expired};
 use karmada_quota_core::queue::is_waiting;
-use karmada_quota_core::quota::ReservedBy;
+use karmada_quota_core::quota::{Reservation, ReservedBy};
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::{Cluster, ResourceBinding};
 use karmada_quota_shell::relist::{Relist, Step};
@@ -48,6 +50,7 @@ use kube::runtime::watcher::Event;
 pub mod charges;
 /// Binding name → uid, per namespace.
 pub mod names;
+pub mod reads;
 /// Bindings per distinct charge, per namespace.
 pub mod tally;
 
@@ -136,6 +139,9 @@ pub struct Index {
     /// uid → Unix seconds when the watch saw it deleted. Entries older than
     /// `deleted_memory` are dropped (by then every reservation for it has expired).
     deleted: HashMap<String, i64>,
+    /// What quorum reads found for entries that expired before the watch showed their
+    /// binding ([`reads`]).
+    reads: Reads,
     deleted_memory: i64,
     last_gc: i64,
 
@@ -164,6 +170,7 @@ impl Index {
             bindings_synced: false,
             unpriced: BTreeSet::new(),
             deleted: HashMap::new(),
+            reads: Reads::default(),
             deleted_memory: deleted_memory_secs,
             last_gc: 0,
             clusters: BTreeMap::new(),
@@ -384,6 +391,7 @@ impl Index {
         self.last_gc = now;
         let horizon = now - self.deleted_memory;
         self.deleted.retain(|_, at| *at > horizon);
+        self.reads.forget_before(horizon);
     }
 
     /// The observed bindings of `namespace`, by uid.
@@ -450,6 +458,41 @@ impl Index {
         } else {
             Observation::NotSeen
         }
+    }
+
+    /// What the controller knows of `entry`'s binding in `namespace` at `now`, for the
+    /// prune: [`Index::observation`], or [`Observation::NotStored`] when the entry has
+    /// expired, the watch has not shown its binding at its generation, and a quorum read
+    /// made after the expiry found none at that generation or later (R19).
+    pub fn observation_of(&self, namespace: &str, entry: &Reservation, now: i64) -> Observation {
+        let seen = self.observation(namespace, &entry.reserved_by);
+        if unshown(seen, entry) && is_expired(entry, now) && self.reads.not_stored(namespace, entry)
+        {
+            Observation::NotStored
+        } else {
+            seen
+        }
+    }
+
+    /// Whether `entry`'s binding in `namespace` must be read from the apiserver before the
+    /// entry can go: it expired, the watch has not shown the binding at the entry's
+    /// generation, and no read since the expiry settled it ([`reads::Reads::wanted`]).
+    pub fn wants_read(&self, namespace: &str, entry: &Reservation, now: i64) -> bool {
+        unshown(self.observation(namespace, &entry.reserved_by), entry)
+            && self.reads.wanted(namespace, entry, now)
+    }
+
+    /// A quorum read at `at` of `namespace`'s binding named by an entry of `uid` found
+    /// `stored`: the (uid, generation) under the name, `None` if there is none.
+    pub fn record_read(
+        &mut self,
+        namespace: &str,
+        uid: &str,
+        stored: Option<(&str, i64)>,
+        at: i64,
+    ) {
+        self.reads.record(namespace, uid, stored, at);
+        self.gc_deleted(at);
     }
 
     /// Number of observed bindings.
@@ -536,6 +579,16 @@ impl Index {
 /// (namespace, uid) of a binding; `None` for an object without them (never from a watch).
 fn key(rb: &ResourceBinding) -> Option<(String, String)> {
     Some((rb.metadata.namespace.clone()?, rb.metadata.uid.clone()?))
+}
+
+/// Whether `seen` leaves `entry`'s generation unshown by the watch (never seen, or seen
+/// at an older generation).
+fn unshown(seen: Observation, entry: &Reservation) -> bool {
+    match seen {
+        Observation::NotSeen => true,
+        Observation::Seen(g) => g < entry.generation,
+        _ => false,
+    }
 }
 
 #[cfg(test)]

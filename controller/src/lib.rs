@@ -54,6 +54,7 @@ mod dashboard_host;
 pub mod desired;
 mod election;
 mod error;
+pub mod expired;
 pub mod history;
 pub mod index;
 pub mod leader;
@@ -174,7 +175,7 @@ pub async fn run_until(
         spawn_dashboard(dashboard, &client, &shared, (&election, &watched), &stop);
     }
     keep_readiness(&shared, &election, ready);
-    let ctx = shared.reconcile_context(&config.reconcile, &election, events);
+    let ctx = shared.reconcile_context(&config.reconcile, &election, events, &client);
     tracing::info!(
         identity = %config.identity,
         admin = %args.admin.admin_listen,
@@ -246,12 +247,13 @@ impl Shared {
         (shared, streams)
     }
 
-    /// Everything a reconcile needs.
+    /// Everything a reconcile needs (`client` reads the bindings of expired entries).
     fn reconcile_context(
         &self,
         settings: &reconcile::Settings,
         election: &Election,
         events: EventQueue<Event>,
+        client: &kube::Client,
     ) -> Arc<Ctx> {
         Arc::new(
             Ctx::new(
@@ -265,7 +267,8 @@ impl Shared {
             )
             .with_settings(settings)
             .with_queue(self.line.clone())
-            .with_batches(self.batches.clone()),
+            .with_batches(self.batches.clone())
+            .with_binding_reads(Arc::new(client.clone())),
         )
     }
 }

@@ -4,6 +4,9 @@
 //! ```text
 //!  reconcile(quota) ─ not synced yet? requeue
 //!  pace     leader and paced (interval, contended backoff)? requeue after the wait
+//!  read     (expired.rs) the leader: the bindings of expired entries the watch has not
+//!           shown, read from the apiserver (quorum GETs) into the index, so the prune
+//!           drops only entries whose request was not stored (R19)
 //!  plan     (plan.rs, pure) the kind's computation + desired status + its waiting line;
 //!           a fold-only change while few entries wait is put off: no status, and the
 //!           put-off returned (Plan::fold_after)
@@ -110,6 +113,9 @@ pub struct Ctx {
     pub queue: Arc<crate::queue::Line>,
     /// The reservation batches held (`--reservation-store=batches`; `None`: status mode).
     pub batches: Option<Arc<crate::batches::Batches>>,
+    /// Reads the bindings of expired entries before the leader plans (`expired`; `None`:
+    /// no reads, and an expired entry the watch has not shown is kept).
+    pub binding_reads: Option<Arc<dyn crate::expired::BindingReads>>,
 }
 
 impl Ctx {
@@ -136,6 +142,7 @@ impl Ctx {
             observed_from_status: false,
             queue: Arc::default(),
             batches: None,
+            binding_reads: None,
         }
     }
 
@@ -151,6 +158,13 @@ impl Ctx {
         .with_min_write_interval(settings.min_write_interval)
         .with_max_write_backoff(settings.max_write_backoff)
         .with_fold_interval(settings.fold_interval)
+    }
+
+    /// Read the bindings of expired entries through `reads` before planning (R19).
+    #[must_use]
+    pub fn with_binding_reads(mut self, reads: Arc<dyn crate::expired::BindingReads>) -> Self {
+        self.binding_reads = Some(reads);
+        self
     }
 
     /// Fold the entries of these reservation batches into the quotas they name.
@@ -256,6 +270,10 @@ pub async fn reconcile<K: QuotaKind>(
     let turn = if *ctx.leader.borrow() {
         if let Some(wait) = ctx.pacing.throttled(&key, pending(&*object)) {
             return Ok(Action::requeue(wait));
+        }
+        if let Some(reads) = &ctx.binding_reads {
+            let now = crate::clock::now_secs();
+            crate::expired::read_for(&ctx.index, reads.as_ref(), &*object, now).await;
         }
         match write::write(&ctx, &key, &object).await? {
             Wrote::Settled(turn) => turn,

@@ -2,10 +2,11 @@
 //!
 //! The lifetime rule: an entry counts from the moment it is written until the controller
 //! removes it, lapsed or not. Only the controller removes entries ([`prune`]): an observed
-//! one when its usage is folded into `used`, a never-seen one once it has expired. The
-//! expiration time is what lets the controller drop an entry whose binding never appeared;
-//! it is not a limit on how long admission counts it, so an outage of the controller never
-//! makes admitted usage vanish.
+//! one when its usage is folded into `used`, a never-seen one once it has expired *and*
+//! the apiserver, read after the expiry, does not store its binding at the entry's
+//! generation ([`Observation::NotStored`]). Expiry alone drops nothing: a binding watch
+//! that lags past the expiry must not make admitted usage vanish, and neither does an
+//! outage of the controller.
 
 /// What the controller knows of the binding an entry names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,13 +22,20 @@ pub enum Observation {
     /// answered `already exists` after the webhook admitted it — Karmada's detector sends
     /// such duplicate CREATEs). Its usage is already in `used` under the other uid.
     NameTaken,
+    /// Not observed at the entry's generation, and a quorum read of the binding made after
+    /// the entry expired found no binding of its uid at that generation or later (none
+    /// under the name, another uid, or an older generation): the request the entry stood
+    /// for was not stored, and — stored within the TTL of its decision or never
+    /// (docs/reservations.md, assumption T) — will not be.
+    NotStored,
 }
 
-use crate::quota::{Reservation, ReservedBy};
+use crate::quota::Reservation;
 use crate::resources::ResourceList;
 
 /// Whether the entry's expiration time has passed: from then on the controller may drop
-/// it if it never observed its binding. It still counts until it is dropped.
+/// it once the apiserver, read after that, does not store its binding
+/// ([`Observation::NotStored`]). It still counts until it is dropped.
 pub fn is_expired(entry: &Reservation, now: i64) -> bool {
     entry.expiration_time <= now
 }
@@ -72,23 +80,23 @@ pub fn upsert(reservations: &mut Vec<Reservation>, entry: Reservation) {
 /// The entries the controller keeps: an entry is dropped when its binding was observed at a
 /// generation ≥ the entry's (its usage is now in `used`), when the binding was seen
 /// deleted, when its name is served by another binding (a duplicate CREATE that failed:
-/// [`Observation::NameTaken`]), or when it has expired (`expiration_time ≤ now`). An entry
-/// whose binding was never seen is kept until it expires — the race reservations exist for.
-/// `observe` is asked about each entry's binding (name and uid).
+/// [`Observation::NameTaken`]), or when it has expired (`expiration_time ≤ now`) and the
+/// apiserver was read not to store it ([`Observation::NotStored`]). Any other entry is
+/// kept, expired or not: one whose binding was never seen is the race reservations exist
+/// for, and an expired one whose binding the watch has not shown may be stored all the
+/// same (the watch lags). `observe` is asked about each entry.
 pub fn prune(
     reservations: &[Reservation],
-    observe: impl Fn(&ReservedBy) -> Observation,
+    observe: impl Fn(&Reservation) -> Observation,
     now: i64,
 ) -> Vec<Reservation> {
     reservations
         .iter()
-        .filter(|entry| {
-            !is_expired(entry, now)
-                && match observe(&entry.reserved_by) {
-                    Observation::NotSeen => true,
-                    Observation::Seen(generation) => generation < entry.generation,
-                    Observation::Deleted | Observation::NameTaken => false,
-                }
+        .filter(|entry| match observe(entry) {
+            Observation::NotSeen => true,
+            Observation::Seen(generation) => generation < entry.generation,
+            Observation::Deleted | Observation::NameTaken => false,
+            Observation::NotStored => !is_expired(entry, now),
         })
         .cloned()
         .collect()
@@ -101,7 +109,7 @@ mod tests {
 
     fn mk_entry(uid: &str, generation: i64, cpu: &str, expiration_time: i64) -> Reservation {
         Reservation {
-            reserved_by: ReservedBy {
+            reserved_by: crate::quota::ReservedBy {
                 api_version: "work.karmada.io/v1alpha2".into(),
                 kind: "ResourceBinding".into(),
                 namespace: String::new(),
@@ -142,7 +150,7 @@ mod tests {
     }
 
     #[test]
-    fn prune_drops_observed_deleted_and_expired_entries() {
+    fn prune_drops_observed_deleted_and_expired_entries_read_not_stored() {
         let now = 100;
         // (observation, entry generation, expiration, kept)
         let table = [
@@ -152,8 +160,11 @@ mod tests {
             (Observation::Deleted, 2, 200, false),
             (Observation::NameTaken, 1, 200, false), // a duplicate CREATE that failed
             (Observation::NotSeen, 2, 200, true),    // the race reservations exist for
-            (Observation::NotSeen, 2, 100, false),   // expired (expiration ≤ now)
-            (Observation::Seen(1), 2, 99, false),
+            (Observation::NotSeen, 2, 100, true),    // expired, the watch may lag: kept
+            (Observation::Seen(1), 2, 99, true),     // expired, the raise not shown yet: kept
+            (Observation::NotStored, 2, 100, false), // expired and read not stored
+            (Observation::NotStored, 2, 99, false),
+            (Observation::NotStored, 2, 101, true), // not expired: a read says nothing yet
         ];
         for (observation, generation, expiration, kept) in table {
             let entries = [mk_entry("a", generation, "1", expiration)];
@@ -171,8 +182,8 @@ mod tests {
         let entries = [mk_entry("seen", 1, "1", 200), mk_entry("new", 1, "1", 200)];
         let pruned = prune(
             &entries,
-            |by| {
-                if by.uid == "seen" {
+            |entry| {
+                if entry.reserved_by.uid == "seen" {
                     Observation::Seen(1)
                 } else {
                     Observation::NotSeen

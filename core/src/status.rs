@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::ledger::{Observation, effective_usage, prune};
 use crate::quantity::Quantity;
-use crate::quota::{DrainingReplicas, QuotaState, Reservation, ReservedBy, Unaccounted};
+use crate::quota::{DrainingReplicas, QuotaState, Reservation, Unaccounted};
 use crate::resources::{PODS, ResourceList, is_object_count};
 use crate::usage::{BindingCharge, ScopedUsage};
 
@@ -149,7 +149,8 @@ pub struct QuotaView {
 /// - `quota`: spec (hard, scope) and `status.reservations`.
 /// - `bindings`: the charges of the observed ResourceBindings in the namespace; those the
 ///   scope does not match are skipped.
-/// - `observe`: what the controller knows of an entry's binding (name, uid), for pruning.
+/// - `observe`: what the controller knows of an entry's binding (name, uid, and the entry's
+///   generation and expiry), for pruning.
 /// - `observed_pods`: pods per member cluster (see [`ObservedPods`]).
 /// - `now`: Unix seconds.
 ///
@@ -166,7 +167,7 @@ pub fn compute<'a>(
     namespace: &str,
     quota: &QuotaState,
     bindings: impl IntoIterator<Item = &'a BindingCharge>,
-    observe: impl Fn(&ReservedBy) -> Observation,
+    observe: impl Fn(&Reservation) -> Observation,
     observed_pods: &ObservedPods,
     now: i64,
 ) -> QuotaView {
@@ -187,7 +188,7 @@ pub fn compute_counted<'a>(
     namespace: &str,
     quota: &QuotaState,
     bindings: impl IntoIterator<Item = (&'a BindingCharge, usize)>,
-    observe: impl Fn(&ReservedBy) -> Observation,
+    observe: impl Fn(&Reservation) -> Observation,
     observed_pods: &ObservedPods,
     now: i64,
 ) -> QuotaView {
@@ -517,7 +518,7 @@ mod tests {
 
     fn mk_entry(uid: &str, generation: i64, expiration_time: i64) -> Reservation {
         Reservation {
-            reserved_by: ReservedBy {
+            reserved_by: crate::quota::ReservedBy {
                 api_version: "work.karmada.io/v1alpha2".into(),
                 kind: "ResourceBinding".into(),
                 namespace: String::new(),
@@ -544,7 +545,7 @@ mod tests {
             example_charge("web-deployment"),
             example_charge("trainer-deployment"),
         ];
-        let observe = |by: &ReservedBy| match by.uid.as_str() {
+        let observe = |r: &Reservation| match r.reserved_by.uid.as_str() {
             "gone" => Observation::Deleted,
             _ => Observation::NotSeen,
         };
@@ -834,7 +835,7 @@ mod tests {
             used: None,
             reservations: Vec::new(),
         };
-        let observe = |_: &ReservedBy| Observation::NotSeen;
+        let observe = |_: &Reservation| Observation::NotSeen;
         let view = compute(
             "team-a",
             &state(Unaccounted::Observed),
@@ -895,7 +896,7 @@ mod tests {
             "team-a",
             state,
             [charge],
-            |_: &ReservedBy| Observation::NotSeen,
+            |_: &Reservation| Observation::NotSeen,
             pods,
             0,
         )

@@ -1,13 +1,15 @@
 //! One process's connection to the simulated apiserver: every call takes a simulated
 //! round trip (the request, then the answer), and may fail before it reaches the store,
 //! or succeed and lose its answer. A process that crashed stops at its next hop: a call
-//! it had sent may still land, its answer is never read.
+//! it had sent may still land, its answer is never read. Reads of bindings (the
+//! controller's read step, R19) are served from the stored bindings, quorum reads.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use karmada_quota_controller::expired::BindingReads;
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaReservation};
 use karmada_quota_status::{BatchStore, StatusStore, StoreError};
 
@@ -128,6 +130,43 @@ impl BatchStore for Conn {
                 Err(e) => format!("{}: delete {name}: {e}", self.who),
             });
             let result = self.lost(&what, result);
+            self.hop().await;
+            result
+        })
+    }
+}
+
+impl BindingReads for Conn {
+    fn get<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<(String, i64)>, String>> {
+        Box::pin(async move {
+            let what = format!("get binding {namespace}/{name}");
+            self.hop().await;
+            if let Some(e) = self.failed(&what) {
+                self.hop().await;
+                return Err(e.to_string());
+            }
+            let found = self.world.api.binding(namespace, name).map(|rb| {
+                (
+                    rb.metadata.uid.clone().unwrap_or_default(),
+                    rb.metadata.generation.unwrap_or(1),
+                )
+            });
+            self.world.trace(format!(
+                "{}: {what}: {}",
+                self.who,
+                found
+                    .as_ref()
+                    .map_or("none".to_owned(), |(u, g)| format!("{u} gen {g}"))
+            ));
+            let result = self.lost(&what, Ok(found)).map_err(|e| e.to_string());
+            if let Ok(found) = &result {
+                let uid = found.as_ref().map(|(u, _)| u.as_str());
+                crate::apiserver::lock(&self.world.truth).read(namespace, name, uid);
+            }
             self.hop().await;
             result
         })

@@ -1,7 +1,8 @@
 //! The controller of the simulation: the real binding `Index`, the real `Batches` (its
 //! batch view), the real fold (`desired::compute_with` with `Batches::unfolded`, then
 //! `desired::desired_status`, written through `status::update`, the compare-and-swap
-//! with re-plan after a 409) and the real sweep (`batches::sweep::sweep_once`, its folds
+//! with re-plan after a 409, after the real read step of expired entries' bindings,
+//! `expired::read_for`) and the real sweep (`batches::sweep::sweep_once`, its folds
 //! read from the controller's own watch-fed quota copies, as `batches::folds`). It leads
 //! alone; it reconciles every quota it holds every few hundred ms and sweeps every
 //! second. A crash ends the incarnation; a restart starts with empty memory.
@@ -16,8 +17,8 @@ use std::time::Duration;
 
 use karmada_quota_controller::batches::folds::Scope;
 use karmada_quota_controller::batches::{Batches, sweep};
-use karmada_quota_controller::desired;
 use karmada_quota_controller::index::Index;
+use karmada_quota_controller::{desired, expired};
 use karmada_quota_core::ledger::Observation;
 use karmada_quota_core::quota::ReservedBy;
 use karmada_quota_core::selection::QuotaKey;
@@ -255,6 +256,8 @@ impl Controller {
     }
 
     async fn reconcile(&self, q: KarmadaQuota) {
+        // The leader's read step (controller/src/expired.rs), as the real reconcile runs it.
+        expired::read_for(&self.index, &self.conn, &q, clock::unix_now()).await;
         let alive = || self.is_alive();
         let written =
             karmada_quota_status::update(&self.conn, q, |q| self.plan(q), alive, WRITE_ATTEMPTS)

@@ -2,9 +2,10 @@
 //!
 //! A binding is *charged* from the moment the webhook answered its CREATE (or an UPDATE
 //! that raises it) allowed, with the charge of that generation. It is *released* — in
-//! part or in whole — only once the controller's binding index has observed it: a
-//! scale-down from the first observation of the lower generation on, a delete from the
-//! first observation of the delete (the index no longer serves a binding that is gone).
+//! part or in whole — only once the controller knows it: a scale-down from the first
+//! observation of the lower generation on, a delete from the first observation of the
+//! delete (the index no longer serves a binding that is gone) or from the controller's
+//! first quorum read that finds no binding of its uid under its name (R19's read step).
 //! An allowed request the apiserver did not store (another plugin refused it) is released
 //! when that happens. Until then the binding counts the highest charge among its
 //! generations from the newest observed one on.
@@ -199,6 +200,17 @@ impl Truth {
             Seen::At(g) => b.observed = b.observed.max(g),
             Seen::Absent if b.deleted => b.released = true,
             Seen::Absent => {}
+        }
+    }
+
+    /// The controller's quorum read of `namespace/name` found `found` (the uid stored under
+    /// the name): the controller knows every deleted binding of that name but `found` is
+    /// gone, as when its index observes the delete.
+    pub fn read(&mut self, namespace: &str, name: &str, found: Option<&str>) {
+        for (uid, b) in &mut self.bindings {
+            if b.namespace == namespace && b.name == name && b.deleted && found != Some(uid) {
+                b.released = true;
+            }
         }
     }
 

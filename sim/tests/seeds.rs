@@ -113,3 +113,36 @@ fn a_withdrawn_batch_does_not_pin_a_quota() {
     );
     assert!(outcome.admissions > 0, "seed 33611 admitted nothing");
 }
+
+/// Over-commits the long run found with three replicas, kept as regressions
+/// (docs/reservations.md R19, bench/sim.md): the controller's watches fell silent, without
+/// an error, for longer than the reservation TTL (stalls that followed one another); an
+/// entry whose binding the index had not shown expired, the prune dropped it, and the
+/// webhooks admitted its room again while the binding was stored. Expiry alone no longer
+/// drops an entry: the leader reads the binding from the apiserver first, and drops the
+/// entry only when the read finds no binding of its uid at its generation.
+#[test]
+fn a_binding_watch_silent_past_the_ttl_does_not_release_a_charge() {
+    for seed in [113_366, 131_930, 183_035] {
+        let config = Config {
+            replicas: 3,
+            quotas: 3,
+            steps: 120,
+            ..Config::new(seed)
+        };
+        let outcome = run(&config);
+        assert!(
+            !outcome.failed(),
+            "seed {seed}: {:?}\n{}",
+            outcome.violations,
+            outcome.tail(40).join("\n")
+        );
+        let reads = outcome
+            .trace
+            .iter()
+            .filter(|l| l.contains(": get binding "))
+            .count();
+        assert!(reads > 0, "seed {seed}: the read step never ran");
+        assert!(outcome.admissions > 0, "seed {seed} admitted nothing");
+    }
+}

@@ -147,7 +147,7 @@ fn check(index: &Index, step: usize) {
             used: None,
             reservations: Vec::new(),
         };
-        let observe = |_: &karmada_quota_core::quota::ReservedBy| Observation::NotSeen;
+        let observe = |_: &karmada_quota_core::quota::Reservation| Observation::NotSeen;
         // One namespace (a KarmadaQuota) and all of them (a cluster quota).
         let sets: Vec<Vec<&str>> = NAMESPACES
             .iter()

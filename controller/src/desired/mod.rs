@@ -35,6 +35,7 @@ use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
 use kube::ResourceExt;
 
 use crate::index::Index;
+use crate::index::reads::READ_AGAIN;
 use crate::members::Reach;
 pub use conditions::unreachable_members;
 use conditions::{drift_condition, has_condition, members_condition, plural, set_condition};
@@ -178,13 +179,14 @@ pub fn compute_over(
         &ns,
         &state,
         namespaces.iter().flat_map(|n| index.tally_in(n)),
-        |by| {
+        |entry| {
+            let by = &entry.reserved_by;
             let in_ns = if by.namespace.is_empty() {
                 own
             } else {
                 by.namespace.as_str()
             };
-            index.observation(in_ns, by)
+            index.observation_of(in_ns, entry, now)
         },
         observed_pods,
         now,
@@ -349,7 +351,8 @@ pub fn desired_status(
 }
 
 /// When to reconcile again without an event: one second after the earliest reservation
-/// expires (so it is pruned promptly), else after the resync period.
+/// expires (so its binding is read and the entry pruned promptly), [`READ_AGAIN`] while
+/// an entry kept past its expiry waits for a read, else after the resync period.
 pub fn next_requeue(computed: &Computed, now: i64, resync: Duration) -> Duration {
     let Computed::Valid { view, unparsed, .. } = computed else {
         return resync;
@@ -361,8 +364,11 @@ pub fn next_requeue(computed: &Computed, now: i64, resync: Duration) -> Duration
         .chain(unparsed.iter().map(|r| r.expiration_time.0.as_second()))
         .min();
     match earliest {
+        // An entry kept past its expiry waits for a read of its binding (R19): the
+        // leader reads again after `READ_AGAIN`.
+        Some(t) if t <= now => Duration::from_secs(READ_AGAIN.unsigned_abs()).min(resync),
         Some(t) => {
-            let secs = u64::try_from((t - now).max(0)).unwrap_or(0) + 1;
+            let secs = u64::try_from(t - now).unwrap_or(0) + 1;
             Duration::from_secs(secs).min(resync)
         }
         None => resync,

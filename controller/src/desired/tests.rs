@@ -419,7 +419,7 @@ fn unreachable_member_is_named_and_has_no_observed() {
 }
 
 #[test]
-fn reservations_are_pruned_when_observed_deleted_or_expired_and_never_seen_ones_kept() {
+fn reservations_are_pruned_when_observed_deleted_or_expired_and_read_not_stored() {
     let q = {
         let mut q = mk_quota("team-a", "q", &[("pods", "10")]);
         q.status = Some(KarmadaQuotaStatus {
@@ -445,14 +445,31 @@ fn reservations_are_pruned_when_observed_deleted_or_expired_and_never_seen_ones_
         i.observation("team-a", &by_uid("u-pend")),
         Observation::NotSeen
     );
-    let c = compute(&q, &i, &ObservedPods::new(), NOW);
-    let st = desired_status(&q, &c, &no_members(), ts(NOW)).unwrap();
-    let kept: Vec<_> = st
-        .reservations
-        .iter()
-        .map(|r| r.reserved_by.name.as_str())
-        .collect();
-    assert_eq!(kept, ["older-gen", "pending"]);
+    let kept = |i: &Index| -> (Vec<String>, Computed) {
+        let c = compute(&q, i, &ObservedPods::new(), NOW);
+        let st = desired_status(&q, &c, &no_members(), ts(NOW)).unwrap();
+        let names = st
+            .reservations
+            .iter()
+            .map(|r| r.reserved_by.name.clone())
+            .collect();
+        (names, c)
+    };
+    // Expired, its binding never shown by the watch, never read: kept (the watch may
+    // lag), and looked at again after READ_AGAIN.
+    let (names, c) = kept(&i);
+    assert_eq!(names, ["older-gen", "expired", "pending"]);
+    assert_eq!(
+        next_requeue(&c, NOW, Duration::from_secs(300)),
+        Duration::from_secs(10)
+    );
+    // A read after the expiry finds it stored: still kept.
+    i.record_read("team-a", "u-exp", Some(("u-exp", 1)), NOW);
+    assert_eq!(kept(&i).0, ["older-gen", "expired", "pending"]);
+    // A read after the expiry finds no binding of its uid: dropped.
+    i.record_read("team-a", "u-exp", None, NOW);
+    let (names, c) = kept(&i);
+    assert_eq!(names, ["older-gen", "pending"]);
     // Requeue right after the earliest kept entry expires.
     assert_eq!(
         next_requeue(&c, NOW, Duration::from_secs(300)),
