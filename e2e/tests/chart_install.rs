@@ -596,6 +596,8 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(true, "delete", q, "karmadaclusterquotashares", None, Some(t)),
         Access::new(true, "list", "work.karmada.io", "resourcebindings", None, None),
         Access::new(true, "watch", "work.karmada.io", "resourcebindings", None, None),
+        // The read of an expired entry's binding before the entry is dropped.
+        Access::new(true, "get", "work.karmada.io", "resourcebindings", None, Some(t)),
         Access::new(true, "list", "cluster.karmada.io", "clusters", None, None),
         Access::new(true, "watch", "cluster.karmada.io", "clusters", None, None),
         Access::new(true, "get", "", "secrets", None, Some("karmada-cluster")),
