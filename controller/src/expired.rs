@@ -93,14 +93,24 @@ pub fn wanted(index: &Index, own: &str, entries: &[Reservation], now: i64) -> Ve
     out
 }
 
+/// What one read step found, read by read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// No binding of the entry's uid at its generation: the entry goes.
+    pub not_stored: usize,
+    /// Stored: the entry stays until the watch shows the binding.
+    pub stored: usize,
+    /// The read failed: the entry stays and is read again next turn.
+    pub failed: usize,
+}
+
 /// Read the bindings `wanted` names at `now` and record what was found in `index`.
-/// Returns how many reads failed (their entries stay, and are read again next turn).
 pub async fn read(
     index: &RwLock<Index>,
     reads: &dyn BindingReads,
     wanted: Vec<Wanted>,
     now: i64,
-) -> usize {
+) -> Outcome {
     let results: Vec<(Wanted, Found)> = futures::stream::iter(wanted)
         .map(|w| async move {
             let found = reads.get(&w.namespace, &w.name).await;
@@ -109,38 +119,41 @@ pub async fn read(
         .buffer_unordered(READ_CONCURRENCY)
         .collect()
         .await;
-    let mut failed = 0;
+    let mut outcome = Outcome::default();
     let mut index = index.write().unwrap_or_else(|e| e.into_inner());
     for (w, found) in results {
         match found {
-            Ok(found) => index.record_read(
-                &w.namespace,
-                &w.uid,
-                found.as_ref().map(|(uid, g)| (uid.as_str(), *g)),
-                now,
-            ),
+            Ok(found) => {
+                let stored = found.as_ref().map(|(uid, g)| (uid.as_str(), *g));
+                if stored.is_some_and(|(uid, _)| uid == w.uid) {
+                    outcome.stored += 1;
+                } else {
+                    outcome.not_stored += 1;
+                }
+                index.record_read(&w.namespace, &w.uid, stored, now);
+            }
             Err(error) => {
-                failed += 1;
+                outcome.failed += 1;
                 tracing::debug!(binding = %format!("{}/{}", w.namespace, w.name), %error, "reading the binding of an expired entry failed; the entry stays");
             }
         }
     }
-    failed
+    outcome
 }
 
 /// The read step for one quota object of either kind: its stored entries' bindings that
-/// must be read at `now`, read and recorded. Returns how many reads failed.
+/// must be read at `now`, read and recorded.
 pub async fn read_for<K: karmada_quota_crds::QuotaObject>(
     index: &RwLock<Index>,
     reads: &dyn BindingReads,
     object: &K,
     now: i64,
-) -> usize {
+) -> Outcome {
     let Some(status) = object.quota_status() else {
-        return 0;
+        return Outcome::default();
     };
     if status.reservations.is_empty() {
-        return 0;
+        return Outcome::default();
     }
     let entries = parse_status(Some(status)).reservations;
     let own = object.namespace().unwrap_or_default();
@@ -149,7 +162,7 @@ pub async fn read_for<K: karmada_quota_crds::QuotaObject>(
         wanted(&index, &own, &entries, now)
     };
     if wanted.is_empty() {
-        return 0;
+        return Outcome::default();
     }
     read(index, reads, wanted, now).await
 }

@@ -79,6 +79,14 @@ pub struct WatchLabels {
     pub watch: String,
 }
 
+/// A read of an expired entry's binding, by what it found (`not_stored`, `stored`,
+/// `failed`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReadLabels {
+    /// What the read found.
+    pub result: String,
+}
+
 /// A member cluster.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MemberLabels {
@@ -112,6 +120,7 @@ pub struct Metrics {
     watch_restarts: Family<WatchLabels, Counter>,
     status_writes: Counter,
     status_conflicts: Counter,
+    expired_entry_reads: Family<ReadLabels, Counter>,
     member_reachable: Family<MemberLabels, Gauge>,
     leader: Gauge,
     bindings: Gauge,
@@ -137,6 +146,7 @@ impl Metrics {
             watch_restarts: Family::default(),
             status_writes: Counter::default(),
             status_conflicts: Counter::default(),
+            expired_entry_reads: Family::default(),
             member_reachable: Family::default(),
             leader: Gauge::default(),
             bindings: Gauge::default(),
@@ -225,6 +235,13 @@ impl Metrics {
             self.status_conflicts.clone(),
         );
         registry.register(
+            "kq_controller_expired_entry_reads",
+            "Quorum reads of the bindings of expired reservation entries the watch has not \
+             shown, by result: not_stored (the entry goes), stored (kept: the watch lags), \
+             failed (kept, read again)",
+            self.expired_entry_reads.clone(),
+        );
+        registry.register(
             "kq_controller_member_reachable",
             "1 when a member cluster's pods are being watched, 0 when it is unreachable",
             self.member_reachable.clone(),
@@ -304,6 +321,23 @@ impl Metrics {
     /// Count one status write conflict.
     pub fn status_conflict(&self) {
         self.status_conflicts.inc();
+    }
+
+    /// Count the reads of one read step.
+    pub fn expired_entries_read(&self, reads: &crate::expired::Outcome) {
+        for (result, n) in [
+            ("not_stored", reads.not_stored),
+            ("stored", reads.stored),
+            ("failed", reads.failed),
+        ] {
+            if n > 0 {
+                self.expired_entry_reads
+                    .get_or_create(&ReadLabels {
+                        result: result.to_owned(),
+                    })
+                    .inc_by(n as u64);
+            }
+        }
     }
 
     /// Set whether a member is reachable.

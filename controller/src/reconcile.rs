@@ -273,7 +273,8 @@ pub async fn reconcile<K: QuotaKind>(
         }
         if let Some(reads) = &ctx.binding_reads {
             let now = crate::clock::now_secs();
-            crate::expired::read_for(&ctx.index, reads.as_ref(), &*object, now).await;
+            let outcome = crate::expired::read_for(&ctx.index, reads.as_ref(), &*object, now).await;
+            ctx.metrics.expired_entries_read(&outcome);
         }
         match write::write(&ctx, &key, &object).await? {
             Wrote::Settled(turn) => turn,

@@ -285,7 +285,7 @@ async fn used_and_cluster_usage_follow_bindings_created_scaled_and_deleted() -> 
 }
 
 // ---------------------------------------------------------------------------------------
-// 2. reservations: pruned once observed, expired when never observed
+// 2. reservations: pruned once observed, expired and read not stored when never observed
 // ---------------------------------------------------------------------------------------
 
 #[tokio::test]
@@ -433,6 +433,19 @@ async fn reservation_is_pruned_once_its_binding_is_observed_and_expires_if_never
         pruned_at >= expires,
         "pruned at {pruned_at}, before its expiry {expires}"
     );
+    // Expiry alone drops nothing: the leader read the ghost's binding from the apiserver
+    // and found none (docs/reservations.md R19).
+    let not_stored = ctl
+        .metric(
+            "kq_controller_expired_entry_reads_total",
+            &["result=\"not_stored\""],
+        )
+        .await?;
+    ensure!(
+        not_stored >= 1,
+        "the expired entry went without a read of its binding (not_stored reads: {not_stored})"
+    );
+    eprintln!("    ✓ its binding read from the apiserver first: {not_stored} read(s) found none");
     let q = s_get(&s.client, s.ns()).await?;
     ensure!(
         used_is(&q, &[("requests.cpu", "1500m"), ("pods", "3")]),

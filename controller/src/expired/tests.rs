@@ -78,8 +78,15 @@ async fn only_expired_entries_the_watch_has_not_shown_are_read_and_a_read_decide
         .answer("team-a/lagging", Ok(Some(("u-lag", 2))))
         .answer("team-a/flaky", Err("etcdserver: request timed out"))
         .answer("team-a/reused", Ok(Some(("u-new", 1))));
-    let failed = read_for(&i, &reads, &q, NOW).await;
-    assert_eq!(failed, 1);
+    let outcome = read_for(&i, &reads, &q, NOW).await;
+    assert_eq!(
+        outcome,
+        Outcome {
+            not_stored: 2,
+            stored: 1,
+            failed: 1
+        }
+    );
     // Neither the unexpired entry nor the one the watch shows is read.
     assert_eq!(
         reads.asked(),
