@@ -9,7 +9,7 @@ use karmada_quota_core::selection::{Labels, namespace_usage};
 use karmada_quota_core::status::ObservedPods;
 use karmada_quota_crds::cluster_quota::NamespaceUsage;
 use karmada_quota_crds::convert::{list_to_api, validate_cluster_spec};
-use karmada_quota_crds::{KarmadaClusterQuota, KarmadaClusterQuotaStatus, KarmadaQuota};
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaClusterQuotaStatus};
 
 use crate::desired::{self, Computed};
 use crate::index::Index;
@@ -47,22 +47,10 @@ pub fn observed_in(members: &MemberRegistry, namespaces: &[String]) -> ObservedP
 /// One cluster quota, computed.
 #[derive(Clone, Debug)]
 pub struct ClusterComputed {
-    /// The KarmadaQuota-shaped computation (its view's namespace is empty).
+    /// The computation of its KarmadaQuota-shaped part (its view's namespace is empty).
     pub computed: Computed,
     /// The selected namespaces' usage, sorted by namespace.
     pub namespaces: Vec<(String, karmada_quota_core::ResourceList)>,
-    /// The quota in KarmadaQuota shape (spec and status part), what `computed` is of.
-    pub shadow: KarmadaQuota,
-}
-
-/// The KarmadaQuota shape of a cluster quota: its metadata, `hard`/`scopeSelector`, the
-/// KarmadaQuota part of its status. Everything a KarmadaQuota computation reads.
-pub fn shadow(cq: &KarmadaClusterQuota) -> KarmadaQuota {
-    KarmadaQuota {
-        metadata: cq.metadata.clone(),
-        spec: cq.spec.quota.clone(),
-        status: cq.status.as_ref().map(|s| s.quota.clone()),
-    }
 }
 
 /// Compute `cq` over the namespaces of `labels` its selector matches, with the batch
@@ -75,14 +63,12 @@ pub fn compute(
     now: i64,
     unfolded: Option<&desired::Unfolded>,
 ) -> ClusterComputed {
-    let shadow = shadow(cq);
     let (selector, spec) = match validate_cluster_spec(cq) {
         Ok(v) => v,
         Err(errors) => {
             return ClusterComputed {
                 computed: Computed::Invalid(errors),
                 namespaces: Vec::new(),
-                shadow,
             };
         }
     };
@@ -96,11 +82,10 @@ pub fn compute(
     // The entries of a cluster quota name their namespace; none falls back to "".
     let mut lookup = vec![String::new()];
     lookup.extend(selected.iter().cloned());
-    let computed = desired::compute_over(&shadow, spec, &lookup, index, &observed, now, unfolded);
+    let computed = desired::compute_over(cq, spec, &lookup, index, &observed, now, unfolded);
     ClusterComputed {
         computed,
         namespaces: rows,
-        shadow,
     }
 }
 
@@ -112,7 +97,7 @@ pub fn desired_status(
     now: jiff::Timestamp,
 ) -> Option<KarmadaClusterQuotaStatus> {
     let current = cq.status.clone().unwrap_or_default();
-    let quota = desired::desired_status(&c.shadow, &c.computed, reach, now)
+    let quota = desired::desired_status(cq, &c.computed, reach, now)
         .unwrap_or_else(|| current.quota.clone());
     let namespaces = match &c.computed {
         Computed::Valid { .. } => c

@@ -31,7 +31,7 @@ use karmada_quota_crds::convert::{
 use karmada_quota_crds::quota::{
     CONDITION_DRIFT, CONDITION_MEMBERS_REACHABLE, CONDITION_READY, ClusterUsage, Reservation,
 };
-use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus};
+use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaStatus, QuotaObject};
 use kube::ResourceExt;
 
 use crate::index::Index;
@@ -124,15 +124,15 @@ pub fn compute_with(
     )
 }
 
-/// Compute a quota object whose spec validated as `spec`, charged with the bindings of
-/// `namespaces` (a KarmadaQuota: its own; a KarmadaClusterQuota: those it selects, its
-/// status in `quota`'s KarmadaQuota shape). `observed_pods` are those of the same
+/// Compute a quota object of either kind whose spec validated as `spec`, charged with the
+/// bindings of `namespaces` (a KarmadaQuota: its own; a KarmadaClusterQuota: those it
+/// selects), from the KarmadaQuota-shaped part of its status. `observed_pods` are those of the same
 /// namespaces. A reservation entry is looked up in the namespace it names, else in the
 /// first of `namespaces` (a KarmadaQuota's entries name none). `unfolded`: the batch
 /// entries the stored status does not account for, upserted into its entries before the
 /// prune (their newest batch is then the `foldedThrough` to record).
-pub fn compute_over(
-    quota: &KarmadaQuota,
+pub fn compute_over<K: QuotaObject>(
+    quota: &K,
     spec: karmada_quota_core::quota::QuotaSpec,
     namespaces: &[String],
     index: &Index,
@@ -144,7 +144,7 @@ pub fn compute_over(
     let own = namespaces.first().map_or("", String::as_str);
     // One parse for both binaries; `used` is recomputed here (the last written one is read
     // only for names whose usage is incomplete), so only the entries matter.
-    let stored = parse_status(quota.status.as_ref());
+    let stored = parse_status(quota.quota_status());
     let unparsed: Vec<Reservation> = stored
         .unparsed
         .into_iter()
@@ -194,8 +194,7 @@ pub fn compute_over(
     view.top_bindings = top_bindings(&state.spec, &ns, index);
     if !incomplete.is_empty() {
         let last_known = quota
-            .status
-            .as_ref()
+            .quota_status()
             .and_then(|s| list_from_api(&s.used, "status.used").ok());
         complete::hold_view(&mut view, last_known.as_ref(), &incomplete);
     }
@@ -233,15 +232,19 @@ fn top_bindings(
     )
 }
 
-/// The status the quota should have, or `None` when its current status already says it.
-pub fn desired_status(
-    quota: &KarmadaQuota,
+/// The KarmadaQuota-shaped part of the status a quota of either kind should have, or
+/// `None` when its current status already says it.
+pub fn desired_status<K: QuotaObject>(
+    quota: &K,
     computed: &Computed,
     reach: &BTreeMap<String, Reach>,
     now: jiff::Timestamp,
 ) -> Option<KarmadaQuotaStatus> {
-    let current = quota.status.clone().unwrap_or_default();
-    let generation = quota.metadata.generation;
+    let current = quota.quota_status().cloned().unwrap_or_default();
+    let at = Stamp {
+        generation: quota.meta().generation,
+        now,
+    };
     let mut next = current.clone();
     match computed {
         Computed::Invalid(errors) => {
@@ -253,14 +256,10 @@ pub fn desired_status(
                     .collect::<Vec<_>>()
                     .join("; ")
             );
-            set_condition(
-                &mut next.conditions,
+            at.set(
+                &mut next,
                 CONDITION_READY,
-                "False",
-                REASON_INVALID_SPEC,
-                &message,
-                generation,
-                now,
+                ("False", REASON_INVALID_SPEC, &message),
             );
         }
         Computed::Valid {
@@ -269,85 +268,105 @@ pub fn desired_status(
             incomplete,
             folded_through,
         } => {
-            next.hard = list_to_api(&view.hard);
-            next.used = list_to_api(&view.used);
-            next.clusters = view
-                .clusters
-                .iter()
-                .map(|c| ClusterUsage {
-                    name: c.name.clone(),
-                    used: list_to_api(&c.used),
-                    observed: c.observed.as_ref().map(list_to_api),
-                    draining: c.draining.as_ref().map(list_to_api),
-                    draining_unknown: c.draining_unknown,
-                })
-                .collect();
-            next.reservations = view.reservations.iter().map(reservation_to_api).collect();
-            next.reservations.extend(unparsed.iter().cloned());
-            // Never lowered: a batch at or below the stored value may be deleted already.
-            next.folded_through = next.folded_through.max(*folded_through);
-            next.summary = Some(summary(&view.hard, Some(&view.used)));
-            let ready = format!(
-                "usage computed from {} in {}",
-                plural(view.bindings, "binding"),
-                plural(view.clusters.len(), "cluster")
-            );
-            set_condition(
-                &mut next.conditions,
-                CONDITION_READY,
-                "True",
-                REASON_SYNCED,
-                &ready,
-                generation,
-                now,
-            );
-            let (status, reason, message) = complete::usage_condition(incomplete);
-            set_condition(
-                &mut next.conditions,
-                CONDITION_USAGE_COMPLETE,
-                status,
-                reason,
-                &message,
-                generation,
-                now,
-            );
-            // While a member is still connecting (first list in flight), Drift and
-            // MembersReachable are not lowered from what they say: a restart or a re-added
-            // member must not flap them (and emit events) for the second it takes to list.
-            let connecting = reach.values().any(|r| *r == Reach::Connecting);
-            let (status, reason, message) = drift_condition(view);
-            let keep_drift =
-                connecting && status != "True" && has_condition(&next.conditions, CONDITION_DRIFT);
-            if !keep_drift {
-                set_condition(
-                    &mut next.conditions,
-                    CONDITION_DRIFT,
-                    status,
-                    reason,
-                    &message,
-                    generation,
-                    now,
-                );
-            }
-            let (status, reason, message) = members_condition(reach);
-            let keep_members = connecting
-                && status != "False"
-                && has_condition(&next.conditions, CONDITION_MEMBERS_REACHABLE);
-            if !keep_members {
-                set_condition(
-                    &mut next.conditions,
-                    CONDITION_MEMBERS_REACHABLE,
-                    status,
-                    reason,
-                    &message,
-                    generation,
-                    now,
-                );
-            }
+            set_usage(&mut next, view, unparsed, *folded_through);
+            set_conditions(&mut next, view, incomplete, reach, at);
         }
     }
-    next.observed_generation = generation;
+    next.observed_generation = at.generation;
     (next != current).then_some(next)
+}
+
+/// The quota's generation and the time a status is planned at: what each condition set
+/// by the plan carries.
+#[derive(Clone, Copy)]
+struct Stamp {
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+}
+
+impl Stamp {
+    /// Set condition `kind` of `next` to (status, reason, message).
+    fn set(
+        self,
+        next: &mut KarmadaQuotaStatus,
+        kind: &str,
+        (status, reason, message): (&str, &str, &str),
+    ) {
+        set_condition(
+            &mut next.conditions,
+            kind,
+            status,
+            reason,
+            message,
+            self.generation,
+            self.now,
+        );
+    }
+}
+
+/// `hard`, `used`, the clusters, the entries (the unparsed ones kept verbatim), the fold
+/// (never lowered) and the summary of a valid computation.
+fn set_usage(
+    next: &mut KarmadaQuotaStatus,
+    view: &QuotaView,
+    unparsed: &[Reservation],
+    folded_through: Option<u64>,
+) {
+    next.hard = list_to_api(&view.hard);
+    next.used = list_to_api(&view.used);
+    next.clusters = view
+        .clusters
+        .iter()
+        .map(|c| ClusterUsage {
+            name: c.name.clone(),
+            used: list_to_api(&c.used),
+            observed: c.observed.as_ref().map(list_to_api),
+            draining: c.draining.as_ref().map(list_to_api),
+            draining_unknown: c.draining_unknown,
+        })
+        .collect();
+    next.reservations = view.reservations.iter().map(reservation_to_api).collect();
+    next.reservations.extend(unparsed.iter().cloned());
+    // Never lowered: a batch at or below the stored value may be deleted already.
+    next.folded_through = next.folded_through.max(folded_through);
+    next.summary = Some(summary(&view.hard, Some(&view.used)));
+}
+
+/// Ready, UsageComplete, Drift and MembersReachable of a valid computation.
+fn set_conditions(
+    next: &mut KarmadaQuotaStatus,
+    view: &QuotaView,
+    incomplete: &Incomplete,
+    reach: &BTreeMap<String, Reach>,
+    at: Stamp,
+) {
+    let ready = format!(
+        "usage computed from {} in {}",
+        plural(view.bindings, "binding"),
+        plural(view.clusters.len(), "cluster")
+    );
+    at.set(next, CONDITION_READY, ("True", REASON_SYNCED, &ready));
+    let (status, reason, message) = complete::usage_condition(incomplete);
+    at.set(next, CONDITION_USAGE_COMPLETE, (status, reason, &message));
+    // While a member is still connecting (first list in flight), Drift and
+    // MembersReachable are not lowered from what they say: a restart or a re-added
+    // member must not flap them (and emit events) for the second it takes to list.
+    let connecting = reach.values().any(|r| *r == Reach::Connecting);
+    let (status, reason, message) = drift_condition(view);
+    if !(connecting && status != "True" && has_condition(&next.conditions, CONDITION_DRIFT)) {
+        at.set(next, CONDITION_DRIFT, (status, reason, &message));
+    }
+    let (status, reason, message) = members_condition(reach);
+    if !(connecting
+        && status != "False"
+        && has_condition(&next.conditions, CONDITION_MEMBERS_REACHABLE))
+    {
+        at.set(
+            next,
+            CONDITION_MEMBERS_REACHABLE,
+            (status, reason, &message),
+        );
+    }
 }
 
 /// When to reconcile again without an event: one second after the earliest reservation
