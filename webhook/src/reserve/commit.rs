@@ -34,7 +34,7 @@ use super::batch::Slot;
 use super::copy::QuotaCopy;
 use super::newest::invalid_covering;
 use crate::error::{Error, Result};
-use crate::ledger::{Ledger, Outcome};
+use crate::ledger::{Expectation, Ledger, Outcome};
 
 /// How often a request waits for the batch watch to catch up after its number was taken
 /// by a batch already deleted.
@@ -47,8 +47,33 @@ const MAX_SEQUENCE: u64 = 999_999_999_999;
 /// How long the delete of a withdrawn batch may take.
 const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How one round of a commit ended.
+enum Round {
+    /// Every request is answered (or will be by the caller's timeout).
+    Done,
+    /// The number was taken or moved on: decide again under the next one.
+    Again,
+}
+
+/// The batch one round created, as its outcome is handled.
+struct Created {
+    sequence: u64,
+    name: String,
+    writer: String,
+    /// How many requests it holds entries of.
+    requests: usize,
+    deadline: Instant,
+}
+
+/// What the create of a batch answered (`Err(_)`: the deadline passed first).
+type CreateResult = std::result::Result<
+    std::result::Result<karmada_quota_crds::KarmadaQuotaReservation, StoreError>,
+    tokio::time::error::Elapsed,
+>;
+
 impl Inner {
-    /// Decide and commit `slots` (every one is answered).
+    /// Decide and commit `slots` (every one is answered): at most `max_attempts` rounds,
+    /// each under the next number.
     #[tracing::instrument(name = "batch_commit", skip_all, fields(batch = Empty, attempts = Empty))]
     pub(super) async fn commit(&self, ledger: &Ledger, group: &str, mut slots: Vec<Slot>) {
         let attempts = self.config.max_attempts.max(1);
@@ -57,134 +82,164 @@ impl Inner {
             if attempt > 1 {
                 self.metrics.retries.inc();
             }
-            let now = Instant::now();
-            for s in &mut slots {
-                if s.open() && s.deadline <= now {
-                    s.answer(Err(Error::Timeout));
-                }
-                s.written.clear();
-            }
-            let Some(deadline) = slots.iter().filter(|s| s.open()).map(|s| s.deadline).max() else {
+            if let Round::Done = self.round(ledger, group, &mut slots).await {
                 return;
-            };
-            let planned = match self.copies(ledger, group, &slots, deadline).await {
-                Ok((namespaces, copies)) => self.plan(ledger, &namespaces, &copies, &mut slots),
-                Err(e) => Err(e),
-            };
-            let sequence = match planned {
-                Ok(next) => next,
-                Err(e) => {
-                    fail_open(&mut slots, || e.clone());
-                    return;
-                }
-            };
-            let planned: Vec<usize> = (0..slots.len())
-                .filter(|&i| slots[i].open() && slots[i].failed.is_none())
-                .collect();
-            let entries: Vec<_> = planned
-                .iter()
-                .flat_map(|&i| slots[i].written.iter())
-                .map(|(key, r)| batch_entry(key, r))
-                .collect();
-            if entries.is_empty() {
-                answer_planned(&mut slots);
-                return;
-            }
-            let name = batch_name(sequence);
-            Span::current().record("batch", name.as_str());
-            let writer = ledger.writer_token();
-            let mut batch = batch_object(ledger.namespace(), sequence, entries);
-            batch.spec.writer = Some(writer.clone());
-            // Registered before the create: its watch event may come before the answer.
-            let mut expectation = match ledger.expect(sequence, &writer) {
-                Ok(Some(e)) => e,
-                // The view moved past the number since the plan: decide again.
-                Ok(None) => continue,
-                Err(e) => {
-                    fail_open(&mut slots, || e.clone());
-                    return;
-                }
-            };
-            match tokio::time::timeout_at(deadline, ledger.store().create(&batch)).await {
-                Ok(Ok(created)) if cfg!(feature = "sim-revert-cb8f985") => {
-                    // The simulation's revert: allowed on the create alone.
-                    drop(expectation);
-                    ledger.insert_object(&created);
-                    answer_planned(&mut slots);
-                    return;
-                }
-                Ok(Ok(created)) => {
-                    self.metrics.batch_create("ok");
-                    let waited = Instant::now();
-                    let outcome = tokio::time::timeout_at(deadline, expectation.outcome()).await;
-                    self.metrics
-                        .batch_confirm
-                        .observe(waited.elapsed().as_secs_f64());
-                    drop(expectation);
-                    let why = match outcome {
-                        Ok(Outcome::Confirmed) => {
-                            // The watch applied it to the view before answering.
-                            tracing::debug!(batch = %name, requests = planned.len(), "reservation batch created");
-                            answer_planned(&mut slots);
-                            return;
-                        }
-                        Ok(Outcome::Reused { by }) => format!(
-                            "showed batch {by} before it: the number was used before, while \
-                             the watch lagged"
-                        ),
-                        Ok(Outcome::Unverified) => {
-                            "re-listed before it showed it, so the order cannot tell whether \
-                             the number was used before"
-                                .to_owned()
-                        }
-                        Err(_) => "did not show it before the request's deadline".to_owned(),
-                    };
-                    // Not counted here from now on.
-                    ledger.withdraw(sequence, &writer);
-                    tracing::warn!(batch = %name, why = %why, "reservation batch withdrawn: this webhook's batch watch did not confirm it");
-                    fail_open(&mut slots, || Error::BatchUnconfirmed {
-                        namespace: ledger.namespace().to_owned(),
-                        name: name.clone(),
-                        why: why.clone(),
-                    });
-                    // The batch stays in the store: the controller folds it and deletes
-                    // it as any other (docs/reservations.md R7).
-                    if cfg!(feature = "sim-revert-92fc912") {
-                        let uid = created.metadata.uid.as_deref();
-                        self.delete_withdrawn(ledger, &name, uid, planned.len())
-                            .await;
-                    }
-                    return;
-                }
-                Ok(Err(StoreError::Conflict)) => {
-                    self.metrics.batch_create("conflict");
-                    self.metrics.conflicts.inc();
-                    if let Err(e) = self.wait_taken(ledger, sequence, deadline).await {
-                        fail_open(&mut slots, || e.clone());
-                        return;
-                    }
-                }
-                Ok(Err(source)) => {
-                    self.metrics.batch_create("error");
-                    tracing::warn!(batch = %name, error = %source, "reservation batch create failed");
-                    fail_open(&mut slots, || Error::Batch {
-                        namespace: ledger.namespace().to_owned(),
-                        name: name.clone(),
-                        source: source.clone(),
-                    });
-                    return;
-                }
-                Err(_) => {
-                    self.metrics.batch_create("timeout");
-                    fail_open(&mut slots, || Error::Timeout);
-                    return;
-                }
             }
         }
         fail_open(&mut slots, || Error::BatchContended {
             namespace: ledger.namespace().to_owned(),
             attempts,
         });
+    }
+
+    /// One round: decide the open requests under the next number and create its batch.
+    async fn round(&self, ledger: &Ledger, group: &str, slots: &mut [Slot]) -> Round {
+        let Some(deadline) = start_round(slots) else {
+            return Round::Done;
+        };
+        let planned = match self.copies(ledger, group, slots, deadline).await {
+            Ok((namespaces, copies)) => self.plan(ledger, &namespaces, &copies, slots),
+            Err(e) => Err(e),
+        };
+        let sequence = match planned {
+            Ok(next) => next,
+            Err(e) => {
+                fail_open(slots, || e.clone());
+                return Round::Done;
+            }
+        };
+        let planned: Vec<usize> = (0..slots.len())
+            .filter(|&i| slots[i].open() && slots[i].failed.is_none())
+            .collect();
+        let entries: Vec<_> = planned
+            .iter()
+            .flat_map(|&i| slots[i].written.iter())
+            .map(|(key, r)| batch_entry(key, r))
+            .collect();
+        if entries.is_empty() {
+            answer_planned(slots);
+            return Round::Done;
+        }
+        let created = Created {
+            sequence,
+            name: batch_name(sequence),
+            writer: ledger.writer_token(),
+            requests: planned.len(),
+            deadline,
+        };
+        Span::current().record("batch", created.name.as_str());
+        let mut batch = batch_object(ledger.namespace(), sequence, entries);
+        batch.spec.writer = Some(created.writer.clone());
+        // Registered before the create: its watch event may come before the answer.
+        let expectation = match ledger.expect(sequence, &created.writer) {
+            Ok(Some(e)) => e,
+            // The view moved past the number since the plan: decide again.
+            Ok(None) => return Round::Again,
+            Err(e) => {
+                fail_open(slots, || e.clone());
+                return Round::Done;
+            }
+        };
+        let result = tokio::time::timeout_at(deadline, ledger.store().create(&batch)).await;
+        self.after_create(ledger, &created, expectation, result, slots)
+            .await
+    }
+
+    /// What the create of `created`'s batch answered decides the round.
+    async fn after_create(
+        &self,
+        ledger: &Ledger,
+        created: &Created,
+        expectation: Expectation<'_>,
+        result: CreateResult,
+        slots: &mut [Slot],
+    ) -> Round {
+        match result {
+            Ok(Ok(object)) if cfg!(feature = "sim-revert-cb8f985") => {
+                // The simulation's revert: allowed on the create alone.
+                drop(expectation);
+                ledger.insert_object(&object);
+                answer_planned(slots);
+            }
+            Ok(Ok(object)) => {
+                self.metrics.batch_create("ok");
+                self.confirm(ledger, created, expectation, &object, slots)
+                    .await;
+            }
+            Ok(Err(StoreError::Conflict)) => {
+                self.metrics.batch_create("conflict");
+                self.metrics.conflicts.inc();
+                match self
+                    .wait_taken(ledger, created.sequence, created.deadline)
+                    .await
+                {
+                    Ok(()) => return Round::Again,
+                    Err(e) => fail_open(slots, || e.clone()),
+                }
+            }
+            Ok(Err(source)) => {
+                self.metrics.batch_create("error");
+                tracing::warn!(batch = %created.name, error = %source, "reservation batch create failed");
+                fail_open(slots, || Error::Batch {
+                    namespace: ledger.namespace().to_owned(),
+                    name: created.name.clone(),
+                    source: source.clone(),
+                });
+            }
+            Err(_) => {
+                self.metrics.batch_create("timeout");
+                fail_open(slots, || Error::Timeout);
+            }
+        }
+        Round::Done
+    }
+
+    /// The batch was created: its requests are allowed once this webhook's batch watch
+    /// confirms it (R5), else it is withdrawn and they fail (R6).
+    async fn confirm(
+        &self,
+        ledger: &Ledger,
+        created: &Created,
+        mut expectation: Expectation<'_>,
+        object: &karmada_quota_crds::KarmadaQuotaReservation,
+        slots: &mut [Slot],
+    ) {
+        let waited = Instant::now();
+        let outcome = tokio::time::timeout_at(created.deadline, expectation.outcome()).await;
+        self.metrics
+            .batch_confirm
+            .observe(waited.elapsed().as_secs_f64());
+        drop(expectation);
+        let why = match outcome {
+            Ok(Outcome::Confirmed) => {
+                // The watch applied it to the view before answering.
+                tracing::debug!(batch = %created.name, requests = created.requests, "reservation batch created");
+                answer_planned(slots);
+                return;
+            }
+            Ok(Outcome::Reused { by }) => format!(
+                "showed batch {by} before it: the number was used before, while the watch lagged"
+            ),
+            Ok(Outcome::Unverified) => "re-listed before it showed it, so the order cannot \
+                                        tell whether the number was used before"
+                .to_owned(),
+            Err(_) => "did not show it before the request's deadline".to_owned(),
+        };
+        // Not counted here from now on.
+        ledger.withdraw(created.sequence, &created.writer);
+        tracing::warn!(batch = %created.name, why = %why, "reservation batch withdrawn: this webhook's batch watch did not confirm it");
+        fail_open(slots, || Error::BatchUnconfirmed {
+            namespace: ledger.namespace().to_owned(),
+            name: created.name.clone(),
+            why: why.clone(),
+        });
+        // The batch stays in the store: the controller folds it and deletes it as any
+        // other (docs/reservations.md R7).
+        if cfg!(feature = "sim-revert-92fc912") {
+            let uid = object.metadata.uid.as_deref();
+            self.delete_withdrawn(ledger, &created.name, uid, created.requests)
+                .await;
+        }
     }
 
     /// Step 1: the namespaces of the open requests and the newest copies of the quota
@@ -330,6 +385,20 @@ fn exhausted(ledger: &Ledger, newest: u64) -> Error {
 }
 
 /// Answer every open, planned request with its admission.
+/// The start of a round: requests past their deadline are answered 504, every entry
+/// planned in an earlier round forgotten; the latest deadline of the open requests
+/// (`None`: none is open).
+fn start_round(slots: &mut [Slot]) -> Option<Instant> {
+    let now = Instant::now();
+    for s in slots.iter_mut() {
+        if s.open() && s.deadline <= now {
+            s.answer(Err(Error::Timeout));
+        }
+        s.written.clear();
+    }
+    slots.iter().filter(|s| s.open()).map(|s| s.deadline).max()
+}
+
 fn answer_planned(slots: &mut [Slot]) {
     for s in slots {
         if s.open() {
