@@ -57,10 +57,16 @@ pub(super) async fn publish<K: QuotaKind>(
 ) -> Result<Action, Error> {
     let stored = turn.object.status().cloned().unwrap_or_default();
     let view = K::view(ctx, &turn.object, &turn.computation, &stored);
+    let mut retry = None;
     if turn.settled && *ctx.leader.borrow() {
-        let n = K::after(ctx, &turn.object).await?;
-        if n > 0 {
-            tracing::debug!(changed = n, "own objects written");
+        match own_writes(K::after(ctx, &turn.object)).await {
+            Some(n) => {
+                let n = n?;
+                if n > 0 {
+                    tracing::debug!(changed = n, "own objects written");
+                }
+            }
+            None => retry = Some(OWN_WRITES_RETRY),
         }
     }
     let (computed, now) = K::computed(&turn.computation);
@@ -74,9 +80,30 @@ pub(super) async fn publish<K: QuotaKind>(
         .remove(&key);
     ctx.metrics.reconciled(started.elapsed());
     let next = desired::next_requeue(computed, now.as_second(), ctx.resync);
-    Ok(Action::requeue(
-        turn.fold_after.map_or(next, |f| f.min(next)),
-    ))
+    let next = [turn.fold_after, retry]
+        .into_iter()
+        .flatten()
+        .fold(next, Duration::min);
+    Ok(Action::requeue(next))
+}
+
+/// Look again this soon after the kind's own writes went unanswered.
+const OWN_WRITES_RETRY: Duration = Duration::from_secs(1);
+
+/// The kind's own writes (a cluster quota's shares), abandoned after the status write's
+/// deadline ([`super::write::WRITE_DEADLINE`]): an apiserver that never answers must not
+/// hold the quota's turn, and with it every later reconcile of the quota. `None`: they
+/// were abandoned, and are made again next turn.
+async fn own_writes<T>(writes: impl std::future::Future<Output = T>) -> Option<T> {
+    let deadline = super::write::WRITE_DEADLINE;
+    let done = tokio::time::timeout(deadline, writes).await.ok();
+    if done.is_none() {
+        tracing::warn!(
+            ?deadline,
+            "the quota's own writes went unanswered; trying again"
+        );
+    }
+    done
 }
 
 /// Emits `notices` as Events of the quota object `reference` (either kind): queued for
@@ -103,5 +130,18 @@ pub(crate) async fn emit(
                 "could not publish event: the event queue is full"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn own_writes_that_never_answer_are_abandoned_at_the_write_deadline() {
+        let started = tokio::time::Instant::now();
+        assert_eq!(own_writes(std::future::pending::<usize>()).await, None);
+        assert_eq!(started.elapsed(), super::super::write::WRITE_DEADLINE);
+        assert_eq!(own_writes(std::future::ready(3)).await, Some(3));
     }
 }
