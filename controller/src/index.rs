@@ -463,10 +463,15 @@ impl Index {
     /// What the controller knows of `entry`'s binding in `namespace` at `now`, for the
     /// prune: [`Index::observation`], or [`Observation::NotStored`] when the entry has
     /// expired, the watch has not shown its binding at its generation, and a quorum read
-    /// made after the expiry found none at that generation or later (R19).
+    /// made after the expiry found none at that generation or later (R19) — or the entry
+    /// names no binding name to read (written by a webhook that did not record names).
     pub fn observation_of(&self, namespace: &str, entry: &Reservation, now: i64) -> Observation {
         let seen = self.observation(namespace, &entry.reserved_by);
-        if unshown(seen, entry) && is_expired(entry, now) && self.reads.not_stored(namespace, entry)
+        // An entry that names no binding cannot be read: expiry alone lets it go.
+        let unreadable = entry.reserved_by.name.is_empty();
+        if unshown(seen, entry)
+            && is_expired(entry, now)
+            && (unreadable || self.reads.not_stored(namespace, entry))
         {
             Observation::NotStored
         } else {
@@ -478,7 +483,8 @@ impl Index {
     /// entry can go: it expired, the watch has not shown the binding at the entry's
     /// generation, and no read since the expiry settled it ([`reads::Reads::wanted`]).
     pub fn wants_read(&self, namespace: &str, entry: &Reservation, now: i64) -> bool {
-        unshown(self.observation(namespace, &entry.reserved_by), entry)
+        !entry.reserved_by.name.is_empty()
+            && unshown(self.observation(namespace, &entry.reserved_by), entry)
             && self.reads.wanted(namespace, entry, now)
     }
 

@@ -158,3 +158,27 @@ async fn at_most_max_reads_are_made_in_one_turn() {
     read_for(&i, &reads, &q, NOW).await;
     assert_eq!(reads.asked().len(), 10, "the rest the next turn");
 }
+
+#[tokio::test]
+async fn an_expired_entry_that_names_no_binding_is_not_read_and_goes() {
+    let i = index();
+    let mut q = mk_quota("team-a", "q", &[("pods", "10")]);
+    q.status = Some(KarmadaQuotaStatus {
+        reservations: vec![mk_reservation("", "u-anon", 1, &[("pods", "1")], NOW - 5)],
+        ..KarmadaQuotaStatus::default()
+    });
+    let reads = FakeReads::default();
+    assert_eq!(read_for(&i, &reads, &q, NOW).await, Outcome::default());
+    assert!(reads.asked().is_empty());
+    let entry = mk_entry("", "u-anon", 1, &[("pods", "1")], NOW - 5);
+    let i = i.read().unwrap();
+    assert_eq!(
+        i.observation_of("team-a", &entry, NOW),
+        Observation::NotStored
+    );
+    let fresh = mk_entry("", "u-anon", 1, &[("pods", "1")], NOW + 5);
+    assert_eq!(
+        i.observation_of("team-a", &fresh, NOW),
+        Observation::NotSeen
+    );
+}
