@@ -135,12 +135,12 @@ pub fn batch_object(
 }
 
 /// `spec.writer` of the empty batch the controller creates when the store lacks its
-/// newest number (docs/reservations.md R19): no webhook's token, so no webhook takes it
+/// newest number (docs/reservations.md R20): no webhook's token, so no webhook takes it
 /// for its own nor withdraws it.
 pub const SEED_WRITER: &str = "karmada-quota-controller/seed";
 
 /// The empty batch numbered `sequence` the controller creates to re-seed the newest
-/// number (docs/reservations.md R19).
+/// number (docs/reservations.md R20).
 pub fn seed_batch(namespace: &str, sequence: u64) -> KarmadaQuotaReservation {
     let mut batch = batch_object(namespace, sequence, Vec::new());
     batch.spec.writer = Some(SEED_WRITER.to_owned());

@@ -364,7 +364,7 @@ async fn webhook_and_controller_with_batches_admit_exactly_the_limit_across_fold
 }
 
 /// A hand deletes the newest batch (docs/reservations.md §6, "Hand edits"): the
-/// controller leader creates it again, empty, within a sweep (R19); a controller started
+/// controller leader creates it again, empty, within a sweep (R20); a controller started
 /// after the hand, which never saw the number, seeds the quota's `foldedThrough`; a
 /// webhook started then numbers above it and admits (without the re-seed it would refuse
 /// with `batches_behind`: the store holds nothing at or above the fold).

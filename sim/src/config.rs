@@ -153,7 +153,7 @@ pub struct Config {
     pub backoff_max_ms: u64,
     /// Once the faults stopped and everything is folded, a hand deletes the newest batch
     /// and every webhook replica restarts (docs/reservations.md §6, "Hand edits"): outside
-    /// the model, so the run checks that requests are admitted again (R19), not a new
+    /// the model, so the run checks that requests are admitted again (R20), not a new
     /// schedule for S (the batch deleted holds nothing unfolded by then).
     pub hand_deletes_newest: bool,
 }

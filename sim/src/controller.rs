@@ -303,7 +303,7 @@ impl Controller {
         }
     }
 
-    /// The re-seed of a missing newest number after the sweep (docs/reservations.md R19),
+    /// The re-seed of a missing newest number after the sweep (docs/reservations.md R20),
     /// the greatest fold read from the controller's own quota copies.
     async fn seed(&self) {
         use karmada_quota_controller::batches::seed::{Seeded, seed_once};

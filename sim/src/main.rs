@@ -49,7 +49,7 @@ struct Args {
     no_liveness: bool,
     /// Once the faults stopped, a hand deletes the newest batch and every webhook
     /// restarts; the liveness phase then checks the store healed (docs/reservations.md
-    /// R19).
+    /// R20).
     #[arg(long)]
     hand_deletes_newest: bool,
     /// Print the whole trace of each run.

@@ -117,7 +117,7 @@ fn a_withdrawn_batch_does_not_pin_a_quota() {
 /// A hand deletes the newest batch once everything is folded, and every webhook replica
 /// restarts (docs/reservations.md §6, "Hand edits"): the replicas list a store without a
 /// batch at or above the quotas' folds and refuse (R11) until the controller re-seeds the
-/// newest number (R19); then every quota with room admits a fitting request within the
+/// newest number (R20); then every quota with room admits a fitting request within the
 /// liveness bound. Without the re-seed (`--features revert-seed`) these runs fail their
 /// liveness.
 #[test]

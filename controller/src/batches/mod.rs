@@ -170,7 +170,7 @@ impl Batches {
         out
     }
 
-    /// The number the store lacks (docs/reservations.md R19): the greater of
+    /// The number the store lacks (docs/reservations.md R20): the greater of
     /// `greatest_fold` (the greatest `status.foldedThrough` of the quotas this controller
     /// holds) and the newest number it has seen — unless that is [`LAST_SEQUENCE`], which
     /// only a hand makes and which leaves no number after it — when no live batch, nor one

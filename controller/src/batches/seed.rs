@@ -1,4 +1,4 @@
-//! The newest number re-seeded (docs/reservations.md R19): when the store holds no batch
+//! The newest number re-seeded (docs/reservations.md R20): when the store holds no batch
 //! numbered at or above the greatest `status.foldedThrough` of the quotas this controller
 //! holds — nor the newest number it has seen — the leader creates an empty batch with that
 //! number, so that a webhook that lists the batches numbers above every fold again.

@@ -399,7 +399,7 @@ async fn a_view_behind_or_a_watch_down_refuses_with_a_retryable_503_and_writes_n
 
 /// A hand took the newest batch away: the store holds none at or above the quota's fold,
 /// and a webhook that lists it refuses every try (R11) until the controller creates the
-/// empty batch of that number (R19); then it admits again, the empty batch counting
+/// empty batch of that number (R20); then it admits again, the empty batch counting
 /// nothing and every admitted entry counting.
 #[tokio::test]
 async fn a_store_without_its_newest_batch_refuses_until_the_controller_seeds_it_again() {
