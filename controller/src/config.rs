@@ -199,6 +199,7 @@ fn dashboard(args: &Args) -> DashboardConfig {
                 idle_timeout: d.dashboard_session_idle_timeout,
                 max_age: d.dashboard_session_max_age,
                 logins_per_user_per_minute: d.dashboard_logins_per_user_per_minute,
+                logins_per_peer_per_minute: d.dashboard_logins_per_peer_per_minute,
             },
             streams: karmada_quota_dashboard::StreamLimits {
                 max_total: d.dashboard_max_streams,

@@ -393,11 +393,14 @@ fn spawn_batches(
     ));
     tokio::spawn(batches::sweep::run(
         batches.clone(),
-        Arc::new(karmada_quota_status::KubeBatchStore::new(
-            client.clone(),
-            namespace,
-        )),
-        move |key: &karmada_quota_core::selection::QuotaKey| folds.fold(key),
+        (
+            Arc::new(karmada_quota_status::KubeBatchStore::new(
+                client.clone(),
+                namespace,
+            )),
+            namespace.to_owned(),
+        ),
+        folds,
         election.leader.clone(),
         stop.requested(),
     ));

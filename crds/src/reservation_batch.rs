@@ -103,6 +103,10 @@ pub fn batch_name(sequence: u64) -> String {
     format!("{BATCH_PREFIX}{sequence:012}")
 }
 
+/// The greatest batch number: its name has 12 digits ([`batch_name`]), and a longer one
+/// would not parse as a batch in any reader. No number follows it.
+pub const LAST_SEQUENCE: u64 = 999_999_999_999;
+
 /// The sequence number of a batch named `name`; `None` for a name that is not a batch's.
 pub fn batch_sequence(name: &str) -> Option<u64> {
     let digits = name.strip_prefix(BATCH_PREFIX)?;
@@ -127,6 +131,19 @@ pub fn batch_object(
         },
     );
     batch.metadata.namespace = Some(namespace.to_string());
+    batch
+}
+
+/// `spec.writer` of the empty batch the controller creates when the store lacks its
+/// newest number (docs/reservations.md R20): no webhook's token, so no webhook takes it
+/// for its own nor withdraws it.
+pub const SEED_WRITER: &str = "karmada-quota-controller/seed";
+
+/// The empty batch numbered `sequence` the controller creates to re-seed the newest
+/// number (docs/reservations.md R20).
+pub fn seed_batch(namespace: &str, sequence: u64) -> KarmadaQuotaReservation {
+    let mut batch = batch_object(namespace, sequence, Vec::new());
+    batch.spec.writer = Some(SEED_WRITER.to_owned());
     batch
 }
 

@@ -26,8 +26,10 @@
 //! push the accepted ones out). Tokens accepted before and the tokens of live sessions
 //! are re-reviewed whatever that rate: a flood of random tokens starves no one logged in.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
+
+use lru::LruCache;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -112,23 +114,24 @@ impl Default for CachePolicy {
     }
 }
 
-/// A bounded map whose entries expire.
+/// A bounded map whose entries expire. Full, it forgets its least recently used entry,
+/// never all of them: a flood of new keys cannot empty it of the answers others use.
 #[derive(Debug)]
-struct Cache<K, V> {
-    entries: Mutex<HashMap<K, (Instant, V)>>,
+struct Cache<K: Eq + Hash, V> {
+    entries: Mutex<LruCache<K, (Instant, V)>>,
     max: usize,
 }
 
 impl<K: Eq + Hash, V: Clone> Cache<K, V> {
     fn new(max: usize) -> Self {
         Self {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(LruCache::unbounded()),
             max: max.max(1),
         }
     }
 
     fn get(&self, key: &K) -> Option<V> {
-        let map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         map.get(key)
             .filter(|(until, _)| Instant::now() < *until)
             .map(|(_, v)| v.clone())
@@ -137,19 +140,18 @@ impl<K: Eq + Hash, V: Clone> Cache<K, V> {
     fn put(&self, key: K, value: V, ttl: Duration) {
         let now = Instant::now();
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= self.max && !map.contains_key(&key) {
-            map.retain(|_, (until, _)| now < *until);
-            if map.len() >= self.max {
-                map.clear();
+        if !map.contains(&key) {
+            while map.len() >= self.max {
+                map.pop_lru();
             }
         }
-        map.insert(key, (now + ttl, value));
+        map.put(key, (now + ttl, value));
     }
 
     /// Whether `key` has an entry, expired or not.
     fn holds(&self, key: &K) -> bool {
         let map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        map.contains_key(key)
+        map.contains(key)
     }
 
     fn len(&self) -> usize {
@@ -513,6 +515,34 @@ mod tests {
             let (tokens, decisions) = a.cached();
             assert!(tokens <= 8 && decisions <= 8, "{tokens} {decisions}");
         }
+    }
+
+    /// A full cache forgets its least recently used answer, never all of them: a token in
+    /// use keeps its answer while new tokens pass through.
+    #[tokio::test]
+    async fn a_full_cache_forgets_the_least_recently_used_answer_only() {
+        let mut f = FakeReviewer::teams();
+        for i in 0..50 {
+            f.tokens.insert(format!("t{i}"), format!("u{i}"));
+        }
+        let (f, a) = access(
+            f,
+            CachePolicy {
+                max_entries: 8,
+                new_tokens: Rate::per_second(1_000),
+                ..CachePolicy::default()
+            },
+        );
+        for i in 0..50 {
+            a.user("ta").await.unwrap().unwrap();
+            a.user(&format!("t{i}")).await.unwrap().unwrap();
+        }
+        let (reviews, _) = f.calls();
+        assert_eq!(reviews, 51, "ta reviewed once, each new token once");
+        assert!(a.user("t49").await.unwrap().is_some());
+        assert_eq!(f.calls().0, 51, "the newest answers stay");
+        assert!(a.user("t0").await.unwrap().is_some());
+        assert_eq!(f.calls().0, 52, "the oldest went");
     }
 
     /// 2,000 random bearer tokens cost at most the rate's TokenReviews, not 2,000; each

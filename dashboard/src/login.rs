@@ -6,7 +6,9 @@
 //! `X-Forwarded-Proto: https`). The token never goes back to the browser. `POST /logout`
 //! ends the session. A user past its logins a minute
 //! ([`SessionPolicy::logins_per_user_per_minute`](crate::SessionPolicy)) gets 429 and
-//! no session: its earlier sessions, and everyone else's, stay. Both forms carry a CSRF token ([`csrf`](crate::csrf)); a POST
+//! no session: its earlier sessions, and everyone else's, stay. A client address past its
+//! login attempts a minute (`logins_per_peer_per_minute`, the address the listener gives
+//! as `ConnectInfo`) gets 429 before its token is reviewed. Both forms carry a CSRF token ([`csrf`](crate::csrf)); a POST
 //! without a valid one is 403. A request refused for want of a login gets the form too
 //! ([`unauthenticated`], [`unavailable`]; JSON for the API).
 
@@ -14,8 +16,8 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::Dashboard;
@@ -153,8 +155,29 @@ fn login_csrf_ok(d: &Dashboard, headers: &HeaderMap, body: &[u8]) -> bool {
     well_formed_nonce(&nonce) && d.csrf.verify(Bound::Login(&nonce), &token)
 }
 
+/// 429 for a login past a rate: `why`, and when to come back (60 / `per_minute` s).
+fn too_many(
+    d: &Dashboard,
+    headers: &HeaderMap,
+    next: &str,
+    why: String,
+    per_minute: u32,
+) -> Response {
+    let mut resp = page(d, headers, StatusCode::TOO_MANY_REQUESTS, next, Some(why));
+    resp.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(60u32.div_ceil(per_minute.max(1))),
+    );
+    resp
+}
+
 /// `POST /login` (form: `csrf`, `token`, `next`).
-pub async fn submit(State(d): State<Dashboard>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn submit(
+    State(d): State<Dashboard>,
+    headers: HeaderMap,
+    extensions: Extensions,
+    body: Bytes,
+) -> Response {
     let next = local_path(&field(&body, "next").unwrap_or_else(|| "/".to_owned()));
     if !login_csrf_ok(&d, &headers, &body) {
         tracing::info!("dashboard login refused: missing or invalid CSRF token");
@@ -169,6 +192,17 @@ pub async fn submit(State(d): State<Dashboard>, headers: HeaderMap, body: Bytes)
     let Some(access) = &d.access else {
         return see_other(&next);
     };
+    if let Some(ConnectInfo(peer)) = extensions.get::<ConnectInfo<std::net::SocketAddr>>()
+        && !d.sessions.may_attempt_from(peer.ip())
+    {
+        tracing::info!(peer = %peer.ip(), "dashboard login refused: too many login attempts from this address");
+        let per_minute = d.sessions.policy().logins_per_peer_per_minute;
+        let why = format!(
+            "Too many logins from this address (at most {per_minute} a minute, \
+             --dashboard-logins-per-peer-per-minute): wait a minute and log in again."
+        );
+        return too_many(&d, &headers, &next, why, per_minute);
+    }
     let token = field(&body, "token").unwrap_or_default();
     let token = token.trim();
     if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -184,23 +218,12 @@ pub async fn submit(State(d): State<Dashboard>, headers: HeaderMap, body: Bytes)
         Ok(Some(user)) if !d.sessions.may_log_in(&user) => {
             tracing::info!(user = %user.name, "dashboard login refused: too many logins of this user");
             let per_minute = d.sessions.policy().logins_per_user_per_minute;
-            let mut resp = page(
-                &d,
-                &headers,
-                StatusCode::TOO_MANY_REQUESTS,
-                &next,
-                Some(format!(
-                    "Too many logins of {} (at most {per_minute} a minute, \
-                     --dashboard-logins-per-user-per-minute): wait a minute and log in again.",
-                    user.name,
-                )),
+            let why = format!(
+                "Too many logins of {} (at most {per_minute} a minute, \
+                 --dashboard-logins-per-user-per-minute): wait a minute and log in again.",
+                user.name,
             );
-            // The next login of this user comes back within 60 / N seconds.
-            resp.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from(60u32.div_ceil(per_minute.max(1))),
-            );
-            resp
+            too_many(&d, &headers, &next, why, per_minute)
         }
         Ok(Some(user)) => {
             // A new id on every login (no fixation); the session the browser had ends.

@@ -517,3 +517,74 @@ async fn one_token_logging_in_ten_thousand_times_ends_no_session() {
         );
     }
 }
+
+/// One address cycling through 200 users' tokens (each user under its own per-user rate):
+/// past `--dashboard-logins-per-peer-per-minute` (30) every attempt from that address —
+/// IPv4, or any address of one IPv6 /64 — is a 429 before its token is reviewed, and
+/// another address still logs in.
+#[tokio::test]
+async fn one_address_trying_many_users_tokens_is_limited_before_any_review() {
+    use axum::extract::ConnectInfo;
+    use std::net::SocketAddr;
+    let mut f = FakeReviewer::teams();
+    for i in 0..200 {
+        f.tokens.insert(format!("tok-{i}"), format!("user-{i}"));
+    }
+    let f = Arc::new(f);
+    let (_tx, rx) = watch::channel(Arc::new(snapshot()));
+    // New tokens are reviewed at any rate here: only the per-address limit is tested.
+    let policy = CachePolicy {
+        new_tokens: crate::rate::Rate::per_second(10_000),
+        ..CachePolicy::default()
+    };
+    let access = Access::new(f.clone(), policy);
+    let d = Dashboard::new(rx, Settings::default())
+        .unwrap()
+        .with_access(access);
+    let (cookie, csrf) = login_form(&d).await;
+    let from = |peer: &str, token: &str| {
+        let mut req = post(
+            "/login",
+            Some(&cookie),
+            format!("csrf={csrf}&token={token}&next=%2F"),
+        );
+        let peer: SocketAddr = peer.parse().unwrap();
+        req.extensions_mut().insert(ConnectInfo(peer));
+        req
+    };
+    let started = std::time::Instant::now();
+    for (i, peer) in [(0, "10.0.0.9:40000"), (100, "[2001:db8:0:7::1]:40000")] {
+        let (reviews_before, _) = f.calls();
+        let (mut created, mut refused) = (0usize, 0usize);
+        for n in i..i + 100 {
+            // IPv6: a new address of the same /64 for every attempt.
+            let peer = peer.replace("::1]", &format!("::{:x}]", n + 1));
+            let a = send(&d, from(&peer, &format!("tok-{n}"))).await;
+            match a.code {
+                StatusCode::SEE_OTHER => created += 1,
+                StatusCode::TOO_MANY_REQUESTS => {
+                    assert!(
+                        a.body.contains("Too many logins from this address"),
+                        "{}",
+                        a.body
+                    );
+                    assert_eq!(a.headers[header::RETRY_AFTER], "2");
+                    assert!(a.cookie("kq_session").is_none());
+                    refused += 1;
+                }
+                other => panic!("{other}: {}", a.body),
+            }
+        }
+        let refills = (started.elapsed().as_secs_f64() / 2.0).ceil() as usize;
+        assert!(created <= 30 + refills, "{peer}: {created} logins accepted");
+        assert!(refused >= 70 - refills, "{peer}: {refused} refused");
+        let (reviews, _) = f.calls();
+        assert!(
+            reviews - reviews_before <= 30 + refills,
+            "{peer}: {} TokenReviews",
+            reviews - reviews_before
+        );
+    }
+    let other = send(&d, from("10.0.0.10:40000", "tb")).await;
+    assert_eq!(other.code, StatusCode::SEE_OTHER, "{}", other.body);
+}

@@ -14,18 +14,23 @@
 //! The store is bounded: at `max_sessions` the expired sessions go first, then the
 //! oldest; one user holds at most `max_sessions_per_user` (its own oldest goes) and logs
 //! in at most `logins_per_user_per_minute` times a minute (a token bucket per user name:
-//! past it the login is refused with 429 and no session of anyone ends). Sessions live in one replica's memory: with several replicas behind one
+//! past it the login is refused with 429 and no session of anyone ends). One client
+//! address tries at most `logins_per_peer_per_minute` logins a minute, whatever the
+//! tokens and users (a bucket per IPv4 address or IPv6 /64, [`peer_key`], checked before
+//! the token is reviewed: one peer cycling through many users' tokens is refused 429).
+//! Both bucket maps are bounded by `max_sessions` keys ([`Buckets`]: never cleared). Sessions live in one replica's memory: with several replicas behind one
 //! Service, the Service needs client affinity (`sessionAffinity: ClientIP`, or the
 //! Ingress' cookie affinity), else a login on one replica is unknown to the others.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::auth::User;
-use crate::rate::{Buckets, Rate};
+use crate::rate::{Buckets, Rate, peer_key};
 
 /// The cookie that carries the session id.
 pub const SESSION_COOKIE: &str = "kq_session";
@@ -49,6 +54,10 @@ pub struct SessionPolicy {
     /// logging in again and again is refused (429) past it, before its login ends any
     /// session.
     pub logins_per_user_per_minute: u32,
+    /// Login attempts from one client address (IPv4, or IPv6 /64) a minute, all of them
+    /// at once at most, counted before the token is reviewed; 0: not limited (a proxy in
+    /// front makes every login come from its address).
+    pub logins_per_peer_per_minute: u32,
 }
 
 /// Default cap on sessions.
@@ -61,6 +70,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(8 * 60 * 60);
 /// Default logins of one user a minute (a person logs in a few times a day).
 pub const DEFAULT_LOGINS_PER_USER_PER_MINUTE: u32 = 10;
+/// Default login attempts of one client address a minute (a few people behind one NAT).
+pub const DEFAULT_LOGINS_PER_PEER_PER_MINUTE: u32 = 30;
 
 impl Default for SessionPolicy {
     fn default() -> Self {
@@ -70,6 +81,7 @@ impl Default for SessionPolicy {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_age: DEFAULT_MAX_AGE,
             logins_per_user_per_minute: DEFAULT_LOGINS_PER_USER_PER_MINUTE,
+            logins_per_peer_per_minute: DEFAULT_LOGINS_PER_PEER_PER_MINUTE,
         }
     }
 }
@@ -130,6 +142,8 @@ pub struct Sessions {
     map: Mutex<(u64, HashMap<String, Session>)>,
     /// Logins per user name.
     logins: Buckets<String>,
+    /// Login attempts per client address ([`peer_key`]); `None`: not limited.
+    peers: Option<Buckets<IpAddr>>,
 }
 
 impl Sessions {
@@ -146,7 +160,19 @@ impl Sessions {
             },
             map: Mutex::new((0, HashMap::new())),
             logins: Buckets::new(Rate::per_minute(logins), max_sessions),
+            peers: (policy.logins_per_peer_per_minute > 0).then(|| {
+                Buckets::new(
+                    Rate::per_minute(policy.logins_per_peer_per_minute),
+                    max_sessions,
+                )
+            }),
         }
+    }
+
+    /// Whether a login attempt from `peer` may go on now (takes one of its minute's
+    /// budget; always when not limited).
+    pub fn may_attempt_from(&self, peer: IpAddr) -> bool {
+        self.peers.as_ref().is_none_or(|b| b.take(&peer_key(peer)))
     }
 
     /// Whether `user` may log in now (takes one login of its minute's budget).
@@ -355,5 +381,35 @@ mod tests {
         let (flooder, other) = (user("flooder"), user("other"));
         assert_eq!((0..10_000).filter(|_| s.may_log_in(&flooder)).count(), 5);
         assert!(s.may_log_in(&other), "another user's logins are its own");
+    }
+
+    #[test]
+    fn one_peer_tries_at_most_its_rate_whatever_the_users() {
+        let s = Sessions::new(SessionPolicy {
+            logins_per_peer_per_minute: 5,
+            ..SessionPolicy::default()
+        });
+        let ip = |a: &str| a.parse::<IpAddr>().unwrap();
+        // Every attempt from one address counts, one user or many.
+        assert_eq!(
+            (0..1_000)
+                .filter(|_| s.may_attempt_from(ip("10.0.0.1")))
+                .count(),
+            5
+        );
+        assert!(
+            s.may_attempt_from(ip("10.0.0.2")),
+            "another address is its own"
+        );
+        // An IPv6 host rotating through its /64 is one peer.
+        let rotated = (0..1_000)
+            .filter(|i| s.may_attempt_from(ip(&format!("2001:db8:0:1::{i:x}"))))
+            .count();
+        assert_eq!(rotated, 5);
+        let off = Sessions::new(SessionPolicy {
+            logins_per_peer_per_minute: 0,
+            ..SessionPolicy::default()
+        });
+        assert!((0..1_000).all(|_| off.may_attempt_from(ip("10.0.0.1"))));
     }
 }

@@ -1036,7 +1036,7 @@ async fn the_reservation_store_reaches_both_binaries_and_only_they_get_the_batch
     let want: BTreeMap<String, Vec<Value>> = [
         (
             "Role karmada-quota-controller-reservations".to_owned(),
-            vec![json!(["get", "list", "watch", "delete"])],
+            vec![json!(["create", "get", "list", "watch", "delete"])],
         ),
         (
             "Role karmada-quota-webhook-reservations".to_owned(),

@@ -619,13 +619,14 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(false, "create", "authentication.k8s.io", "tokenreviews", None, None),
         Access::new(false, "create", "authorization.k8s.io", "subjectaccessreviews", None, None),
         Access::new(false, "list", "", "events", None, None),
-        // Reservation batches: watched and deleted once folded, in their namespace only;
-        // never created (the webhook's).
+        // Reservation batches: watched, deleted once folded and created only empty (the
+        // newest number re-seeded), in their namespace only.
         Access::new(true, "get", q, kqr, None, Some(batches)),
         Access::new(true, "list", q, kqr, None, Some(batches)),
         Access::new(true, "watch", q, kqr, None, Some(batches)),
         Access::new(true, "delete", q, kqr, None, Some(batches)),
-        Access::new(false, "create", q, kqr, None, Some(batches)),
+        Access::new(true, "create", q, kqr, None, Some(batches)),
+        Access::new(false, "create", q, kqr, None, Some(t)),
         Access::new(false, "delete", q, kqr, None, Some(t)),
         Access::new(false, "list", q, kqr, None, None),
     ];

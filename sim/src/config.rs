@@ -151,6 +151,11 @@ pub struct Config {
     pub liveness: bool,
     /// The longest wait before a failed watch lists again (ms; the shortest is 200).
     pub backoff_max_ms: u64,
+    /// Once the faults stopped and everything is folded, a hand deletes the newest batch
+    /// and every webhook replica restarts (docs/reservations.md §6, "Hand edits"): outside
+    /// the model, so the run checks that requests are admitted again (R20), not a new
+    /// schedule for S (the batch deleted holds nothing unfolded by then).
+    pub hand_deletes_newest: bool,
 }
 
 impl Config {
@@ -165,6 +170,7 @@ impl Config {
             strict_liveness: false,
             liveness: true,
             backoff_max_ms: 1_000,
+            hand_deletes_newest: false,
         }
     }
 }

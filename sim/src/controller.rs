@@ -302,6 +302,31 @@ impl Controller {
             if swept.deleted + swept.gone + swept.failed > 0 {
                 self.world.trace(format!("{}: swept {swept:?}", self.name));
             }
+            self.seed().await;
+        }
+    }
+
+    /// The re-seed of a missing newest number after the sweep (docs/reservations.md R20),
+    /// the greatest fold read from the controller's own quota copies.
+    async fn seed(&self) {
+        use karmada_quota_controller::batches::seed::{Seeded, seed_once};
+        if cfg!(feature = "revert-seed") {
+            return;
+        }
+        let greatest = lock(&self.quotas)
+            .objects
+            .values()
+            .filter_map(|q| q.status.as_ref().and_then(|s| s.folded_through))
+            .max();
+        let seeded = seed_once(
+            &self.batches,
+            &self.conn,
+            crate::replica::BATCH_NS,
+            greatest,
+        )
+        .await;
+        if seeded != Seeded::Held {
+            self.world.trace(format!("{}: seed {seeded:?}", self.name));
         }
     }
 }

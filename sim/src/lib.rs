@@ -65,4 +65,6 @@ pub const REVERTS: &[&str] = &[
     "revert-052809a-number",
     #[cfg(feature = "revert-382f6f6")]
     "revert-382f6f6",
+    #[cfg(feature = "revert-seed")]
+    "revert-seed",
 ];

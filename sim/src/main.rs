@@ -47,6 +47,11 @@ struct Args {
     /// Skip the liveness phase (safety alone).
     #[arg(long)]
     no_liveness: bool,
+    /// Once the faults stopped, a hand deletes the newest batch and every webhook
+    /// restarts; the liveness phase then checks the store healed (docs/reservations.md
+    /// R20).
+    #[arg(long)]
+    hand_deletes_newest: bool,
     /// Print the whole trace of each run.
     #[arg(long)]
     trace: bool,
@@ -94,6 +99,9 @@ fn replay(outcome: &Outcome, faults_given: bool) -> String {
     }
     if c.backoff_max_ms != 1_000 {
         cmd.push_str(&format!(" --backoff-max-ms {}", c.backoff_max_ms));
+    }
+    if c.hand_deletes_newest {
+        cmd.push_str(" --hand-deletes-newest");
     }
     cmd
 }
@@ -143,6 +151,7 @@ fn main() -> ExitCode {
             strict_liveness: args.strict_liveness,
             liveness: !args.no_liveness,
             backoff_max_ms: args.backoff_max_ms,
+            hand_deletes_newest: args.hand_deletes_newest,
             ..Config::new(seed)
         };
         let outcome = run(&config);

@@ -163,7 +163,32 @@ async fn drive(sim: &Arc<Sim>) {
     // Entries of requests allowed but not stored, and of withdrawn batches, expire.
     let quiet = TTL.as_millis() as u64 + 2 * MAX_SKEW_MS + 10_000;
     tokio::time::sleep(Duration::from_millis(quiet)).await;
+    if world.config.hand_deletes_newest {
+        hand_deletes_newest(sim).await;
+    }
     liveness(sim).await;
+}
+
+/// A hand deletes the newest batch, then every webhook replica restarts (so lists a store
+/// without it, and no number seen before).
+async fn hand_deletes_newest(sim: &Arc<Sim>) {
+    use karmada_quota_status::BatchStore;
+    let world = &sim.world;
+    let newest = world
+        .api
+        .batches
+        .all()
+        .into_iter()
+        .filter_map(|b| b.metadata.name)
+        .max();
+    if let Some(name) = newest {
+        let deleted = world.api.batches.delete(&name, None).await;
+        world.trace(format!("hand: deleted {name}: {deleted:?}"));
+    }
+    let restarts = (0..world.config.replicas).map(|id| tokio::spawn(sim.clone().crash_replica(id)));
+    for r in restarts.collect::<Vec<_>>() {
+        let _ = r.await;
+    }
 }
 
 /// One workload step; a task when the step runs on.

@@ -146,3 +146,46 @@ fn a_binding_watch_silent_past_the_ttl_does_not_release_a_charge() {
         assert!(outcome.admissions > 0, "seed {seed} admitted nothing");
     }
 }
+
+/// A hand deletes the newest batch once everything is folded, and every webhook replica
+/// restarts (docs/reservations.md §6, "Hand edits"): the replicas list a store without a
+/// batch at or above the quotas' folds and refuse (R11) until the controller re-seeds the
+/// newest number (R20); then every quota with room admits a fitting request within the
+/// liveness bound. Without the re-seed (`--features revert-seed`) these runs fail their
+/// liveness.
+#[test]
+fn after_a_hand_deleted_the_newest_batch_fitting_requests_are_admitted_again() {
+    let mut failed = Vec::new();
+    let mut seeded = 0;
+    for seed in 0..HAND_SEEDS {
+        let outcome = run(&Config {
+            hand_deletes_newest: true,
+            ..Config::new(seed)
+        });
+        seeded += outcome
+            .trace
+            .iter()
+            .filter(|l| l.contains(": seed Created("))
+            .count();
+        if outcome.failed() {
+            failed.push(format!(
+                "seed {seed}: {:?}\n  replay: cargo run -p karmada-quota-sim -- --seed {seed} --hand-deletes-newest\n{}",
+                outcome.violations,
+                outcome.tail(40).join("\n")
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {HAND_SEEDS} seeds failed:\n{}",
+        failed.len(),
+        failed.join("\n\n")
+    );
+    assert!(
+        seeded >= HAND_SEEDS as usize / 2,
+        "the controller re-seeded in only {seeded} of {HAND_SEEDS} runs"
+    );
+}
+
+/// Seeds of the hand-deletion runs.
+const HAND_SEEDS: u64 = 100;

@@ -144,6 +144,13 @@ pub struct DashboardArgs {
     #[arg(long, env = "KQ_DASHBOARD_LOGINS_PER_USER_PER_MINUTE", default_value_t = karmada_quota_dashboard::session::DEFAULT_LOGINS_PER_USER_PER_MINUTE, value_parser = clap::value_parser!(u32).range(1..))]
     pub dashboard_logins_per_user_per_minute: u32,
 
+    /// Login attempts from one client address a minute (IPv4, or IPv6 by its /64; a token
+    /// bucket per address: all of them at once at most), counted before the token is
+    /// reviewed: one address trying many users' tokens is refused with 429. 0: not limited
+    /// (behind a proxy every login comes from the proxy's address).
+    #[arg(long, env = "KQ_DASHBOARD_LOGINS_PER_PEER_PER_MINUTE", default_value_t = karmada_quota_dashboard::session::DEFAULT_LOGINS_PER_PEER_PER_MINUTE)]
+    pub dashboard_logins_per_peer_per_minute: u32,
+
     /// With `--dashboard-auth=kubernetes`: TokenReviews a second (all of them at once at
     /// most) of bearer tokens the dashboard has not seen before; past it such a token is
     /// answered 503 until one is back. Tokens accepted before and the tokens of live

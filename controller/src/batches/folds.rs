@@ -1,6 +1,6 @@
 //! Each quota's fold as the sweep reads it: `status.foldedThrough` from the controller's
-//! quota stores (watch-fed, so never ahead of what is durable), and which quotas are this
-//! controller's at all.
+//! quota stores (watch-fed, so never ahead of what is durable), which quotas are this
+//! controller's at all, and the greatest fold of them (what the re-seed, `seed`, needs).
 //!
 //! A quota this controller does not reconcile (`--namespace`, `--namespaced-quotas=false`,
 //! a controller that does not reconcile cluster quotas or selects some with
@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use futures::FutureExt;
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
 use karmada_quota_status::batches::Fold;
@@ -52,6 +53,15 @@ impl Scope {
     }
 }
 
+/// What the sweep reads of the quotas' folds.
+pub trait Folds: Send + Sync + 'static {
+    /// The fold of `key` ([`Scope::fold`]).
+    fn fold(&self, key: &QuotaKey) -> Fold;
+    /// The greatest `status.foldedThrough` of the quotas held (`Some(None)`: none
+    /// recorded); `None` while a store this controller reconciles has not listed.
+    fn greatest(&self) -> Option<Option<u64>>;
+}
+
 /// The folds of every quota from the controller's stores.
 #[derive(Clone)]
 pub struct StoreFolds {
@@ -81,6 +91,50 @@ impl StoreFolds {
         };
         self.scope.fold(key, held)
     }
+
+    /// The greatest `status.foldedThrough` in the stores of the kinds this controller
+    /// reconciles; `None` while one of them has not listed (or, for the cluster quotas,
+    /// while their controller has not started).
+    pub fn greatest(&self) -> Option<Option<u64>> {
+        let mut greatest = None;
+        if self.scope.namespaced {
+            ready(&self.quotas)?;
+            let folds = self.quotas.state();
+            let folds = folds
+                .iter()
+                .filter_map(|q| q.status.as_ref().and_then(|s| s.folded_through));
+            greatest = greatest.max(folds.max());
+        }
+        if self.scope.clusters {
+            let (store, _) = self.line.cluster_view.get()?;
+            ready(store)?;
+            let folds = store.state();
+            let folds = folds
+                .iter()
+                .filter_map(|q| q.status.as_ref().and_then(|s| s.quota.folded_through));
+            greatest = greatest.max(folds.max());
+        }
+        Some(greatest)
+    }
+}
+
+impl Folds for StoreFolds {
+    fn fold(&self, key: &QuotaKey) -> Fold {
+        StoreFolds::fold(self, key)
+    }
+
+    fn greatest(&self) -> Option<Option<u64>> {
+        StoreFolds::greatest(self)
+    }
+}
+
+/// `Some` once `store` has listed.
+fn ready<K>(store: &Store<K>) -> Option<()>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))).then_some(())
 }
 
 #[cfg(test)]

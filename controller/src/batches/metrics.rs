@@ -11,6 +11,7 @@ pub struct BatchMetrics {
     unparsed: Gauge,
     deleted: Counter,
     delete_errors: Counter,
+    seeded: Counter,
 }
 
 impl BatchMetrics {
@@ -37,6 +38,11 @@ impl BatchMetrics {
             "Failed deletes of reservation batches (retried at a later sweep)",
             m.delete_errors.clone(),
         );
+        registry.register(
+            "kq_controller_batches_seeded",
+            "Empty reservation batches created because the store held none at or above the quotas' foldedThrough (the newest taken away by hand)",
+            m.seeded.clone(),
+        );
         m
     }
 
@@ -50,6 +56,11 @@ impl BatchMetrics {
     /// One batch deleted.
     pub fn deleted(&self) {
         self.deleted.inc();
+    }
+
+    /// One empty batch re-seeded the newest number.
+    pub fn seeded(&self) {
+        self.seeded.inc();
     }
 
     /// One delete failed.

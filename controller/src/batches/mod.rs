@@ -10,13 +10,16 @@
 //!  reconcile(Q) ─► Batches::unfolded(Q, Q's stored foldedThrough) ─► desired::compute_with
 //!  leader, every second ─► sweep: deletable(fold from the quota stores) ─► delete
 //!                          (8 at a time; NotFound is done; errors: backoff) ─► remove
+//!                        ─► seed: no live batch ≥ the greatest fold (or the newest seen)
+//!                           ─► create that number, empty (409 is done)
 //! ```
 //!
 //! Modules: [`watch`] (the watch), [`folds`] (each quota's fold as the sweep reads it),
-//! [`sweep`] (the deletions), [`metrics`].
+//! [`sweep`] (the deletions), [`seed`] (the newest number re-seeded), [`metrics`].
 
 pub mod folds;
 pub mod metrics;
+pub mod seed;
 pub mod sweep;
 pub mod watch;
 
@@ -25,7 +28,9 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::KarmadaQuotaReservation;
-use karmada_quota_crds::reservation_batch::{ParsedBatch, batch_sequence, parse_batch};
+use karmada_quota_crds::reservation_batch::{
+    LAST_SEQUENCE, ParsedBatch, batch_sequence, parse_batch,
+};
 use karmada_quota_status::BatchView;
 use karmada_quota_status::batches::Fold;
 use kube::api::DynamicObject;
@@ -163,6 +168,29 @@ impl Batches {
         let mut out = inner.view.deletable(fold, now);
         out.retain(|s| Some(*s) != newest_live);
         out
+    }
+
+    /// The number the store lacks (docs/reservations.md R20): the greater of
+    /// `greatest_fold` (the greatest `status.foldedThrough` of the quotas this controller
+    /// holds) and the newest number it has seen — unless that is [`LAST_SEQUENCE`], which
+    /// only a hand makes and which leaves no number after it — when no live batch, nor one
+    /// that does not parse, is numbered at or above it. `None` before the first list.
+    pub fn missing_newest(&self, greatest_fold: Option<u64>) -> Option<u64> {
+        let inner = self.read();
+        if !inner.listed {
+            return None;
+        }
+        let seen = inner.view.newest().filter(|n| *n < LAST_SEQUENCE);
+        let want = greatest_fold
+            .max(seen)
+            .filter(|n| (1..=LAST_SEQUENCE).contains(n))?;
+        let held = inner.view.live().any(|s| s >= want)
+            || inner
+                .unparsed
+                .keys()
+                .filter_map(|name| batch_sequence(name))
+                .any(|s| s >= want);
+        (!held).then_some(want)
     }
 
     /// Batch `sequence` was deleted (or found gone): forget it.

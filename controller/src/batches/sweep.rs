@@ -1,7 +1,8 @@
 //! The deletion sweep: the leader deletes every batch each quota it names has folded
 //! (`Batches::deletable`), a few at a time, and forgets it. Never the newest; never one
 //! that does not parse; nothing for a quota whose `foldedThrough` (as the controller's
-//! quota store shows it, i.e. durably written) is behind.
+//! quota store shows it, i.e. durably written) is behind. After each sweep, the newest
+//! number is re-seeded if the store lacks it ([`super::seed`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,8 @@ use karmada_quota_status::{BatchStore, StoreError};
 use tokio::sync::watch;
 
 use super::Batches;
+use super::folds::Folds;
+use super::seed::seed_once;
 
 /// How often the leader sweeps.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -80,12 +83,13 @@ pub async fn sweep_once(
     swept
 }
 
-/// Sweep every [`SWEEP_INTERVAL`] while this replica leads, until `stop`; after a sweep
-/// with failed deletes, wait with backoff instead.
+/// Sweep, then re-seed the newest number if the store (of `namespace`) lacks it, every
+/// [`SWEEP_INTERVAL`] while this replica leads, until `stop`; after a sweep with failed
+/// deletes, wait with backoff instead.
 pub async fn run(
     batches: Arc<Batches>,
-    store: Arc<dyn BatchStore>,
-    fold: impl Fn(&QuotaKey) -> Fold + Send + Sync + 'static,
+    (store, namespace): (Arc<dyn BatchStore>, String),
+    folds: impl Folds,
     leader: watch::Receiver<bool>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) {
@@ -101,7 +105,11 @@ pub async fn run(
         if !*leader.borrow() {
             continue;
         }
-        let swept = sweep_once(&batches, &*store, &fold, crate::clock::now_secs()).await;
+        let fold = |key: &QuotaKey| folds.fold(key);
+        let swept = sweep_once(&batches, &*store, fold, crate::clock::now_secs()).await;
+        if let Some(greatest) = folds.greatest() {
+            seed_once(&batches, &*store, &namespace, greatest).await;
+        }
         if swept.failed > 0 {
             wait = backoff.next_delay();
         } else {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use karmada_quota_core::quota::Reservation;
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::reservation_batch::{batch_entry, batch_name, batch_object};
+use karmada_quota_status::BatchStore;
 use karmada_quota_status::batch_store::FakeBatchStore;
 use karmada_quota_status::batches::Fold;
 use kube::api::DynamicObject;
@@ -276,4 +277,169 @@ fn a_relist_replaces_the_view_but_the_newest_number_stays_taken() {
     assert_eq!((a.through, a.entries.len()), (2, 1));
     // 2 is the newest live batch: not deleted, although the newest number seen is 3.
     assert!(b.deletable(|_| Some(Some(9)), NOW).is_empty());
+}
+
+/// A quota's fold for the sweep: every quota folded through `f`.
+fn folded(f: u64) -> impl Fn(&QuotaKey) -> Fold {
+    move |_| Some(Some(f))
+}
+
+/// `store`'s later creates and deletes shown to `b`, as its watch would.
+fn watch(store: &FakeBatchStore, b: &Arc<Batches>) {
+    use karmada_quota_status::batch_store::FakeChange;
+    let b = b.clone();
+    store.on_change(move |change| {
+        let ev = match change {
+            FakeChange::Created(batch) => Event::Apply(dynamic(batch)),
+            FakeChange::Deleted(batch) => Event::Delete(dynamic(batch)),
+        };
+        b.apply(&ev);
+    });
+}
+
+#[tokio::test]
+async fn the_newest_batch_taken_by_hand_is_seeded_again_empty() {
+    use super::seed::{Seeded, seed_once};
+    use karmada_quota_crds::reservation_batch::SEED_WRITER;
+    let objects: Vec<DynamicObject> = [
+        batch(1, &[("a", "u1")]),
+        batch(2, &[("a", "u2")]),
+        batch(3, &[("b", "u3")]),
+    ]
+    .iter()
+    .map(dynamic)
+    .collect();
+    let (b, store) = listed(&objects);
+    let b = Arc::new(b);
+    watch(&store, &b);
+    // a folded through 2, b nothing yet: the sweep deletes 1 and 2; 3 stays.
+    let fold = |k: &QuotaKey| -> Fold {
+        if *k == key("a") {
+            Some(Some(2))
+        } else {
+            Some(None)
+        }
+    };
+    assert_eq!(sweep_once(&b, &store, fold, NOW).await.deleted, 2);
+    assert_eq!(seed_once(&b, &store, NS, Some(2)).await, Seeded::Held);
+    // A hand deletes the newest, 3, before any fold of it: the store holds nothing at or
+    // above a's fold. The number the controller saw, 3, is created again, empty.
+    store.delete(&batch_name(3), None).await.unwrap();
+    assert!(stored(&store).is_empty());
+    assert_eq!(seed_once(&b, &store, NS, Some(2)).await, Seeded::Created(3));
+    let seeded = store.all();
+    assert_eq!(stored(&store), names(&[3]));
+    assert!(seeded[0].spec.entries.is_empty());
+    assert_eq!(seeded[0].spec.writer.as_deref(), Some(SEED_WRITER));
+    // Its watch shows it: held, naming no quota, and nothing more to seed.
+    assert_eq!(b.live(), [3]);
+    assert_eq!(b.unfolded(&key("b"), None), None);
+    assert_eq!(seed_once(&b, &store, NS, Some(2)).await, Seeded::Held);
+    // It is the newest: never swept; once a later batch exists it goes as any folded one.
+    assert_eq!(sweep_once(&b, &store, folded(2), NOW).await.deleted, 0);
+    store.put(batch(4, &[("a", "u4")]));
+    b.apply(&Event::Apply(dynamic(&batch(4, &[("a", "u4")]))));
+    assert_eq!(sweep_once(&b, &store, folded(2), NOW).await.deleted, 1);
+    assert_eq!(stored(&store), names(&[4]));
+}
+
+#[tokio::test]
+async fn a_restarted_controller_seeds_the_greatest_fold_and_a_taken_number_is_left_alone() {
+    use super::seed::{Seeded, seed_once};
+    // Nothing before the first list.
+    let b = held();
+    let store = FakeBatchStore::new();
+    assert_eq!(seed_once(&b, &store, NS, Some(5)).await, Seeded::Held);
+    // Listed empty, no quota folded anything: nothing to seed (a store that never held a
+    // batch numbers from 1).
+    let (b, store) = listed(&[]);
+    assert_eq!(seed_once(&b, &store, NS, None).await, Seeded::Held);
+    // A quota folded through 5 and the store lists only 2: 5 is created.
+    let (b, store) = listed(&[dynamic(&batch(2, &[("a", "u2")]))]);
+    assert_eq!(seed_once(&b, &store, NS, Some(5)).await, Seeded::Created(5));
+    assert_eq!(stored(&store), names(&[2, 5]));
+    // A list that lags behind the store: 5 is held by a batch the view has not seen; the
+    // create is refused (409) and the stored batch stays as it was.
+    let (b, _) = listed(&[dynamic(&batch(2, &[("a", "u2")]))]);
+    store.put(batch(6, &[("a", "u6")]));
+    assert_eq!(seed_once(&b, &store, NS, Some(6)).await, Seeded::Taken(6));
+    let six = store.get(&batch_name(6)).await.unwrap();
+    assert_eq!(six.spec.entries.len(), 1);
+    // A live batch above the fold, or one that does not parse at or above it: held.
+    let (b, store) = listed(&[dynamic(&batch(7, &[("a", "u7")]))]);
+    assert_eq!(seed_once(&b, &store, NS, Some(6)).await, Seeded::Held);
+    let bad = raw(&batch_name(8), serde_json::json!({"entries": "oops"}));
+    let (b, store) = listed(&[bad]);
+    assert_eq!(seed_once(&b, &store, NS, Some(8)).await, Seeded::Held);
+    assert_eq!(seed_once(&b, &store, NS, Some(9)).await, Seeded::Created(9));
+    // A failed create is retried later.
+    let (b, store) = listed(&[]);
+    store.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(seed_once(&b, &store, NS, Some(3)).await, Seeded::Failed(3));
+}
+
+#[tokio::test]
+async fn the_last_number_is_never_seeded_again_once_a_hand_took_it_away() {
+    use super::seed::{Seeded, seed_once};
+    use karmada_quota_crds::reservation_batch::LAST_SEQUENCE;
+    let last = batch(LAST_SEQUENCE, &[("a", "far")]);
+    let (b, store) = listed(&[dynamic(&batch(4, &[("a", "u4")])), dynamic(&last)]);
+    // While it is there the webhooks refuse naming it; the controller leaves it be.
+    assert_eq!(seed_once(&b, &store, NS, Some(4)).await, Seeded::Held);
+    // The sweep took 4 once the hand-made batch was newer; then the hand deletes it.
+    assert_eq!(sweep_once(&b, &store, folded(4), NOW).await.deleted, 1);
+    store
+        .delete(&batch_name(LAST_SEQUENCE), None)
+        .await
+        .unwrap();
+    b.apply(&Event::Delete(dynamic(&last)));
+    // The greatest fold is seeded, not the last number (which would refuse for good).
+    assert_eq!(seed_once(&b, &store, NS, Some(4)).await, Seeded::Created(4));
+    assert_eq!(stored(&store), names(&[4]));
+}
+
+/// The folds `run` reads: every quota folded through `greatest`.
+struct FixedFolds {
+    greatest: Option<u64>,
+}
+
+impl super::folds::Folds for FixedFolds {
+    fn fold(&self, _: &QuotaKey) -> Fold {
+        Some(self.greatest)
+    }
+
+    fn greatest(&self) -> Option<Option<u64>> {
+        Some(self.greatest)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_leader_seeds_the_missing_newest_number_within_a_sweep_and_a_follower_does_not() {
+    let (b, _) = listed(&[]);
+    let b = Arc::new(b);
+    let store = Arc::new(FakeBatchStore::new());
+    watch(&store, &b);
+    let (leader_tx, leader) = tokio::sync::watch::channel(false);
+    let (stop_tx, stop) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(super::sweep::run(
+        b.clone(),
+        (store.clone(), NS.to_owned()),
+        FixedFolds { greatest: Some(3) },
+        leader,
+        async {
+            let _ = stop.await;
+        },
+    ));
+    tokio::time::sleep(super::sweep::SWEEP_INTERVAL * 3).await;
+    assert!(stored(&store).is_empty(), "a follower creates nothing");
+    leader_tx.send(true).unwrap();
+    tokio::time::sleep(super::sweep::SWEEP_INTERVAL + std::time::Duration::from_millis(10)).await;
+    assert_eq!(stored(&store), names(&[3]));
+    assert_eq!(b.live(), [3]);
+    // Held from then on: no second create.
+    tokio::time::sleep(super::sweep::SWEEP_INTERVAL * 3).await;
+    assert_eq!(store.creates.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(store.conflicts.load(std::sync::atomic::Ordering::SeqCst), 0);
+    stop_tx.send(()).unwrap();
+    task.await.unwrap();
 }

@@ -21,7 +21,8 @@
 //!        │ buffered is charged to the listener's body budget (--max-body-bytes-in-flight →
 //!        │ 503, connection closed) until the response is produced
 //!        ▼
-//!  the component's axum Router (its own per-route body limits apply on top)
+//!  the component's axum Router (its own per-route body limits apply on top; each request
+//!  carries the client's address as `axum::extract::ConnectInfo<SocketAddr>`)
 //! ```
 //!
 //! Saturation is logged (rate-limited: evictions of pending connections, refusals per
@@ -332,6 +333,7 @@ async fn connection(c: Connection) {
         ..
     } = c;
     let serving = Serving {
+        peer,
         router: c.router,
         guards: c.guards,
         header_read_timeout: c.header_read_timeout,
@@ -408,6 +410,8 @@ fn has_bytes(stream: &TcpStream) -> bool {
 
 /// What serving HTTP on one connection needs.
 struct Serving {
+    /// The client's address, given to every request as `axum::extract::ConnectInfo`.
+    peer: SocketAddr,
     router: Router,
     guards: Arc<guard::Guards>,
     header_read_timeout: Duration,
@@ -420,14 +424,17 @@ where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let Serving {
+        peer,
         router,
         guards,
         header_read_timeout,
         mut stop,
         draining,
     } = serving;
-    let service = hyper::service::service_fn(move |req| {
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
         let (router, guards, draining) = (router.clone(), guards.clone(), draining.clone());
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         async move {
             let mut resp = guard::handle(router, guards, req).await?;
             if *draining.borrow() {

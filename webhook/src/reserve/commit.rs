@@ -40,9 +40,8 @@ use crate::ledger::{Expectation, Ledger, Outcome};
 /// by a batch already deleted.
 const CATCH_UP_POLL: Duration = Duration::from_millis(10);
 
-/// The greatest batch number: its name has 12 digits (`batch_name`), and a longer one
-/// would not parse as a batch in any reader.
-const MAX_SEQUENCE: u64 = 999_999_999_999;
+/// The greatest batch number (`reservation_batch::LAST_SEQUENCE`).
+const MAX_SEQUENCE: u64 = karmada_quota_crds::reservation_batch::LAST_SEQUENCE;
 
 /// How long the delete of a withdrawn batch may take.
 const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);

@@ -397,6 +397,62 @@ async fn a_view_behind_or_a_watch_down_refuses_with_a_retryable_503_and_writes_n
     assert!(submit(b, request(NS, "d", "1")).await.unwrap().is_allowed());
 }
 
+/// A hand took the newest batch away: the store holds none at or above the quota's fold,
+/// and a webhook that lists it refuses every try (R11) until the controller creates the
+/// empty batch of that number (R20); then it admits again, the empty batch counting
+/// nothing and every admitted entry counting.
+#[tokio::test]
+async fn a_store_without_its_newest_batch_refuses_until_the_controller_seeds_it_again() {
+    use karmada_quota_crds::reservation_batch::seed_batch;
+    use karmada_quota_status::BatchStore;
+    let batches = Arc::new(FakeBatchStore::new());
+    let mut quota = mk_quota(
+        "compute",
+        &[("requests.cpu", "3")],
+        &[("requests.cpu", "1")],
+    );
+    quota.status.as_mut().unwrap().folded_through = Some(5);
+    let (h, _ledger) = harness(std::slice::from_ref(&quota), &batches);
+    let b = &h.state.batcher;
+    for name in ["a", "b"] {
+        let err = submit(b, request(NS, name, "1")).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                crate::error::Error::BatchesBehind {
+                    folded_through: 5,
+                    newest: 0,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!((err.code(), err.metric_label()), (503, "batches_behind"));
+    }
+    assert_eq!(batches.creates.load(Ordering::SeqCst), 0, "nothing written");
+    // The controller's re-seed, shown by the watch.
+    batches.create(&seed_batch(BATCH_NS, 5)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(allowed(b, request(NS, "c", "1")).await);
+    assert!(allowed(b, request(NS, "d", "1")).await);
+    assert!(
+        !allowed(b, request(NS, "e", "1")).await,
+        "1 used + 2 admitted = 3 of 3 cpu"
+    );
+    let names: Vec<String> = batches
+        .all()
+        .iter()
+        .filter_map(|b| b.metadata.name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["kqr-000000000005", "kqr-000000000006", "kqr-000000000007"]
+    );
+    // A replica that lists the store now numbers above the fold and counts the same.
+    let (other, _) = replica(&h, &batches);
+    assert!(!allowed(&other, request(NS, "f", "1")).await);
+}
+
 /// Another writer's batch `sequence` holding one entry of `cpu` for binding `uid`.
 fn others_batch(sequence: u64, uid: &str, cpu: &str) -> KarmadaQuotaReservation {
     use karmada_quota_crds::quota::{Reservation, ReservedBy};
