@@ -1040,7 +1040,7 @@ async fn the_reservation_store_reaches_both_binaries_and_only_they_get_the_batch
         ),
         (
             "Role karmada-quota-webhook-reservations".to_owned(),
-            vec![json!(["create", "get", "list", "watch", "delete"])],
+            vec![json!(["create", "get", "list", "watch"])],
         ),
     ]
     .into();

@@ -568,13 +568,14 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(false, "update", "coordination.k8s.io", "leases", None, Some(lease)),
         Access::new(false, "create", "authentication.k8s.io", "tokenreviews", None, None),
         Access::new(false, "create", "authorization.k8s.io", "subjectaccessreviews", None, None),
-        // Reservation batches: created (the compare-and-swap), read, and deleted (its own,
-        // withdrawn when its watch does not confirm it) in their namespace only.
+        // Reservation batches: created (the compare-and-swap) and read in their namespace
+        // only; never deleted (a withdrawn batch is the controller's to fold and delete).
         Access::new(true, "create", q, kqr, None, Some(batches)),
         Access::new(true, "get", q, kqr, None, Some(batches)),
         Access::new(true, "list", q, kqr, None, Some(batches)),
         Access::new(true, "watch", q, kqr, None, Some(batches)),
-        Access::new(true, "delete", q, kqr, None, Some(batches)),
+        // Only the controller deletes batches (docs/reservations.md R8).
+        Access::new(false, "delete", q, kqr, None, Some(batches)),
         Access::new(false, "delete", q, kqr, None, Some(t)),
         Access::new(false, "update", q, kqr, None, Some(batches)),
         Access::new(false, "create", q, kqr, None, Some(t)),
