@@ -16,7 +16,9 @@
 #
 # Per round and mode: seconds, the ratio to none of the same round, the Karmada apiserver's
 # CPU seconds per binding (from /proc of the control plane's apiserver 0), and for project
-# the webhook's reviews and its p99 as the apiserver saw it. Karmada's control plane comes
+# the webhook's reviews and its p99 as the apiserver saw it; then the same of the round's
+# deletion (Deployments and bindings deleted until Karmada has removed its finalizers and
+# the members' copies: its apiserver CPU and the webhook calls it made). Karmada's control plane comes
 # from hack/e2e-karmada.sh --up-only (same inputs); it is started once per throttle setting:
 #
 #   default   Karmada's defaults (the controller-manager's client: 40 requests/s, burst 60)
@@ -38,6 +40,10 @@
 #   BIN_DIR                the project's binaries to run (default: release build, made here)
 #   RESERVATION_STORE      status | batches: the project's --reservation-store (default status;
 #                          batches live in the namespace kq-bench-batches)
+#   BENCH_RECORD_REVIEWS   a file: the webhook is registered through bench/review-recorder.py,
+#                          which appends every AdmissionReview sent to it and the answer (a
+#                          record of what the apiserver sends, for the matchConditions replay;
+#                          the recorder's own hop is in the times of such a run)
 #
 # Results: one JSON line per round in $BENCH_DIR/results.jsonl and a Markdown table on
 # stdout (paste it into bench/RESULTS.md with the machine and the command). Everything
@@ -162,6 +168,18 @@ start_webhook() {
     WEBHOOK_PID=$!
     PIDS+=("$WEBHOOK_PID")
     wait_200 "http://127.0.0.1:$WEBHOOK_ADMIN/readyz" webhook
+    HOOK_PORT=$WEBHOOK_PORT
+    [[ -n ${BENCH_RECORD_REVIEWS:-} ]] || return 0
+    HOOK_PORT=$(free_port)
+    python3 bench/review-recorder.py --listen "127.0.0.1:$HOOK_PORT" --upstream "https://127.0.0.1:$WEBHOOK_PORT" \
+        --cert "$TLS/tls.pem" --key "$TLS/tls.key" --ca "$TLS/ca.pem" --out "$BENCH_RECORD_REVIEWS" \
+        >"$LOGS/recorder-$1.log" 2>&1 &
+    PIDS+=("$!")
+    for _ in $(seq 1 50); do
+        curl -s -o /dev/null --max-time 2 --cacert "$TLS/ca.pem" "https://127.0.0.1:$HOOK_PORT/" && return 0
+        sleep 0.2
+    done
+    die "bench/review-recorder.py never answered on 127.0.0.1:$HOOK_PORT"
 }
 start_controller() {
     CONTROLLER_ADMIN=$(free_port)
@@ -179,7 +197,7 @@ stop_controller() {
     CONTROLLER_PID=
 }
 register_webhook() {
-    sed -e "s#\${WEBHOOK_URL}#https://127.0.0.1:$WEBHOOK_PORT#" -e "s#\${CA_BUNDLE}#$(base64 -w0 <"$TLS/ca.pem")#" \
+    sed -e "s#\${WEBHOOK_URL}#https://127.0.0.1:$HOOK_PORT#" -e "s#\${CA_BUNDLE}#$(base64 -w0 <"$TLS/ca.pem")#" \
         -e 's/^  name: karmada-quota$/  name: kq-bench/' webhook/manifests/validatingwebhookconfiguration.yaml \
         >"$WORK/vwc.yaml"
     k 0 apply -f "$WORK/vwc.yaml" >/dev/null
@@ -273,9 +291,12 @@ cleanup_round() { # ns
     k 0 delete deployments --all -n "$1" --wait=false >/dev/null 2>&1 || true
     # No garbage collector runs (hack/e2e-karmada.sh): delete the bindings as it would.
     k 0 delete resourcebindings --all -n "$1" --wait=false >/dev/null 2>&1 || true
+    # Until the members' Deployments are gone and Karmada has removed its finalizers from
+    # every binding (its last writes of them, reviewed while the webhook is registered).
     for _ in $(seq 1 120); do
         local left
         left=$(($(k 1 get deployments -n "$1" --no-headers 2>/dev/null | wc -l) + $(k 2 get deployments -n "$1" --no-headers 2>/dev/null | wc -l)))
+        left=$((left + $(k 0 get resourcebindings -n "$1" --no-headers 2>/dev/null | wc -l)))
         [[ $left -eq 0 ]] && break
         sleep 0.5
     done
@@ -332,12 +353,30 @@ run_round() { # throttle round mode
     line=$(jq -cn --arg throttle "$throttle" --argjson round "$round" --arg mode "$mode" --argjson n "$N" \
         --argjson ok "$ok" --argjson secs "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')" \
         --argjson cpu "$(awk -v a="$before" -v b="$after" -v hz="$(getconf CLK_TCK)" -v n="$N" 'BEGIN {printf "%.5f", (b - a) / hz / n}')" \
-        --argjson m "$m" --arg version "$KARMADA_VERSION" \
+        --argjson m "$m" --arg version "$KARMADA_VERSION" --argjson t0 "$t0" --argjson t1 "$t1" \
         '{version: $version, throttle: $throttle, round: $round, mode: $mode, n: $n, ok: ($ok == 1),
-          seconds: $secs, apiserver_cpu_s_per_binding: $cpu, project: $m}')
-    echo "$line" >>"$RESULTS"
+          seconds: $secs, apiserver_cpu_s_per_binding: $cpu, project: $m, start: $t0, end: $t1}')
     log "    $(jq -r '"\(.seconds) s, apiserver \(.apiserver_cpu_s_per_binding * 1000 | floor) ms CPU/binding"' <<<"$line")"
+    # The deletion: its own time and apiserver CPU, and the webhook calls it made (Karmada
+    # removing its finalizers from the deleted bindings).
+    local c0 c1 d0 d1 calls=null
+    c0=$(cpu_ticks "$api_pid")
+    d0=$(date +%s.%N)
     cleanup_round "$ns"
+    d1=$(date +%s.%N)
+    c1=$(cpu_ticks "$api_pid")
+    if [[ $mode == project || $mode == hop ]]; then
+        scrape_all "$WORK/scrape/$ns-deleted"
+        calls=$("$BIN/kq-bench" metrics-delta --before "$WORK/scrape/$ns-after/apiserver.prom" \
+            --after "$WORK/scrape/$ns-deleted/apiserver.prom" \
+            --histogram admission_s='apiserver_admission_webhook_admission_duration_seconds|name="resourcebindings.quota.karmada.io"' |
+            jq '.admission_s.count')
+    fi
+    line=$(jq -c --argjson secs "$(awk -v a="$d0" -v b="$d1" 'BEGIN {printf "%.2f", b - a}')" \
+        --argjson cpu "$(awk -v a="$c0" -v b="$c1" -v hz="$(getconf CLK_TCK)" -v n="$N" 'BEGIN {printf "%.5f", (b - a) / hz / n}')" \
+        --argjson calls "$calls" '. + {deletion: {seconds: $secs, apiserver_cpu_s_per_binding: $cpu, calls: $calls}}' <<<"$line")
+    echo "$line" >>"$RESULTS"
+    log "    deleted in $(jq -r '"\(.deletion.seconds) s, apiserver \(.deletion.apiserver_cpu_s_per_binding * 1000 | floor) ms CPU/binding"' <<<"$line")"
     if [[ $mode == project || $mode == hop ]]; then
         unregister_webhook
         stop_controller
@@ -366,11 +405,11 @@ trap - EXIT
 # The table: per round, seconds and CPU per binding, and the ratios to none of that round.
 jq -rs '
   def r(x; y): if y == 0 or y == null or x == null then "n/a" else ((x / y * 100 | round) / 100 | tostring) end;
-  "| Karmada | throttle | round | mode | ok | seconds | × none | apiserver CPU ms/binding | × none | reviews | p99 (s) |",
-  "|---|---|---|---|---|---|---|---|---|---|---|",
+  "| Karmada | throttle | round | mode | ok | seconds | × none | apiserver CPU ms/binding | × none | reviews | p99 (s) | deletion: apiserver CPU ms/binding | × none | webhook calls |",
+  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   (group_by([.throttle, .round])[] as $g
    | ($g | map(select(.mode == "none")) | first) as $none
-   | $g[] | "| \(.version) | \(.throttle) | \(.round) | \(.mode) | \(.ok) | \(.seconds) | \(r(.seconds; $none.seconds)) | \(.apiserver_cpu_s_per_binding * 1000 | . * 10 | round / 10) | \(r(.apiserver_cpu_s_per_binding; $none.apiserver_cpu_s_per_binding)) | \(.project.reviews // "") | \(.project.p99_s // "" | if type == "number" then (. * 1000 | round / 1000) else . end) |")
+   | $g[] | "| \(.version) | \(.throttle) | \(.round) | \(.mode) | \(.ok) | \(.seconds) | \(r(.seconds; $none.seconds)) | \(.apiserver_cpu_s_per_binding * 1000 | . * 10 | round / 10) | \(r(.apiserver_cpu_s_per_binding; $none.apiserver_cpu_s_per_binding)) | \(.project.reviews // "") | \(.project.p99_s // "" | if type == "number" then (. * 1000 | round / 1000) else . end) | \(.deletion.apiserver_cpu_s_per_binding // 0 | . * 10000 | round / 10) | \(r(.deletion.apiserver_cpu_s_per_binding; $none.deletion.apiserver_cpu_s_per_binding)) | \(.deletion.calls // "") |")
 ' "$RESULTS"
 jq -rs '
   def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
@@ -378,6 +417,7 @@ jq -rs '
   "Medians over rounds of the ratio to none (same round); the project'"'"'s reservation store: '"$RESERVATION_STORE"'",
   (group_by(.throttle)[] as $t
    | ($t | group_by(.round) | map((map(select(.mode == "none")) | first) as $none
-        | map({mode, s: (.seconds / $none.seconds), c: (.apiserver_cpu_s_per_binding / $none.apiserver_cpu_s_per_binding)})) | flatten) as $rs
-   | ($rs | group_by(.mode)[] | "  \($t[0].throttle): \(.[0].mode): wall × \(map(.s) | median * 100 | round / 100), apiserver CPU × \(map(.c) | median * 100 | round / 100)"))
+        | map({mode, s: (.seconds / $none.seconds), c: (.apiserver_cpu_s_per_binding / $none.apiserver_cpu_s_per_binding),
+               d: (.deletion.apiserver_cpu_s_per_binding / $none.deletion.apiserver_cpu_s_per_binding)})) | flatten) as $rs
+   | ($rs | group_by(.mode)[] | "  \($t[0].throttle): \(.[0].mode): wall × \(map(.s) | median * 100 | round / 100), apiserver CPU × \(map(.c) | median * 100 | round / 100); deletion: apiserver CPU × \(map(.d) | median * 100 | round / 100)"))
 ' "$RESULTS"

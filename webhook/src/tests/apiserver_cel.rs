@@ -16,6 +16,7 @@ use serde_json::Value;
 
 mod crd;
 mod matching;
+mod replay;
 
 /// `v` as the CEL value the apiserver would bind.
 pub fn to_cel(v: &Value) -> cel::Value {
