@@ -19,19 +19,6 @@ fn cpu_quota() -> KarmadaQuota {
     )
 }
 
-/// How often the decision counter says `reason` for an allowed ResourceBinding.
-fn allowed_with(h: &Harness, reason: &'static str) -> u64 {
-    h.state
-        .metrics
-        .decisions
-        .get_or_create(&crate::metrics::DecisionLabels {
-            kind: "resourcebinding",
-            result: "allowed",
-            reason,
-        })
-        .get()
-}
-
 /// `web` as stored, and the same binding with a new label: the charge is the same.
 fn relabelled() -> (Value, Value) {
     let old = mk_binding("web", "uid-web", 1, 2, "1", "");
@@ -72,7 +59,7 @@ async fn an_unchanged_update_is_answered_while_the_namespace_write_hangs() {
         .await
         .expect("an UPDATE whose charge did not change must not wait for the write");
     assert!(verdict(&resp).0, "{resp}");
-    assert_eq!(allowed_with(&h, REASON_CHARGE_UNCHANGED), 1);
+    assert_eq!(h.allowed_with(REASON_CHARGE_UNCHANGED), 1);
     assert!(!create.is_finished(), "the write is still held");
     assert_eq!(h.store.writes.load(Ordering::SeqCst), 0, "nothing written");
     assert_eq!(h.store.entries("compute"), 0);
@@ -106,7 +93,7 @@ async fn a_changed_update_still_queues_behind_the_write() {
     )
     .await;
     assert!(waited.is_err(), "a scale-up must go through the batcher");
-    assert_eq!(allowed_with(&h, REASON_CHARGE_UNCHANGED), 0);
+    assert_eq!(h.allowed_with(REASON_CHARGE_UNCHANGED), 0);
     first.abort();
 }
 
@@ -119,8 +106,8 @@ async fn an_unchanged_update_and_a_scale_down_are_counted_apart() {
     let old = mk_binding("web", "uid-web", 1, 2, "1", "");
     let new = mk_binding("web", "uid-web", 2, 1, "1", "");
     assert!(verdict(&h.review_binding(update_rb(old, new)).await).0);
-    assert_eq!(allowed_with(&h, REASON_CHARGE_UNCHANGED), 1);
-    assert_eq!(allowed_with(&h, "Allowed"), 1);
+    assert_eq!(h.allowed_with(REASON_CHARGE_UNCHANGED), 1);
+    assert_eq!(h.allowed_with("Allowed"), 1);
     assert_eq!(h.store.writes.load(Ordering::SeqCst), 0);
 }
 
@@ -140,7 +127,7 @@ async fn an_unchanged_update_is_still_refused_under_a_quota_that_cannot_be_enfor
         ),
         "{message}"
     );
-    assert_eq!(allowed_with(&h, REASON_CHARGE_UNCHANGED), 0);
+    assert_eq!(h.allowed_with(REASON_CHARGE_UNCHANGED), 0);
 }
 
 #[tokio::test]
@@ -153,7 +140,7 @@ async fn an_old_object_that_does_not_decode_is_charged_like_a_create_not_answere
     broken["spec"]["replicas"] = json!("two");
     let resp = h.review_binding(update_rb(broken, new)).await;
     assert!(verdict(&resp).0, "{resp}");
-    assert_eq!(allowed_with(&h, REASON_CHARGE_UNCHANGED), 0);
+    assert_eq!(h.allowed_with(REASON_CHARGE_UNCHANGED), 0);
     assert_eq!(h.store.entries("compute"), 1);
     assert_eq!(h.store.effective("compute").to_string(), "requests.cpu=4");
 }

@@ -117,6 +117,20 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// How often the decision counter says `reason` for an allowed ResourceBinding
+    /// (`REASON_CHARGE_UNCHANGED`: answered early).
+    pub(super) fn allowed_with(&self, reason: &'static str) -> u64 {
+        self.state
+            .metrics
+            .decisions
+            .get_or_create(&crate::metrics::DecisionLabels {
+                kind: "resourcebinding",
+                result: "allowed",
+                reason,
+            })
+            .get()
+    }
+
     /// A harness over a cache its caller filled: bindings reserve in `store` (quotas) and
     /// `cluster_store` (cluster quotas), decided with `settings`.
     pub(super) fn over(

@@ -32,24 +32,14 @@ fn quota() -> KarmadaQuota {
     )
 }
 
-/// How often the webhook answered a ResourceBinding review early (charge unchanged).
-fn early_answers(h: &Harness) -> u64 {
-    h.state
-        .metrics
-        .decisions
-        .get_or_create(&crate::metrics::DecisionLabels {
-            kind: "resourcebinding",
-            result: "allowed",
-            reason: REASON_CHARGE_UNCHANGED,
-        })
-        .get()
-}
-
 /// What the webhook makes of `review`: (answered early, allowed).
 async fn webhook_answer(h: &Harness, review: Value) -> (bool, bool) {
-    let before = early_answers(h);
+    let before = h.allowed_with(REASON_CHARGE_UNCHANGED);
     let response = h.review_binding(review).await;
-    (early_answers(h) > before, verdict(&response).0)
+    (
+        h.allowed_with(REASON_CHARGE_UNCHANGED) > before,
+        verdict(&response).0,
+    )
 }
 
 /// A dry-run UPDATE review from `old` to `new` (decided now, nothing written, so one

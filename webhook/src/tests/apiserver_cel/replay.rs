@@ -63,19 +63,6 @@ fn into_harness(mut review: Value) -> Value {
     review
 }
 
-/// How often the harness's webhook answered a binding review early.
-fn early_answers(h: &Harness) -> u64 {
-    h.state
-        .metrics
-        .decisions
-        .get_or_create(&crate::metrics::DecisionLabels {
-            kind: "resourcebinding",
-            result: "allowed",
-            reason: REASON_CHARGE_UNCHANGED,
-        })
-        .get()
-}
-
 #[tokio::test]
 async fn captured_reviews_held_back_are_answered_early() {
     let reviews = binding_reviews();
@@ -114,10 +101,10 @@ async fn captured_reviews_held_back_are_answered_early() {
                 allowed,
                 "{key:?}: held back, yet the webhook refused it when sent"
             );
-            let before = early_answers(&h);
+            let before = h.allowed_with(REASON_CHARGE_UNCHANGED);
             let (ok, ..) = verdict(&h.review_binding(into_harness(review)).await);
             assert!(
-                ok && early_answers(&h) > before,
+                ok && h.allowed_with(REASON_CHARGE_UNCHANGED) > before,
                 "{key:?}: held back, yet the webhook does not answer it early"
             );
         }
