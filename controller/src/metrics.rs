@@ -9,8 +9,10 @@
 //! `kq_quota_cluster_observed` and `kq_namespace_labels`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use karmada_quota_billing::{NAMESPACE_LABELS_METRIC, label_name};
@@ -276,10 +278,7 @@ impl Metrics {
                 ]
             })
             .collect();
-        let mut prev = self
-            .exported_namespaces
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut prev = self.exported_namespaces.lock();
         for gone in prev.difference(&next) {
             self.namespace_labels.remove(gone);
         }
@@ -389,7 +388,7 @@ impl Metrics {
         for c in &view.clusters {
             self.observe_cluster(view, c, &mut next);
         }
-        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let mut series = self.series.lock();
         if let Some(prev) = series.insert((ns.to_owned(), name.to_owned()), next) {
             let cur = &series[&(ns.to_owned(), name.to_owned())];
             self.drop_series(&prev, Some(cur));
@@ -439,7 +438,7 @@ impl Metrics {
 
     /// Drop every series of a deleted quota.
     pub fn forget_quota(&self, namespace: &str, name: &str) {
-        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let mut series = self.series.lock();
         if let Some(prev) = series.remove(&(namespace.to_owned(), name.to_owned())) {
             self.drop_series(&prev, None);
         }

@@ -31,7 +31,9 @@ pub mod trust;
 pub mod watch;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use kube::Client;
@@ -94,7 +96,7 @@ impl Members {
     /// Make the running member tasks match `desired` (new ones started, changed ones
     /// restarted, removed ones stopped and forgotten).
     pub fn sync(&self, desired: &BTreeMap<String, MemberSource>) {
-        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tasks = self.tasks.lock();
         let mut changed = false;
         tasks.retain(|name, (source, handle)| {
             let keep = desired.get(name) == Some(source);
@@ -133,7 +135,7 @@ impl Members {
 
     /// Stop every member task.
     pub fn stop(&self) {
-        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tasks = self.tasks.lock();
         for (_, (_, handle)) in std::mem::take(&mut *tasks) {
             handle.abort();
         }

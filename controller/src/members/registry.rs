@@ -6,7 +6,9 @@
 //! so such an event is dropped and never lands in the new task's state.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use crate::changes::Changes;
 
@@ -70,12 +72,12 @@ pub struct MemberRegistry {
 }
 
 impl MemberRegistry {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Members> {
-        self.members.read().unwrap_or_else(|e| e.into_inner())
+    fn read(&self) -> parking_lot::RwLockReadGuard<'_, Members> {
+        self.members.read()
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Members> {
-        self.members.write().unwrap_or_else(|e| e.into_inner())
+    fn write(&self) -> parking_lot::RwLockWriteGuard<'_, Members> {
+        self.members.write()
     }
 
     /// Every later change of reachability or of the members.

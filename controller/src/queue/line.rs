@@ -1,7 +1,9 @@
 //! The waiting bindings (fed by the binding watch) and the lines the leader last planned.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{OnceLock, RwLock};
+use std::sync::OnceLock;
+
+use parking_lot::RwLock;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karmada_quota_core::binding::ObjectReference;
@@ -59,12 +61,12 @@ impl std::fmt::Debug for Line {
     }
 }
 
-fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|e| e.into_inner())
+fn read<T>(l: &RwLock<T>) -> parking_lot::RwLockReadGuard<'_, T> {
+    l.read()
 }
 
-fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|e| e.into_inner())
+fn write<T>(l: &RwLock<T>) -> parking_lot::RwLockWriteGuard<'_, T> {
+    l.write()
 }
 
 /// The keeper's entry of `rb`, when it waits; `count` is its template's count name.

@@ -3,8 +3,8 @@
 //! writes. Kept per quota (either kind), keyed by (namespace, name); `""` for a
 //! KarmadaClusterQuota.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use karmada_quota_crds::KarmadaQuotaStatus;
@@ -50,12 +50,7 @@ impl Pacing {
         if self.fold_interval.is_zero() || next.reservations.len() >= FOLD_BATCH {
             return None;
         }
-        let elapsed = self
-            .last_write
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)?
-            .elapsed();
+        let elapsed = self.last_write.lock().get(key)?.elapsed();
         let wait = self
             .fold_interval
             .checked_sub(elapsed)
@@ -75,13 +70,7 @@ impl Pacing {
         if pending >= FOLD_BATCH {
             return self.min_write_interval;
         }
-        let streak = self
-            .contended
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .copied()
-            .unwrap_or(0);
+        let streak = self.contended.lock().get(key).copied().unwrap_or(0);
         if streak == 0 || self.max_write_backoff.is_zero() {
             return self.min_write_interval;
         }
@@ -95,7 +84,7 @@ impl Pacing {
     /// Record how a turn's write went: `conflicted` when it met a 409 (written after a
     /// re-read, or given up); also starts the interval when it was given up.
     pub(crate) fn paced(&self, key: &Key, conflicted: bool, gave_up: bool) {
-        let mut contended = self.contended.lock().unwrap_or_else(|e| e.into_inner());
+        let mut contended = self.contended.lock();
         if conflicted {
             *contended.entry(key.clone()).or_insert(0) += 1;
         } else {
@@ -109,10 +98,7 @@ impl Pacing {
 
     /// Start `key`'s interval now (its status was just written).
     pub(crate) fn wrote(&self, key: &Key) {
-        self.last_write
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.clone(), Instant::now());
+        self.last_write.lock().insert(key.clone(), Instant::now());
     }
 
     /// How long to wait before this quota's status may be written again, if at all.
@@ -129,20 +115,14 @@ impl Pacing {
     /// controller's only move `used` and prune, which can wait a little longer.
     pub(crate) fn throttled(&self, key: &Key, pending: usize) -> Option<Duration> {
         let interval = self.write_interval(key, pending);
-        let last = self.last_write.lock().unwrap_or_else(|e| e.into_inner());
+        let last = self.last_write.lock();
         let elapsed = last.get(key)?.elapsed();
         interval.checked_sub(elapsed).filter(|d| !d.is_zero())
     }
 
     /// Drop what is kept about a deleted quota.
     pub(crate) fn forget(&self, key: &Key) {
-        self.last_write
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-        self.contended
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+        self.last_write.lock().remove(key);
+        self.contended.lock().remove(key);
     }
 }

@@ -115,7 +115,7 @@ async fn writes_of_one_quota_are_spaced_by_the_min_write_interval() {
     // Once the interval has passed, the change is written.
     let key = ("team-a".to_owned(), "q".to_owned());
     let long_ago = Instant::now().checked_sub(Duration::from_secs(61)).unwrap();
-    c.pacing.last_write.lock().unwrap().insert(key, long_ago);
+    c.pacing.last_write.lock().insert(key, long_ago);
     reconcile(Arc::new(stored), c.clone()).await.unwrap();
     assert_eq!(store.written(NS, "q").len(), 2);
     assert_eq!(store.object(NS, "q").status.unwrap().used["pods"].0, "5");
@@ -217,7 +217,7 @@ async fn reconcile_stops_writing_when_leadership_is_lost_mid_write() {
     });
     reconcile(Arc::new(q), c.clone()).await.unwrap();
     assert!(store.written(NS, "q").is_empty());
-    assert!(c.pacing.last_write.lock().unwrap().is_empty());
+    assert!(c.pacing.last_write.lock().is_empty());
     assert_eq!(c.views.read().unwrap().len(), 1);
 }
 
@@ -252,7 +252,7 @@ async fn a_contended_write_is_left_for_later_and_the_interval_doubles_until_a_cl
     );
     // Further contended turns double the interval up to the maximum.
     for want in [1000, 2000, 2000] {
-        c.pacing.last_write.lock().unwrap().remove(&key);
+        c.pacing.last_write.lock().remove(&key);
         let action = reconcile(Arc::new(q.clone()), c.clone()).await.unwrap();
         assert_eq!(action, Action::requeue(Duration::from_millis(want)));
     }
@@ -266,7 +266,7 @@ async fn a_contended_write_is_left_for_later_and_the_interval_doubles_until_a_cl
     store
         .conflict_every
         .store(0, std::sync::atomic::Ordering::SeqCst);
-    c.pacing.last_write.lock().unwrap().remove(&key);
+    c.pacing.last_write.lock().remove(&key);
     reconcile(Arc::new(store.object(NS, "q")), c.clone())
         .await
         .unwrap();
