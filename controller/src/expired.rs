@@ -13,7 +13,7 @@
 //!        └─ failed: nothing recorded, the entry stays (fail closed) and is read next turn
 //! ```
 
-use std::sync::RwLock;
+use parking_lot::RwLock;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -120,7 +120,7 @@ pub async fn read(
         .collect()
         .await;
     let mut outcome = Outcome::default();
-    let mut index = index.write().unwrap_or_else(|e| e.into_inner());
+    let mut index = index.write();
     for (w, found) in results {
         match found {
             Ok(found) => {
@@ -158,7 +158,7 @@ pub async fn read_for<K: karmada_quota_crds::QuotaObject>(
     let entries = parse_status(Some(status)).reservations;
     let own = object.namespace().unwrap_or_default();
     let wanted = {
-        let index = index.read().unwrap_or_else(|e| e.into_inner());
+        let index = index.read();
         wanted(&index, &own, &entries, now)
     };
     if wanted.is_empty() {

@@ -72,7 +72,9 @@ pub mod watches;
 #[cfg(test)]
 mod testutil;
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
+
+use parking_lot::RwLock;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -453,11 +455,7 @@ fn spawn_dashboard(
 
 /// Keep `/readyz` following the watches' lists and the Lease.
 fn keep_readiness(shared: &Shared, election: &Election, ready: Readiness) {
-    let synced = shared
-        .index
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .synced_changes();
+    let synced = shared.index.read().synced_changes();
     tokio::spawn(readiness::keep_readiness(
         synced,
         election.lease_ok.clone(),

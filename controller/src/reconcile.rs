@@ -25,7 +25,9 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
+
+use parking_lot::RwLock;
 use std::time::{Duration, Instant};
 
 use karmada_quota_core::selection::QuotaKey;
@@ -238,10 +240,7 @@ impl Ctx {
 
     /// Whether the binding watch has listed everything (no plan from a partial list).
     pub fn bindings_synced(&self) -> bool {
-        self.index
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .bindings_synced()
+        self.index.read().bindings_synced()
     }
 }
 

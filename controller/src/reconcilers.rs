@@ -2,7 +2,9 @@
 //! KarmadaClusterQuota in `crate::cluster_quotas`), each over its watch and the
 //! triggers' requests, run together with the one reconciler (`crate::reconcile`).
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -108,10 +110,7 @@ impl Reconcilers<'_> {
     ) -> BoxFuture<'static, ()> {
         let Some(concurrency) = concurrency else {
             tracing::info!("--namespaced-quotas=false: KarmadaQuotas are not reconciled");
-            self.index
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .quotas_listed();
+            self.index.write().quotas_listed();
             return Box::pin(std::future::ready(()));
         };
         let ctx = Arc::new(KindCtx::<KarmadaQuota> {

@@ -247,7 +247,7 @@ pub fn base_ctx(
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::register(&mut reg));
     let (tx, rx) = tokio::sync::watch::channel(leader);
     let c = crate::reconcile::Ctx::new(
-        std::sync::Arc::new(std::sync::RwLock::new(index)),
+        std::sync::Arc::new(parking_lot::RwLock::new(index)),
         crate::members::MemberRegistry::default(),
         crate::api::Views::default(),
         metrics,

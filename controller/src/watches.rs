@@ -16,7 +16,9 @@
 //! a 409, and a stale Cluster list a member connected late or kept a little longer
 //! (docs/decisions/0003-apiserver-versions.md).
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -127,10 +129,7 @@ pub(crate) fn quotas(
     .reflect(writer)
     .inspect_ok(move |ev| {
         if matches!(ev, Event::InitDone) {
-            index
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .quotas_listed();
+            index.write().quotas_listed();
         }
         forget_deleted(ev, &store, &views, &forget);
         // A quota's status changed (room freed, a new limit, a new mode): plan again.
@@ -227,7 +226,7 @@ fn fold(
     };
     let _in = span.enter();
     let (touched, n) = {
-        let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
+        let mut idx = index.write();
         let touched = idx.apply_resolved_binding_event(ev, as_resolution(count), now_secs());
         (touched, idx.binding_count())
     };
@@ -271,14 +270,10 @@ fn as_resolution(count: &Result<Option<String>, String>) -> CountResolution<'_> 
 /// Resolve the count names of the unpriced bindings again (the resolver asks discovery
 /// only when its backoff allows) and trigger the namespaces priced.
 async fn price_unpriced(index: &RwLock<Index>, counts: &PluralResolver, triggers: &Triggers) {
-    let unpriced = index.read().unwrap_or_else(|e| e.into_inner()).unpriced();
+    let unpriced = index.read().unpriced();
     for (ns, uid, api_version, kind) in unpriced {
         let count = counts.count(&api_version, &kind).await;
-        let touched = index.write().unwrap_or_else(|e| e.into_inner()).price(
-            &ns,
-            &uid,
-            as_resolution(&count),
-        );
+        let touched = index.write().price(&ns, &uid, as_resolution(&count));
         if !touched.is_empty() {
             tracing::info!(namespace = %ns, %kind, %api_version, "object count of a binding priced after discovery recovered");
         }
@@ -297,7 +292,7 @@ async fn watch_clusters(
     let mut events = guarded_events(api, "clusters", metrics);
     while let Some(ev) = events.next().await {
         let desired = {
-            let mut idx = index.write().unwrap_or_else(|e| e.into_inner());
+            let mut idx = index.write();
             if !idx.apply_cluster_event(&ev) {
                 continue;
             }

@@ -12,7 +12,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
+
+use parking_lot::RwLock;
 use std::time::Duration;
 
 use karmada_quota_controller::batches::folds::Scope;
@@ -124,7 +126,7 @@ struct BindingSink {
 
 impl BindingSink {
     fn event(&self, ev: &Event<ResourceBinding>) {
-        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
+        let mut index = self.index.write();
         index.apply_binding_event(ev, Some(COUNT_NAME), clock::unix_now());
         let mut truth = lock(&self.world.truth);
         for (namespace, name, uid) in truth.unreleased() {
@@ -218,11 +220,7 @@ impl Controller {
         while self.is_alive() {
             let ms = self.world.rng(|r| r.between(100, 600));
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            let ready = self
-                .index
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .bindings_synced();
+            let ready = self.index.read().bindings_synced();
             let quotas: Vec<KarmadaQuota> = {
                 let v = lock(&self.quotas);
                 if !v.listed || !ready {
@@ -245,7 +243,7 @@ impl Controller {
         let folded = q.quota_status().and_then(|s| s.folded_through);
         let unfolded = self.batches.unfolded(&q.key(), folded);
         let computed = {
-            let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+            let index = self.index.read();
             desired::compute_with(q, &index, &BTreeMap::new(), now, unfolded.as_ref())
         };
         let at = jiff::Timestamp::from_second(now).unwrap_or_default();

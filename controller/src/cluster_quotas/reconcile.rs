@@ -50,7 +50,7 @@ impl QuotaKind for KarmadaClusterQuota {
         let reach = ctx.members.reach();
         let unfolded = ctx.unfolded(cq);
         let computed = {
-            let index = ctx.index.read().unwrap_or_else(|e| e.into_inner());
+            let index = ctx.index.read();
             compute::compute(
                 cq,
                 &labels,

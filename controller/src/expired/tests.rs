@@ -97,7 +97,7 @@ async fn only_expired_entries_the_watch_has_not_shown_are_read_and_a_read_decide
             "team-a/reused"
         ]
     );
-    let i = i.read().unwrap();
+    let i = i.read();
     let seen = |name: &str, uid: &str, g: i64| {
         i.observation_of(
             "team-a",
@@ -171,7 +171,7 @@ async fn an_expired_entry_that_names_no_binding_is_not_read_and_goes() {
     assert_eq!(read_for(&i, &reads, &q, NOW).await, Outcome::default());
     assert!(reads.asked().is_empty());
     let entry = mk_entry("", "u-anon", 1, &[("pods", "1")], NOW - 5);
-    let i = i.read().unwrap();
+    let i = i.read();
     assert_eq!(
         i.observation_of("team-a", &entry, NOW),
         Observation::NotStored

@@ -2,7 +2,9 @@
 //! reads was listed, and the engine's view of every quota with the namespaces' labels.
 //! [`WatchedQuotas`] answers from this controller's watches.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use futures::FutureExt;
 use karmada_quota_core::quota::QuotaState;
@@ -40,11 +42,7 @@ pub struct WatchedQuotas {
 
 impl QuotaSource for WatchedQuotas {
     fn listed(&self) -> bool {
-        let listed = self
-            .index
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .synced();
+        let listed = self.index.read().synced();
         let cluster_quotas = match self.line.cluster_view.get() {
             Some((clusters, labels)) => {
                 labels.ready() && matches!(clusters.wait_until_ready().now_or_never(), Some(Ok(())))
@@ -104,7 +102,7 @@ mod tests {
             index: index.clone(),
         };
         assert!(!watched.listed(), "nothing listed yet");
-        *index.write().unwrap() = listed_index();
+        *index.write() = listed_index();
         assert!(
             watched.listed(),
             "no cluster quota controller: the index decides"

@@ -108,7 +108,7 @@ impl QuotaKind for KarmadaQuota {
         let reach = ctx.members.reach();
         let unfolded = ctx.unfolded(quota);
         let computed = {
-            let index = ctx.index.read().unwrap_or_else(|e| e.into_inner());
+            let index = ctx.index.read();
             desired::compute_with(quota, &index, &observed, now.as_second(), unfolded.as_ref())
         };
         let status = desired::desired_status(quota, &computed, &reach, now);

@@ -97,7 +97,7 @@ async fn writes_of_one_quota_are_spaced_by_the_min_write_interval() {
 
     // A new binding changes usage, but the last write was just now: no write, and a
     // requeue for when the interval has passed.
-    c.index.write().unwrap().apply_binding_event(
+    c.index.write().apply_binding_event(
         &Event::Apply(mk_binding("team-a", "api", "u2", 1, 2, "1", &[])),
         None,
         0,
@@ -295,7 +295,7 @@ async fn a_fold_only_change_is_put_off_and_any_other_is_written_at_once() {
         .reservations
         .push(mk_reservation("api", "u2", 1, &[("pods", "2")], FAR));
     store.put(stored);
-    c.index.write().unwrap().apply_binding_event(
+    c.index.write().apply_binding_event(
         &Event::Apply(mk_binding("team-a", "api", "u2", 1, 2, "1", &[])),
         None,
         0,
@@ -309,7 +309,7 @@ async fn a_fold_only_change_is_put_off_and_any_other_is_written_at_once() {
         "{action:?}"
     );
     // "web" is deleted: effective usage falls, written at once (with the fold).
-    c.index.write().unwrap().apply_binding_event(
+    c.index.write().apply_binding_event(
         &Event::Delete(mk_binding("team-a", "web", "u1", 1, 3, "1", &[])),
         None,
         0,

@@ -115,7 +115,7 @@ async fn a_fold_only_change_of_a_cluster_quota_is_put_off() {
         .reservations
         .push(entry);
     store.put(stored);
-    c.index.write().unwrap().apply_binding_event(
+    c.index.write().apply_binding_event(
         &Event::Apply(mk_binding("a-dev", "api", "u2", 1, 2, "1", &[])),
         None,
         0,
@@ -125,7 +125,7 @@ async fn a_fold_only_change_of_a_cluster_quota_is_put_off() {
         .unwrap();
     assert_eq!(store.written("", "business-a").len(), 1, "fold put off");
     // "web" is deleted: effective usage falls, written at once (with the fold).
-    c.index.write().unwrap().apply_binding_event(
+    c.index.write().apply_binding_event(
         &Event::Delete(mk_binding("a-dev", "web", "u1", 1, 3, "1", &[])),
         None,
         0,

@@ -74,7 +74,7 @@ fn a_quota_as_planned_is_planned_no_status() {
 
 /// "api" (2 pods) was admitted after the last write (an entry), and is now observed.
 fn observe_api(c: &KindCtx<KarmadaQuota>) {
-    c.index.write().unwrap().apply_binding_event(
+    c.index.write().apply_binding_event(
         &Event::Apply(mk_binding("team-a", "api", "u2", 1, 2, "1", &[])),
         None,
         0,
@@ -149,7 +149,6 @@ fn a_change_of_usage_is_never_put_off() {
     // "web" is deleted: effective usage falls.
     c.index
         .write()
-        .unwrap()
         .apply_binding_event(&Event::Delete(web), None, 0);
     c.pacing.wrote(&key());
     let (status, p) = plan(&c, &key(), &q);
