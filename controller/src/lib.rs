@@ -15,8 +15,9 @@
 //!     each of the above ─► Triggers (touched namespaces, named quotas, all)
 //!                                   │
 //!  accounting: kube-runtime Controller per kind (KarmadaQuota; cluster_quotas)
-//!     ─► reconcile: pace ─► plan (desired: pure; the fold put-off) ─► write (the leader:
-//!        status::update, CAS, redo on 409; events) ─► publish (api::Views, metrics)
+//!     ─► reconcile: pace ─► read (the leader: expired entries' bindings, quorum GETs)
+//!        ─► plan (desired: pure; the fold put-off) ─► write (the leader: status::update,
+//!        CAS, redo on 409; events) ─► publish (api::Views, metrics)
 //!  releaser: queue::release (the leader) ◄─ QuotaSource; ─► binding patches, Triggers
 //!  dashboard_host ◄─ Ports (Views, MemberRegistry, leader, NamespaceLabels) ─► dashboard
 //!  admin: /livez, /readyz, /metrics
@@ -27,7 +28,8 @@
 //! watch); [`members`] (member clusters); `election` and [`leader`] (Lease election);
 //! [`batches`] (reservation batches: their watch, folds and deletion sweep);
 //! `reconcilers` (the Controller of each kind, run together), [`reconcile`] (the one
-//! reconciler and its one writer), [`desired`] (pure status computation),
+//! reconciler and its one writer), [`expired`] (the read of expired entries' bindings
+//! before they go), [`desired`] (pure status computation),
 //! [`cluster_quotas`] (the KarmadaClusterQuota kind, its shares); [`queue`] (the waiting
 //! line and its releaser); [`triggers`](mod@triggers); [`api`] (the computed views);
 //! `dashboard_host` (starts [`dashboard`], the browser dashboard's feed, with

@@ -1,5 +1,5 @@
 //! The one reconciler of both quota kinds (KarmadaQuota, KarmadaClusterQuota: [`QuotaKind`])
-//! and its one writer of their status. A turn is four steps, each a function of its own:
+//! and its one writer of their status. A turn is five steps, each a function of its own:
 //!
 //! ```text
 //!  reconcile(quota) ─ not synced yet? requeue
