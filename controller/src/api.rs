@@ -9,7 +9,9 @@
 //! status).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, LockResult, RwLock, RwLockReadGuard};
+use std::sync::Arc;
+
+use parking_lot::{RwLock, RwLockReadGuard};
 
 use tokio::sync::watch;
 
@@ -35,7 +37,7 @@ pub struct Views {
 
 impl Views {
     /// Every computed quota, read-locked.
-    pub fn read(&self) -> LockResult<RwLockReadGuard<'_, BTreeMap<ViewKey, Quota>>> {
+    pub fn read(&self) -> RwLockReadGuard<'_, BTreeMap<ViewKey, Quota>> {
         self.map.read()
     }
 
@@ -43,7 +45,7 @@ impl Views {
     /// published.
     pub fn publish(&self, key: ViewKey, quota: Quota) {
         let changed = {
-            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            let mut map = self.map.write();
             let changed = map.get_mut(&key).is_none_or(|old| {
                 old.computed_at = quota.computed_at;
                 *old != quota
@@ -59,7 +61,7 @@ impl Views {
     /// Forget the computed quotas of `keys` (a deleted quota); published when one was kept.
     pub fn remove<'a>(&self, keys: impl IntoIterator<Item = &'a ViewKey>) {
         let removed = {
-            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            let mut map = self.map.write();
             let mut removed = false;
             for key in keys {
                 removed |= map.remove(key).is_some();

@@ -155,7 +155,7 @@ pub fn reach_from_views<'a>(
 /// The snapshot of `sources` at `now`.
 pub fn snapshot(sources: &Sources, freshness: &mut Freshness, now: i64) -> Snapshot {
     let warnings = sources.warnings.read().unwrap_or_else(|e| e.into_inner());
-    let views = sources.views.read().unwrap_or_else(|e| e.into_inner());
+    let views = sources.views.read();
     let reach = match &sources.members {
         MemberSource::Measured(registry) => registry.reach(),
         MemberSource::FromStatus => reach_from_views(views.values()),

@@ -155,7 +155,6 @@ fn forget_deleted(
         Event::InitDone => {
             let gone: Vec<_> = views
                 .read()
-                .unwrap_or_else(|e| e.into_inner())
                 .keys()
                 .filter(|(ns, name)| store.get(&ObjectRef::new(name).within(ns)).is_none())
                 .cloned()

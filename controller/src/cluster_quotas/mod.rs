@@ -225,7 +225,6 @@ fn forget_deleted(ev: &Event<KarmadaClusterQuota>, store: &Store<KarmadaClusterQ
             let gone: Vec<String> = ctx
                 .views
                 .read()
-                .unwrap_or_else(|e| e.into_inner())
                 .keys()
                 .filter(|(ns, name)| ns.is_empty() && store.get(&ObjectRef::new(name)).is_none())
                 .map(|(_, name)| name.clone())

@@ -76,7 +76,7 @@ async fn leader_writes_once_then_nothing_when_unchanged() {
     // Reconciling the written object again writes nothing.
     reconcile(Arc::new(stored), c.clone()).await.unwrap();
     assert_eq!(store.written(NS, "q").len(), 1);
-    let views = c.views.read().unwrap();
+    let views = c.views.read();
     let report = &views[&("team-a".to_owned(), "q".to_owned())];
     assert_eq!(
         report.used.get("pods").map(ToString::to_string).as_deref(),
@@ -129,7 +129,7 @@ async fn follower_computes_the_view_but_never_writes() {
     let (c, tx) = ctx(&store, i, false);
     reconcile(Arc::new(q.clone()), c.clone()).await.unwrap();
     assert!(store.written(NS, "q").is_empty());
-    assert_eq!(c.views.read().unwrap().len(), 1);
+    assert_eq!(c.views.read().len(), 1);
     tx.send_replace(true);
     reconcile(Arc::new(q), c.clone()).await.unwrap();
     assert_eq!(store.written(NS, "q").len(), 1);
@@ -175,7 +175,7 @@ async fn conflict_rereads_so_a_reservation_added_meanwhile_survives() {
     assert_eq!(st.reservations.len(), 1);
     assert_eq!(st.reservations[0].reserved_by.uid, "u-api");
     assert_eq!(store.written(NS, "q").len(), 1);
-    let view = c.views.read().unwrap()[&("team-a".to_owned(), "q".to_owned())].clone();
+    let view = c.views.read()[&("team-a".to_owned(), "q".to_owned())].clone();
     // What admission checks against: used + the pending reservations.
     let mut effective = view.used.clone();
     effective.add_assign(&view.reserved);
@@ -218,7 +218,7 @@ async fn reconcile_stops_writing_when_leadership_is_lost_mid_write() {
     reconcile(Arc::new(q), c.clone()).await.unwrap();
     assert!(store.written(NS, "q").is_empty());
     assert!(c.pacing.last_write.lock().is_empty());
-    assert_eq!(c.views.read().unwrap().len(), 1);
+    assert_eq!(c.views.read().len(), 1);
 }
 
 #[tokio::test]

@@ -70,7 +70,7 @@ async fn a_cluster_quota_is_written_and_its_view_lists_its_namespaces() {
     let st = store.object("", "business-a").status.unwrap();
     assert_eq!(st.quota.used["pods"].0, "3");
     assert_eq!(st.namespaces.len(), 1);
-    let views = c.views.read().unwrap();
+    let views = c.views.read();
     let view = &views[&(String::new(), "business-a".to_owned())];
     assert_eq!(view.namespaces, ["a-dev"]);
 }
