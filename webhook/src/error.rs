@@ -261,17 +261,12 @@ impl Error {
         }
     }
 
-    /// Kubernetes-style `status.reason` for the AdmissionResponse.
+    /// Kubernetes-style `status.reason` for the AdmissionResponse: the name of
+    /// [`Error::code`].
     pub fn reason(&self) -> &'static str {
-        match self {
-            Error::Timeout => "Timeout",
-            Error::NotSynced
-            | Error::Stale(_)
-            | Error::UnknownNamespace(_)
-            | Error::BatchesUnseen { .. }
-            | Error::BatchWatchDown { .. }
-            | Error::BatchesBehind { .. }
-            | Error::BatchUnconfirmed { .. } => "ServiceUnavailable",
+        match self.code() {
+            504 => "Timeout",
+            503 => "ServiceUnavailable",
             _ => "InternalError",
         }
     }
