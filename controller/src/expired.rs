@@ -73,11 +73,7 @@ pub struct Wanted {
 pub fn wanted(index: &Index, own: &str, entries: &[Reservation], now: i64) -> Vec<Wanted> {
     let mut out: Vec<Wanted> = Vec::new();
     for e in entries {
-        let namespace = if e.reserved_by.namespace.is_empty() {
-            own
-        } else {
-            e.reserved_by.namespace.as_str()
-        };
+        let namespace = e.reserved_by.namespace_or(own);
         let w = Wanted {
             namespace: namespace.to_owned(),
             name: e.reserved_by.name.clone(),

@@ -131,6 +131,18 @@ pub struct ReservedBy {
     pub uid: String,
 }
 
+impl ReservedBy {
+    /// The binding's namespace: the one the entry names, else `own` (the quota's, for a
+    /// KarmadaQuota's entries, which name none).
+    pub fn namespace_or<'a>(&'a self, own: &'a str) -> &'a str {
+        if self.namespace.is_empty() {
+            own
+        } else {
+            &self.namespace
+        }
+    }
+}
+
 /// An admitted change not yet observed by the controller (`status.reservations[]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reservation {

@@ -179,15 +179,7 @@ pub fn compute_over<K: QuotaObject>(
         &ns,
         &state,
         namespaces.iter().flat_map(|n| index.tally_in(n)),
-        |entry| {
-            let by = &entry.reserved_by;
-            let in_ns = if by.namespace.is_empty() {
-                own
-            } else {
-                by.namespace.as_str()
-            };
-            index.observation_of(in_ns, entry, now)
-        },
+        |entry| index.observation_of(entry.reserved_by.namespace_or(own), entry, now),
         observed_pods,
         now,
     );
