@@ -1,6 +1,6 @@
 //! Who leads: the Lease election (or leading alone without it, or never with
 //! `--role=dashboard`), and following it — every quota is reconciled on becoming leader,
-//! and the leader gauge is kept.
+//! and the leader gauge is kept. Each Lease taken moves the fence first (`crate::fence`).
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use kube::Client;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::fence::Fence;
 use crate::leader::{Elector, LeaseSettings};
 use crate::metrics::Metrics;
 use crate::stop::Stop;
@@ -39,7 +40,7 @@ pub(crate) fn start(
     leadership: Leadership,
     client: &Client,
     stop: &Stop,
-    triggers: &Triggers,
+    (triggers, fence): (&Triggers, &Arc<Fence>),
     metrics: &Arc<Metrics>,
 ) -> Election {
     let fixed = |leads: bool| Election {
@@ -60,6 +61,7 @@ pub(crate) fn start(
         }
         Leadership::Lease(settings) => {
             let (elector, leader) = Elector::new(client.clone(), settings);
+            let elector = elector.with_fence(fence.clone());
             let lease_ok = elector.lease_ok();
             Election {
                 leader,

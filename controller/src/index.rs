@@ -134,6 +134,9 @@ pub struct Index {
     tallies: HashMap<String, Tally>,
     bindings_relist: Relist<Bindings>,
     bindings_synced: bool,
+    /// The fence generation of the newest complete binding list (`None`: none yet;
+    /// `crate::fence`).
+    bindings_listed_at: Option<u64>,
     /// (namespace, uid) of the entries with `unpriced` set.
     unpriced: BTreeSet<(String, String)>,
     /// uid → Unix seconds when the watch saw it deleted. Entries older than
@@ -168,6 +171,7 @@ impl Index {
             tallies: HashMap::new(),
             bindings_relist: Relist::default(),
             bindings_synced: false,
+            bindings_listed_at: None,
             unpriced: BTreeSet::new(),
             deleted: HashMap::new(),
             reads: Reads::default(),
@@ -218,6 +222,9 @@ impl Index {
             Step::Buffered => Touched::new(),
             Step::Relisted(all) => {
                 self.bindings_synced = true;
+                // A complete list: at least generation 0 (the watch tells the one it
+                // began at: `bindings_listed`).
+                self.bindings_listed_at = self.bindings_listed_at.max(Some(0));
                 self.publish_synced();
                 self.reset_bindings(all, now)
             }
@@ -557,6 +564,20 @@ impl Index {
     /// written: a partial sum would under-count).
     pub fn bindings_synced(&self) -> bool {
         self.bindings_synced
+    }
+
+    /// The binding watch's list begun at fence generation `generation` is complete (its
+    /// `InitDone` applied; `crate::fence`).
+    pub fn bindings_listed(&mut self, generation: u64) {
+        if self.bindings_synced {
+            self.bindings_listed_at = self.bindings_listed_at.max(Some(generation));
+        }
+    }
+
+    /// Whether a complete binding list begun at fence generation `generation` or later is
+    /// applied.
+    pub fn bindings_listed_since(&self, generation: u64) -> bool {
+        self.bindings_listed_at.is_some_and(|g| g >= generation)
     }
 
     /// The quota watch listed everything once.

@@ -35,6 +35,7 @@
 //! (no retry while the namespace is missing) and panics on a grace ≥ duration. So the
 //! election stays here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -45,6 +46,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::error::Error;
+use crate::fence::Fence;
 
 /// How the election runs.
 #[derive(Clone, Debug)]
@@ -174,6 +176,8 @@ pub struct Elector {
     blocked: Option<String>,
     observed: Option<(Record, Instant)>,
     last_renew: Option<Instant>,
+    /// Moved each time this replica takes the Lease, before it says it leads.
+    fence: Option<Arc<Fence>>,
 }
 
 /// Why a failed round means the Lease cannot be used at all (and what to do), as one
@@ -222,9 +226,19 @@ impl Elector {
                 blocked: None,
                 observed: None,
                 last_renew: None,
+                fence: None,
             },
             rx,
         )
+    }
+
+    /// Move `fence` each time the Lease is taken, before leadership is published: no
+    /// write of the new term plans from a binding list older than the term
+    /// (`crate::fence`).
+    #[must_use]
+    pub fn with_fence(mut self, fence: Arc<Fence>) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     /// Whether the Lease can be used: false until a round completes, and while its
@@ -354,7 +368,8 @@ impl Elector {
         let was = *self.tx.borrow();
         if was != leader {
             if leader {
-                tracing::info!(identity = %self.settings.identity, "became leader: writing quota status");
+                let generation = self.fence.as_ref().map(|f| f.took_lease());
+                tracing::info!(identity = %self.settings.identity, ?generation, "became leader: writing quota status once the bindings are listed again");
             } else {
                 tracing::info!(identity = %self.settings.identity, "not the leader: status writes stop");
             }

@@ -57,6 +57,7 @@ pub mod desired;
 mod election;
 mod error;
 pub mod expired;
+pub mod fence;
 pub mod history;
 pub mod index;
 pub mod leader;
@@ -98,6 +99,7 @@ use crate::api::Views;
 use crate::batches::Batches;
 use crate::config::{Config, IndexConfig, MembersConfig, NamespaceWatch};
 use crate::election::Election;
+use crate::fence::Fence;
 use crate::index::Index;
 use crate::members::{MemberRegistry, Members, desired_members};
 use crate::metrics::Metrics;
@@ -148,7 +150,7 @@ pub async fn run_until(
         config.leadership,
         &client,
         &stop,
-        &shared.triggers,
+        (&shared.triggers, &shared.fence),
         &shared.metrics,
     );
     let events = event_writer(config.identity.clone(), &client, &shared.metrics);
@@ -221,6 +223,8 @@ struct Shared {
     member_registry: MemberRegistry,
     /// The computed view of every quota.
     views: Views,
+    /// The leader's fence: each term writes from a binding list begun in it.
+    fence: Arc<Fence>,
 }
 
 impl Shared {
@@ -247,6 +251,7 @@ impl Shared {
             triggers,
             member_registry: MemberRegistry::default(),
             views: Views::default(),
+            fence: Arc::default(),
         };
         (shared, streams)
     }
@@ -272,7 +277,8 @@ impl Shared {
             .with_settings(settings)
             .with_queue(self.line.clone())
             .with_batches(self.batches.clone())
-            .with_binding_reads(Arc::new(client.clone())),
+            .with_binding_reads(Arc::new(client.clone()))
+            .with_fence(self.fence.clone()),
         )
     }
 }
@@ -361,11 +367,20 @@ fn start_watches(
         metrics,
         line,
         views,
+        fence,
         ..
     } = shared;
     let WatchSettings { scope, namespaces } = settings;
     let namespace = scope.namespace;
-    watches::spawn_control_plane(scope, client, index, members, triggers, metrics, line);
+    watches::spawn_control_plane(
+        scope,
+        client,
+        index,
+        members,
+        triggers,
+        metrics,
+        (line, fence),
+    );
     let (quotas, quota_events) = watches::quotas(namespace, client, index, views, metrics, line);
     Watched {
         quotas: QuotaWatch {

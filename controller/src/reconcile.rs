@@ -3,6 +3,8 @@
 //!
 //! ```text
 //!  reconcile(quota) ─ not synced yet? requeue
+//!  fence    a leader whose binding index holds no list begun in its term (a Lease just
+//!           taken: crate::fence, R21)? requeue
 //!  pace     leader and paced (interval, contended backoff)? requeue after the wait
 //!  read     (expired.rs) the leader: the bindings of expired entries the watch has not
 //!           shown, read from the apiserver (quorum GETs) into the index, so the prune
@@ -12,7 +14,8 @@
 //!           put-off returned (Plan::fold_after)
 //!  write    (write.rs) follower: nothing
 //!           leader: status::update ─ nothing planned ─► nothing
-//!                      │ still the leader? (checked before every write) ─ no ─► nothing
+//!                      │ still the leader, past the fence? (checked before every
+//!                      │ write) ─ no ─► nothing
 //!                      │ replace_status(resourceVersion = the one the plan was computed on)
 //!                      ├─ 200 ─► events for notable changes
 //!                      └─ 409 ─► GET the quota, plan again from it (entries the webhook
@@ -118,6 +121,8 @@ pub struct Ctx {
     /// Reads the bindings of expired entries before the leader plans (`expired`; `None`:
     /// no reads, and an expired entry the watch has not shown is kept).
     pub binding_reads: Option<Arc<dyn crate::expired::BindingReads>>,
+    /// The leader's fence: a term writes only from a binding list begun in it.
+    pub fence: Arc<crate::fence::Fence>,
 }
 
 impl Ctx {
@@ -145,7 +150,14 @@ impl Ctx {
             queue: Arc::default(),
             batches: None,
             binding_reads: None,
+            fence: Arc::default(),
         }
+    }
+
+    /// Whether this replica may write status now: it leads, and its binding index holds a
+    /// list begun in this term (`crate::fence`).
+    pub fn may_write(&self) -> bool {
+        *self.leader.borrow() && self.fence.allows(&self.index.read())
     }
 
     /// Apply `settings`: the resync period, the write pacing and where `observed` comes
@@ -166,6 +178,13 @@ impl Ctx {
     #[must_use]
     pub fn with_binding_reads(mut self, reads: Arc<dyn crate::expired::BindingReads>) -> Self {
         self.binding_reads = Some(reads);
+        self
+    }
+
+    /// Write only from binding lists begun after each Lease taken (`fence`).
+    #[must_use]
+    pub fn with_fence(mut self, fence: Arc<crate::fence::Fence>) -> Self {
+        self.fence = fence;
         self
     }
 
@@ -267,6 +286,10 @@ pub async fn reconcile<K: QuotaKind>(
     }
     let key = view_key(&object.key());
     let turn = if *ctx.leader.borrow() {
+        if !ctx.may_write() {
+            tracing::debug!("a new leader: waiting for the bindings listed in this term");
+            return Ok(Action::requeue(NOT_SYNCED_RETRY));
+        }
         if let Some(wait) = ctx.pacing.throttled(&key, pending(&*object)) {
             return Ok(Action::requeue(wait));
         }

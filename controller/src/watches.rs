@@ -32,6 +32,7 @@ use tracing::Span;
 
 use crate::api::Views;
 use crate::clock::now_secs;
+use crate::fence::Fence;
 use crate::index::{CountResolution, Index, Touched};
 use crate::members::MemberKubeconfig;
 use crate::members::{Members, desired_members};
@@ -76,11 +77,11 @@ pub(crate) fn spawn_control_plane(
     members: &Arc<Members>,
     triggers: &Triggers,
     metrics: &Arc<Metrics>,
-    line: &Arc<Line>,
+    (line, fence): (&Arc<Line>, &Fence),
 ) {
     tokio::spawn(watch_bindings(
         scoped_api::<ResourceBinding>(client, namespace),
-        index.clone(),
+        (index.clone(), fence.asked()),
         PluralResolver::new(client.clone()),
         triggers.clone(),
         metrics.clone(),
@@ -169,20 +170,23 @@ fn forget_deleted(
 }
 
 /// Feed ResourceBinding events into the index (count names resolved first) and trigger the
-/// quotas of the namespaces that changed; price unpriced bindings again meanwhile.
+/// quotas of the namespaces that changed; price unpriced bindings again meanwhile. The
+/// watch lists again, consistently, when the fence asks (`relists`), and the index learns
+/// the generation of each complete list (`crate::fence`).
 async fn watch_bindings(
     api: Api<ResourceBinding>,
-    index: Arc<RwLock<Index>>,
+    (index, relists): (Arc<RwLock<Index>>, tokio::sync::watch::Receiver<u64>),
     counts: PluralResolver,
     triggers: Triggers,
     metrics: Arc<Metrics>,
     line: Arc<Line>,
 ) {
-    let mut events = crate::cache_list::events(api, "resourcebindings", metrics.clone());
+    let mut events =
+        crate::cache_list::listed_events(api, "resourcebindings", metrics.clone(), Some(relists));
     let mut retry = tokio::time::interval(UNPRICED_RETRY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let ev = tokio::select! {
+        let (generation, ev) = tokio::select! {
             ev = events.next() => match ev {
                 Some(ev) => ev,
                 None => return,
@@ -200,6 +204,9 @@ async fn watch_bindings(
             _ => Ok(None),
         };
         let (touched, n) = fold(&index, &ev, &count);
+        if matches!(ev, Event::InitDone) {
+            index.write().bindings_listed(generation);
+        }
         metrics.set_bindings(n);
         triggers.namespaces(touched);
         line.apply(&ev, count.as_ref().ok().and_then(|c| c.as_deref()));

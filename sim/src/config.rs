@@ -156,9 +156,21 @@ pub struct Config {
     /// the model, so the run checks that requests are admitted again (R20), not a new
     /// schedule for S (the batch deleted holds nothing unfolded by then).
     pub hand_deletes_newest: bool,
+    /// A standby controller beside the leader, its watches running, that takes the lease
+    /// when the leader crashes or is deposed (a new leader whose index may be behind the
+    /// last status written: R21); `None`: the seed picks, one run in two, from a draw of
+    /// its own (so a seed without a standby runs as it did before the standby existed).
+    pub standby: Option<bool>,
 }
 
 impl Config {
+    /// Whether this run has a standby controller: [`Config::standby`], or the seed's own
+    /// draw.
+    pub fn with_standby(&self) -> bool {
+        self.standby
+            .unwrap_or_else(|| crate::rng::Rng::new(self.seed ^ 0x5354_414e_4442_5900).chance(500))
+    }
+
     /// The defaults for `seed`.
     pub fn new(seed: u64) -> Self {
         Self {
@@ -171,6 +183,7 @@ impl Config {
             liveness: true,
             backoff_max_ms: 1_000,
             hand_deletes_newest: false,
+            standby: None,
         }
     }
 }

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use karmada_quota_controller::batches::folds::Scope;
 use karmada_quota_controller::batches::{Batches, sweep};
+use karmada_quota_controller::fence::Fence;
 use karmada_quota_controller::index::Index;
 use karmada_quota_controller::{desired, expired};
 use karmada_quota_core::ledger::Observation;
@@ -63,6 +64,11 @@ pub struct Controller {
     batches: Arc<Batches>,
     quotas: Arc<Mutex<QuotaView>>,
     conn: Conn,
+    /// Whether it holds the lease.
+    leads: Arc<AtomicBool>,
+    fence: Arc<Fence>,
+    /// Wakes the binding watch (to see a re-list the fence asked for).
+    binding_wake: Arc<tokio::sync::Notify>,
 }
 
 struct QuotaSink(Arc<Mutex<QuotaView>>);
@@ -154,6 +160,9 @@ impl Sink<ResourceBinding> for BindingSink {
     fn init_done(&mut self) {
         self.event(&Event::InitDone);
     }
+    fn listed_at(&mut self, generation: u64) {
+        self.index.write().bindings_listed(generation);
+    }
     fn apply(&mut self, rb: ResourceBinding) {
         self.event(&Event::Apply(rb));
     }
@@ -164,12 +173,25 @@ impl Sink<ResourceBinding> for BindingSink {
 }
 
 impl Controller {
-    /// Start incarnation `incarnation`: its three watches, its reconcile and sweep loops.
-    pub fn start(world: &Arc<World>, incarnation: u32) -> Self {
+    /// Start incarnation `incarnation`: its three watches, its reconcile and sweep loops;
+    /// it takes the lease at once when `leads`.
+    pub fn start(world: &Arc<World>, incarnation: u32, leads: bool) -> Self {
         let name = format!("c.{incarnation}");
         let alive = Arc::new(AtomicBool::new(true));
         let stall = Arc::new(Stall::default());
         let index = Arc::new(RwLock::new(Index::new(600)));
+        let fence = Arc::new(Fence::default());
+        let process = Process {
+            world: world.clone(),
+            alive: alive.clone(),
+            stall: stall.clone(),
+        };
+        let quota_watch = process.watch(format!("{name}.quotas"), world.api.quota_log.clone());
+        let batch_watch = process.watch(format!("{name}.batches"), world.api.batch_log.clone());
+        let mut binding_watch =
+            process.watch(format!("{name}.bindings"), world.api.binding_log.clone());
+        binding_watch.bindings = true;
+        let binding_watch = binding_watch.relisting(fence.asked());
         let c = Self {
             conn: Conn::new(world.clone(), name.clone(), alive.clone()),
             name,
@@ -181,19 +203,13 @@ impl Controller {
                 Batches::new(Arc::default()).with_reservation_ttl(crate::replica::TTL),
             ),
             quotas: Arc::default(),
+            leads: Arc::default(),
+            fence,
+            binding_wake: binding_watch.waker(),
         };
-        let process = Process {
-            world: world.clone(),
-            alive: c.alive.clone(),
-            stall: c.stall.clone(),
-        };
-        let quota_watch = process.watch(format!("{}.quotas", c.name), world.api.quota_log.clone());
-        let batch_watch = process.watch(format!("{}.batches", c.name), world.api.batch_log.clone());
-        let mut binding_watch = process.watch(
-            format!("{}.bindings", c.name),
-            world.api.binding_log.clone(),
-        );
-        binding_watch.bindings = true;
+        if leads {
+            c.take_lease();
+        }
         tokio::spawn(quota_watch.run(QuotaSink(c.quotas.clone())));
         tokio::spawn(batch_watch.run(BatchSink(c.batches.clone())));
         tokio::spawn(binding_watch.run(BindingSink {
@@ -216,11 +232,37 @@ impl Controller {
         self.alive.store(false, Ordering::SeqCst);
     }
 
+    /// Take the lease: the fence moves (the binding watch is told), then it leads.
+    pub fn take_lease(&self) {
+        let generation = self.fence.took_lease();
+        self.binding_wake.notify_one();
+        self.leads.store(true, Ordering::SeqCst);
+        self.world.trace(format!(
+            "{}: takes the lease (fence {generation})",
+            self.name
+        ));
+    }
+
+    /// Lose the lease (deposed while alive): it stops writing and sweeping.
+    pub fn lose_lease(&self) {
+        self.leads.store(false, Ordering::SeqCst);
+        self.world.trace(format!("{}: loses the lease", self.name));
+    }
+
+    fn leads(&self) -> bool {
+        self.is_alive() && self.leads.load(Ordering::SeqCst)
+    }
+
+    /// Whether it may write status now: it leads, past its fence.
+    fn may_write(&self) -> bool {
+        self.leads() && self.fence.allows(&self.index.read())
+    }
+
     async fn reconcile_loop(self) {
         while self.is_alive() {
             let ms = self.world.rng(|r| r.between(100, 600));
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            let ready = self.index.read().bindings_synced();
+            let ready = self.index.read().bindings_synced() && self.may_write();
             let quotas: Vec<KarmadaQuota> = {
                 let v = lock(&self.quotas);
                 if !v.listed || !ready {
@@ -231,6 +273,9 @@ impl Controller {
             for q in quotas {
                 if !self.is_alive() {
                     return;
+                }
+                if !self.may_write() {
+                    break;
                 }
                 self.reconcile(q).await;
             }
@@ -256,7 +301,7 @@ impl Controller {
     async fn reconcile(&self, q: KarmadaQuota) {
         // The leader's read step (controller/src/expired.rs), as the real reconcile runs it.
         expired::read_for(&self.index, &self.conn, &q, clock::unix_now()).await;
-        let alive = || self.is_alive();
+        let alive = || self.may_write();
         let written =
             karmada_quota_status::update(&self.conn, q, |q| self.plan(q), alive, WRITE_ATTEMPTS)
                 .await;
@@ -287,7 +332,7 @@ impl Controller {
     async fn sweep_loop(self) {
         while self.is_alive() {
             tokio::time::sleep(sweep::SWEEP_INTERVAL).await;
-            if !self.is_alive() || !lock(&self.quotas).listed {
+            if !self.leads() || !lock(&self.quotas).listed {
                 continue;
             }
             let swept = sweep::sweep_once(

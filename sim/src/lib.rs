@@ -67,4 +67,6 @@ pub const REVERTS: &[&str] = &[
     "revert-382f6f6",
     #[cfg(feature = "revert-seed")]
     "revert-seed",
+    #[cfg(feature = "revert-leader-fence")]
+    "revert-leader-fence",
 ];

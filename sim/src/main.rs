@@ -52,6 +52,10 @@ struct Args {
     /// R20).
     #[arg(long)]
     hand_deletes_newest: bool,
+    /// A standby controller that takes the lease when the leader crashes or is deposed
+    /// (`on`, `off`); default: each seed picks.
+    #[arg(long, value_parser = ["on", "off"])]
+    standby: Option<String>,
     /// Print the whole trace of each run.
     #[arg(long)]
     trace: bool,
@@ -103,6 +107,13 @@ fn replay(outcome: &Outcome, faults_given: bool) -> String {
     if c.hand_deletes_newest {
         cmd.push_str(" --hand-deletes-newest");
     }
+    if let Some(on) = c.standby {
+        cmd.push_str(if on {
+            " --standby on"
+        } else {
+            " --standby off"
+        });
+    }
     cmd
 }
 
@@ -152,6 +163,7 @@ fn main() -> ExitCode {
             liveness: !args.no_liveness,
             backoff_max_ms: args.backoff_max_ms,
             hand_deletes_newest: args.hand_deletes_newest,
+            standby: args.standby.as_deref().map(|s| s == "on"),
             ..Config::new(seed)
         };
         let outcome = run(&config);

@@ -83,7 +83,8 @@ fn quota(namespace: &str, hard: i64) -> KarmadaQuota {
     q
 }
 
-async fn simulate(config: Config) -> Outcome {
+async fn simulate(mut config: Config) -> Outcome {
+    config.standby = Some(config.with_standby());
     let mut rng = Rng::new(config.seed);
     let faults = config.faults.unwrap_or_else(|| Faults::swarm(&mut rng));
     let mut skews = [0_i64; MAX_REPLICAS];
@@ -104,12 +105,17 @@ async fn simulate(config: Config) -> Outcome {
     let api = Apiserver::new(&quotas);
     let world = Arc::new(World::new(config.clone(), faults, rng, api, truth));
     world.trace(format!(
-        "seed {} steps {} replicas {} quotas {} faults {} skews {skews:?}",
+        "seed {} steps {} replicas {} quotas {} faults {} skews {skews:?}{}",
         config.seed,
         config.steps,
         config.replicas,
         config.quotas,
-        faults.describe()
+        faults.describe(),
+        if config.standby == Some(true) {
+            " standby"
+        } else {
+            ""
+        }
     ));
     let sim = Sim::start(world.clone(), namespaces);
     drive(&sim).await;

@@ -49,6 +49,9 @@ pub trait Sink<T>: Send + 'static {
     fn init_apply(&mut self, object: T);
     /// The list is complete.
     fn init_done(&mut self);
+    /// The list just completed began at re-list generation `generation` (the newest asked
+    /// for on [`Watch::relisting`]'s channel before it began; 0 without one).
+    fn listed_at(&mut self, _generation: u64) {}
     /// An object was created or changed.
     fn apply(&mut self, object: T);
     /// An object was deleted.
@@ -104,6 +107,9 @@ pub struct Watch<T> {
     lag_ms: u64,
     /// The newest position this watch has seen (lists bounded by it: `bindings`).
     seen: Option<usize>,
+    /// The re-list generation the last list began at (a newer one asked for: the next
+    /// list is a consistent one, as `cache_list` lists when the fence asks).
+    begun: u64,
 }
 
 /// The process a watch belongs to: its run, liveness and stall.
@@ -133,6 +139,7 @@ impl Process {
             bindings: false,
             lag_ms: 0,
             seen: None,
+            begun: 0,
         }
     }
 }
@@ -254,6 +261,12 @@ impl<T: Clone + Send + 'static> Watch<T> {
     async fn list<S: Sink<T>>(&mut self, feed: &SharedFeed<S>) -> Option<usize> {
         self.keep_seen(feed);
         lock(feed).cursor = None;
+        let generation = self.relists.as_ref().map_or(0, |r| *r.borrow());
+        if generation > self.begun {
+            // Asked for: as new as the log's head, not merely as what this watch saw.
+            self.seen = None;
+            self.begun = generation;
+        }
         let Some((pos, stale, lag)) = self.serve().await else {
             lock(feed).sink.failed();
             return None;
@@ -288,6 +301,9 @@ impl<T: Clone + Send + 'static> Watch<T> {
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
         let at = done(feed, broken.is_none(), pos);
+        if at.is_some() {
+            lock(feed).sink.listed_at(generation);
+        }
         if at.is_some() {
             self.seen = Some(self.seen.map_or(pos, |s| s.max(pos)));
         }

@@ -72,7 +72,12 @@ pub struct Sim {
     /// The run.
     pub world: Arc<World>,
     replicas: Mutex<Vec<(u32, Option<Replica>)>>,
+    /// The leader's slot: the newest incarnation number, and the leader (`None` while the
+    /// lease is free).
     controller: Mutex<(u32, Option<Controller>)>,
+    /// The standby controller (with `Config::standby`): its watches run; it takes the
+    /// lease when the leader crashes or is deposed.
+    standby: Mutex<Option<Controller>>,
     cluster_log: Shared<KarmadaClusterQuota>,
     /// Bindings (namespace/name) with a request in flight.
     busy: Mutex<BTreeSet<String>>,
@@ -87,6 +92,7 @@ impl Sim {
         let sim = Arc::new(Self {
             replicas: Mutex::new(Vec::new()),
             controller: Mutex::new((0, None)),
+            standby: Mutex::new(None),
             cluster_log: Shared::default(),
             busy: Mutex::default(),
             next: AtomicU64::new(0),
@@ -97,7 +103,11 @@ impl Sim {
             let r = Replica::start(&sim.world, id, 0, &sim.cluster_log);
             lock(&sim.replicas).push((0, Some(r)));
         }
-        *lock(&sim.controller) = (0, Some(Controller::start(&sim.world, 0)));
+        *lock(&sim.controller) = (0, Some(Controller::start(&sim.world, 0, true)));
+        if sim.world.config.standby == Some(true) {
+            *lock(&sim.standby) = Some(Controller::start(&sim.world, 1, false));
+            lock(&sim.controller).0 = 1;
+        }
         sim
     }
 
@@ -293,25 +303,56 @@ impl Sim {
         lock(&self.replicas)[id] = (incarnation, Some(fresh));
     }
 
-    /// Crash the controller, and restart it after a while.
+    /// Crash the controller, and restart it after a while. With a standby: the leader
+    /// crashes or is deposed (alive, its lease lost and its watches silent for 1–6 s),
+    /// and after the lease's expiry the
+    /// standby takes the lease; the deposed leader, or a new incarnation, is the standby.
     pub async fn crash_controller(self: Arc<Self>) {
         let Some(c) = lock(&self.controller).1.take() else {
             return;
         };
-        c.crash();
-        self.world.trace(format!("{}: crashed (injected)", c.name));
+        let standby = self.world.config.standby == Some(true);
+        let deposed = standby && self.world.rng(|r| r.chance(500));
+        if deposed {
+            // Cut off from the apiserver, as a leader that cannot renew is: its watches
+            // fall silent too.
+            let ms = self.world.rng(|r| r.between(1_000, 6_000));
+            c.stall.until(clock::now_ms() + ms);
+            c.lose_lease();
+        } else {
+            c.crash();
+            self.world.trace(format!("{}: crashed (injected)", c.name));
+        }
         let ms = self.world.rng(|r| r.between(100, 3_000));
         tokio::time::sleep(Duration::from_millis(ms)).await;
         let incarnation = lock(&self.controller).0 + 1;
-        *lock(&self.controller) = (
-            incarnation,
-            Some(Controller::start(&self.world, incarnation)),
-        );
+        if !standby {
+            *lock(&self.controller) = (
+                incarnation,
+                Some(Controller::start(&self.world, incarnation, true)),
+            );
+            return;
+        }
+        let Some(next) = lock(&self.standby).take() else {
+            return;
+        };
+        next.take_lease();
+        let (incarnation, standby) = if deposed {
+            (incarnation - 1, c)
+        } else {
+            (
+                incarnation,
+                Controller::start(&self.world, incarnation, false),
+            )
+        };
+        *lock(&self.controller) = (incarnation, Some(next));
+        *lock(&self.standby) = Some(standby);
     }
 
     /// Silence every watch of one process (a replica or the controller) for 1–6 s.
     pub fn stall(&self) {
-        let n = self.world.config.replicas as u64 + 1;
+        let standby = u64::from(self.world.config.standby == Some(true));
+        let n = self.world.config.replicas as u64 + 1 + standby;
         let which = self.world.rng(|r| r.below(n)) as usize;
         let ms = self.world.rng(|r| r.between(1_000, 6_000));
         let until = clock::now_ms() + ms;
@@ -320,8 +361,13 @@ impl Sim {
                 r.stall.until(until);
                 r.name.clone()
             })
-        } else {
+        } else if which == self.world.config.replicas {
             lock(&self.controller).1.as_ref().map(|c| {
+                c.stall.until(until);
+                c.name.clone()
+            })
+        } else {
+            lock(&self.standby).as_ref().map(|c| {
                 c.stall.until(until);
                 c.name.clone()
             })

@@ -12,10 +12,9 @@ use kube::Resource;
 use kube::api::{Api, ListParams, VersionMatch};
 use kube::runtime::watcher::Event;
 use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use tokio::sync::mpsc;
 
 use super::bound::{Seen, older};
-use super::{Failure, Object};
+use super::{Failure, Object, Out};
 
 /// The list request: the watch cache's state at `bound` or later, or with no bound a
 /// consistent list; no `limit`.
@@ -39,13 +38,13 @@ pub(super) async fn list<K: Object>(
     api: &Api<K>,
     what: &'static str,
     seen: &mut Seen,
-    tx: &mpsc::Sender<Event<K>>,
+    tx: &Out<K>,
 ) -> Result<String, Failure> {
     let bound = seen.bound().map(str::to_owned);
     let client: kube::Client = api.clone().into_client();
     let request = request(api.resource_url(), bound.as_deref())?;
     let body = client.request_stream(request).await?;
-    tx.send(Event::Init).await.map_err(|_| Failure::Closed)?;
+    tx.send(Event::Init).await?;
     let items = tx.clone();
     let (rv, newest) = tokio::task::spawn_blocking(move || {
         let reader = std::io::BufReader::with_capacity(64 * 1024, Blocking(Box::pin(body)));
@@ -71,9 +70,7 @@ pub(super) async fn list<K: Object>(
     if let Some(newest) = newest.bound() {
         seen.saw(newest);
     }
-    tx.send(Event::InitDone)
-        .await
-        .map_err(|_| Failure::Closed)?;
+    tx.send(Event::InitDone).await?;
     Ok(rv)
 }
 
@@ -89,7 +86,7 @@ impl<R: AsyncBufRead> Read for Blocking<R> {
 /// The list object: its `metadata.resourceVersion` kept, each of its `items` sent as it
 /// is parsed (the newest of their resourceVersions kept), every other field skipped.
 struct ListSeed<K> {
-    tx: mpsc::Sender<Event<K>>,
+    tx: Out<K>,
     what: &'static str,
     kind: PhantomData<K>,
 }
@@ -137,7 +134,7 @@ impl<'de, K: DeserializeOwned + Resource> Visitor<'de> for ListSeed<K> {
 /// The `items` array: each item decoded on its own (one that is not a `K` is skipped)
 /// and sent as an `InitApply`.
 struct Items<'a, K> {
-    tx: &'a mpsc::Sender<Event<K>>,
+    tx: &'a Out<K>,
     what: &'static str,
     newest: &'a mut Seen,
 }
@@ -168,7 +165,7 @@ impl<'de, K: DeserializeOwned + Resource> Visitor<'de> for Items<'_, K> {
                     if let Some(v) = o.meta().resource_version.as_deref() {
                         self.newest.saw(v);
                     }
-                    if self.tx.blocking_send(Event::InitApply(o)).is_err() {
+                    if !self.tx.blocking_send(Event::InitApply(o)) {
                         return Err(serde::de::Error::custom("the consumer is gone"));
                     }
                 }
@@ -187,7 +184,7 @@ mod tests {
     use karmada_quota_crds::ResourceBinding;
 
     fn parse(json: &str) -> (Option<String>, Vec<Event<ResourceBinding>>) {
-        let (tx, mut rx) = mpsc::channel(16);
+        let (tx, mut rx) = super::super::Out::channel(16);
         let rv = std::thread::scope(|s| {
             s.spawn(|| {
                 let mut de = serde_json::Deserializer::from_reader(json.as_bytes());

@@ -45,6 +45,11 @@
 //! complete status, bench/RESULTS.md "Cold start"). The one response is read as a stream
 //! on a blocking thread: at most the channel's worth of decoded objects exists at any time.
 //!
+//! **Re-lists asked for** ([`listed_events`]): a new generation on its `relists` channel
+//! (the leader's fence, `crate::fence`) drops the list or watch in progress and starts a
+//! consistent list at once; each event carries the generation its list began at, and the
+//! events of a dropped attempt still in flight are not handed on.
+//!
 //! The events are kube's ([`Event`]: `Init`, `InitApply`…, `InitDone`, then `Apply` /
 //! `Delete`) on both paths, so the consumer is the same as for a kube watcher. An item
 //! that does not decode as `K` is skipped and logged (one malformed object must not stall
@@ -67,7 +72,7 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch as channel};
 
 use crate::metrics::Metrics;
 use bound::Seen;
@@ -89,15 +94,112 @@ impl<K> Object for K where
 }
 
 /// The events of `api`'s objects: listed (consistently at first, then from the watch
-/// cache no older than what was seen; streamed where the server offers it), then watched.
-pub fn events<K: Object>(
+/// cache no older than what was seen; streamed where the server offers it), then watched;
+/// listed again — consistently — whenever `relists` changes. Each event comes with the
+/// `relists` generation its list began at (0 without `relists`).
+pub fn listed_events<K: Object>(
     api: Api<K>,
     what: &'static str,
     metrics: Arc<Metrics>,
-) -> BoxStream<'static, Event<K>> {
+    relists: Option<channel::Receiver<u64>>,
+) -> BoxStream<'static, (u64, Event<K>)> {
     let (tx, rx) = mpsc::channel(CHANNEL);
-    tokio::spawn(run(api, what, metrics, tx));
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) }).boxed()
+    tokio::spawn(run(api, what, metrics, tx, relists));
+    current_attempt(rx)
+}
+
+/// The events of `rx` but those of an attempt older than the newest `Init` handed on (a
+/// dropped attempt's, still in the channel — a list read on a blocking thread goes on
+/// for a while after its attempt is dropped).
+fn current_attempt<K: Object>(
+    rx: mpsc::Receiver<Tagged<K>>,
+) -> BoxStream<'static, (u64, Event<K>)> {
+    futures::stream::unfold((rx, 0u64), |(mut rx, mut current)| async move {
+        loop {
+            let t: Tagged<K> = rx.recv().await?;
+            if t.attempt < current {
+                continue;
+            }
+            if matches!(t.event, Event::Init) {
+                current = t.attempt;
+            }
+            return Some(((t.generation, t.event), (rx, current)));
+        }
+    })
+    .boxed()
+}
+
+/// An event of one list-and-watch attempt.
+struct Tagged<K> {
+    attempt: u64,
+    generation: u64,
+    event: Event<K>,
+}
+
+/// Where one attempt's events go: the consumer's channel, each tagged with the attempt
+/// and the re-list generation the attempt began at.
+struct Out<K> {
+    tx: mpsc::Sender<Tagged<K>>,
+    attempt: u64,
+    generation: u64,
+}
+
+impl<K> Clone for Out<K> {
+    fn clone(&self) -> Self {
+        Self {
+            tx: self.tx.clone(),
+            attempt: self.attempt,
+            generation: self.generation,
+        }
+    }
+}
+
+impl<K> Out<K> {
+    fn tag(&self, event: Event<K>) -> Tagged<K> {
+        Tagged {
+            attempt: self.attempt,
+            generation: self.generation,
+            event,
+        }
+    }
+
+    /// Hand `event` on; `Failure::Closed` when the consumer is gone.
+    async fn send(&self, event: Event<K>) -> Result<(), Failure> {
+        self.tx
+            .send(self.tag(event))
+            .await
+            .map_err(|_| Failure::Closed)
+    }
+
+    /// Hand `event` on from a blocking thread; `false` when the consumer is gone.
+    fn blocking_send(&self, event: Event<K>) -> bool {
+        self.tx.blocking_send(self.tag(event)).is_ok()
+    }
+
+    /// An attempt's output and a receiver of its bare events (tests).
+    #[cfg(test)]
+    fn channel(capacity: usize) -> (Self, UntaggedRx<K>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (
+            Self {
+                tx,
+                attempt: 1,
+                generation: 0,
+            },
+            UntaggedRx(rx),
+        )
+    }
+}
+
+/// The bare events of [`Out::channel`] (tests).
+#[cfg(test)]
+struct UntaggedRx<K>(mpsc::Receiver<Tagged<K>>);
+
+#[cfg(test)]
+impl<K> UntaggedRx<K> {
+    fn try_recv(&mut self) -> Result<Event<K>, mpsc::error::TryRecvError> {
+        self.0.try_recv().map(|t| t.event)
+    }
 }
 
 /// Why a list or a watch ended.
@@ -162,17 +264,40 @@ async fn run<K: Object>(
     api: Api<K>,
     what: &'static str,
     metrics: Arc<Metrics>,
-    tx: mpsc::Sender<Event<K>>,
+    tx: mpsc::Sender<Tagged<K>>,
+    mut relists: Option<channel::Receiver<u64>>,
 ) {
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX);
     let mut seen = Seen::default();
     let mut mode = Mode::Streaming;
+    let (mut attempt, mut begun) = (0, 0);
     loop {
-        let failure = match mode {
-            Mode::Streaming => {
-                stream::list_and_watch(&api, what, &mut seen, &tx, &mut backoff).await
+        attempt += 1;
+        let generation = relists.as_mut().map_or(0, |r| *r.borrow_and_update());
+        if generation > begun {
+            // Asked for: as new as etcd now, not merely as what this watch saw.
+            seen.forget();
+            begun = generation;
+        }
+        let out = Out {
+            tx: tx.clone(),
+            attempt,
+            generation,
+        };
+        let attempted = async {
+            match mode {
+                Mode::Streaming => {
+                    stream::list_and_watch(&api, what, &mut seen, &out, &mut backoff).await
+                }
+                Mode::List => list_then_watch(&api, what, &mut seen, &out, &mut backoff).await,
             }
-            Mode::List => list_then_watch(&api, what, &mut seen, &tx, &mut backoff).await,
+        };
+        let failure = tokio::select! {
+            failure = attempted => failure,
+            () = asked(&mut relists) => {
+                tracing::info!(watch = what, "re-listing consistently, as asked");
+                continue;
+            }
         };
         if matches!(failure, Failure::Closed) || tx.is_closed() {
             return;
@@ -194,8 +319,22 @@ async fn run<K: Object>(
         let wait = backoff.next_delay();
         tracing::warn!(watch = what, error = %failure, retry_in = ?wait, "watch error; listing again");
         metrics.watch_restarted(what);
-        tokio::time::sleep(wait).await;
+        // A re-list asked for during the backoff starts at once.
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = asked(&mut relists) => {}
+        }
     }
+}
+
+/// Resolves when a new generation is asked for on `relists` (never without one).
+async fn asked(relists: &mut Option<channel::Receiver<u64>>) {
+    if let Some(r) = relists.as_mut()
+        && r.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending::<()>().await;
 }
 
 /// A bounded list, then a watch from its resourceVersion until either fails.
@@ -203,7 +342,7 @@ async fn list_then_watch<K: Object>(
     api: &Api<K>,
     what: &'static str,
     seen: &mut Seen,
-    tx: &mpsc::Sender<Event<K>>,
+    tx: &Out<K>,
     backoff: &mut Backoff,
 ) -> Failure {
     match list::list(api, what, seen, tx).await {

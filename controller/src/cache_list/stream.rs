@@ -12,11 +12,10 @@ use futures::{Stream, StreamExt};
 use karmada_quota_shell::backoff::Backoff;
 use kube::api::{Api, WatchEvent, WatchParams};
 use kube::runtime::watcher::Event;
-use tokio::sync::mpsc;
 
 use super::bound::{Seen, older};
 use super::watch::{WATCH_TIMEOUT_SECS, follow, watch};
-use super::{Failure, Object};
+use super::{Failure, Object, Out};
 
 /// The annotation of the bookmark that ends the initial events.
 pub(super) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
@@ -26,7 +25,7 @@ pub(super) async fn list_and_watch<K: Object>(
     api: &Api<K>,
     what: &'static str,
     seen: &mut Seen,
-    tx: &mpsc::Sender<Event<K>>,
+    tx: &Out<K>,
     backoff: &mut Backoff,
 ) -> Failure {
     let params = WatchParams::default()
@@ -56,9 +55,9 @@ async fn initial<K: Object>(
     what: &'static str,
     bound: &str,
     seen: &mut Seen,
-    tx: &mpsc::Sender<Event<K>>,
+    tx: &Out<K>,
 ) -> Result<String, Failure> {
-    tx.send(Event::Init).await.map_err(|_| Failure::Closed)?;
+    tx.send(Event::Init).await?;
     while let Some(ev) = stream.next().await {
         let object = match ev {
             Ok(WatchEvent::Added(o)) => o,
@@ -77,9 +76,7 @@ async fn initial<K: Object>(
                         bound: bound.to_owned(),
                     });
                 }
-                tx.send(Event::InitDone)
-                    .await
-                    .map_err(|_| Failure::Closed)?;
+                tx.send(Event::InitDone).await?;
                 return Ok(rv);
             }
             Ok(WatchEvent::Error(e)) => return Err(Failure::Api(kube::Error::Api(e))),
@@ -95,9 +92,7 @@ async fn initial<K: Object>(
         if let Some(v) = object.meta().resource_version.as_deref() {
             seen.saw(v);
         }
-        tx.send(Event::InitApply(object))
-            .await
-            .map_err(|_| Failure::Closed)?;
+        tx.send(Event::InitApply(object)).await?;
     }
     Err(Failure::Unfinished)
 }

@@ -11,7 +11,7 @@ use karmada_quota_crds::ResourceBinding;
 use kube::api::Api;
 use kube::runtime::watcher::Event;
 
-use super::events;
+use super::listed_events;
 use crate::metrics::Metrics;
 
 fn binding(name: &str) -> String {
@@ -128,7 +128,7 @@ async fn first_events(client: kube::Client, n: usize) -> (Vec<String>, String) {
     let api: Api<ResourceBinding> = Api::all(client);
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
-    let mut stream = events(api, "resourcebindings", metrics);
+    let mut stream = listed_events(api, "resourcebindings", metrics, None).map(|(_, e)| e);
     let mut got = Vec::new();
     while got.len() < n {
         let e = tokio::time::timeout(Duration::from_secs(20), stream.next())
@@ -398,4 +398,87 @@ async fn where_streaming_lists_are_offered_the_list_is_the_watchs_initial_events
             .all(|u| param(u, "watch").as_deref() == Some("true")),
         "{r:?}"
     );
+}
+
+/// A re-list asked for (a Lease taken: `crate::fence`) drops the quiet watch at once and
+/// lists consistently — no `resourceVersion`, though the watch had a bound — and the new
+/// list's events carry the generation asked for, the first list's the one before.
+#[tokio::test]
+async fn a_relist_asked_for_lists_consistently_at_once_and_tags_its_events() {
+    let (client, requests) = fake(vec![
+        refused_as_1_20(),
+        Reply::Body(list_body("11", &["a"])),
+        Reply::Pending,
+        Reply::Body(list_body("30", &["a", "b"])),
+    ])
+    .await;
+    let api: Api<ResourceBinding> = Api::all(client);
+    let metrics = Arc::new(Metrics::register(
+        &mut prometheus_client::registry::Registry::default(),
+    ));
+    let fence = crate::fence::Fence::default();
+    let mut stream = listed_events(api, "resourcebindings", metrics, Some(fence.asked()));
+    let mut next = async || {
+        let (g, e) = tokio::time::timeout(Duration::from_secs(20), stream.next())
+            .await
+            .expect("an event within 20 s")
+            .expect("the stream goes on");
+        (g, name_of(&e))
+    };
+    for want in ["Init", "InitApply a", "InitDone"] {
+        assert_eq!(next().await, (0, want.to_owned()));
+    }
+    // The watch is open and quiet; nothing more comes until a re-list is asked for.
+    at_least(&requests, 3).await;
+    assert_eq!(fence.took_lease(), 1);
+    for want in ["Init", "InitApply a", "InitApply b", "InitDone"] {
+        assert_eq!(next().await, (1, want.to_owned()));
+    }
+    let r = at_least(&requests, 4).await;
+    assert!(param(&r[2], "watch").is_some(), "{r:?}");
+    assert_eq!(
+        param(&r[2], "resourceVersion").as_deref(),
+        Some("11"),
+        "{r:?}"
+    );
+    assert_eq!(param(&r[3], "watch"), None, "the re-list is a list: {r:?}");
+    assert_eq!(
+        param(&r[3], "resourceVersion"),
+        None,
+        "a consistent list, not one bounded by what was seen: {r:?}"
+    );
+}
+
+/// Events of a dropped attempt that arrive after the next attempt's `Init` are not handed
+/// on; those before it are (the consumer's next `Init` starts over anyway).
+#[tokio::test]
+async fn a_dropped_attempts_late_events_are_skipped() {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let out = |attempt| super::Out {
+        tx: tx.clone(),
+        attempt,
+        generation: attempt - 1,
+    };
+    let (first, second) = (out(1), out(2));
+    let rb = |n: &str| serde_json::from_str::<ResourceBinding>(&binding(n)).unwrap();
+    first.send(Event::Init).await.unwrap();
+    first.send(Event::InitApply(rb("a"))).await.unwrap();
+    second.send(Event::Init).await.unwrap();
+    first.send(Event::InitApply(rb("late"))).await.unwrap();
+    first.send(Event::InitDone).await.unwrap();
+    second.send(Event::InitApply(rb("b"))).await.unwrap();
+    second.send(Event::InitDone).await.unwrap();
+    drop((tx, first, second));
+    let got: Vec<(u64, String)> = super::current_attempt(rx)
+        .map(|(g, e)| (g, name_of(&e)))
+        .collect()
+        .await;
+    let want = [
+        (0, "Init"),
+        (0, "InitApply a"),
+        (1, "Init"),
+        (1, "InitApply b"),
+        (1, "InitDone"),
+    ];
+    assert_eq!(got, want.map(|(g, n)| (g, n.to_owned())));
 }

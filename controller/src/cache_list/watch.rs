@@ -5,10 +5,9 @@
 use futures::{Stream, StreamExt};
 use kube::api::{Api, WatchEvent, WatchParams};
 use kube::runtime::watcher::Event;
-use tokio::sync::mpsc;
 
 use super::bound::Seen;
-use super::{Failure, Object};
+use super::{Failure, Object, Out};
 
 /// Server-side timeout of one watch request (then it is resumed from its resourceVersion).
 pub(super) const WATCH_TIMEOUT_SECS: u32 = 290;
@@ -19,7 +18,7 @@ pub(super) async fn watch<K: Object>(
     what: &'static str,
     mut rv: String,
     seen: &mut Seen,
-    tx: &mpsc::Sender<Event<K>>,
+    tx: &Out<K>,
 ) -> Failure {
     let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
     loop {
@@ -40,7 +39,7 @@ pub(super) async fn follow<K: Object>(
     what: &'static str,
     rv: &mut String,
     seen: &mut Seen,
-    tx: &mpsc::Sender<Event<K>>,
+    tx: &Out<K>,
 ) -> Option<Failure> {
     let mut stream = std::pin::pin!(stream);
     while let Some(ev) = stream.next().await {

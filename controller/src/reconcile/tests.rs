@@ -145,6 +145,34 @@ async fn nothing_is_written_before_the_bindings_are_listed() {
     assert!(store.written(NS, "q").is_empty());
 }
 
+/// A replica that takes the Lease writes nothing from the binding list it had (begun
+/// before the Lease: its index may be older than the previous leader's last write), and
+/// writes once its binding watch completed a list begun after it (R21, `crate::fence`).
+#[tokio::test]
+async fn a_new_leader_writes_only_once_its_bindings_are_listed_in_its_term() {
+    let q = mk_quota("team-a", "q", &[("pods", "10")]);
+    let i = synced_index(&[mk_binding(
+        "team-a",
+        "web",
+        "u1",
+        1,
+        3,
+        "1",
+        &[("member1", 3)],
+    )]);
+    let fence = Arc::new(crate::fence::Fence::default());
+    let store = FakeStore::with(std::slice::from_ref(&q));
+    let (c, _tx) = ctx_with(&store, i, true, |c| c.with_fence(fence.clone()));
+    let generation = fence.took_lease();
+    let action = reconcile(Arc::new(q.clone()), c.clone()).await.unwrap();
+    assert_eq!(action, Action::requeue(NOT_SYNCED_RETRY));
+    assert!(store.written(NS, "q").is_empty(), "written from an old list");
+    c.index.write().bindings_listed(generation);
+    reconcile(Arc::new(q), c.clone()).await.unwrap();
+    assert_eq!(store.written(NS, "q").len(), 1);
+    assert_eq!(store.object(NS, "q").status.unwrap().used["pods"].0, "3");
+}
+
 #[tokio::test]
 async fn conflict_rereads_so_a_reservation_added_meanwhile_survives() {
     // The controller read the quota (no reservations); before its write, the webhook

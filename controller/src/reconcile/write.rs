@@ -42,7 +42,7 @@ pub(super) async fn write<K: QuotaKind>(
         &*ctx.store,
         object.clone(),
         |q| plan(ctx, key, q),
-        || *ctx.leader.borrow(),
+        || ctx.may_write(),
         attempts,
     );
     // A request the apiserver never answers (its connection gone silent, the apiserver
