@@ -60,34 +60,34 @@ fn one_seed_gives_one_trace() {
     }
 }
 
-/// The over-commit a stale binding list made (bench/sim.md, finding 2): a seed's
-/// restarted controller listed its bindings from a cache older than the status it had
-/// written, its index counted live bindings as deleted, and the webhook admitted 4 cpu of
-/// 3. The binding watch's first list is now a consistent one and every re-list is bounded
-/// by the newest binding it had seen (controller/src/cache_list); the simulation serves
-/// such a list no older than its bound (the cache waits, or refuses it). The seed still
-/// draws stale binding caches, and no longer over-commits.
+/// The over-commit a stale binding list made (bench/sim.md, finding 2): a restarted
+/// controller listed its bindings from a cache older than the status it had written, its
+/// index counted live bindings as deleted, and the webhook admitted 4 cpu of 3 (seed 201
+/// found it; the schedule it drew has since changed with the webhook's timing). The
+/// binding watch's first list is now a consistent one and every re-list is bounded by the
+/// newest binding it had seen (controller/src/cache_list); the simulation serves such a
+/// list no older than its bound (the cache waits, or refuses it). Thirty seeds with that
+/// fault: most draw a stale binding cache, none over-commits.
 #[test]
 fn a_stale_binding_list_no_longer_over_commits() {
-    let seed = 201;
-    let config = Config {
-        faults: Some(Faults::parse("delays,watch_errors,crashes,stale_binding_lists").unwrap()),
-        standby: Some(false),
-        ..Config::new(seed)
-    };
-    let outcome = run(&config);
-    let bounded = outcome
-        .trace
-        .iter()
-        .filter(|l| {
+    let mut drew = 0;
+    for seed in 195..225 {
+        let config = Config {
+            faults: Some(Faults::parse("delays,watch_errors,crashes,stale_binding_lists").unwrap()),
+            standby: Some(false),
+            ..Config::new(seed)
+        };
+        let outcome = run(&config);
+        let bounded = outcome.trace.iter().any(|l| {
             l.contains(".bindings: ") && (l.contains("waits") || l.contains("a consistent list"))
-        })
-        .count();
+        });
+        drew += usize::from(bounded);
+        assert!(!outcome.failed(), "seed {seed}: {:?}", outcome.violations);
+    }
     assert!(
-        bounded > 0,
-        "seed {seed} no longer draws a stale binding cache"
+        drew >= 10,
+        "only {drew} of 30 seeds draw a stale binding cache"
     );
-    assert!(!outcome.failed(), "seed {seed}: {:?}", outcome.violations);
 }
 
 /// An over-commit the long run found, kept as a regression (docs/reservations.md R2,

@@ -17,7 +17,11 @@
 //!   may be behind: a batch created, folded and deleted meanwhile frees its number, and a
 //!   create of `newest seen + 1` would then succeed on a used number, under a decision that
 //!   did not count the batch it replaces. The ledger refuses admissions (503, retry) until
-//!   the re-list is in ([`Self::watch_failed`], [`Self::watch_relisted`]).
+//!   the re-list is in ([`Self::watch_failed`], [`Self::watch_relisted`]). A decision that
+//!   finds the watch down cuts its restart backoff short (at most one re-list per
+//!   [`NUDGED_MIN`]) and waits for the re-list within its own deadline
+//!   ([`Self::wait_ready`]) before it refuses: after an apiserver restart the refusals last
+//!   one list, not the backoff of up to 10 s the failures built up.
 //! - A re-list (the batch watch failed and started over) that shows numbers this view
 //!   never held — batches created, folded and deleted while the watch was down — cannot
 //!   know their entries, and the quota view may not show their folds yet (its watch may
@@ -37,7 +41,7 @@
 mod confirm;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -87,7 +91,10 @@ pub struct Ledger {
     store: Arc<dyn BatchStore>,
     namespace: String,
     synced: watch::Sender<bool>,
-    failed: AtomicBool,
+    /// The batch watch is down: from its failure until its re-list is in.
+    down: watch::Sender<bool>,
+    /// A decision found the watch down: re-list now, not after the backoff.
+    nudge: tokio::sync::Notify,
     /// Creates waiting for their batch in the watch. Locked before `view`: an event is
     /// witnessed and applied to the view under it.
     confirms: Mutex<Confirmations>,
@@ -141,7 +148,8 @@ impl Ledger {
             store,
             namespace: namespace.to_owned(),
             synced: watch::Sender::new(false),
-            failed: AtomicBool::new(false),
+            down: watch::Sender::new(false),
+            nudge: tokio::sync::Notify::new(),
             confirms: Mutex::default(),
             withdrawn: Mutex::default(),
             writer_prefix,
@@ -495,17 +503,36 @@ impl Ledger {
     /// Whether the watch has failed since it last worked (for logs and tests).
     pub fn watch_failing(&self) -> bool {
         // The simulation's revert: a watch that is down decides on (bench/sim.md).
-        !cfg!(feature = "sim-revert-7d9a0c5") && self.failed.load(Ordering::Acquire)
+        !cfg!(feature = "sim-revert-7d9a0c5") && *self.down.borrow()
     }
 
     /// The batch watch failed: refuse admissions until its re-list is in.
     pub fn watch_failed(&self) {
-        self.failed.store(true, Ordering::Release);
+        self.down.send_replace(true);
     }
 
     /// The batch watch's re-list is in (applied: after its `InitDone`).
     pub fn watch_relisted(&self) {
-        self.failed.store(false, Ordering::Release);
+        self.down.send_replace(false);
+    }
+
+    /// Wait, until `until` at the latest, while [`Self::check`] refuses for a reason that
+    /// passes by itself — the batch watch down or re-listing (its re-list asked for now),
+    /// or a re-list's unseen numbers waiting for the quota lists. Decides nothing: the
+    /// caller checks again, as a request arriving later would.
+    pub async fn wait_ready(&self, until: tokio::time::Instant) {
+        loop {
+            match self.check() {
+                Err(Error::BatchWatchDown { .. }) => self.nudge.notify_one(),
+                Err(Error::BatchesUnseen { .. }) => {}
+                _ if lock(&self.relisting).is_some() => {}
+                _ => return,
+            }
+            if tokio::time::Instant::now() + READY_POLL > until {
+                return;
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
     }
 }
 
@@ -540,8 +567,15 @@ fn random_prefix() -> String {
 
 const RESTART_MIN: Duration = Duration::from_millis(500);
 const RESTART_MAX: Duration = Duration::from_secs(10);
+/// The shortest wait before a re-list a decision asked for ([`Ledger::wait_ready`]):
+/// while the apiserver is away, waiting decisions make one list attempt per half second
+/// per replica, no more.
+pub const NUDGED_MIN: Duration = RESTART_MIN;
+/// How often a waiting decision looks at the ledger again.
+const READY_POLL: Duration = Duration::from_millis(20);
 
-/// The batch watch, forever: a failure restarts it from a fresh list after a backoff.
+/// The batch watch, forever: a failure restarts it from a fresh list after a backoff, cut
+/// short (to [`NUDGED_MIN`]) when a decision waits for it.
 async fn run(ledger: Arc<Ledger>, api: kube::Api<DynamicObject>) {
     let config = karmada_quota_shell::watch_cache::from_watch_cache().timeout(290);
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX);
@@ -569,7 +603,18 @@ async fn run(ledger: Arc<Ledger>, api: kube::Api<DynamicObject>) {
                 }
             }
         }
-        tokio::time::sleep(backoff.next_delay()).await;
+        let delay = backoff.next_delay();
+        let earliest = tokio::time::Instant::now() + NUDGED_MIN.min(delay);
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = async {
+                ledger.nudge.notified().await;
+                tokio::time::sleep_until(earliest).await;
+            } => tracing::debug!(
+                namespace = %ledger.namespace,
+                "re-listing the reservation batches early: a decision waits for them"
+            ),
+        }
     }
 }
 

@@ -166,7 +166,10 @@ async fn a_new_leader_writes_only_once_its_bindings_are_listed_in_its_term() {
     let generation = fence.took_lease();
     let action = reconcile(Arc::new(q.clone()), c.clone()).await.unwrap();
     assert_eq!(action, Action::requeue(NOT_SYNCED_RETRY));
-    assert!(store.written(NS, "q").is_empty(), "written from an old list");
+    assert!(
+        store.written(NS, "q").is_empty(),
+        "written from an old list"
+    );
     c.index.write().bindings_listed(generation);
     reconcile(Arc::new(q), c.clone()).await.unwrap();
     assert_eq!(store.written(NS, "q").len(), 1);

@@ -43,6 +43,10 @@ const CATCH_UP_POLL: Duration = Duration::from_millis(10);
 /// The greatest batch number (`reservation_batch::LAST_SEQUENCE`).
 const MAX_SEQUENCE: u64 = karmada_quota_crds::reservation_batch::LAST_SEQUENCE;
 
+/// The time a request keeps, after waiting for the ledger, for its quota reads, its create
+/// and the watch's confirmation.
+const READY_MARGIN: Duration = Duration::from_millis(500);
+
 /// How long the delete of a withdrawn batch may take.
 const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -91,8 +95,13 @@ impl Inner {
         });
     }
 
-    /// One round: decide the open requests under the next number and create its batch.
+    /// One round: decide the open requests under the next number and create its batch
+    /// (once the ledger counts again, if it can within the requests' time:
+    /// [`Ledger::wait_ready`]).
     async fn round(&self, ledger: &Ledger, group: &str, slots: &mut [Slot]) -> Round {
+        if let Some(until) = ready_by(slots) {
+            ledger.wait_ready(until).await;
+        }
         let Some(deadline) = start_round(slots) else {
             return Round::Done;
         };
@@ -387,6 +396,17 @@ fn exhausted(ledger: &Ledger, newest: u64) -> Error {
 /// The start of a round: requests past their deadline are answered 504, every entry
 /// planned in an earlier round forgotten; the latest deadline of the open requests
 /// (`None`: none is open).
+/// Until when a round may wait for the ledger: the earliest open request's deadline less
+/// [`READY_MARGIN`] (`None`: no open request has that much time left).
+fn ready_by(slots: &[Slot]) -> Option<Instant> {
+    let earliest = slots
+        .iter()
+        .filter(|s| s.open())
+        .map(|s| s.deadline)
+        .min()?;
+    earliest.checked_sub(READY_MARGIN)
+}
+
 fn start_round(slots: &mut [Slot]) -> Option<Instant> {
     let now = Instant::now();
     for s in slots.iter_mut() {

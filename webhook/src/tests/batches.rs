@@ -397,6 +397,38 @@ async fn a_view_behind_or_a_watch_down_refuses_with_a_retryable_503_and_writes_n
     assert!(submit(b, request(NS, "d", "1")).await.unwrap().is_allowed());
 }
 
+/// A decision that finds the batch watch down waits for its re-list within its own
+/// deadline (less the margin its create needs) instead of refusing at once: a re-list
+/// that comes in time lets it be admitted; one that does not leaves it a 503
+/// (`batch_watch_down`), after that wait and not before.
+#[tokio::test(start_paused = true)]
+async fn a_decision_waits_for_the_batch_re_list_within_its_deadline() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let (h, ledger) = harness(&[twenty_cpu()], &batches);
+    let b = h.state.batcher.clone();
+    ledger.watch_failed();
+    let started = Instant::now();
+    let waiting = tokio::spawn({
+        let b = b.clone();
+        async move { submit(&b, request(NS, "a", "1")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!waiting.is_finished(), "answered while the watch was down");
+    ledger.watch_relisted();
+    assert!(waiting.await.unwrap().unwrap().is_allowed());
+    assert!(started.elapsed() < Duration::from_secs(1));
+
+    ledger.watch_failed();
+    let started = Instant::now();
+    let err = submit(&b, request(NS, "b", "1")).await.unwrap_err();
+    assert_eq!((err.code(), err.metric_label()), (503, "batch_watch_down"));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1_400) && waited < Duration::from_secs(2),
+        "refused after {waited:?}"
+    );
+}
+
 /// A hand took the newest batch away: the store holds none at or above the quota's fold,
 /// and a webhook that lists it refuses every try (R11) until the controller creates the
 /// empty batch of that number (R20); then it admits again, the empty batch counting
