@@ -191,7 +191,12 @@ impl QuotaSummary {
             scopes,
             resources,
             clusters,
-            pending_reservations: stored.reservations.len() + stored.unparsed.len(),
+            pending_reservations: stored
+                .reservations
+                .iter()
+                .filter(|e| !karmada_quota_core::fence::is_fence(e))
+                .count()
+                + stored.unparsed.len(),
             conditions: status
                 .conditions
                 .iter()

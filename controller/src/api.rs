@@ -124,7 +124,9 @@ pub fn computed_quota<K: QuotaObject>(
             q.clusters = view.clusters.iter().map(cluster_usage).collect();
             q.bindings = view.bindings;
             q.top_bindings = view.top_bindings.clone();
-            for e in &view.reservations {
+            // The reservation-store fence is no one's reservation (core's `fence`).
+            let entries = view.reservations.iter();
+            for e in entries.filter(|e| !karmada_quota_core::fence::is_fence(e)) {
                 q.reserved.add_assign(&e.reserved);
                 q.reservations.push(Reservation {
                     binding: e.reserved_by.name.clone(),
@@ -304,16 +306,20 @@ mod tests {
                 observed: Some(rl(&[("pods", "4")])),
                 ..ClusterView::default()
             }],
-            reservations: vec![CoreReservation {
-                reserved_by: ReservedBy {
-                    name: "b".into(),
-                    uid: "u".into(),
-                    ..ReservedBy::default()
+            reservations: vec![
+                CoreReservation {
+                    reserved_by: ReservedBy {
+                        name: "b".into(),
+                        uid: "u".into(),
+                        ..ReservedBy::default()
+                    },
+                    generation: 1,
+                    reserved: rl(&[("pods", "2")]),
+                    expiration_time: 1_767_225_600,
                 },
-                generation: 1,
-                reserved: rl(&[("pods", "2")]),
-                expiration_time: 1_767_225_600,
-            }],
+                // The batch store's fence: no one's reservation, neither listed nor summed.
+                karmada_quota_core::fence::fence_entry(&rl(&[("pods", "10")])),
+            ],
             bindings: 2,
             top_bindings: vec![karmada_quota_core::top::BindingUsage {
                 name: "web".into(),
@@ -336,6 +342,7 @@ mod tests {
         );
         assert_eq!((q.namespace.as_str(), q.name.as_str()), ("team-a", "q"));
         assert_eq!(q.reserved, rl(&[("pods", "2")]));
+        assert_eq!(q.reservations.len(), 1);
         assert_eq!(q.reservations[0].binding, "b");
         assert_eq!(q.reservations[0].expires, "2026-01-01T00:00:00Z");
         assert_eq!(q.used, rl(&[("pods", "3")]));

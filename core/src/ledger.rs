@@ -47,9 +47,12 @@ fn is_for(entry: &Reservation, uid: &str, generation: i64) -> bool {
 
 /// Whether `entry` counts toward effective usage for a request of `except` =
 /// (uid, generation): every entry does, expired or not, except the request's own — so an
-/// apiserver retry is not charged against its own earlier admission.
+/// apiserver retry is not charged against its own earlier admission — and the
+/// reservation-store fence, which is there for the status store's webhooks only
+/// ([`crate::fence`]).
 pub fn counts(entry: &Reservation, except: Option<(&str, i64)>) -> bool {
-    !except.is_some_and(|(uid, generation)| is_for(entry, uid, generation))
+    !crate::fence::is_fence(entry)
+        && !except.is_some_and(|(uid, generation)| is_for(entry, uid, generation))
 }
 
 /// Effective usage = `used` + Σ entries (expired ones included) but the one of `except`.
@@ -77,7 +80,8 @@ pub fn upsert(reservations: &mut Vec<Reservation>, entry: Reservation) {
     }
 }
 
-/// The entries the controller keeps: an entry is dropped when its binding was observed at a
+/// The entries the controller keeps — the reservation-store fence always
+/// ([`crate::fence`]); any other entry is dropped when its binding was observed at a
 /// generation ≥ the entry's (its usage is now in `used`), when the binding was seen
 /// deleted, when its name is served by another binding (a duplicate CREATE that failed:
 /// [`Observation::NameTaken`]), or when it has expired (`expiration_time ≤ now`) and the
@@ -92,11 +96,14 @@ pub fn prune(
 ) -> Vec<Reservation> {
     reservations
         .iter()
-        .filter(|entry| match observe(entry) {
-            Observation::NotSeen => true,
-            Observation::Seen(generation) => generation < entry.generation,
-            Observation::Deleted | Observation::NameTaken => false,
-            Observation::NotStored => !is_expired(entry, now),
+        .filter(|entry| {
+            crate::fence::is_fence(entry)
+                || match observe(entry) {
+                    Observation::NotSeen => true,
+                    Observation::Seen(generation) => generation < entry.generation,
+                    Observation::Deleted | Observation::NameTaken => false,
+                    Observation::NotStored => !is_expired(entry, now),
+                }
         })
         .cloned()
         .collect()

@@ -34,6 +34,7 @@ pub mod binding;
 pub mod complete;
 pub mod decision;
 pub mod failover;
+pub mod fence;
 pub mod field;
 pub mod ledger;
 pub mod placement;

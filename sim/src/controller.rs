@@ -289,7 +289,7 @@ impl Controller {
         let unfolded = self.batches.unfolded(&q.key(), folded);
         let computed = {
             let index = self.index.read();
-            desired::compute_with(q, &index, &BTreeMap::new(), now, unfolded.as_ref())
+            desired::compute_with(q, &index, &BTreeMap::new(), now, unfolded.as_ref()).fenced(true)
         };
         let at = jiff::Timestamp::from_second(now).unwrap_or_default();
         (

@@ -124,6 +124,38 @@ pub enum Error {
         batches: u64,
     },
 
+    /// With the batch store: a quota covering the request holds no reservation-store fence
+    /// covering its `hard` yet (core's `fence`; docs/reservations.md R22), so a
+    /// status-store webhook (another version or mode) may still write entries this store
+    /// does not see. The controller of the batch store writes the fence.
+    #[error(
+        "{} has no reservation-store fence yet: the controller with \
+         --reservation-store=batches writes it, and until then webhooks of the status store \
+         may still admit against it; retry",
+        quota_label(namespace, name)
+    )]
+    StoreNotFenced {
+        /// The quota's namespace (empty: a KarmadaClusterQuota).
+        namespace: String,
+        /// The quota.
+        name: String,
+    },
+
+    /// With the status store: a quota covering the request is fenced for the batch store
+    /// (its status holds the reservation-store fence): this replica runs the other mode.
+    #[error(
+        "{} is fenced for the batch reservation store, and this webhook runs \
+         --reservation-store=status; finish the switch: run every webhook with \
+         --reservation-store=batches",
+        quota_label(namespace, name)
+    )]
+    StoreFenced {
+        /// The quota's namespace (empty: a KarmadaClusterQuota).
+        namespace: String,
+        /// The quota.
+        name: String,
+    },
+
     /// The batch watch is down (failed, its re-list not in yet): the view may be behind,
     /// and the next number may be one a batch used and freed (`crate::ledger`).
     #[error(
@@ -218,6 +250,15 @@ pub fn quota_ref(namespace: &str, name: &str) -> String {
     }
 }
 
+/// `KarmadaQuota ns/name`, or `KarmadaClusterQuota name` when `namespace` is empty.
+fn quota_label(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("KarmadaClusterQuota {name}")
+    } else {
+        format!("KarmadaQuota {namespace}/{name}")
+    }
+}
+
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -235,6 +276,8 @@ impl Error {
             Error::InvalidBatch { .. } => "invalid_batch",
             Error::BatchesUnseen { .. } => "batches_unseen",
             Error::BatchWatchDown { .. } => "batch_watch_down",
+            Error::StoreNotFenced { .. } => "reservation_store_not_fenced",
+            Error::StoreFenced { .. } => "reservation_store_fenced",
             Error::BatchesBehind { .. } => "batches_behind",
             Error::BatchUnconfirmed { .. } => "batch_unconfirmed",
             Error::NotSynced => "not_synced",
@@ -255,6 +298,8 @@ impl Error {
             | Error::UnknownNamespace(_)
             | Error::BatchesUnseen { .. }
             | Error::BatchWatchDown { .. }
+            | Error::StoreNotFenced { .. }
+            | Error::StoreFenced { .. }
             | Error::BatchesBehind { .. }
             | Error::BatchUnconfirmed { .. } => 503,
             _ => 500,

@@ -82,6 +82,8 @@ pub fn compute(
     // The entries of a cluster quota name their namespace; none falls back to "".
     let mut lookup = vec![String::new()];
     lookup.extend(selected.iter().cloned());
+    // `unfolded` is the batch store's (`None` also when no batch names the quota): the
+    // caller fences (`Computed::fenced`).
     let computed = desired::compute_over(cq, spec, &lookup, index, &observed, now, unfolded);
     ClusterComputed {
         computed,

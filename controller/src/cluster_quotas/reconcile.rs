@@ -49,7 +49,7 @@ impl QuotaKind for KarmadaClusterQuota {
         let now = jiff::Timestamp::now();
         let reach = ctx.members.reach();
         let unfolded = ctx.unfolded(cq);
-        let computed = {
+        let mut computed = {
             let index = ctx.index.read();
             compute::compute(
                 cq,
@@ -60,6 +60,7 @@ impl QuotaKind for KarmadaClusterQuota {
                 unfolded.as_ref(),
             )
         };
+        computed.computed = computed.computed.fenced(ctx.batches.is_some());
         let status = compute::desired_status(cq, &computed, &reach, now);
         (status, Some(ClusterPlanned { computed, now }))
     }

@@ -89,6 +89,21 @@ pub enum Computed {
     Invalid(Vec<FieldError>),
 }
 
+impl Computed {
+    /// With the batch store (`on`): the view's entries hold the reservation-store fence
+    /// covering `hard` (core's `fence::ensure`; docs/reservations.md R22), so a
+    /// status-store webhook admits nothing more against the quota and this version's
+    /// batch-store webhooks may.
+    #[must_use]
+    pub fn fenced(mut self, on: bool) -> Self {
+        if let (true, Computed::Valid { view, .. }) = (on, &mut self) {
+            let hard = view.hard.clone();
+            karmada_quota_core::fence::ensure(&mut view.reservations, &hard);
+        }
+        self
+    }
+}
+
 /// Compute one quota from the index and the members' pods, at `now` (Unix seconds).
 pub fn compute(
     quota: &KarmadaQuota,

@@ -70,7 +70,11 @@ async fn the_write_folds_every_held_batch_naming_the_quota_and_records_the_newes
     let st = store.object(NS, "q").status.unwrap();
     assert_eq!(st.folded_through, Some(3));
     assert_eq!(st.used["pods"].0, "1", "web is observed");
-    assert_eq!(uids(&st), ["u-gone", "u-api"], "the others are carried");
+    assert_eq!(
+        uids(&st),
+        ["u-gone", "u-api", "reservation-store-fence"],
+        "the others are carried, and the quota is fenced for the batch store (R22)"
+    );
     // Nothing left to fold: the written quota is not written again.
     reconcile(Arc::new(store.object(NS, "q")), c).await.unwrap();
     assert_eq!(store.written(NS, "q").len(), 1);
@@ -93,7 +97,11 @@ async fn after_a_conflict_the_fold_is_read_from_the_fresh_object() {
     assert_eq!(store.conflicts.load(std::sync::atomic::Ordering::SeqCst), 1);
     let st = store.object(NS, "q").status.unwrap();
     assert_eq!(st.folded_through, Some(3));
-    assert_eq!(uids(&st), ["u-api"], "only the batch above the fresh fold");
+    assert_eq!(
+        uids(&st),
+        ["u-api", "reservation-store-fence"],
+        "only the batch above the fresh fold"
+    );
 }
 
 #[tokio::test]

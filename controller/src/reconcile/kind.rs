@@ -110,6 +110,7 @@ impl QuotaKind for KarmadaQuota {
         let computed = {
             let index = ctx.index.read();
             desired::compute_with(quota, &index, &observed, now.as_second(), unfolded.as_ref())
+                .fenced(ctx.batches.is_some())
         };
         let status = desired::desired_status(quota, &computed, &reach, now);
         (status, Some(Planned { computed, now }))

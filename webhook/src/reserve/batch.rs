@@ -18,7 +18,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use super::copy::{Kind, QuotaCopy};
-use super::newest::{enforced_states, invalid_covering};
+use super::newest::{enforced_states, fence_covering, invalid_covering};
 use super::{BindingRequest, Inner, ttl_secs};
 use crate::error::{Error, Result};
 
@@ -120,6 +120,7 @@ impl Inner {
         for s in &mut slots {
             if s.open()
                 && let Some(e) = invalid_covering(&copies, &s.request.namespace, &labels)
+                    .or_else(|| fence_covering(&copies, &s.request.namespace, &labels, false))
             {
                 tracing::warn!(namespace = %s.request.namespace, error = %e, "refusing ResourceBindings");
                 s.answer(Err(e));

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use karmada_quota_core::fence;
 use karmada_quota_core::quota::QuotaState;
 use karmada_quota_core::selection::{Labels, QuotaKey};
 
@@ -41,6 +42,10 @@ impl Inner {
         let copies = self.overlay(&group, cached);
         let labels = self.labels(std::iter::once(ns));
         if let Some(bad) = invalid_covering(&copies, ns, &labels) {
+            return Err(bad);
+        }
+        let batches = self.ledger.get().is_some();
+        if let Some(bad) = fence_covering(&copies, ns, &labels, batches) {
             return Err(bad);
         }
         Ok((copies, labels))
@@ -158,6 +163,39 @@ pub(super) fn invalid_covering(
         }
         _ => None,
     })
+}
+
+/// The error refusing a request of `namespace` for the reservation-store fence
+/// (docs/reservations.md R22): with the batch store (`batches`), the first quota covering
+/// it whose fence does not cover its `hard`; with the status store, the first one fenced.
+pub(super) fn fence_covering(
+    copies: &BTreeMap<QuotaKey, QuotaCopy>,
+    namespace: &str,
+    labels: &HashMap<String, Labels>,
+    batches: bool,
+) -> Option<Error> {
+    copies.values().find_map(|c| {
+        let state = c.state().ok()?;
+        if !c.covers(namespace, labels.get(namespace)) {
+            return None;
+        }
+        fence_error(&c.key(), state, batches)
+    })
+}
+
+/// The fence's refusal for one quota's `state` (see [`fence_covering`]).
+pub(super) fn fence_error(key: &QuotaKey, state: &QuotaState, batches: bool) -> Option<Error> {
+    let (namespace, name) = (
+        key.namespace().unwrap_or_default().to_owned(),
+        key.name().to_owned(),
+    );
+    if batches && !fence::covers(&state.reservations, &state.spec.hard) {
+        Some(Error::StoreNotFenced { namespace, name })
+    } else if !batches && fence::fenced_for(&state.reservations) {
+        Some(Error::StoreFenced { namespace, name })
+    } else {
+        None
+    }
 }
 
 fn invalid_quota(key: &QuotaKey, errors: &str) -> Error {

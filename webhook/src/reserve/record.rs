@@ -11,6 +11,7 @@ use tokio::time::timeout_at;
 
 use super::batch::{Slot, Verdict};
 use super::copy::Kind;
+use super::newest::fence_error;
 use super::{Inner, lock, ttl_secs};
 use crate::error::Error;
 
@@ -40,6 +41,15 @@ impl Inner {
             ttl_secs(self.config.reservation_ttl),
             self.config.max_reservations,
         );
+        let invalid = |errors: &[karmada_quota_core::field::FieldError]| Error::InvalidQuota {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            errors: errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
         // The entries of the last plan, readable even when the write times out.
         let planned: Mutex<Vec<(usize, Reservation)>> = Mutex::default();
         let plan = |object: &K| {
@@ -49,9 +59,14 @@ impl Inner {
             } else {
                 match object.state() {
                     Ok(s) => s,
-                    Err(errors) => return (None, Err(errors)),
+                    Err(errors) => return (None, Err(invalid(&errors))),
                 }
             };
+            // Fenced for the batch store since the batch was decided (a fresh read after
+            // a 409): this replica of the status store admits nothing more (R22).
+            if let Some(e) = fence_error(quota, &state, false) {
+                return (None, Err(e));
+            }
             let now = (self.clock)();
             let reqs: Vec<AdmissionRequest<'_>> = live
                 .iter()
@@ -103,16 +118,7 @@ impl Inner {
                 }
                 let verdicts = match updated.plan {
                     Ok(v) => v,
-                    Err(errors) => {
-                        let e = Error::InvalidQuota {
-                            namespace: namespace.to_owned(),
-                            name: name.to_owned(),
-                            errors: errors
-                                .iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join("; "),
-                        };
+                    Err(e) => {
                         tracing::warn!(error = %e, "refusing ResourceBindings");
                         for &i in &live {
                             slots[i].fail(Err(e.clone()));

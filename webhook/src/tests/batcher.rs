@@ -385,3 +385,52 @@ async fn a_write_keeps_expired_entries_only_the_controller_removes_them() {
     assert_eq!(uids, ["lapsed", "live", "uid-web"]);
     assert_eq!(h.store.effective("compute").to_string(), "requests.cpu=3");
 }
+
+/// A replica of the status store meets a quota fenced for the batch store (docs/reservations.md
+/// R22) — fenced before its decision, or by the controller between its read and its write
+/// (the write conflicts, the fresh copy holds the fence): it writes nothing and answers
+/// 503 naming the quota and the mode, where 0.2.0's code, which counts the fence, denies
+/// for quota.
+#[tokio::test]
+async fn a_status_store_replica_refuses_a_quota_fenced_for_batches_with_a_503_naming_the_mode() {
+    use karmada_quota_crds::convert::{list_from_api, reservation_to_api};
+    let fence = |q: &mut KarmadaQuota| {
+        let hard = list_from_api(&q.spec.hard, "spec.hard").unwrap();
+        let entry = reservation_to_api(&karmada_quota_core::fence::fence_entry(&hard));
+        q.status.as_mut().unwrap().reservations.push(entry);
+    };
+    let quota = || {
+        mk_quota(
+            "compute",
+            &[("requests.cpu", "10")],
+            &[("requests.cpu", "5")],
+        )
+    };
+    // Fenced between the read and the write.
+    let h = Harness::new(&[quota()]);
+    h.store.intrude(fence);
+    let err = submit_err(&h, request("web", 1, "1", ""), Duration::from_secs(2)).await;
+    assert_eq!(
+        (err.code(), err.metric_label()),
+        (503, "reservation_store_fenced")
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("KarmadaQuota team-a/compute")
+            && text.contains("--reservation-store=batches"),
+        "{text}"
+    );
+    assert_eq!(h.store.conflicts.load(Ordering::SeqCst), 1);
+    assert_eq!(entry_uids(&h, "compute"), ["reservation-store-fence"]);
+    // Fenced before the decision.
+    let mut fenced = quota();
+    fence(&mut fenced);
+    let h = Harness::new(&[fenced]);
+    let err = submit_err(&h, request("web", 1, "1", ""), Duration::from_secs(2)).await;
+    assert_eq!(err.metric_label(), "reservation_store_fenced");
+    assert_eq!(
+        h.store.conflicts.load(Ordering::SeqCst),
+        0,
+        "nothing written"
+    );
+}

@@ -22,6 +22,25 @@ const BATCH_NS: &str = "kq-system";
 /// How long a replica's batch watch takes to show a change.
 const WATCH_LATENCY: Duration = Duration::from_millis(1);
 
+/// [`super::mk_quota`] fenced for the batch store, as the controller of the batch store
+/// leaves every quota (docs/reservations.md R22).
+fn mk_quota(name: &str, hard: &[(&str, &str)], used: &[(&str, &str)]) -> KarmadaQuota {
+    fenced(super::mk_quota(name, hard, used))
+}
+
+/// `q` with the reservation-store fence over its `hard` in its status.
+fn fenced(mut q: KarmadaQuota) -> KarmadaQuota {
+    use karmada_quota_crds::convert::{list_from_api, reservation_to_api};
+    let hard = list_from_api(&q.spec.hard, "spec.hard").unwrap();
+    let fence = reservation_to_api(&karmada_quota_core::fence::fence_entry(&hard));
+    let status = q.status.get_or_insert_with(Default::default);
+    status
+        .reservations
+        .retain(|r| r.reserved_by.kind != karmada_quota_core::fence::FENCE_KIND);
+    status.reservations.push(fence);
+    q
+}
+
 /// A CREATE of `cpu` in `namespace`, charged by core.
 fn request(namespace: &str, name: &str, cpu: &str) -> BindingRequest {
     let rb: ResourceBinding =
@@ -938,4 +957,45 @@ async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
     let over = submit(b, request(NS, "b", "10")).await.unwrap();
     assert!(!over.is_allowed(), "15 folded + 10 > 20: {over:?}");
     assert!(allowed(b, request(NS, "c", "5")).await);
+}
+
+/// With the batch store a quota whose status holds no fence covering its `hard` yet may
+/// still take entries from a webhook of the status store (another version or mode): it
+/// is refused with a 503 naming it (docs/reservations.md R22), nothing is created; once
+/// the controller fenced it, the same request is admitted. A fence that does not cover a
+/// name `hard` gained refuses too.
+#[tokio::test]
+async fn a_quota_not_fenced_for_the_batch_store_is_refused_with_a_503_until_it_is() {
+    let batches = Arc::new(FakeBatchStore::new());
+    let unfenced = super::mk_quota(
+        "compute",
+        &[("requests.cpu", "10")],
+        &[("requests.cpu", "0")],
+    );
+    let (h, _ledger) = harness(std::slice::from_ref(&unfenced), &batches);
+    let b = &h.state.batcher;
+    let err = submit(b, request(NS, "a", "1")).await.unwrap_err();
+    assert_eq!(
+        (err.code(), err.metric_label()),
+        (503, "reservation_store_not_fenced")
+    );
+    assert!(
+        err.to_string().contains("KarmadaQuota team-a/compute"),
+        "{err}"
+    );
+    assert_eq!(batches.creates.load(Ordering::SeqCst), 0, "nothing written");
+    // The controller's write, read again (as the quota watch's event would bring it).
+    h.store.put(fenced(unfenced.clone()));
+    h.state.cache.relists().list_begun();
+    assert!(submit(b, request(NS, "b", "1")).await.unwrap().is_allowed());
+    // hard gains a name the fence does not cover.
+    let mut grown = fenced(unfenced);
+    grown.spec.hard.insert(
+        "pods".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("10".into()),
+    );
+    h.store.put(grown);
+    h.state.cache.relists().list_begun();
+    let err = submit(b, request(NS, "c", "1")).await.unwrap_err();
+    assert_eq!(err.metric_label(), "reservation_store_not_fenced");
 }
