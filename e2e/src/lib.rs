@@ -71,7 +71,7 @@ pub mod prometheus;
 pub mod prometheus_gateway;
 pub mod proxy;
 pub mod queue;
-mod quota_status;
+pub mod quota_status;
 pub mod service;
 pub mod setup;
 pub mod skip;

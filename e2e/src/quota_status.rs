@@ -37,3 +37,39 @@ pub async fn replace_quota_status(
     })
     .await
 }
+
+/// The entries of `status` that stand for admissions: every one but the reservation-store
+/// fence (core's `fence`, docs/reservations.md R22), which the controller of the batch
+/// store keeps in every quota.
+pub fn pending(status: &KarmadaQuotaStatus) -> Vec<&karmada_quota_crds::quota::Reservation> {
+    status
+        .reservations
+        .iter()
+        .filter(|r| r.reserved_by.kind != karmada_quota_core::fence::FENCE_KIND)
+        .collect()
+}
+
+/// Writes the reservation-store fence over `spec.hard` into quota `ns/quota`'s status, as
+/// the controller of the batch store does before a webhook of that store admits against
+/// it: for tests that run batch-store webhooks without a controller.
+pub async fn fence_quota(client: &Client, ns: &str, quota: &str) -> Result<KarmadaQuota> {
+    use karmada_quota_crds::convert::{list_from_api, reservation_to_api};
+    replace_quota_status(
+        client,
+        ns,
+        quota,
+        &format!("fencing {ns}/{quota} for the batch store"),
+        |spec, status| {
+            let hard = list_from_api(&spec.hard, "spec.hard").unwrap_or_default();
+            status
+                .reservations
+                .retain(|r| r.reserved_by.kind != karmada_quota_core::fence::FENCE_KIND);
+            status
+                .reservations
+                .push(reservation_to_api(&karmada_quota_core::fence::fence_entry(
+                    &hard,
+                )));
+        },
+    )
+    .await
+}

@@ -855,6 +855,10 @@ async fn concurrent_creates(test: &str, replicas: usize, store: Store) -> Result
 
     step("[Create] KarmadaQuota q: requests.cpu=50; used zero");
     synced_quota(c, ns.name(), "q", &[("requests.cpu", "50")]).await?;
+    if batch_ns.is_some() {
+        // No controller here: the test fences the quota as the batch store's would.
+        karmada_quota_e2e::quota_status::fence_quota(c, ns.name(), "q").await?;
+    }
     let one = |i: usize| {
         Rb::deployment(&format!("rb-{i:03}"), 1)
             .request("cpu", "1")

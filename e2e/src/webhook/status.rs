@@ -56,7 +56,8 @@ pub struct QuotaUsage {
     pub object: KarmadaQuota,
     /// `status.used`.
     pub used: ResourceList,
-    /// `status.reservations` (all of them: the tests run with a long TTL).
+    /// `status.reservations` (all of them: the tests run with a long TTL), but the
+    /// reservation-store fence (`crate::quota_status::pending`).
     pub reservations: Vec<karmada_quota_crds::quota::Reservation>,
     /// `used + Σ reservations`.
     pub effective: ResourceList,
@@ -93,16 +94,21 @@ pub async fn quota_usage(client: &Client, ns: &str, quota: &str) -> Result<Quota
         )
     })?;
     let effective = karmada_quota_core::ledger::effective_usage(&used, &state.reservations, None);
+    let reservations = crate::quota_status::pending(&status)
+        .into_iter()
+        .cloned()
+        .collect();
     Ok(QuotaUsage {
         object,
         used,
-        reservations: status.reservations,
+        reservations,
         effective,
     })
 }
 
 /// Dry-run creates `probe` (a binding the quota charges) until the webhook stops
-/// answering `status unknown`: its cache has the seeded `status.used`.
+/// answering `status unknown` — its cache has the seeded `status.used` — and, with the
+/// batch store, `no reservation-store fence yet` (its cache has the fence).
 pub async fn wait_until_status_seen(client: &Client, probe: &Value) -> Result<()> {
     try_wait_for(
         "the webhook to see the seeded status.used",
@@ -110,7 +116,12 @@ pub async fn wait_until_status_seen(client: &Client, probe: &Value) -> Result<()
         || async {
             let outcome = create_with(client, probe, true).await?;
             Ok::<_, anyhow::Error>(match outcome {
-                Err(s) if s.message.contains("status unknown") => None,
+                Err(s)
+                    if s.message.contains("status unknown")
+                        || s.message.contains("no reservation-store fence yet") =>
+                {
+                    None
+                }
                 _ => Some(()),
             })
         },
