@@ -36,6 +36,7 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_crds::KarmadaClusterQuota;
+use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_e2e::chaos::{Chaos, Fault, Plan, Replicas};
 use karmada_quota_e2e::controller::{ensure_namespace, wait_synced};
 use karmada_quota_e2e::invariant::{self, CPU, Watched};
@@ -88,6 +89,120 @@ async fn faults_never_over_commit_and_fitting_requests_are_admitted_after_with_t
 async fn faults_never_over_commit_and_fitting_requests_are_admitted_after_with_reservation_batches()
 -> Result<()> {
     run(Store::Batches).await
+}
+
+/// Switching a running install from the status store to the batch store under load, as
+/// the chart's rolling update does it (docs/upgrade.md, docs/reservations.md R22): the two
+/// controllers first, then the three webhooks one by one, each stopped and started again
+/// with `--reservation-store=batches`, while creates, scale-ups and deletes go on in three
+/// namespaces under their quotas and a cluster quota. The sampler counts status entries
+/// and batch entries alike (every 250 ms). Checked: no violation at any sample; every quota
+/// fenced once the controllers switched; batches made the admissions after the switch;
+/// every fitting request admitted afterwards. Webhooks of the status store that meet a
+/// fenced quota answer 503 naming the mode (counted in the report).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn switching_from_the_status_store_to_batches_under_load_never_over_commits() -> Result<()> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("faults-switch-{}", std::process::id()));
+    let cp = OwnControlPlane::up(&dir, 1, "").await?;
+    let c = cp.env().client()?;
+    objects(&c, Store::Batches).await?;
+    let ttl = format!("--reservation-ttl={}s", RESERVATION_TTL.as_secs());
+    let mut chaos = Chaos::start(
+        &cp,
+        Replicas {
+            webhooks: 3,
+            controllers: 2,
+            webhook_args: vec![ttl.clone()],
+            controller_args: Vec::new(),
+        },
+    )
+    .await?;
+    register(&c, &chaos, "Fail").await?;
+    for ns in NAMESPACES {
+        wait_synced(&c, ns, "q").await?;
+        wait_until_status_seen(&c, &small(ns, "probe")).await?;
+    }
+    step("[Setup] the status store: 3 webhooks, 2 controllers; loads in three namespaces");
+    let watched = watched(Store::Batches);
+    let loads: Vec<Load> = NAMESPACES
+        .iter()
+        .map(|ns| Load::start(c.clone(), load_spec(ns)))
+        .collect();
+    let locks: Vec<_> = loads.iter().map(Load::churn_lock).collect();
+    let sampler = Sampler::over(c.clone(), watched.clone(), locks.clone(), SAMPLE_EVERY);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    step("[Roll] to --reservation-store=batches: the controllers, then the webhooks, 3 s apart");
+    let mut webhook_args = vec![ttl];
+    webhook_args.extend(store_args(Store::Batches));
+    let rolled = chaos
+        .roll(
+            webhook_args,
+            store_args(Store::Batches),
+            Duration::from_secs(3),
+        )
+        .await;
+    if rolled.is_err() {
+        eprintln!("timeline:\n{}", timeline(&chaos));
+    }
+    rolled?;
+    let switched = Instant::now();
+    for ns in NAMESPACES {
+        let q = Api::<KarmadaQuota>::namespaced(c.clone(), ns)
+            .get("q")
+            .await?;
+        let state = karmada_quota_crds::convert::quota_state(&q)
+            .map_err(|e| anyhow::anyhow!("{ns}/q: {e:?}"))?;
+        ensure!(
+            karmada_quota_core::fence::covers(&state.reservations, &state.spec.hard),
+            "{ns}/q is not fenced after the controllers switched"
+        );
+    }
+    tokio::time::sleep(AFTER_FAULTS).await;
+    let mut attempts = Vec::new();
+    let mut delete_errors = Vec::new();
+    for load in loads {
+        delete_errors.extend(load.delete_errors());
+        attempts.extend(load.stop().await?);
+    }
+    let folded = Api::<KarmadaQuota>::namespaced(c.clone(), NAMESPACES[0])
+        .get("q")
+        .await?
+        .status
+        .and_then(|s| s.folded_through);
+    clear(&c, &locks).await?;
+    let fits = fitting_requests(&c, &watched, switched).await;
+    let samples = sampler.stop().await?;
+    report(Store::Batches, &samples, &attempts, &delete_errors, &[]);
+    eprintln!("timeline:\n{}", timeline(&chaos));
+    ensure!(
+        samples.violations.is_empty(),
+        "{} violations of the invariant across the switch:\n  {}",
+        samples.violations.len(),
+        samples.violations.join("\n  ")
+    );
+    ensure!(samples.count >= 40, "only {} samples", samples.count);
+    ensure!(
+        folded.is_some(),
+        "no batch folded into {}/q after the switch: the batch store admitted nothing",
+        NAMESPACES[0]
+    );
+    let admitted = attempts
+        .iter()
+        .filter(|a| a.verdict == Verdict::Admitted)
+        .count();
+    ensure!(
+        admitted >= 20,
+        "only {admitted} creates and scale-ups admitted"
+    );
+    for f in fits? {
+        eprintln!("    {f}");
+    }
+    drop(chaos);
+    drop(cp);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }
 
 /// The checks above are not vacuous on this path (several quotas, a cluster quota, the
