@@ -4,7 +4,7 @@
 demo: ## Local control plane + webhook + controller + samples; Ctrl-C stops it all
 	bash hack/demo.sh
 
-test: ## Unit and end-to-end tests (installs what they need)
+test: ## Unit and end-to-end tests, the image's included (installs what they need, builds the image first)
 	bash hack/test.sh
 
 e2e-karmada: ## Optional: e2e tests against real Karmada v1.14 (KARMADA_SRC, KARMADA_BIN_DIR; docs/karmada.md)

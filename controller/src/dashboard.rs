@@ -16,7 +16,7 @@
 //! Read-only: the dashboard gets computed numbers, never an object or a Secret.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -27,6 +27,7 @@ use karmada_quota_shell::listener::{self, Limits, ServerTls, TlsFiles};
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::watcher;
+use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use crate::api::Views;
@@ -154,7 +155,7 @@ pub fn reach_from_views<'a>(
 
 /// The snapshot of `sources` at `now`.
 pub fn snapshot(sources: &Sources, freshness: &mut Freshness, now: i64) -> Snapshot {
-    let warnings = sources.warnings.read().unwrap_or_else(|e| e.into_inner());
+    let warnings = sources.warnings.read();
     let views = sources.views.read();
     let reach = match &sources.members {
         MemberSource::Measured(registry) => registry.reach(),
@@ -285,7 +286,7 @@ pub fn record_warning(warnings: &Warnings, ev: &CoreEvent) {
         count,
         uid: ev.metadata.uid.clone().unwrap_or_default(),
     };
-    let mut map = warnings.write().unwrap_or_else(|e| e.into_inner());
+    let mut map = warnings.write();
     let list = map.entry((ns, name)).or_default();
     list.retain(|d| d.uid != denial.uid || denial.uid.is_empty());
     list.push_front(denial);
@@ -552,7 +553,7 @@ mod tests {
         record_warning(&warnings, &ev("1", "2026-01-01T00:00:00Z", 1));
         record_warning(&warnings, &ev("2", "2026-01-01T00:01:00Z", 1));
         record_warning(&warnings, &ev("1", "2026-01-01T00:02:00Z", 3));
-        let map = warnings.read().unwrap();
+        let map = warnings.read();
         let list = &map[&("team-a".to_owned(), "q".to_owned())];
         assert_eq!(list.len(), 2);
         assert_eq!(list[0].count, 3);

@@ -5,7 +5,7 @@
 //! `--dashboard-auth`.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event as CoreEvent;
@@ -14,6 +14,7 @@ use karmada_quota_billing::prometheus_access::PrometheusAccess;
 use karmada_quota_dashboard::{Access, CachePolicy};
 use karmada_quota_shell::listener::{Limits, TlsFiles};
 use kube::{Api, Client};
+use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use crate::api::Views;

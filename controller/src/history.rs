@@ -53,7 +53,7 @@ pub async fn sample(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::RwLock;
+    use parking_lot::RwLock;
 
     use karmada_quota_billing::history::{Bounds, Store};
     use karmada_quota_dashboard::model::{ClusterUsage, Quota};
@@ -98,10 +98,7 @@ mod tests {
             tx.send_replace(Arc::new(snapshot(pods, 2)));
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let chart = r
-            .read()
-            .unwrap()
-            .chart("team-0", "q", (0, i64::MAX / 2), 100, true);
+        let chart = r.read().chart("team-0", "q", (0, i64::MAX / 2), 100, true);
         let pods = chart
             .unwrap()
             .resources
@@ -113,7 +110,7 @@ mod tests {
         assert_eq!(pods.clusters[0].used.last().unwrap().1, 3.0);
         tx.send_replace(Arc::new(snapshot("3", 1)));
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(r.read().unwrap().quotas(), 1, "team-1/q was deleted");
+        assert_eq!(r.read().quotas(), 1, "team-1/q was deleted");
         let _ = stop_tx.send(());
         task.await.unwrap();
     }
@@ -146,7 +143,7 @@ mod tests {
                 after_first = rss_kib();
             }
         }
-        let store = r.read().unwrap();
+        let store = r.read();
         assert_eq!(store.quotas(), 500);
         assert!(store.held_bytes() <= b.max_bytes());
         let grown = rss_kib().saturating_sub(after_first);

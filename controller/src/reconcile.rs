@@ -28,9 +28,9 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use karmada_quota_core::selection::QuotaKey;
@@ -350,7 +350,7 @@ pub fn error_policy<K: QuotaKind>(object: Arc<K>, error: &Error, ctx: Arc<KindCt
 /// the exponential backoff before the next ([`ERROR_BACKOFF`]: 1 s … 256 s).
 pub(crate) fn count_failure(ctx: &Ctx, key: &(String, String)) -> (u32, Duration) {
     let n = {
-        let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let mut failures = ctx.failures.lock();
         let n = failures.entry(key.clone()).or_insert(0);
         *n = n.saturating_add(1);
         *n

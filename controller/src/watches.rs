@@ -337,7 +337,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use parking_lot::Mutex;
 
     use super::*;
     use crate::testutil::mk_binding;
@@ -361,7 +361,7 @@ mod tests {
             fold(&index, &Event::Apply(rb.clone()), &Ok(None));
             fold(&index, &Event::Delete(rb), &Ok(None));
         });
-        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let text = String::from_utf8(out.lock().clone()).unwrap();
         let lines: Vec<serde_json::Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -385,7 +385,7 @@ mod tests {
 
     impl std::io::Write for SharedBuf {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
+            self.0.lock().extend_from_slice(buf);
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {

@@ -30,10 +30,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
 
 use lru::LruCache;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use parking_lot::Mutex;
 
 use crate::model::Snapshot;
 use crate::rate::{Bucket, Rate};
@@ -131,7 +132,7 @@ impl<K: Eq + Hash, V: Clone> Cache<K, V> {
     }
 
     fn get(&self, key: &K) -> Option<V> {
-        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.entries.lock();
         map.get(key)
             .filter(|(until, _)| Instant::now() < *until)
             .map(|(_, v)| v.clone())
@@ -139,7 +140,7 @@ impl<K: Eq + Hash, V: Clone> Cache<K, V> {
 
     fn put(&self, key: K, value: V, ttl: Duration) {
         let now = Instant::now();
-        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.entries.lock();
         if !map.contains(&key) {
             while map.len() >= self.max {
                 map.pop_lru();
@@ -150,12 +151,12 @@ impl<K: Eq + Hash, V: Clone> Cache<K, V> {
 
     /// Whether `key` has an entry, expired or not.
     fn holds(&self, key: &K) -> bool {
-        let map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.entries.lock();
         map.contains(key)
     }
 
     fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.entries.lock().len()
     }
 }
 

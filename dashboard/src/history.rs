@@ -20,7 +20,7 @@
 //! Both sources give the same shape: at most [`POINTS`] points per line, each the peak of
 //! its time bucket.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -31,6 +31,7 @@ use axum::routing::{MethodRouter, get};
 use karmada_quota_billing::Window;
 use karmada_quota_billing::history::{Chart, Reading, Store, promql};
 use karmada_quota_core::ResourceList;
+use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
 use crate::model::Snapshot;
@@ -263,7 +264,7 @@ async fn answer(
         }
     }
     let (chart, bounds, untracked) = {
-        let store = d.history.read().unwrap_or_else(|e| e.into_inner());
+        let store = d.history.read();
         let from = now.saturating_sub_unsigned(range.seconds());
         (
             store.chart(namespace, name, (from, now), POINTS, clusters),
@@ -410,8 +411,5 @@ pub fn record(recent: &Recent, snapshot: &Snapshot, now: i64) {
             reserved: &q.reserved,
             clusters: members,
         });
-    recent
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .record_all(now, readings);
+    recent.write().record_all(now, readings);
 }

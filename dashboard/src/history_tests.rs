@@ -2,13 +2,14 @@
 //! in-memory window as the source, Prometheus as the source, and the fallback when
 //! Prometheus fails or has nothing.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use karmada_quota_billing::Series;
 use karmada_quota_billing::history::{Bounds, Store};
+use parking_lot::RwLock;
 use serde_json::Value;
 use tokio::sync::watch;
 use tower::ServiceExt;
@@ -202,7 +203,7 @@ async fn with_prometheus_the_chart_reads_the_controllers_series_there() {
     assert_eq!(line(&v, "requests.nvidia.com/gpu", "hard")[0][1], 8.0);
     let clusters = line(&v, "requests.nvidia.com/gpu", "clusters");
     assert_eq!(clusters[0]["cluster"], "member1");
-    let asked = fake.asked.lock().unwrap().clone();
+    let asked = fake.asked.lock().clone();
     assert_eq!(asked.len(), 4, "used, reserved, hard, clusters");
     assert!(
         asked
@@ -216,7 +217,7 @@ async fn with_prometheus_the_chart_reads_the_controllers_series_there() {
     // A second viewer within the TTL shares the fetch.
     let (code, _) = get(&d, &format!("{GPUS}?range=6h&clusters=true"), None).await;
     assert_eq!(code, StatusCode::OK);
-    assert_eq!(fake.asked.lock().unwrap().len(), 4);
+    assert_eq!(fake.asked.lock().len(), 4);
 }
 
 #[tokio::test]
@@ -345,7 +346,7 @@ async fn a_cluster_quota_has_its_history_under_its_name() {
     let (code, v) = get(&prom, "/api/v1/cluster-quotas/business-a/history", None).await;
     assert_eq!(code, StatusCode::OK, "{v}");
     assert_eq!(v["source"], "prometheus");
-    let asked = fake.asked.lock().unwrap().clone();
+    let asked = fake.asked.lock().clone();
     assert!(
         asked[0].0.contains(r#"{namespace="",quota="business-a"}"#),
         "{asked:?}"

@@ -17,10 +17,10 @@
 
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
+use parking_lot::Mutex;
 
 /// A rate: `per_second` on average, `burst` at once.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -112,7 +112,7 @@ impl Bucket {
 
     /// Takes a token at `now`: whether there was one.
     pub fn take_at(&self, now: Instant) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.state.lock();
         st.take(self.rate, now)
     }
 
@@ -149,7 +149,7 @@ impl<K: Eq + Hash + Clone> Buckets<K> {
     /// Takes a token of `key`'s bucket at `now`: whether there was one.
     pub fn take_at(&self, key: &K, now: Instant) -> bool {
         let rate = self.rate;
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.map.lock();
         if let Some(st) = map.get_mut(key) {
             return st.take(rate, now);
         }
@@ -171,7 +171,7 @@ impl<K: Eq + Hash + Clone> Buckets<K> {
 
     /// Keys remembered.
     pub fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.map.lock().len()
     }
 
     /// Whether no key is remembered.

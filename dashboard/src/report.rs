@@ -515,7 +515,7 @@ mod tests {
             "{html}"
         );
         // One window for both queries: from, the last instant before `to`, the step.
-        let asked = fake.asked.lock().unwrap().clone();
+        let asked = fake.asked.lock().clone();
         assert_eq!(asked.len(), 2);
         assert_eq!(
             asked[0].1,
@@ -538,7 +538,7 @@ mod tests {
         assert_eq!(v["rows"][0]["hours"], 3.0);
         // The CSV of the page's form came from the cache; the JSON, not grouped by team,
         // ran only the usage query.
-        assert_eq!(fake.asked.lock().unwrap().len(), 3);
+        assert_eq!(fake.asked.lock().len(), 3);
     }
 
     #[tokio::test]
@@ -655,7 +655,7 @@ mod tests {
                 assert_eq!(code, StatusCode::OK);
             }
         }
-        assert_eq!(fake.asked.lock().unwrap().len(), 2, "usage + teams, once");
+        assert_eq!(fake.asked.lock().len(), 2, "usage + teams, once");
 
         // 12 different windows at once: never more than 2 fetches against Prometheus.
         let slow = Arc::new(Slow::default());

@@ -19,10 +19,11 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use karmada_quota_billing::{Request, Series};
+use parking_lot::Mutex;
 use tokio::sync::{OnceCell, Semaphore};
 
 use crate::prometheus::{Prometheus, fetch};
@@ -135,7 +136,7 @@ impl<V> Fetches<V> {
     /// The cell of `key`: the cached one while fresh, else a new one.
     fn cell(&self, key: &str) -> Arc<OnceCell<Answer<V>>> {
         let now = Instant::now();
-        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.entries.lock();
         let limits = self.limits;
         map.retain(|_, e| {
             let age = now.duration_since(e.at);
@@ -185,6 +186,6 @@ impl<V> Fetches<V> {
 
     /// Answers cached now.
     pub fn cached(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.entries.lock().len()
     }
 }

@@ -24,9 +24,10 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::auth::User;
@@ -189,7 +190,7 @@ impl Sessions {
     pub fn create(&self, user: Arc<User>, token: String) -> Result<String, RandomError> {
         let id = random_hex(ID_BYTES)?;
         let now = Instant::now();
-        let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.map.lock();
         let (next, map) = &mut *guard;
         *next += 1;
         let seq = *next;
@@ -227,7 +228,7 @@ impl Sessions {
             return None;
         }
         let now = Instant::now();
-        let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.map.lock();
         let map = &mut guard.1;
         let session = map.get_mut(id)?;
         if !session.alive(now, &self.policy) {
@@ -242,22 +243,18 @@ impl Sessions {
     /// before each event).
     pub fn contains(&self, id: &str) -> bool {
         let now = Instant::now();
-        let guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.map.lock();
         guard.1.get(id).is_some_and(|s| s.alive(now, &self.policy))
     }
 
     /// End session `id` (logout, or its token no longer accepted).
     pub fn remove(&self, id: &str) {
-        self.map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .1
-            .remove(id);
+        self.map.lock().1.remove(id);
     }
 
     /// Sessions held (live or not yet swept).
     pub fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).1.len()
+        self.map.lock().1.len()
     }
 
     /// Whether no session is held.

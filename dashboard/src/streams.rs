@@ -4,7 +4,9 @@
 //! a request beyond either cap is answered 503 at once.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 /// How many live streams may be open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +69,7 @@ pub struct StreamPermit {
 
 impl Drop for StreamPermit {
     fn drop(&mut self) {
-        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.counts.lock();
         c.total = c.total.saturating_sub(1);
         if let Some(u) = &self.user
             && let Some(n) = c.per_user.get_mut(u)
@@ -94,7 +96,7 @@ impl Streams {
 
     /// A slot for a stream of `user` (`None`: no authentication), or why not.
     pub fn open(&self, user: Option<&str>) -> Result<StreamPermit, Refused> {
-        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.counts.lock();
         if c.total >= self.limits.max_total {
             return Err(Refused::Total(self.limits.max_total));
         }
@@ -117,7 +119,7 @@ impl Streams {
 
     /// Streams open now.
     pub fn open_now(&self) -> usize {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner()).total
+        self.counts.lock().total
     }
 }
 

@@ -23,7 +23,7 @@ use crate::{Dashboard, Settings, router};
 /// A Prometheus stand-in (the Report page's and the history's tests): answers each range
 /// query with `answer(query, window)` and remembers what it was asked.
 pub(crate) struct FakePrometheus {
-    pub asked: std::sync::Mutex<Vec<(String, Window)>>,
+    pub asked: parking_lot::Mutex<Vec<(String, Window)>>,
     answer: Box<Answer>,
 }
 
@@ -35,7 +35,7 @@ impl FakePrometheus {
         answer: impl Fn(&str, Window) -> Result<Vec<Series>, String> + Send + Sync + 'static,
     ) -> Self {
         Self {
-            asked: std::sync::Mutex::default(),
+            asked: parking_lot::Mutex::default(),
             answer: Box::new(answer),
         }
     }
@@ -47,7 +47,7 @@ impl RangeQuery for FakePrometheus {
         query: &'a str,
         window: Window,
     ) -> BoxFuture<'a, Result<Vec<Series>, String>> {
-        self.asked.lock().unwrap().push((query.to_owned(), window));
+        self.asked.lock().push((query.to_owned(), window));
         let answer = (self.answer)(query, window);
         Box::pin(async move { answer })
     }

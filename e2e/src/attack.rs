@@ -19,11 +19,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use rcgen::{DnType, ExtendedKeyUsagePurpose, KeyUsagePurpose};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+
+use crate::certs::{self, Ca};
 
 /// One MiB.
 pub const MIB: u64 = 1024 * 1024;
@@ -320,26 +323,20 @@ pub async fn flood(
     })
 }
 
-/// A client certificate (CN `cn`, clientAuth) signed by a CA made for it alone, in `dir`:
-/// (CA, certificate, key) PEM paths. A certificate the webhook's client CA never signed.
+/// A client certificate (CN `cn`, serial 7, basicConstraints CA:FALSE, keyUsage
+/// digitalSignature, extendedKeyUsage clientAuth) signed by a CA made for it alone
+/// (`CN=kq-e2e-foreign-ca`), both valid for 2 days, in `dir`: (CA, certificate, key) PEM
+/// paths. A certificate the webhook's client CA never signed.
 pub async fn foreign_client_cert(dir: &Path, cn: &str) -> Result<(PathBuf, PathBuf, PathBuf)> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let p = |f: &str| dir.join(f);
-    std::fs::write(
-        p("client.ext"),
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
-    )?;
-    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    crate::commands::openssl(
-        dir,
-        &format!(
-            "openssl req -x509 {ec} -days 2 -subj /CN=kq-e2e-foreign-ca -keyout ca.key -out ca.pem; \
-             openssl req {ec} -subj '/CN={cn}' -keyout client.key -out client.csr; \
-             openssl x509 -req -days 2 -set_serial 7 -in client.csr -CA ca.pem -CAkey ca.key \
-               -extfile client.ext -out client.pem"
-        ),
-        "foreign client certificate",
-    )
-    .await?;
+    let ca = Ca::new("kq-e2e-foreign-ca", 2)?;
+    let mut client = certs::leaf(&[(DnType::CommonName, cn)], 7, 2)?;
+    client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    ca.write(&p("ca.pem"))?;
+    ca.issue(&client)?
+        .write(&p("client.pem"), &p("client.key"))
+        .context("foreign client certificate")?;
     Ok((p("ca.pem"), p("client.pem"), p("client.key")))
 }

@@ -15,7 +15,7 @@
 //!  ci_values_files()  charts/karmada-quota/ci/*-values.yaml, sorted
 //!  kind_counts(objects)  {"Deployment": 2, …}
 //!  verify_client_certificate(ca, cert)  what a webhook with --client-ca-file=ca accepts
-//!  certificate_subject(cert)            CN=… (openssl), for --client-allowed-names
+//!  certificate_subject(cert)            CN=…, for --client-allowed-names
 //! ```
 
 use std::collections::BTreeMap;
@@ -345,39 +345,9 @@ pub fn verify_client_certificate(ca_pem: &[u8], cert_pem: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The subject of the PEM certificate `cert_pem` in RFC 2253 form (`CN=name,O=…`), read by
-/// openssl.
+/// The subject of the PEM certificate `cert_pem` in RFC 2253 form (`CN=name,O=…`).
 pub async fn certificate_subject(cert_pem: &[u8]) -> Result<String> {
-    let path = std::env::temp_dir().join(format!(
-        "kq-cert-{}-{:x}.pem",
-        std::process::id(),
-        cert_pem
-            .iter()
-            .fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(*b))
-    ));
-    std::fs::write(&path, cert_pem).with_context(|| format!("writing {}", path.display()))?;
-    let out = run_tool(
-        Path::new("openssl"),
-        &[
-            "x509".into(),
-            "-noout".into(),
-            "-subject".into(),
-            "-nameopt".into(),
-            "RFC2253".into(),
-            "-in".into(),
-            path.display().to_string(),
-        ],
-        &[],
-    )
-    .await;
-    let _ = std::fs::remove_file(&path);
-    let out = out?;
-    Ok(out
-        .trim()
-        .strip_prefix("subject=")
-        .unwrap_or(out.trim())
-        .trim()
-        .to_owned())
+    crate::certs::subject(&crate::certs::der(cert_pem)?)
 }
 
 /// Chart.yaml as JSON.

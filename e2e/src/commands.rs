@@ -55,21 +55,3 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
-
-/// Runs `commands` (openssl invocations, `;`-separated) with `sh -e` in `dir`; the error
-/// says `what` failed and quotes openssl's stderr.
-pub async fn openssl(dir: &std::path::Path, commands: &str, what: &str) -> Result<()> {
-    let script = format!("set -e; cd '{}'; {commands}", dir.display());
-    let out = tokio::process::Command::new("sh")
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .context("running openssl")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "openssl ({what}) failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
-}

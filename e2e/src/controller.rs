@@ -657,16 +657,16 @@ pub async fn wait_quota(
     timeout: Duration,
     pred: impl Fn(&KarmadaQuota) -> bool,
 ) -> Result<KarmadaQuota> {
-    let last = std::sync::Mutex::new(None::<KarmadaQuota>);
+    let last = parking_lot::Mutex::new(None::<KarmadaQuota>);
     let res = try_wait_for(desc, timeout, || async {
         let q = get_quota(client, ns, name).await?;
         let ok = pred(&q);
-        *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(q.clone());
+        *last.lock() = Some(q.clone());
         Ok::<_, anyhow::Error>(ok.then_some(q))
     })
     .await;
     res.map_err(|e| {
-        let last = last.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let last = last.lock().take();
         let status = last
             .and_then(|q| q.status)
             .map(|s| serde_json::to_string_pretty(&s).unwrap_or_default())

@@ -13,9 +13,10 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use parking_lot::Mutex;
 use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
@@ -55,7 +56,7 @@ impl DnsServer {
                 let Some((name, answer)) = respond(&buf[..n], &table) else {
                     continue;
                 };
-                *seen.lock().unwrap().entry(name).or_insert(0) += 1;
+                *seen.lock().entry(name).or_insert(0) += 1;
                 let _ = socket.send_to(&answer, peer).await;
             }
         });
@@ -81,7 +82,7 @@ impl DnsServer {
 
     /// Queries received for `name` (A and AAAA).
     pub fn queries(&self, name: &str) -> usize {
-        self.queries.lock().unwrap().get(name).copied().unwrap_or(0)
+        self.queries.lock().get(name).copied().unwrap_or(0)
     }
 }
 

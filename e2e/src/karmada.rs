@@ -519,18 +519,17 @@ pub async fn wait_binding(
     pred: impl Fn(&DynamicObject) -> bool,
 ) -> Result<DynamicObject> {
     let api = bindings(c, ns);
-    let last = std::sync::Mutex::new(None::<DynamicObject>);
+    let last = parking_lot::Mutex::new(None::<DynamicObject>);
     let res = try_wait_for(desc, KARMADA_TIMEOUT, || async {
         let rb = api.get_opt(name).await?;
         let hit = rb.as_ref().is_some_and(&pred);
-        *last.lock().unwrap_or_else(|e| e.into_inner()) = rb.clone();
+        *last.lock() = rb.clone();
         Ok::<_, anyhow::Error>(if hit { rb } else { None })
     })
     .await;
     res.map_err(|e| {
         let shown = last
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .take()
             .map(|rb| {
                 serde_json::to_string_pretty(
@@ -668,20 +667,20 @@ pub async fn wait_member_replicas(
     name: &str,
     want: &[Option<i32>],
 ) -> Result<()> {
-    let last = std::sync::Mutex::new(Vec::new());
+    let last = parking_lot::Mutex::new(Vec::new());
     try_wait_for(
         &format!("the members' Deployment {ns}/{name} at {want:?} replicas"),
         KARMADA_TIMEOUT,
         || async {
             let got = member_replicas(env, ns, name).await?;
             let ok = got == want;
-            *last.lock().unwrap_or_else(|e| e.into_inner()) = got;
+            *last.lock() = got;
             Ok::<_, anyhow::Error>(ok.then_some(()))
         },
     )
     .await
     .map_err(|e| {
-        let got = last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let got = last.lock().clone();
         e.context(format!("last seen: {got:?}"))
     })
 }

@@ -28,6 +28,7 @@
 //!    TestNs       a fresh namespace per test (generateName, labelled)
 //!    skip         a missing prerequisite fails the test unless allowed by name
 //!                 (KQ_ALLOW_SKIP); an allowed one is logged (KQ_SKIP_LOG)
+//!    certs        test CAs and certificates (rcgen), fingerprints and subjects read back
 //!    attack       raw TLS clients (with/without client certificates), drips, floods of
 //!                 held bodies, RSS of a child process
 //!    faults       UnservedApi: an API group whose discovery fails (503)
@@ -52,6 +53,7 @@ pub mod attack;
 pub mod base64;
 mod binary;
 pub mod browser;
+pub mod certs;
 pub mod chaos;
 pub mod chart;
 pub mod commands;

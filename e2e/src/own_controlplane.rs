@@ -28,7 +28,7 @@ pub struct OwnControlPlane {
     dir: PathBuf,
     env: Env,
     /// Apiservers this process started again (reaped when restarted once more).
-    restarted: std::sync::Mutex<Vec<std::process::Child>>,
+    restarted: parking_lot::Mutex<Vec<std::process::Child>>,
 }
 
 /// How long an apiserver may take to exit after SIGTERM, and to serve again.
@@ -65,7 +65,7 @@ impl OwnControlPlane {
         Ok(OwnControlPlane {
             dir: dir.to_path_buf(),
             env,
-            restarted: std::sync::Mutex::new(Vec::new()),
+            restarted: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
@@ -114,10 +114,7 @@ impl OwnControlPlane {
                 .open(self.dir.join("pids"))?,
             line.as_bytes(),
         )?;
-        self.restarted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(child);
+        self.restarted.lock().push(child);
         let client = if i == 0 {
             self.env.client()?
         } else {
@@ -148,12 +145,7 @@ impl OwnControlPlane {
 
     /// Waits for the apiservers this process started that have exited (no zombies).
     fn reap(&self) {
-        for c in self
-            .restarted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter_mut()
-        {
+        for c in self.restarted.lock().iter_mut() {
             let _ = c.try_wait();
         }
     }

@@ -6,18 +6,21 @@
 //!
 //! ```text
 //!  Gateway::start(dir, upstream, token, tenant)
-//!     openssl: a CA and a serving certificate for IP 127.0.0.1 in `dir` (ca.pem)
+//!     certs: a CA and a serving certificate for IP 127.0.0.1 in `dir` (ca.pem)
 //!     axum-server (rustls) on 127.0.0.1:<free> ── check Authorization, X-Scope-OrgID
 //!        └─► GET http://<upstream><path and query> ─► status and body back
 //! ```
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
+use rcgen::{DnType, ExtendedKeyUsagePurpose, SanType};
+
+use crate::certs::{self, Ca};
 
 /// A running gateway; stopped when dropped.
 pub struct Gateway {
@@ -44,7 +47,7 @@ impl Gateway {
         tenant: &str,
     ) -> Result<Gateway> {
         std::fs::create_dir_all(dir)?;
-        certificates(dir).await?;
+        certificates(dir)?;
         let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
             dir.join("server.pem"),
             dir.join("server.key"),
@@ -119,23 +122,16 @@ async fn forward(State(g): State<Guard>, headers: HeaderMap, uri: Uri) -> axum::
     }
 }
 
-/// A CA and a serving certificate for IP 127.0.0.1 signed by it, in `dir`.
-async fn certificates(dir: &Path) -> Result<()> {
-    std::fs::write(
-        dir.join("server.ext"),
-        "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-    )?;
-    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    crate::commands::openssl(
-        dir,
-        &format!(
-            "openssl req -x509 {ec} -days 2 -subj /CN=kq-e2e-prometheus-ca -keyout ca.key -out ca.pem; \
-             openssl req {ec} -subj /CN=127.0.0.1 -keyout server.key -out server.csr; \
-             openssl x509 -req -days 2 -set_serial 9 -in server.csr -CA ca.pem -CAkey ca.key \
-               -extfile server.ext -out server.pem"
-        ),
-        "the gateway's certificates",
-    )
-    .await?;
-    Ok(())
+/// A CA (`CN=kq-e2e-prometheus-ca`) and a serving certificate for IP 127.0.0.1 signed by
+/// it (`CN=127.0.0.1`, serial 9, basicConstraints CA:FALSE, extendedKeyUsage serverAuth),
+/// both valid for 2 days, in `dir`: ca.pem, server.pem, server.key.
+fn certificates(dir: &Path) -> Result<()> {
+    let ca = Ca::new("kq-e2e-prometheus-ca", 2)?;
+    let mut server = certs::leaf(&[(DnType::CommonName, "127.0.0.1")], 9, 2)?;
+    server.subject_alt_names = vec![SanType::IpAddress(Ipv4Addr::LOCALHOST.into())];
+    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    ca.write(&dir.join("ca.pem"))?;
+    ca.issue(&server)?
+        .write(&dir.join("server.pem"), &dir.join("server.key"))
+        .context("the gateway's certificates")
 }

@@ -14,9 +14,10 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
@@ -59,7 +60,7 @@ impl Service {
                     res = listener.accept() => {
                         let Ok((inbound, _)) = res else { continue };
                         let backend = {
-                            let mut t = shared.lock().unwrap_or_else(|e| e.into_inner());
+                            let mut t = shared.lock();
                             let n = t.accepted;
                             t.accepted += 1;
                             if t.endpoints.is_empty() {
@@ -90,26 +91,27 @@ impl Service {
 
     /// Replaces the endpoints new connections go to (open connections stay where they are).
     pub fn set_endpoints(&self, endpoints: Vec<SocketAddr>) {
-        self.lock().endpoints = endpoints;
+        self.table.lock().endpoints = endpoints;
     }
 
     /// The current endpoints.
     pub fn endpoints(&self) -> Vec<SocketAddr> {
-        self.lock().endpoints.clone()
+        self.table.lock().endpoints.clone()
     }
 
     /// Connections handed to `endpoint` so far.
     pub fn connections_to(&self, endpoint: SocketAddr) -> u64 {
-        self.lock().handed.get(&endpoint).copied().unwrap_or(0)
+        self.table
+            .lock()
+            .handed
+            .get(&endpoint)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Connections closed at once because there was no endpoint.
     pub fn connections_without_endpoint(&self) -> u64 {
-        self.lock().without_endpoint
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        self.table.lock().without_endpoint
     }
 }
 

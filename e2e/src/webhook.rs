@@ -2,7 +2,7 @@
 //! objects and status helpers its e2e tests share.
 //!
 //! ```text
-//!  WebhookTls::get(env)      once per process: openssl → <cp dir>/webhook-tls-<pid>/
+//!  WebhookTls::get(env)      once per process: certs → <cp dir>/webhook-tls-<pid>/
 //!       │                    ca.pem (caBundle), tls.pem + tls.key (SAN IP:127.0.0.1);
 //!       │                    WebhookTls::generate_as(dir, label, serial): another pair
 //!       │                    (rotation tests serve their own copies: tls_files(cert, key),

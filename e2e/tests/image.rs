@@ -12,8 +12,8 @@
 //!
 //! The names are in the apiservers' serving certificates, so TLS verifies as it would in
 //! a cluster. Without an archive (no `make image` yet), or without root, the test fails
-//! unless `KQ_ALLOW_SKIP` names `image` (e2e/src/skip.rs); `make test` allows it only when
-//! there is no archive, and names the test among those that did not run.
+//! unless `KQ_ALLOW_SKIP` names `image` (e2e/src/skip.rs); `make test` builds the archive
+//! first and does not allow it.
 
 use std::net::Ipv4Addr;
 use std::os::unix::fs::PermissionsExt;

@@ -793,7 +793,7 @@ async fn read_stamps(client: &Client, ns: &str, names: &[String]) -> Result<Vec<
 /// Only bindings that were seen waiting count; each is recorded once. Reading it costs
 /// the apiserver nothing (one watch), unlike polling a list of a hundred bindings.
 struct Recorder {
-    seen: Arc<std::sync::Mutex<Vec<String>>>,
+    seen: Arc<parking_lot::Mutex<Vec<String>>>,
     task: JoinHandle<()>,
 }
 
@@ -802,7 +802,7 @@ impl Recorder {
     async fn start(client: Client, ns: String) -> Result<Recorder> {
         use futures::StreamExt;
         use kube::runtime::watcher::{self, Event};
-        let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let seen: Arc<parking_lot::Mutex<Vec<String>>> = Arc::default();
         let listed = Arc::new(AtomicBool::new(false));
         let (out, ready) = (seen.clone(), listed.clone());
         let task = tokio::spawn(async move {
@@ -823,7 +823,7 @@ impl Recorder {
                 if waiting(&v) {
                     was_waiting.insert(name);
                 } else if was_waiting.remove(&name) {
-                    seen.lock().unwrap_or_else(|e| e.into_inner()).push(name);
+                    seen.lock().push(name);
                 }
             }
         });
@@ -841,7 +841,7 @@ impl Recorder {
 
     /// The releases seen so far, in order.
     fn releases(&self) -> Vec<String> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.seen.lock().clone()
     }
 }
 

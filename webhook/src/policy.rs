@@ -29,7 +29,7 @@
 //! [`FAILED_LOOKUP_TTL`], and every message quoting them clips them.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -46,6 +46,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::core::admission::{AdmissionRequest, Operation};
 use kube::discovery::{self, Scope};
 use kube::{Api, Client};
+use parking_lot::Mutex;
 use tokio::time::{Instant, timeout_at};
 
 /// Reading templates within bounds (pages, bytes).
@@ -146,11 +147,7 @@ impl KubePolicyWorld {
     /// [`CUSTOMIZATIONS_TTL`]. A list that fails (RBAC, not served) counts as none, logged:
     /// the kinds only they price are then reported as not priced.
     async fn customizations(&self) -> Arc<Customizations> {
-        let cached = self
-            .customizations
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let cached = self.customizations.lock().clone();
         if let Some((at, c)) = cached
             && at.elapsed() < CUSTOMIZATIONS_TTL
         {
@@ -182,10 +179,7 @@ impl KubePolicyWorld {
             ),
         }
         let c = Arc::new(Customizations::new(list));
-        *self
-            .customizations
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), c.clone()));
+        *self.customizations.lock() = Some((Instant::now(), c.clone()));
         c
     }
 
@@ -205,7 +199,7 @@ impl KubePolicyWorld {
             )));
         }
         let key = (api_version.to_owned(), kind.to_owned());
-        if let Some((known, at)) = self.kinds().get(&key)
+        if let Some((known, at)) = self.kinds.lock().get(&key)
             && (known.is_some() || at.elapsed() < FAILED_LOOKUP_TTL)
         {
             return Ok(known.clone());
@@ -216,20 +210,16 @@ impl KubePolicyWorld {
             .await
             .ok()
             .map(|(ar, caps)| (ar, caps.scope == Scope::Namespaced));
-        let mut kinds = self.kinds();
+        let mut kinds = self.kinds.lock();
         kinds.retain(|_, (d, at)| d.is_some() || at.elapsed() < FAILED_LOOKUP_TTL);
         kinds.insert(key, (found.clone(), Instant::now()));
         Ok(found)
     }
 
-    fn kinds(&self) -> std::sync::MutexGuard<'_, LruMap<(String, String), Answered>> {
-        self.kinds.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Kinds cached now.
     #[cfg(test)]
     pub fn cached_kinds(&self) -> usize {
-        self.kinds().len()
+        self.kinds.lock().len()
     }
 }
 

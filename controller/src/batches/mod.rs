@@ -24,7 +24,7 @@ pub mod sweep;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::KarmadaQuotaReservation;
@@ -35,6 +35,7 @@ use karmada_quota_status::BatchView;
 use karmada_quota_status::batches::Fold;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
+use parking_lot::RwLock;
 
 use crate::desired::Unfolded;
 use metrics::BatchMetrics;
@@ -79,19 +80,11 @@ impl Batches {
         self
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
-        self.inner.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Fold one watch event; returns the quotas to reconcile (those a new batch names;
     /// after a re-list, those every held batch names).
     pub fn apply(&self, ev: &Event<DynamicObject>) -> BTreeSet<QuotaKey> {
         let mut out = BTreeSet::new();
-        let mut inner = self.write();
+        let mut inner = self.inner.write();
         let inner = &mut *inner;
         match ev {
             Event::Init => inner.relist = Some(Default::default()),
@@ -152,7 +145,7 @@ impl Batches {
     /// The entries of `key` above `folded` (its stored `status.foldedThrough`) and the
     /// newest batch naming it; `None` when no held batch above it names the quota.
     pub fn unfolded(&self, key: &QuotaKey, folded: Option<u64>) -> Option<Unfolded> {
-        Unfolded::of(&self.read().view, key, folded, self.ttl_secs)
+        Unfolded::of(&self.inner.read().view, key, folded, self.ttl_secs)
     }
 
     /// The batches the sweep may delete at `now`: none before the first list; else
@@ -160,7 +153,7 @@ impl Batches {
     /// is gone, its entries expired — and not the newest number seen), and never the
     /// newest live batch either. A batch that does not parse is not held: never deletable.
     pub fn deletable(&self, fold: impl Fn(&QuotaKey) -> Fold, now: i64) -> Vec<u64> {
-        let inner = self.read();
+        let inner = self.inner.read();
         if !inner.listed {
             return Vec::new();
         }
@@ -176,7 +169,7 @@ impl Batches {
     /// only a hand makes and which leaves no number after it — when no live batch, nor one
     /// that does not parse, is numbered at or above it. `None` before the first list.
     pub fn missing_newest(&self, greatest_fold: Option<u64>) -> Option<u64> {
-        let inner = self.read();
+        let inner = self.inner.read();
         if !inner.listed {
             return None;
         }
@@ -195,7 +188,7 @@ impl Batches {
 
     /// Batch `sequence` was deleted (or found gone): forget it.
     pub fn removed(&self, sequence: u64) {
-        let mut inner = self.write();
+        let mut inner = self.inner.write();
         inner.view.remove(sequence);
         self.metrics
             .set_held(inner.view.len(), inner.unparsed.len());
@@ -203,12 +196,12 @@ impl Batches {
 
     /// Batches held (live), in order.
     pub fn live(&self) -> Vec<u64> {
-        self.read().view.live().collect()
+        self.inner.read().view.live().collect()
     }
 
     /// The names of the batches that do not parse.
     pub fn unparsed(&self) -> Vec<String> {
-        self.read().unparsed.keys().cloned().collect()
+        self.inner.read().unparsed.keys().cloned().collect()
     }
 
     /// The metrics.

@@ -2,7 +2,7 @@
 //! the streaming list where it is offered, the bounded list where it is refused, and the
 //! bound carried by every re-list.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{StatusCode, Uri};
@@ -10,6 +10,7 @@ use futures::StreamExt;
 use karmada_quota_crds::ResourceBinding;
 use kube::api::Api;
 use kube::runtime::watcher::Event;
+use parking_lot::Mutex;
 
 use super::listed_events;
 use crate::metrics::Metrics;
@@ -104,8 +105,8 @@ async fn fake(script: Vec<Reply>) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
     let app = axum::Router::new().fallback(move |uri: Uri| {
         let (seen, script) = (seen.clone(), script.clone());
         async move {
-            seen.lock().unwrap().push(uri.to_string());
-            let reply = script.lock().unwrap().next().unwrap_or(Reply::Pending);
+            seen.lock().push(uri.to_string());
+            let reply = script.lock().next().unwrap_or(Reply::Pending);
             match reply {
                 Reply::Body(b) => (StatusCode::OK, b),
                 Reply::Status(code, b) => (StatusCode::from_u16(code).unwrap(), b),
@@ -145,13 +146,13 @@ async fn first_events(client: kube::Client, n: usize) -> (Vec<String>, String) {
 /// The requests once there are at least `n` (the last may trail the events by a moment).
 async fn at_least(requests: &Mutex<Vec<String>>, n: usize) -> Vec<String> {
     for _ in 0..100 {
-        let r = requests.lock().unwrap().clone();
+        let r = requests.lock().clone();
         if r.len() >= n {
             return r;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("fewer than {n} requests: {:?}", requests.lock().unwrap());
+    panic!("fewer than {n} requests: {:?}", requests.lock());
 }
 
 fn query(uri: &str) -> Vec<(String, String)> {

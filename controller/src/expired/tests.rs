@@ -2,7 +2,8 @@
 //! entry whose read failed or found its binding stored.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 use super::*;
 use crate::testutil::{mk_binding, mk_entry, mk_quota, mk_reservation};
@@ -28,7 +29,7 @@ impl FakeReads {
         self
     }
     fn asked(&self) -> Vec<String> {
-        let mut a = self.asked.lock().unwrap().clone();
+        let mut a = self.asked.lock().clone();
         a.sort();
         a
     }
@@ -41,7 +42,7 @@ impl BindingReads for FakeReads {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<(String, i64)>, String>> {
         let key = format!("{namespace}/{name}");
-        self.asked.lock().unwrap().push(key.clone());
+        self.asked.lock().push(key.clone());
         let answer = self.answers.get(&key).cloned().unwrap_or(Ok(None));
         Box::pin(async move { answer })
     }

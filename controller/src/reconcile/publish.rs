@@ -74,10 +74,7 @@ pub(super) async fn publish<K: QuotaKind>(
         ctx.metrics.observe_quota(view);
     }
     ctx.views.publish(key.clone(), view);
-    ctx.failures
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&key);
+    ctx.failures.lock().remove(&key);
     ctx.metrics.reconciled(started.elapsed());
     let next = desired::next_requeue(computed, now.as_second(), ctx.resync);
     let next = [turn.fold_after, retry]

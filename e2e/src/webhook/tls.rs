@@ -1,16 +1,28 @@
 //! The webhook's TLS material in the tests: one CA and serving certificate for 127.0.0.1
 //! per test process ([`WebhookTls::get`]), other pairs for rotation tests
 //! ([`WebhookTls::generate_as`]), and certificate fingerprints (of a file, and of what an
-//! address serves now), all made with `openssl`.
+//! address serves now), made in process ([`crate::certs`]).
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use rcgen::{DnType, ExtendedKeyUsagePurpose, KeyUsagePurpose, SanType};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio::net::TcpStream;
 use tokio::sync::OnceCell;
+use tokio_rustls::TlsConnector;
 
 use crate::Env;
+use crate::certs::{self, Ca};
+
+/// How long the webhook's certificates are valid, in days.
+const DAYS: u32 = 30;
 
 /// A CA and a serving certificate for 127.0.0.1 signed by it, made once per test process.
 #[derive(Debug)]
@@ -28,7 +40,7 @@ pub struct WebhookTls {
 static TLS: OnceCell<Result<WebhookTls, String>> = OnceCell::const_new();
 
 impl WebhookTls {
-    /// The process's certificates, generated with `openssl` on first use into
+    /// The process's certificates, generated on first use into
     /// `<cp dir>/webhook-tls-<pid>/` (or the log dir for `E2E_KUBECONFIG`).
     pub async fn get(env: &Env) -> Result<&'static WebhookTls> {
         let tls = TLS
@@ -54,164 +66,133 @@ impl WebhookTls {
     /// [`generate`](Self::generate) with `label` in both subjects (CA
     /// `CN=karmada-quota-e2e-ca-<label>`, leaf `O=<label>, CN=127.0.0.1`) and the leaf's
     /// serial `serial`: a second, distinct pair, e.g. to rotate the served certificate.
-    /// An empty `label` gives [`generate`](Self::generate)'s subjects.
+    /// An empty `label` gives [`generate`](Self::generate)'s subjects. Both are valid
+    /// for 30 days; the leaf has subjectAltName IP:127.0.0.1, basicConstraints CA:FALSE,
+    /// keyUsage digitalSignature and keyEncipherment, extendedKeyUsage serverAuth.
     pub async fn generate_as(dir: &Path, label: &str, serial: u32) -> Result<WebhookTls> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let (ca_subj, leaf_subj) = if label.is_empty() {
-            (
-                "/CN=karmada-quota-e2e-ca".to_owned(),
-                "/CN=127.0.0.1".to_owned(),
-            )
+        let (ca_cn, org) = if label.is_empty() {
+            ("karmada-quota-e2e-ca".to_owned(), None)
         } else {
-            (
-                format!("/CN=karmada-quota-e2e-ca-{label}"),
-                format!("/O={label}/CN=127.0.0.1"),
-            )
+            (format!("karmada-quota-e2e-ca-{label}"), Some(label))
         };
-        let serial = serial.to_string();
-        let p = |f: &str| dir.join(f);
-        let ext = p("leaf.ext");
-        std::fs::write(
-            &ext,
-            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-             keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
-        )?;
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
+        let subject: Vec<(DnType, &str)> = org
+            .map(|o| (DnType::OrganizationName, o))
+            .into_iter()
+            .chain([(DnType::CommonName, "127.0.0.1")])
+            .collect();
+        let ca = Ca::new(&ca_cn, DAYS)?;
+        let mut params = certs::leaf(&subject, serial.into(), DAYS)?;
+        params.subject_alt_names = vec![SanType::IpAddress(Ipv4Addr::LOCALHOST.into())];
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
         ];
-        openssl(
-            &[
-                &["req", "-x509"][..],
-                &ec,
-                &["-days", "30", "-subj", &ca_subj],
-            ]
-            .concat(),
-            &[("-keyout", p("ca.key")), ("-out", p("ca.pem"))],
-        )
-        .await?;
-        openssl(
-            &[&["req"][..], &ec, &["-subj", &leaf_subj]].concat(),
-            &[("-keyout", p("tls.key")), ("-out", p("tls.csr"))],
-        )
-        .await?;
-        openssl(
-            &["x509", "-req", "-days", "30", "-set_serial", &serial],
-            &[
-                ("-in", p("tls.csr")),
-                ("-CA", p("ca.pem")),
-                ("-CAkey", p("ca.key")),
-                ("-extfile", ext),
-                ("-out", p("tls.pem")),
-            ],
-        )
-        .await?;
-        let ca_pem = std::fs::read(p("ca.pem"))?;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let p = |f: &str| dir.join(f);
+        ca.write(&p("ca.pem"))?;
+        ca.issue(&params)?.write(&p("tls.pem"), &p("tls.key"))?;
         Ok(WebhookTls {
             ca_cert: p("ca.pem"),
             cert: p("tls.pem"),
             key: p("tls.key"),
-            ca_bundle: crate::base64::encode(&ca_pem),
+            ca_bundle: crate::base64::encode(ca.pem().as_bytes()),
         })
     }
 }
 
-/// The SHA-256 fingerprint of the PEM certificate in `cert`, as
-/// `openssl x509 -fingerprint -sha256` prints it (`AB:CD:…`).
+/// The SHA-256 fingerprint of the PEM certificate in `cert` (`AB:CD:…`).
 pub async fn cert_fingerprint(cert: &Path) -> Result<String> {
-    let out = tokio::process::Command::new("openssl")
-        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
-        .arg(cert)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .context("running openssl (is it installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "openssl x509 -fingerprint {} failed ({}): {}",
-            cert.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    parse_fingerprint(&String::from_utf8_lossy(&out.stdout))
+    let pem = std::fs::read(cert).with_context(|| format!("reading {}", cert.display()))?;
+    let der = certs::der(&pem).with_context(|| format!("parsing {}", cert.display()))?;
+    Ok(certs::fingerprint(&der))
 }
 
-/// The SHA-256 fingerprint of the certificate `addr` serves now (a fresh TLS handshake
-/// with `openssl s_client`, SNI `127.0.0.1`, nothing verified).
+/// The SHA-256 fingerprint of the certificate `addr` serves now: a fresh TLS handshake to
+/// the address (no SNI: the name is an IP address) that verifies nothing, whichever CA
+/// signed the certificate, and presents no client certificate. The certificate counts once
+/// received, even when the server ends the handshake afterwards for want of a client
+/// certificate.
 pub async fn served_fingerprint(addr: SocketAddr) -> Result<String> {
-    let script = format!(
-        "openssl s_client -connect {addr} -servername {ip} </dev/null 2>/dev/null \
-         | openssl x509 -noout -fingerprint -sha256",
-        ip = addr.ip()
-    );
-    let out = tokio::process::Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .output()
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(AnyServerCert {
+        provider: provider.clone(),
+        seen: OnceLock::new(),
+    });
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier.clone())
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(addr)
         .await
-        .context("running openssl s_client")?;
-    if !out.status.success() {
-        bail!(
-            "no certificate read from {addr} ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        .with_context(|| format!("connecting to {addr}"))?;
+    let handshake = tokio::time::timeout(
+        Duration::from_secs(10),
+        TlsConnector::from(Arc::new(config)).connect(ServerName::from(addr.ip()), tcp),
+    )
+    .await;
+    match (verifier.seen.get(), handshake) {
+        (Some(leaf), _) => Ok(certs::fingerprint(leaf)),
+        (None, Err(_)) => bail!("TLS handshake with {addr} took more than 10 s"),
+        (None, Ok(Err(e))) => bail!("no certificate read from {addr}: {e}"),
+        (None, Ok(Ok(_))) => bail!("{addr} completed a handshake without a certificate"),
     }
-    parse_fingerprint(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// `sha256 Fingerprint=AB:CD:…` (OpenSSL 3) or `SHA256 Fingerprint=…` (1.1) → `AB:CD:…`.
-fn parse_fingerprint(text: &str) -> Result<String> {
-    text.lines()
-        .find_map(|l| {
-            l.split_once("Fingerprint=")
-                .map(|(_, f)| f.trim().to_owned())
-        })
-        .filter(|f| !f.is_empty())
-        .ok_or_else(|| anyhow!("no fingerprint in openssl's output: {text:?}"))
+/// A server-certificate verifier that takes any certificate and keeps the first it is
+/// shown (the handshake's signatures are still checked): what reads a served certificate
+/// without trusting it.
+#[derive(Debug)]
+struct AnyServerCert {
+    provider: Arc<CryptoProvider>,
+    seen: OnceLock<Vec<u8>>,
 }
 
-async fn openssl(args: &[&str], paths: &[(&str, PathBuf)]) -> Result<()> {
-    let mut cmd = tokio::process::Command::new("openssl");
-    cmd.args(args);
-    for (flag, path) in paths {
-        cmd.arg(flag).arg(path);
+impl ServerCertVerifier for AnyServerCert {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let _ = self.seen.set(end_entity.to_vec());
+        Ok(ServerCertVerified::assertion())
     }
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .context("running openssl (is it installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "openssl {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
-    Ok(())
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
 
-    #[test]
-    fn parse_fingerprint_takes_the_value_after_the_label() {
-        assert_eq!(
-            parse_fingerprint("sha256 Fingerprint=AB:CD:01\n").unwrap(),
-            "AB:CD:01"
-        );
-        assert_eq!(
-            parse_fingerprint("SHA256 Fingerprint=AB:CD\n").unwrap(),
-            "AB:CD"
-        );
-        assert!(parse_fingerprint("").is_err());
-        assert!(parse_fingerprint("sha256 Fingerprint=\n").is_err());
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

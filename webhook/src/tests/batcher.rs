@@ -156,7 +156,6 @@ async fn denied_by_one_quota_stays_denied_when_another_conflicts() {
         q.status.as_mut().unwrap().conditions = vec![];
         writer
             .lock()
-            .unwrap()
             .apply_watcher_event(&Event::Apply(CachedQuota::from_object(freed)));
     });
     let (gold_req, silver_req) = (request("g", 1, "1", "gold"), request("s", 1, "1", "silver"));

@@ -156,7 +156,6 @@ fn cache_sees(h: &Harness, q: &KarmadaQuota) {
     let v = serde_json::to_value(q).unwrap();
     h.writer
         .lock()
-        .unwrap()
         .apply_watcher_event(&Event::Apply(CachedQuota::from_value(v).unwrap()));
 }
 
@@ -946,7 +945,7 @@ async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
     // The quota watch lists again and gets the copies from before the fold.
     h.state.cache.relists().list_begun();
     {
-        let mut w = h.writer.lock().unwrap();
+        let mut w = h.writer.lock();
         w.apply_watcher_event(&Event::Init);
         for q in [&compute, &other] {
             let v = serde_json::to_value(q).unwrap();

@@ -14,7 +14,7 @@ mod spans;
 mod tenancy;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -28,6 +28,7 @@ use karmada_quota_crds::quota::{ScopeSelector, ScopedResourceSelectorRequirement
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus};
 use karmada_quota_shell::plurals::PluralResolver;
 use kube::runtime::watcher::Event;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 

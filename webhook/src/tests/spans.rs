@@ -13,7 +13,7 @@ struct Lines(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Lines {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
+        self.0.lock().extend_from_slice(buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -36,7 +36,7 @@ impl Lines {
     }
 
     fn parsed(&self) -> Vec<Value> {
-        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        let text = String::from_utf8(self.0.lock().clone()).unwrap();
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
             .collect()

@@ -4,12 +4,13 @@
 //! `--policy-template-bytes-in-flight` and given back, more than the template limit
 //! refused after the pages that show it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use karmada_quota_interpreter::policy::ResourceSelector;
+use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::policy::{KubePolicyWorld, PolicyWorld, TemplateLimits};
@@ -49,7 +50,7 @@ async fn serve(fake: Arc<Fake>, req: Request) -> Response {
     if path != format!("/api/v1/namespaces/{NS}/configmaps") {
         return axum::http::StatusCode::NOT_FOUND.into_response();
     }
-    fake.lists.lock().unwrap().push(query.clone());
+    fake.lists.lock().push(query.clone());
     let limit: usize = query_value(&query, "limit").map_or(fake.objects, |l| l.parse().unwrap());
     let from: usize = query_value(&query, "continue").map_or(0, |c| c.parse().unwrap());
     let to = (from + limit).min(fake.objects);
@@ -106,7 +107,7 @@ async fn templates_are_listed_page_by_page() {
         ),
         ("v1", "ConfigMap", "cm-39")
     );
-    let lists = fake.lists.lock().unwrap().clone();
+    let lists = fake.lists.lock().clone();
     assert_eq!(lists.len(), 4, "{lists:?}");
     assert!(
         lists.iter().all(|q| query_value(q, "limit") == Some("10")),
@@ -129,7 +130,7 @@ async fn large_templates_skip_the_check_at_the_byte_ceiling() {
         .await
         .expect_err("40 MiB of ConfigMaps were read");
     assert!(skip.0.contains("--policy-max-template-bytes"), "{}", skip.0);
-    assert_eq!(fake.lists.lock().unwrap().len(), 1);
+    assert_eq!(fake.lists.lock().len(), 1);
     assert_eq!(limits.available(), 32 << 20);
 }
 
@@ -165,9 +166,5 @@ async fn more_templates_than_the_limit_stop_the_listing() {
         .await
         .unwrap_err();
     assert!(skip.0.contains("more than 120"), "{}", skip.0);
-    assert_eq!(
-        fake.lists.lock().unwrap().len(),
-        3,
-        "pages of 50 until past 120"
-    );
+    assert_eq!(fake.lists.lock().len(), 3, "pages of 50 until past 120");
 }
