@@ -69,6 +69,11 @@ pub const MAX_WRITE_ATTEMPTS: u32 = 5;
 pub const CONTENDED_WRITE_ATTEMPTS: u32 = 2;
 /// Wait before reconciling again while the binding watch has not listed everything.
 const NOT_SYNCED_RETRY: Duration = Duration::from_secs(1);
+/// How long one write step (its reads and compare-and-swap attempts), or one of the
+/// kind's own writes after it, may take before it is abandoned and the quota reconciled
+/// again: a write that lands after it is read back by the next plan, which starts from
+/// the stored copy.
+const WRITE_DEADLINE: Duration = Duration::from_secs(15);
 /// The error backoff of one quota: 1 s doubling per failure in a row, up to 256 s (the
 /// doubling stopped at 2^8 s before this was one type, below the 300 s once named as its
 /// ceiling; the waits are kept as they were).

@@ -1126,12 +1126,12 @@ async fn webhook_killed_and_restarted_mid_run_loses_nothing_admitted() -> Result
         wait_for(
             &format!("{KILL_AFTER} admitted creates"),
             Duration::from_secs(30),
-            || async { (stats.admitted.lock().unwrap().len() >= KILL_AFTER).then_some(()) },
+            || async { (stats.admitted.lock().len() >= KILL_AFTER).then_some(()) },
         )
         .await?;
         step(&format!(
             "[Kill] SIGKILL the webhook after {} admitted creates",
-            stats.admitted.lock().unwrap().len()
+            stats.admitted.lock().len()
         ));
         webhook.kill().await?;
         wait_for(
@@ -1145,7 +1145,7 @@ async fn webhook_killed_and_restarted_mid_run_loses_nothing_admitted() -> Result
             },
         )
         .await?;
-        let admitted_at_kill = stats.admitted.lock().unwrap().len();
+        let admitted_at_kill = stats.admitted.lock().len();
         step(&format!(
             "[Restart] a new webhook process on the same port {port}"
         ));
@@ -1163,9 +1163,9 @@ async fn webhook_killed_and_restarted_mid_run_loses_nothing_admitted() -> Result
     let _ = sampler.await;
     let (restarted, admitted_at_kill) = result?;
 
-    let admitted = stats.admitted.lock().unwrap().clone();
+    let admitted = stats.admitted.lock().clone();
     let unavailable = stats.unavailable.load(Ordering::Relaxed);
-    let other = stats.other.lock().unwrap().clone();
+    let other = stats.other.lock().clone();
     step(&format!(
         "[Result] restarted webhook /readyz: {}",
         if restarted.is_ready().await {
@@ -1255,16 +1255,16 @@ async fn webhook_killed_and_restarted_mid_run_loses_nothing_admitted() -> Result
 #[derive(Default)]
 struct Stats {
     /// (name, uid) of admitted creates.
-    admitted: std::sync::Mutex<Vec<(String, String)>>,
+    admitted: parking_lot::Mutex<Vec<(String, String)>>,
     denied: AtomicUsize,
     /// Refused because the apiserver could not call the webhook (failurePolicy Fail).
     unavailable: AtomicUsize,
-    other: std::sync::Mutex<Vec<String>>,
+    other: parking_lot::Mutex<Vec<String>>,
 }
 
 impl Stats {
     fn decided(&self) -> usize {
-        self.admitted.lock().unwrap().len() + self.denied.load(Ordering::Relaxed)
+        self.admitted.lock().len() + self.denied.load(Ordering::Relaxed)
     }
 
     fn record(&self, outcome: Result<Outcome>) {
@@ -1272,7 +1272,6 @@ impl Stats {
             Ok(Ok(obj)) => self
                 .admitted
                 .lock()
-                .unwrap()
                 .push((obj.name_any(), obj.uid().unwrap_or_default())),
             Ok(Err(s)) if s.code == 403 && s.message.contains("exceeded quota: q,") => {
                 self.denied.fetch_add(1, Ordering::Relaxed);
@@ -1288,9 +1287,8 @@ impl Stats {
             Ok(Err(s)) => self
                 .other
                 .lock()
-                .unwrap()
                 .push(format!("{} {}: {}", s.code, s.reason, s.message)),
-            Err(e) => self.other.lock().unwrap().push(format!("{e:#}")),
+            Err(e) => self.other.lock().push(format!("{e:#}")),
         }
     }
 }

@@ -41,8 +41,8 @@
 mod confirm;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -56,6 +56,7 @@ use karmada_quota_status::{BatchStore, KubeBatchStore};
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::{oneshot, watch};
 
 use crate::cache::QuotaCache;
@@ -119,7 +120,7 @@ impl std::fmt::Debug for Ledger {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.lock()
 }
 
 impl Ledger {

@@ -88,11 +88,11 @@ pub(super) async fn publish<K: QuotaKind>(
 const OWN_WRITES_RETRY: Duration = Duration::from_secs(1);
 
 /// The kind's own writes (a cluster quota's shares), abandoned after the status write's
-/// deadline ([`super::write::WRITE_DEADLINE`]): an apiserver that never answers must not
+/// deadline ([`super::WRITE_DEADLINE`]): an apiserver that never answers must not
 /// hold the quota's turn, and with it every later reconcile of the quota. `None`: they
 /// were abandoned, and are made again next turn.
 async fn own_writes<T>(writes: impl std::future::Future<Output = T>) -> Option<T> {
-    let deadline = super::write::WRITE_DEADLINE;
+    let deadline = super::WRITE_DEADLINE;
     let done = tokio::time::timeout(deadline, writes).await.ok();
     if done.is_none() {
         tracing::warn!(
@@ -138,7 +138,7 @@ mod tests {
     async fn own_writes_that_never_answer_are_abandoned_at_the_write_deadline() {
         let started = tokio::time::Instant::now();
         assert_eq!(own_writes(std::future::pending::<usize>()).await, None);
-        assert_eq!(started.elapsed(), super::super::write::WRITE_DEADLINE);
+        assert_eq!(started.elapsed(), super::super::WRITE_DEADLINE);
         assert_eq!(own_writes(std::future::ready(3)).await, Some(3));
     }
 }

@@ -7,16 +7,11 @@ use kube::runtime::controller::Action;
 
 use super::publish::{Turn, emit};
 use super::{
-    CONTENDED_WRITE_ATTEMPTS, KindCtx, MAX_WRITE_ATTEMPTS, NOT_SYNCED_RETRY, QuotaKind, forget,
-    pending, plan,
+    CONTENDED_WRITE_ATTEMPTS, KindCtx, MAX_WRITE_ATTEMPTS, NOT_SYNCED_RETRY, QuotaKind,
+    WRITE_DEADLINE, forget, pending, plan,
 };
 use crate::desired;
 use crate::error::Error;
-
-/// How long one write step (its reads and compare-and-swap attempts) may take before it
-/// is abandoned and the quota reconciled again: a write that lands after it is read back
-/// by the next plan, which starts from the stored copy.
-pub(super) const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// How a write step ended.
 pub(super) enum Wrote<K: QuotaKind> {
