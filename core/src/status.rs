@@ -193,6 +193,42 @@ pub fn compute_counted<'a>(
     now: i64,
 ) -> QuotaView {
     let hard = &quota.spec.hard;
+    let (acc, matched) = charged(quota, bindings, observed_pods);
+    let used: ResourceList = hard
+        .names()
+        .map(|name| (name.to_owned(), acc.total.get_or_zero(name)))
+        .collect();
+    let clusters = cluster_views(quota, &acc, observed_pods);
+
+    let drift = drift(&clusters);
+    let reservations = prune(&quota.reservations, observe, now);
+    let reserved = effective_usage(&ResourceList::new(), &reservations, None).restricted_to(hard);
+    let effective = used.plus(&reserved);
+
+    QuotaView {
+        namespace: namespace.to_owned(),
+        name: quota.name.clone(),
+        hard: hard.clone(),
+        used,
+        clusters,
+        reservations,
+        reserved,
+        effective,
+        drift,
+        bindings: matched,
+        top_bindings: Vec::new(),
+    }
+}
+
+/// The usage the charges of `bindings` (each with how many bindings cost it) put on
+/// `quota` (those its scope matches; the pods the members run for an uncountable workload
+/// under `unaccountedWorkloads: Observed`; draining usage in the total under
+/// `drainingReplicas: Count`), and how many bindings matched.
+fn charged<'a>(
+    quota: &QuotaState,
+    bindings: impl IntoIterator<Item = (&'a BindingCharge, usize)>,
+    observed_pods: &ObservedPods,
+) -> (ScopedUsage, usize) {
     let scope = &quota.spec.scope;
     let mut acc = ScopedUsage::default();
     let mut matched = 0;
@@ -215,11 +251,19 @@ pub fn compute_counted<'a>(
             acc.total.add_assign(list);
         }
     }
-    let used: ResourceList = hard
-        .names()
-        .map(|name| (name.to_owned(), acc.total.get_or_zero(name)))
-        .collect();
+    (acc, matched)
+}
 
+/// One view per member cluster, sorted by name: the union of those `acc` places or
+/// drains on and those `observed_pods` names. Each carries what is placed there and
+/// (where measured) what its pods in `quota`'s scope use, restricted to and zero-filled
+/// with the per-cluster names of hard; and what drains there.
+fn cluster_views(
+    quota: &QuotaState,
+    acc: &ScopedUsage,
+    observed_pods: &ObservedPods,
+) -> Vec<ClusterView> {
+    let hard = &quota.spec.hard;
     let mut names: Vec<&str> = acc.clusters.keys().map(String::as_str).collect();
     names.extend(observed_pods.keys().map(String::as_str));
     names.extend(acc.draining.keys().map(String::as_str));
@@ -248,16 +292,7 @@ pub fn compute_counted<'a>(
             .map(|l| l.restricted_to(hard))
             .filter(|l| !l.is_empty());
         let draining_unknown = acc.draining_unknown.contains(name);
-        let observed = observed_pods
-            .get(name)
-            .and_then(Option::as_ref)
-            .map(|pods| {
-                let mut sum = ResourceList::new();
-                for pod in pods.iter().filter(|p| scope.matches(&p.class)) {
-                    sum.add_assign(&pod.usage);
-                }
-                sum.restricted_to(hard)
-            });
+        let observed = observed_in_scope(quota, observed_pods, name);
         if let Some(mut observed) = observed {
             zero_fill(&mut observed, &placed);
             clusters.push(ClusterView {
@@ -277,25 +312,28 @@ pub fn compute_counted<'a>(
             });
         }
     }
+    clusters
+}
 
-    let drift = drift(&clusters);
-    let reservations = prune(&quota.reservations, observe, now);
-    let reserved = effective_usage(&ResourceList::new(), &reservations, None).restricted_to(hard);
-    let effective = used.plus(&reserved);
-
-    QuotaView {
-        namespace: namespace.to_owned(),
-        name: quota.name.clone(),
-        hard: hard.clone(),
-        used,
-        clusters,
-        reservations,
-        reserved,
-        effective,
-        drift,
-        bindings: matched,
-        top_bindings: Vec::new(),
-    }
+/// What the pods member `name` runs in `quota`'s scope use, restricted to its hard
+/// names; `None` when the member is unreachable or not yet listed.
+fn observed_in_scope(
+    quota: &QuotaState,
+    observed_pods: &ObservedPods,
+    name: &str,
+) -> Option<ResourceList> {
+    let hard = &quota.spec.hard;
+    let scope = &quota.spec.scope;
+    observed_pods
+        .get(name)
+        .and_then(Option::as_ref)
+        .map(|pods| {
+            let mut sum = ResourceList::new();
+            for pod in pods.iter().filter(|p| scope.matches(&p.class)) {
+                sum.add_assign(&pod.usage);
+            }
+            sum.restricted_to(hard)
+        })
 }
 
 /// Charge `acc` with the pods the members run for the uncountable workload `t` (those

@@ -201,6 +201,10 @@ async fn cluster_quota(
     answer(&d, &v, "", &name, &params).await
 }
 
+/// The history of quota `namespace`/`name` (a KarmadaClusterQuota when `namespace` is
+/// empty) for `params`: 400 for a bad range or clusters flag, 404 for a quota not in the
+/// viewer's snapshot; Prometheus's chart when configured and it has series, the
+/// in-memory window otherwise (with a note saying why).
 async fn answer(
     d: &Dashboard,
     v: &Visible,
@@ -222,17 +226,12 @@ async fn answer(
         );
     }
     let now = jiff::Timestamp::now().as_second();
-    let quota = if namespace.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{namespace}/{name}")
-    };
     let mut note = None;
     if let Some(p) = &d.settings.prometheus {
-        match from_prometheus(d, p, (namespace, name), range, clusters, now).await {
-            Ok(chart) if !chart.is_empty() => {
+        match prometheus_chart(d, p, (namespace, name), range, clusters, now).await {
+            Ok(chart) => {
                 return Json(History {
-                    quota,
+                    quota: quota_label(namespace, name),
                     range: range.as_str(),
                     ranges: ranges(),
                     clusters,
@@ -243,26 +242,71 @@ async fn answer(
                 })
                 .into_response();
             }
-            Ok(_) => {
-                note = Some(format!(
-                    "Prometheus at {} has no series of this quota in the range (does it scrape \
-                     the controller's /metrics?): showing the controller's in-memory window.",
-                    p.url
-                ));
-            }
-            Err(e) => {
-                // The client's errors usually name the URL already.
-                let why = if e.contains(&p.url) {
-                    e
-                } else {
-                    format!("{}: {e}", p.url)
-                };
-                note = Some(format!(
-                    "Prometheus failed ({why}): showing the controller's in-memory window."
-                ));
-            }
+            Err(why) => note = Some(why),
         }
     }
+    Json(from_memory(
+        d,
+        (namespace, name),
+        range,
+        clusters,
+        now,
+        note,
+    ))
+    .into_response()
+}
+
+/// `namespace/name`, or `name` alone for a KarmadaClusterQuota (empty `namespace`).
+fn quota_label(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// Prometheus's chart of `quota` when it has series of it; otherwise the note saying
+/// why the in-memory window is shown (no series in the range, or the fetch failed).
+async fn prometheus_chart(
+    d: &Dashboard,
+    p: &Prometheus,
+    quota: (&str, &str),
+    range: Range,
+    clusters: bool,
+    now: i64,
+) -> Result<Arc<Chart>, String> {
+    match from_prometheus(d, p, quota, range, clusters, now).await {
+        Ok(chart) if !chart.is_empty() => Ok(chart),
+        Ok(_) => Err(format!(
+            "Prometheus at {} has no series of this quota in the range (does it scrape \
+             the controller's /metrics?): showing the controller's in-memory window.",
+            p.url
+        )),
+        Err(e) => {
+            // The client's errors usually name the URL already.
+            let why = if e.contains(&p.url) {
+                e
+            } else {
+                format!("{}: {e}", p.url)
+            };
+            Err(format!(
+                "Prometheus failed ({why}): showing the controller's in-memory window."
+            ))
+        }
+    }
+}
+
+/// The history of `quota` from the controller's in-memory window, its note `note` (why
+/// Prometheus is not shown) followed by what the window lacks: the quota beyond
+/// `--history-max-quotas`, no sample yet, or a range longer than the window.
+fn from_memory(
+    d: &Dashboard,
+    (namespace, name): (&str, &str),
+    range: Range,
+    clusters: bool,
+    now: i64,
+    note: Option<String>,
+) -> History {
     let (chart, bounds, untracked) = {
         let store = d.history.read();
         let from = now.saturating_sub_unsigned(range.seconds());
@@ -290,8 +334,8 @@ async fn answer(
         ));
     }
     let from = now.saturating_sub_unsigned(range.seconds());
-    Json(History {
-        quota,
+    History {
+        quota: quota_label(namespace, name),
         range: range.as_str(),
         ranges: ranges(),
         clusters,
@@ -309,8 +353,7 @@ async fn answer(
             step: 1,
             resources: Vec::new(),
         }),
-    })
-    .into_response()
+    }
 }
 
 fn ranges() -> Vec<&'static str> {

@@ -59,6 +59,20 @@ pub(crate) async fn prepare<'r>(
     deadline: Instant,
     need_uid: bool,
 ) -> Result<Prepared<'r>, Box<Answer>> {
+    let mut prepared = identify(req, need_uid)?;
+    (prepared.quotas, prepared.clusters) = covering(st, req, &prepared, deadline).await?;
+    prepared.count = count_name(st, req, &prepared, deadline).await?;
+    Ok(prepared)
+}
+
+/// Who the binding under review is: its object, key, namespace, name and uid (no quotas
+/// and no object-count name yet); the answer when the review is not looked at (not a
+/// CREATE/UPDATE, a subresource) or is bad (no object, no uid when `need_uid`, a field
+/// longer than Kubernetes allows).
+fn identify(
+    req: &AdmissionRequest<ResourceBinding>,
+    need_uid: bool,
+) -> Result<Prepared<'_>, Box<Answer>> {
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return Err(Box::new(allowed(req, "NotChecked")));
     }
@@ -102,15 +116,37 @@ pub(crate) async fn prepare<'r>(
             &format!("ResourceBinding {key}: {field} is longer than Kubernetes allows"),
         )));
     }
-    let error = |e: Error| Box::new(error_answer(st, req, &key, e));
+    Ok(Prepared {
+        new,
+        key,
+        namespace,
+        name,
+        uid,
+        count: None,
+        quotas: Vec::new(),
+        clusters: Vec::new(),
+    })
+}
+
+/// The KarmadaQuotas and KarmadaClusterQuotas covering the namespace of `binding`; the
+/// answer when the cache is not synced, does not know the namespace in time, holds no
+/// covering quota (an allow), or is stale.
+async fn covering(
+    st: &AppState,
+    req: &AdmissionRequest<ResourceBinding>,
+    binding: &Prepared<'_>,
+    deadline: Instant,
+) -> Result<(Vec<Arc<CachedQuota>>, Vec<Arc<CachedClusterQuota>>), Box<Answer>> {
+    let namespace = &binding.namespace;
+    let error = |e: Error| Box::new(error_answer(st, req, &binding.key, e));
     if !st.cache.is_synced() {
         return Err(error(Error::NotSynced));
     }
-    if !namespace_placeable(st, &namespace, deadline).await {
+    if !namespace_placeable(st, namespace, deadline).await {
         return Err(error(Error::UnknownNamespace(namespace.clone())));
     }
-    let quotas = st.cache.in_namespace(&namespace);
-    let clusters = st.cache.cluster_quotas_covering(&namespace);
+    let quotas = st.cache.in_namespace(namespace);
+    let clusters = st.cache.cluster_quotas_covering(namespace);
     if quotas.is_empty() && clusters.is_empty() {
         // Design §4 step 2: no quota covers the namespace → allowed; nothing to compute.
         return Err(Box::new(allowed(req, "NoQuota")));
@@ -118,8 +154,21 @@ pub(crate) async fn prepare<'r>(
     if let Some(stale) = st.cache.stale(st.settings.max_cache_staleness) {
         return Err(error(Error::Stale(stale)));
     }
+    Ok((quotas, clusters))
+}
 
-    let template = &new.spec.resource;
+/// The object-count name of the template of `binding` (`None` when it cannot be named);
+/// the answer when its group/version is too long, naming it outruns `deadline`, or it
+/// cannot be named while a covering quota counts objects of its group.
+async fn count_name(
+    st: &AppState,
+    req: &AdmissionRequest<ResourceBinding>,
+    binding: &Prepared<'_>,
+    deadline: Instant,
+) -> Result<Option<String>, Box<Answer>> {
+    let key = &binding.key;
+    let error = |e: Error| Box::new(error_answer(st, req, key, e));
+    let template = &binding.new.spec.resource;
     if let Some(why) = untrusted::group_version_too_long(&template.api_version) {
         return Err(Box::new(bad_request(
             req,
@@ -135,26 +184,17 @@ pub(crate) async fn prepare<'r>(
         return Err(error(Error::Timeout));
     };
     if count.is_none()
-        && let Some(quota) = counts_group(&quotas, &template.api_version)
-            .or_else(|| counts_group(&clusters, &template.api_version))
+        && let Some(quota) = counts_group(&binding.quotas, &template.api_version)
+            .or_else(|| counts_group(&binding.clusters, &template.api_version))
     {
         return Err(error(Error::UnknownPlural {
             api_version: template.api_version.clone(),
             kind: within(&template.kind, untrusted::MAX_KIND_LEN).into_owned(),
-            namespace,
+            namespace: binding.namespace.clone(),
             quota,
         }));
     }
-    Ok(Prepared {
-        new,
-        key,
-        namespace,
-        name,
-        uid,
-        count,
-        quotas,
-        clusters,
-    })
+    Ok(count)
 }
 
 /// The first of a binding's namespace, name and uid longer than Kubernetes allows (a

@@ -83,24 +83,7 @@ impl Inner {
     pub(super) async fn process(&self, group: &str, jobs: Vec<Job>) {
         #[allow(clippy::cast_precision_loss)]
         self.metrics.batch_size.observe(jobs.len() as f64);
-        let mut slots: Vec<Slot> = jobs
-            .into_iter()
-            .map(|j| Slot {
-                request: j.request,
-                deadline: j.deadline,
-                reply: Some(j.reply),
-                needed: BTreeSet::new(),
-                written: Vec::new(),
-                maybe_written: Vec::new(),
-                failed: None,
-            })
-            .collect();
-        let started = Instant::now();
-        for s in &mut slots {
-            if s.deadline <= started {
-                s.answer(Err(Error::Timeout));
-            }
-        }
+        let mut slots = slots_of(jobs);
 
         // With reservation batches, steps 3–5 are one batch create (`super::commit`).
         if let Some(ledger) = self.ledger.get() {
@@ -108,8 +91,29 @@ impl Inner {
             return;
         }
 
-        // 1–2: decide the batch against the newest copies; a request whose namespace a
-        // quota that cannot be enforced covers is refused with its errors.
+        let (copies, quotas) = self.decide_slots(group, &mut slots);
+        self.record_all(group, quotas, &copies, &mut slots).await;
+        let undo = answer_all(&mut slots);
+        for (quota, entries) in undo {
+            if quota.is_cluster() {
+                self.roll_back::<KarmadaClusterQuota>(group, &quota, &entries)
+                    .await;
+            } else {
+                self.roll_back::<KarmadaQuota>(group, &quota, &entries)
+                    .await;
+            }
+        }
+    }
+
+    /// Steps 1–2: decide the batch against the newest copies; a request whose namespace
+    /// a quota that cannot be enforced covers is refused with its errors, a denied one is
+    /// answered. The copies, and the quotas that gained entries (each admitted slot's
+    /// `needed`).
+    fn decide_slots(
+        &self,
+        group: &str,
+        slots: &mut [Slot],
+    ) -> (BTreeMap<QuotaKey, QuotaCopy>, BTreeSet<QuotaKey>) {
         let namespaces: BTreeSet<String> =
             slots.iter().map(|s| s.request.namespace.clone()).collect();
         if let (1, Some(namespace)) = (namespaces.len(), namespaces.first()) {
@@ -117,7 +121,7 @@ impl Inner {
         }
         let copies = self.newest_copies(group, &namespaces, &HashSet::new());
         let labels = self.labels(namespaces.iter().map(String::as_str));
-        for s in &mut slots {
+        for s in slots.iter_mut() {
             if s.open()
                 && let Some(e) = invalid_covering(&copies, &s.request.namespace, &labels)
                     .or_else(|| fence_covering(&copies, &s.request.namespace, &labels, false))
@@ -128,7 +132,7 @@ impl Inner {
         }
         let mut states = enforced_states(&copies, &self.config);
         let mut quotas: BTreeSet<QuotaKey> = BTreeSet::new();
-        for (i, decision) in self.decide_open(&mut states, &slots, &labels) {
+        for (i, decision) in self.decide_open(&mut states, slots, &labels) {
             let slot = &mut slots[i];
             match decision {
                 Decision::Deny(d) => slot.answer(Ok(Decision::Deny(d))),
@@ -138,69 +142,31 @@ impl Inner {
                 }
             }
         }
+        (copies, quotas)
+    }
 
-        // 3: per quota object, in key order, record the entries of the requests still open.
+    /// Step 3: per quota object of `quotas`, in key order, record the entries of the
+    /// requests still open.
+    async fn record_all(
+        &self,
+        group: &str,
+        quotas: BTreeSet<QuotaKey>,
+        copies: &BTreeMap<QuotaKey, QuotaCopy>,
+        slots: &mut [Slot],
+    ) {
         for quota in quotas {
             let Some(copy) = copies.get(&quota) else {
                 continue; // unreachable: decisions only name quotas of `copies`
             };
             match copy {
                 QuotaCopy::Quota(_) => {
-                    self.record_in::<KarmadaQuota>(group, &quota, copy, &mut slots)
+                    self.record_in::<KarmadaQuota>(group, &quota, copy, slots)
                         .await;
                 }
                 QuotaCopy::Cluster(_) => {
-                    self.record_in::<KarmadaClusterQuota>(group, &quota, copy, &mut slots)
+                    self.record_in::<KarmadaClusterQuota>(group, &quota, copy, slots)
                         .await;
                 }
-            }
-        }
-
-        // 4: answer. Admitted = every quota it needed holds its entry, and its caller is
-        // still waiting for the answer.
-        let mut undo: BTreeMap<QuotaKey, Vec<Reservation>> = BTreeMap::new();
-        let mut admitted_count = 0_usize;
-        for s in &mut slots {
-            let Some(tx) = s.reply.take() else {
-                // Denied in the batch decision, or abandoned by a caller that timed out
-                // before its writes began: nothing of it was written.
-                continue;
-            };
-            let admitted = match s.failed.take() {
-                Some(result) => {
-                    let _ = tx.send(result);
-                    false
-                }
-                None if s.needed.is_empty() => {
-                    tx.send(Ok(Decision::Allow(s.written.clone()))).is_ok()
-                }
-                None => {
-                    // Every quota it needed was tried, so none can be left. Defensive.
-                    let _ = tx.send(Err(Error::WorkerGone(s.request.namespace.clone())));
-                    false
-                }
-            };
-            admitted_count += usize::from(admitted);
-            // 5: what was written for a request that did not end admitted (refused,
-            // failed, or its caller gone after a timeout) is rolled back.
-            if !admitted {
-                for (q, e) in s.written.drain(..).chain(s.maybe_written.drain(..)) {
-                    undo.entry(q).or_default().push(e);
-                }
-            }
-        }
-        tracing::debug!(
-            admitted = admitted_count,
-            quotas_to_roll_back = undo.len(),
-            "reservation batch answered"
-        );
-        for (quota, entries) in undo {
-            if quota.is_cluster() {
-                self.roll_back::<KarmadaClusterQuota>(group, &quota, &entries)
-                    .await;
-            } else {
-                self.roll_back::<KarmadaQuota>(group, &quota, &entries)
-                    .await;
             }
         }
     }
@@ -242,4 +208,68 @@ impl Inner {
         self.record::<K>(group, quota, (*parsed.object).clone(), &parsed.state, slots)
             .await;
     }
+}
+
+/// The batch's slots, one per job in order; a job whose deadline has passed is answered
+/// with a timeout at once.
+fn slots_of(jobs: Vec<Job>) -> Vec<Slot> {
+    let mut slots: Vec<Slot> = jobs
+        .into_iter()
+        .map(|j| Slot {
+            request: j.request,
+            deadline: j.deadline,
+            reply: Some(j.reply),
+            needed: BTreeSet::new(),
+            written: Vec::new(),
+            maybe_written: Vec::new(),
+            failed: None,
+        })
+        .collect();
+    let started = Instant::now();
+    for s in &mut slots {
+        if s.deadline <= started {
+            s.answer(Err(Error::Timeout));
+        }
+    }
+    slots
+}
+
+/// Steps 4–5: answer every slot still waiting. Admitted = every quota it needed holds
+/// its entry, and its caller is still waiting for the answer; what was written for a
+/// request that did not end admitted (refused, failed, or its caller gone after a
+/// timeout) is returned, per quota, to be rolled back.
+fn answer_all(slots: &mut [Slot]) -> BTreeMap<QuotaKey, Vec<Reservation>> {
+    let mut undo: BTreeMap<QuotaKey, Vec<Reservation>> = BTreeMap::new();
+    let mut admitted_count = 0_usize;
+    for s in slots {
+        let Some(tx) = s.reply.take() else {
+            // Denied in the batch decision, or abandoned by a caller that timed out
+            // before its writes began: nothing of it was written.
+            continue;
+        };
+        let admitted = match s.failed.take() {
+            Some(result) => {
+                let _ = tx.send(result);
+                false
+            }
+            None if s.needed.is_empty() => tx.send(Ok(Decision::Allow(s.written.clone()))).is_ok(),
+            None => {
+                // Every quota it needed was tried, so none can be left. Defensive.
+                let _ = tx.send(Err(Error::WorkerGone(s.request.namespace.clone())));
+                false
+            }
+        };
+        admitted_count += usize::from(admitted);
+        if !admitted {
+            for (q, e) in s.written.drain(..).chain(s.maybe_written.drain(..)) {
+                undo.entry(q).or_default().push(e);
+            }
+        }
+    }
+    tracing::debug!(
+        admitted = admitted_count,
+        quotas_to_roll_back = undo.len(),
+        "reservation batch answered"
+    );
+    undo
 }
