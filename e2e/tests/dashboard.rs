@@ -451,17 +451,28 @@ async fn get_as(dash: SocketAddr, path: &str, viewer: &Viewer) -> Result<(u16, S
     http_get_with(dash, path, &[("Authorization", &viewer.bearer())]).await
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run_auth(
-    client: &Client,
-    a: &str,
-    b_ns: &str,
-    team_a: &Viewer,
-    team_b: &Viewer,
-    browser: &Browser,
-    dash: &str,
+/// What the authentication run works with: the admin's client, the two teams'
+/// namespaces and viewers, the dashboard's URL and address.
+struct AuthRun<'a> {
+    client: &'a Client,
+    a: &'a str,
+    b_ns: &'a str,
+    team_a: &'a Viewer,
+    team_b: &'a Viewer,
+    dash: &'a str,
     dash_addr: SocketAddr,
-) -> Result<()> {
+}
+
+async fn run_auth(run: AuthRun<'_>, browser: &Browser) -> Result<()> {
+    let AuthRun {
+        client,
+        a,
+        b_ns,
+        team_a,
+        team_b,
+        dash,
+        dash_addr,
+    } = run;
     step("[Get] without a token the API answers 401 and a page shows the login form");
     let (code, body) = http_get(dash_addr, "/api/v1/overview").await?;
     ensure!(code == 401 && body.contains("\"error\""), "{code} {body}");
@@ -615,18 +626,16 @@ async fn with_kubernetes_auth_a_team_logs_in_and_sees_only_its_namespaces() -> R
         .await?;
     let dash = ctl.dashboard_url();
     let dash_addr: SocketAddr = dash.trim_start_matches("http://").parse()?;
-    let (c, ns_a_name, ns_b_name, ta, tb, url) = (
-        &client,
-        a.as_str(),
-        b.as_str(),
-        &team_a,
-        &team_b,
-        dash.as_str(),
-    );
-    in_browser(&a, |browser| async move {
-        run_auth(c, ns_a_name, ns_b_name, ta, tb, &browser, url, dash_addr).await
-    })
-    .await?;
+    let run = AuthRun {
+        client: &client,
+        a: a.as_str(),
+        b_ns: b.as_str(),
+        team_a: &team_a,
+        team_b: &team_b,
+        dash: dash.as_str(),
+        dash_addr,
+    };
+    in_browser(&a, |browser| async move { run_auth(run, &browser).await }).await?;
     drop(ctl);
     let _ = Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE)
         .delete(&lease, &Default::default())

@@ -188,14 +188,7 @@ async fn switching_from_the_status_store_to_batches_under_load_never_over_commit
         "no batch folded into {}/q after the switch: the batch store admitted nothing",
         NAMESPACES[0]
     );
-    let admitted = attempts
-        .iter()
-        .filter(|a| a.verdict == Verdict::Admitted)
-        .count();
-    ensure!(
-        admitted >= 20,
-        "only {admitted} creates and scale-ups admitted"
-    );
+    enough_admitted(&attempts)?;
     for f in fits? {
         eprintln!("    {f}");
     }
@@ -454,6 +447,11 @@ fn verify(
             "no {kind} among the faults: {faults:?}"
         );
     }
+    enough_admitted(attempts)
+}
+
+/// The loads got through: at least 20 creates and scale-ups admitted.
+fn enough_admitted(attempts: &[Attempt]) -> Result<()> {
     let admitted = attempts
         .iter()
         .filter(|a| a.verdict == Verdict::Admitted)

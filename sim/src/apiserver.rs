@@ -12,7 +12,9 @@
 //! current one (a consistent list) or an older one (another apiserver's watch cache).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaReservation, ResourceBinding};
 use karmada_quota_status::batch_store::{FakeBatchStore, FakeChange};
@@ -23,7 +25,7 @@ use crate::clock;
 
 /// Lock `m`, ignoring poison (a panic already fails the run).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.lock()
 }
 
 /// One change of one object.

@@ -11,8 +11,10 @@
 //! bindings not yet released (`truth::Seen`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 
 use parking_lot::RwLock;
 use std::time::Duration;

@@ -5,8 +5,10 @@
 //! watches stop, its calls never come back, its answers are not delivered; a restart is
 //! a fresh incarnation with empty memory.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use karmada_quota_core::decision::Decision;

@@ -19,8 +19,10 @@
 //!   version`), the watch fails, and its next list is a consistent one.
 //! - A re-list asked for (the webhook's quota watches, `cache::relists`) starts at once.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};

@@ -13,8 +13,8 @@ use karmada_quota_core::decision::Decision;
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::{KarmadaClusterQuota, ResourceBinding};
 use karmada_quota_webhook::BindingRequest;
+use parking_lot::Mutex;
 use serde_json::json;
-use std::sync::Mutex;
 
 use crate::apiserver::{Shared, lock};
 use crate::clock;

@@ -1,7 +1,7 @@
 //! What every part of a run shares: its configuration, its random source, its trace, the
 //! apiserver, the ground truth, and the switch that ends the faults.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::apiserver::{Apiserver, lock};

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use karmada_quota_shell::listener::ListenerArgs;
+use karmada_quota_shell::listener::{ClientAuthFiles, ListenerArgs, TlsFiles};
 use karmada_quota_shell::{AdminArgs, ClientArgs, LogArgs, ReservationArgs};
 
 /// Validating admission webhook that enforces KarmadaQuota on Karmada ResourceBindings.
@@ -284,6 +284,19 @@ fn at_least_one(v: &str) -> Result<usize, String> {
 }
 
 impl Args {
+    /// The TLS files these flags name: serving certificate and key, and the client CA
+    /// with its allowed names when `--client-ca-file` is set.
+    pub fn tls_files(&self) -> TlsFiles {
+        TlsFiles {
+            cert: self.tls_cert_file.clone(),
+            key: self.tls_private_key_file.clone(),
+            client_auth: self.client_ca_file.as_ref().map(|ca| ClientAuthFiles {
+                ca: ca.clone(),
+                allowed_names: self.client_allowed_names.clone(),
+            }),
+        }
+    }
+
     /// Refuses the client-authentication settings that would let callers other than the
     /// apiserver send reviews, unless allowed by name: a client CA without allowed names
     /// (`--client-allow-any-name`), no client CA on a non-loopback address

@@ -131,7 +131,7 @@ async fn main() -> anyhow::Result<()> {
         denials,
     };
 
-    let tls = server::load_tls(server::tls_files(&args))?;
+    let tls = server::load_tls(args.tls_files())?;
     if tls.client_auth_required() {
         metrics.client_auth_required.set(1);
     } else {

@@ -33,7 +33,9 @@
 //! quota write and rollback in a span with its `quota`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch_selected};
@@ -191,7 +193,7 @@ struct Group {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.lock()
 }
 
 impl Batcher {

@@ -6,28 +6,14 @@
 use std::net::SocketAddr;
 
 use axum::Router;
-use karmada_quota_shell::listener::{self, ClientAuthFiles, Limits, ServerTls, TlsFiles};
+use karmada_quota_shell::listener::{self, Limits, ServerTls, TlsFiles};
 
-use crate::Args;
 use crate::error::{Error, Result};
 
 /// Install ring as rustls' process-wide crypto provider (once; later calls are no-ops).
 /// kube's client uses the same provider.
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// The TLS files `args` name: serving certificate and key, and the client CA with its
-/// allowed names when `--client-ca-file` is set.
-pub fn tls_files(args: &Args) -> TlsFiles {
-    TlsFiles {
-        cert: args.tls_cert_file.clone(),
-        key: args.tls_private_key_file.clone(),
-        client_auth: args.client_ca_file.as_ref().map(|ca| ClientAuthFiles {
-            ca: ca.clone(),
-            allowed_names: args.client_allowed_names.clone(),
-        }),
-    }
 }
 
 /// Load the TLS configuration (certificate, key, client CA).

@@ -1,7 +1,7 @@
 //! Recording one quota's entries for a batch: a compare-and-swap update whose plan
 //! re-decides the quota's open requests against the object it is given.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 use karmada_quota_core::decision::{AdmissionRequest, Decision, decide_batch};
 use karmada_quota_core::quota::{QuotaState, Reservation};
