@@ -126,12 +126,7 @@ async fn switching_from_the_status_store_to_batches_under_load_never_over_commit
     }
     step("[Setup] the status store: 3 webhooks, 2 controllers; loads in three namespaces");
     let watched = watched(Store::Batches);
-    let loads: Vec<Load> = NAMESPACES
-        .iter()
-        .map(|ns| Load::start(c.clone(), load_spec(ns)))
-        .collect();
-    let locks: Vec<_> = loads.iter().map(Load::churn_lock).collect();
-    let sampler = Sampler::over(c.clone(), watched.clone(), locks.clone(), SAMPLE_EVERY);
+    let (loads, locks, sampler) = loads_and_sampler(&c, &watched);
     tokio::time::sleep(Duration::from_secs(8)).await;
     step("[Roll] to --reservation-store=batches: the controllers, then the webhooks, 3 s apart");
     let mut webhook_args = vec![ttl];
@@ -346,12 +341,7 @@ async fn run(store: Store) -> Result<()> {
     }
 
     let watched = watched(store);
-    let loads: Vec<Load> = NAMESPACES
-        .iter()
-        .map(|ns| Load::start(c.clone(), load_spec(ns)))
-        .collect();
-    let locks: Vec<_> = loads.iter().map(Load::churn_lock).collect();
-    let sampler = Sampler::over(c.clone(), watched.clone(), locks.clone(), SAMPLE_EVERY);
+    let (loads, locks, sampler) = loads_and_sampler(&c, &watched);
     let plan = Plan {
         seed: seed(store),
         duration: fault_time(),
@@ -470,6 +460,21 @@ fn timeline(chaos: &Chaos<'_>) -> String {
         .map(|(at, what)| format!("  {at:>7.1?} {what}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A load in each namespace, and the sampler of `watched` holding every load's churn lock
+/// around each sample.
+fn loads_and_sampler(
+    c: &Client,
+    watched: &Watched,
+) -> (Vec<Load>, Vec<Arc<tokio::sync::Mutex<()>>>, Sampler) {
+    let loads: Vec<Load> = NAMESPACES
+        .iter()
+        .map(|ns| Load::start(c.clone(), load_spec(ns)))
+        .collect();
+    let locks: Vec<_> = loads.iter().map(Load::churn_lock).collect();
+    let sampler = Sampler::over(c.clone(), watched.clone(), locks.clone(), SAMPLE_EVERY);
+    (loads, locks, sampler)
 }
 
 fn small(ns: &str, name: &str) -> serde_json::Value {
