@@ -155,12 +155,7 @@ async fn switching_from_the_status_store_to_batches_under_load_never_over_commit
         );
     }
     tokio::time::sleep(AFTER_FAULTS).await;
-    let mut attempts = Vec::new();
-    let mut delete_errors = Vec::new();
-    for load in loads {
-        delete_errors.extend(load.delete_errors());
-        attempts.extend(load.stop().await?);
-    }
+    let (attempts, delete_errors) = stop(loads).await?;
     let folded = Api::<KarmadaQuota>::namespaced(c.clone(), NAMESPACES[0])
         .get("q")
         .await?
@@ -364,12 +359,7 @@ async fn run(store: Store) -> Result<()> {
     }
     let faults = faults?;
     tokio::time::sleep(AFTER_FAULTS).await;
-    let mut attempts = Vec::new();
-    let mut delete_errors = Vec::new();
-    for load in loads {
-        delete_errors.extend(load.delete_errors());
-        attempts.extend(load.stop().await?);
-    }
+    let (attempts, delete_errors) = stop(loads).await?;
     step("[After] the loads stopped; their bindings deleted; then the room left, exactly");
     clear(&c, &locks).await?;
     let fits = fitting_requests(&c, &watched, faults_end).await;
@@ -475,6 +465,17 @@ fn loads_and_sampler(
     let locks: Vec<_> = loads.iter().map(Load::churn_lock).collect();
     let sampler = Sampler::over(c.clone(), watched.clone(), locks.clone(), SAMPLE_EVERY);
     (loads, locks, sampler)
+}
+
+/// Stop `loads`: every attempt they made, and the deletes that failed (retried).
+async fn stop(loads: Vec<Load>) -> Result<(Vec<Attempt>, Vec<String>)> {
+    let mut attempts = Vec::new();
+    let mut delete_errors = Vec::new();
+    for load in loads {
+        delete_errors.extend(load.delete_errors());
+        attempts.extend(load.stop().await?);
+    }
+    Ok((attempts, delete_errors))
 }
 
 fn small(ns: &str, name: &str) -> serde_json::Value {
