@@ -191,11 +191,7 @@ impl QuotaSummary {
             scopes,
             resources,
             clusters,
-            pending_reservations: stored
-                .reservations
-                .iter()
-                .filter(|e| !karmada_quota_core::fence::is_fence(e))
-                .count()
+            pending_reservations: karmada_quota_core::fence::pending(&stored.reservations).count()
                 + stored.unparsed.len(),
             conditions: status
                 .conditions

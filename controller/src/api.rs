@@ -124,10 +124,14 @@ pub fn computed_quota<K: QuotaObject>(
             q.clusters = view.clusters.iter().map(cluster_usage).collect();
             q.bindings = view.bindings;
             q.top_bindings = view.top_bindings.clone();
-            // The reservation-store fence is no one's reservation (core's `fence`).
-            let entries = view.reservations.iter();
-            for e in entries.filter(|e| !karmada_quota_core::fence::is_fence(e)) {
-                q.reserved.add_assign(&e.reserved);
+            // Core sums the entries (the reservation-store fence counts for no one) and
+            // `fence::pending` lists them without it.
+            q.reserved = karmada_quota_core::ledger::effective_usage(
+                &karmada_quota_core::ResourceList::new(),
+                &view.reservations,
+                None,
+            );
+            for e in karmada_quota_core::fence::pending(&view.reservations) {
                 q.reservations.push(Reservation {
                     binding: e.reserved_by.name.clone(),
                     uid: e.reserved_by.uid.clone(),

@@ -67,6 +67,11 @@ pub fn covers(reservations: &[Reservation], hard: &ResourceList) -> bool {
     })
 }
 
+/// The entries of `reservations` that stand for admissions: every one but the fence.
+pub fn pending(reservations: &[Reservation]) -> impl Iterator<Item = &Reservation> {
+    reservations.iter().filter(|e| !is_fence(e))
+}
+
 /// Whether `reservations` hold a fence at all (a status-store decision refuses then).
 pub fn fenced_for(reservations: &[Reservation]) -> bool {
     reservations.iter().any(is_fence)
