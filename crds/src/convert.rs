@@ -362,6 +362,26 @@ pub fn reservation_to_api(r: &cq::Reservation) -> Reservation {
     }
 }
 
+/// Make the status entries `reservations` hold one reservation-store fence covering
+/// `hard` (core's `fence::ensure` on the API types): for a status written outside the
+/// controller's plan — tests fencing a quota as the controller would, the simulation's
+/// initial quotas.
+pub fn ensure_fence(
+    reservations: &mut Vec<Reservation>,
+    hard: &BTreeMap<String, ApiQuantity>,
+) -> Result<(), FieldError> {
+    use karmada_quota_core::fence;
+    let hard = list_from_api(hard, "spec.hard")?;
+    reservations.retain(|r| r.reserved_by.kind != fence::FENCE_KIND);
+    reservations.push(reservation_to_api(&fence::fence_entry(&hard)));
+    Ok(())
+}
+
+/// Whether an API status entry is the reservation-store fence (core's `fence::is_fence`).
+pub fn is_fence(r: &Reservation) -> bool {
+    r.reserved_by.kind == karmada_quota_core::fence::FENCE_KIND
+}
+
 /// Unix seconds → API time (clamped to jiff's range, which no real clock leaves).
 pub fn unix_to_time(secs: i64) -> Time {
     let ts = jiff::Timestamp::from_second(secs).unwrap_or(if secs < 0 {

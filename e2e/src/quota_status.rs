@@ -45,7 +45,7 @@ pub fn pending(status: &KarmadaQuotaStatus) -> Vec<&karmada_quota_crds::quota::R
     status
         .reservations
         .iter()
-        .filter(|r| r.reserved_by.kind != karmada_quota_core::fence::FENCE_KIND)
+        .filter(|r| !karmada_quota_crds::convert::is_fence(r))
         .collect()
 }
 
@@ -53,22 +53,14 @@ pub fn pending(status: &KarmadaQuotaStatus) -> Vec<&karmada_quota_crds::quota::R
 /// the controller of the batch store does before a webhook of that store admits against
 /// it: for tests that run batch-store webhooks without a controller.
 pub async fn fence_quota(client: &Client, ns: &str, quota: &str) -> Result<KarmadaQuota> {
-    use karmada_quota_crds::convert::{list_from_api, reservation_to_api};
     replace_quota_status(
         client,
         ns,
         quota,
         &format!("fencing {ns}/{quota} for the batch store"),
         |spec, status| {
-            let hard = list_from_api(&spec.hard, "spec.hard").unwrap_or_default();
-            status
-                .reservations
-                .retain(|r| r.reserved_by.kind != karmada_quota_core::fence::FENCE_KIND);
-            status
-                .reservations
-                .push(reservation_to_api(&karmada_quota_core::fence::fence_entry(
-                    &hard,
-                )));
+            // A hard the apiserver accepted parses; a failure leaves the status as it is.
+            let _ = karmada_quota_crds::convert::ensure_fence(&mut status.reservations, &spec.hard);
         },
     )
     .await

@@ -77,15 +77,14 @@ fn quota(namespace: &str, hard: i64) -> KarmadaQuota {
     q.metadata.namespace = Some(namespace.to_owned());
     // Fenced for the batch store, as the controller of the batch store leaves every quota
     // it writes (docs/reservations.md R22) before the run begins.
-    let fence = karmada_quota_core::fence::fence_entry(
-        &karmada_quota_crds::convert::list_from_api(&cpu(hard), "spec.hard").expect("cpu parses"),
-    );
-    q.status = Some(KarmadaQuotaStatus {
+    let mut status = KarmadaQuotaStatus {
         hard: cpu(hard),
         used: cpu(0),
-        reservations: vec![karmada_quota_crds::convert::reservation_to_api(&fence)],
         ..KarmadaQuotaStatus::default()
-    });
+    };
+    karmada_quota_crds::convert::ensure_fence(&mut status.reservations, &q.spec.hard)
+        .expect("cpu parses");
+    q.status = Some(status);
     q
 }
 

@@ -392,11 +392,9 @@ async fn a_write_keeps_expired_entries_only_the_controller_removes_them() {
 /// for quota.
 #[tokio::test]
 async fn a_status_store_replica_refuses_a_quota_fenced_for_batches_with_a_503_naming_the_mode() {
-    use karmada_quota_crds::convert::{list_from_api, reservation_to_api};
     let fence = |q: &mut KarmadaQuota| {
-        let hard = list_from_api(&q.spec.hard, "spec.hard").unwrap();
-        let entry = reservation_to_api(&karmada_quota_core::fence::fence_entry(&hard));
-        q.status.as_mut().unwrap().reservations.push(entry);
+        let status = q.status.as_mut().unwrap();
+        karmada_quota_crds::convert::ensure_fence(&mut status.reservations, &q.spec.hard).unwrap();
     };
     let quota = || {
         mk_quota(

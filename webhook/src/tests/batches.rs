@@ -30,14 +30,8 @@ fn mk_quota(name: &str, hard: &[(&str, &str)], used: &[(&str, &str)]) -> Karmada
 
 /// `q` with the reservation-store fence over its `hard` in its status.
 fn fenced(mut q: KarmadaQuota) -> KarmadaQuota {
-    use karmada_quota_crds::convert::{list_from_api, reservation_to_api};
-    let hard = list_from_api(&q.spec.hard, "spec.hard").unwrap();
-    let fence = reservation_to_api(&karmada_quota_core::fence::fence_entry(&hard));
     let status = q.status.get_or_insert_with(Default::default);
-    status
-        .reservations
-        .retain(|r| r.reserved_by.kind != karmada_quota_core::fence::FENCE_KIND);
-    status.reservations.push(fence);
+    karmada_quota_crds::convert::ensure_fence(&mut status.reservations, &q.spec.hard).unwrap();
     q
 }
 
