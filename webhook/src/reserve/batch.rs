@@ -18,7 +18,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use super::copy::{Kind, QuotaCopy};
-use super::newest::{enforced_states, fence_covering, invalid_covering};
+use super::newest::{enforced_states, refusal_covering};
 use super::{BindingRequest, Inner, ttl_secs};
 use crate::error::{Error, Result};
 
@@ -123,8 +123,7 @@ impl Inner {
         let labels = self.labels(namespaces.iter().map(String::as_str));
         for s in slots.iter_mut() {
             if s.open()
-                && let Some(e) = invalid_covering(&copies, &s.request.namespace, &labels)
-                    .or_else(|| fence_covering(&copies, &s.request.namespace, &labels, false))
+                && let Some(e) = refusal_covering(&copies, &s.request.namespace, &labels, false)
             {
                 tracing::warn!(namespace = %s.request.namespace, error = %e, "refusing ResourceBindings");
                 s.answer(Err(e));

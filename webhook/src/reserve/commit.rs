@@ -32,7 +32,7 @@ use tracing::field::Empty;
 use super::Inner;
 use super::batch::Slot;
 use super::copy::QuotaCopy;
-use super::newest::{fence_covering, invalid_covering};
+use super::newest::refusal_covering;
 use crate::error::{Error, Result};
 use crate::ledger::{Expectation, Ledger, Outcome};
 
@@ -312,8 +312,7 @@ impl Inner {
         let labels = self.labels(namespaces.iter().map(String::as_str));
         for s in slots.iter_mut() {
             if s.open()
-                && let Some(e) = invalid_covering(copies, &s.request.namespace, &labels)
-                    .or_else(|| fence_covering(copies, &s.request.namespace, &labels, true))
+                && let Some(e) = refusal_covering(copies, &s.request.namespace, &labels, true)
             {
                 s.answer(Err(e));
             }

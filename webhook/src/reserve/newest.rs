@@ -41,11 +41,8 @@ impl Inner {
         add_copies(&mut cached, quotas, clusters);
         let copies = self.overlay(&group, cached);
         let labels = self.labels(std::iter::once(ns));
-        if let Some(bad) = invalid_covering(&copies, ns, &labels) {
-            return Err(bad);
-        }
         let batches = self.ledger.get().is_some();
-        if let Some(bad) = fence_covering(&copies, ns, &labels, batches) {
+        if let Some(bad) = refusal_covering(&copies, ns, &labels, batches) {
             return Err(bad);
         }
         Ok((copies, labels))
@@ -150,40 +147,32 @@ fn add_copies(
     }
 }
 
-/// The error refusing a request of `namespace`: the first quota covering it that cannot
-/// be enforced.
-pub(super) fn invalid_covering(
-    copies: &BTreeMap<QuotaKey, QuotaCopy>,
-    namespace: &str,
-    labels: &HashMap<String, Labels>,
-) -> Option<Error> {
-    copies.values().find_map(|c| match c.state() {
-        Err(errors) if c.covers(namespace, labels.get(namespace)) => {
-            Some(invalid_quota(&c.key(), errors))
-        }
-        _ => None,
-    })
-}
-
-/// The error refusing a request of `namespace` for the reservation-store fence
-/// (docs/reservations.md R22): with the batch store (`batches`), the first quota covering
-/// it whose fence does not cover its `hard`; with the status store, the first one fenced.
-pub(super) fn fence_covering(
+/// The error refusing a request of `namespace` before any decision: the first quota
+/// covering it that cannot be enforced (its status does not parse), else the first the
+/// reservation-store fence keeps from this store (docs/reservations.md R22: with the
+/// batch store, `batches`, a quota whose fence does not cover its `hard`; with the
+/// status store, a fenced one).
+pub(super) fn refusal_covering(
     copies: &BTreeMap<QuotaKey, QuotaCopy>,
     namespace: &str,
     labels: &HashMap<String, Labels>,
     batches: bool,
 ) -> Option<Error> {
-    copies.values().find_map(|c| {
-        let state = c.state().ok()?;
-        if !c.covers(namespace, labels.get(namespace)) {
-            return None;
-        }
-        fence_error(&c.key(), state, batches)
-    })
+    let covering = || {
+        copies
+            .values()
+            .filter(|c| c.covers(namespace, labels.get(namespace)))
+    };
+    covering()
+        .find_map(|c| {
+            c.state()
+                .err()
+                .map(|errors| invalid_quota(&c.key(), errors))
+        })
+        .or_else(|| covering().find_map(|c| fence_error(&c.key(), c.state().ok()?, batches)))
 }
 
-/// The fence's refusal for one quota's `state` (see [`fence_covering`]).
+/// The fence's refusal for one quota's `state` (see [`refusal_covering`]).
 pub(super) fn fence_error(key: &QuotaKey, state: &QuotaState, batches: bool) -> Option<Error> {
     let (namespace, name) = (
         key.namespace().unwrap_or_default().to_owned(),
