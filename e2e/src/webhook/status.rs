@@ -106,9 +106,10 @@ pub async fn quota_usage(client: &Client, ns: &str, quota: &str) -> Result<Quota
     })
 }
 
-/// Dry-run creates `probe` (a binding the quota charges) until the webhook stops
-/// answering `status unknown` — its cache has the seeded `status.used` — and, with the
-/// batch store, `no reservation-store fence yet` (its cache has the fence).
+/// Dry-run creates `probe` (a binding the quota charges) until the webhook decides it: it
+/// stops answering `status unknown` — its cache has the seeded `status.used` — and, with
+/// the batch store, `no reservation-store fence yet` (its cache has the fence), and answers
+/// no retryable error that comes before a decision ([`not_decided_yet`]).
 pub async fn wait_until_status_seen(client: &Client, probe: &Value) -> Result<()> {
     try_wait_for(
         "the webhook to see the seeded status.used",
@@ -116,17 +117,23 @@ pub async fn wait_until_status_seen(client: &Client, probe: &Value) -> Result<()
         || async {
             let outcome = create_with(client, probe, true).await?;
             Ok::<_, anyhow::Error>(match outcome {
-                Err(s)
-                    if s.message.contains("status unknown")
-                        || s.message.contains("no reservation-store fence yet") =>
-                {
-                    None
-                }
+                Err(s) if not_decided_yet(&s) => None,
                 _ => Some(()),
             })
         },
     )
     .await
+}
+
+/// Whether a refusal of a probe says nothing of what the webhook's cache holds: `status
+/// unknown`, no fence yet, or a retryable answer before any decision (503: the cache not
+/// synced, the namespace not in it yet, a watch down; or the apiserver failing to call
+/// the webhook at all).
+fn not_decided_yet(s: &kube::core::Status) -> bool {
+    s.message.contains("status unknown")
+        || s.message.contains("no reservation-store fence yet")
+        || s.message.contains("failed calling webhook")
+        || s.code == 503
 }
 
 /// Dry-run creates `probe` until the apiserver refuses it with a message containing
