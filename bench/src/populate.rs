@@ -99,6 +99,7 @@ mod tests {
         let status = v["status"].take();
         let s: karmada_quota_crds::KarmadaQuotaStatus =
             serde_json::from_value(status).expect("status decodes");
-        assert_eq!(s.reservations.len(), 3);
+        // Three admissions' entries and the reservation-store fence.
+        assert_eq!(s.reservations.len(), 4);
     }
 }

@@ -101,16 +101,15 @@ pub struct Args {
     pub resync_period: Duration,
 
     /// Least time between two status writes of one quota. The first write after a change
-    /// goes out at once; during a burst of admissions later ones wait, so the controller
-    /// does not fight the webhook over the quota's status on every change. Default:
-    /// `250ms`, or `1s` with `--reservation-store=batches` (the webhook then writes no
-    /// status, and pending entries cost it nothing while they sit in batches: spacing the
-    /// controller's writes only saves the apiserver work; bench/RESULTS.md).
-    #[arg(long, env = "KQ_MIN_WRITE_INTERVAL", value_parser = duration::parse)]
-    pub min_write_interval: Option<Duration>,
+    /// goes out at once; during a burst of admissions later ones wait. The webhook writes
+    /// no status, and pending entries cost it nothing while they sit in batches: spacing
+    /// the controller's writes only saves the apiserver work (bench/RESULTS.md).
+    #[arg(long, env = "KQ_MIN_WRITE_INTERVAL", default_value = "1s", value_parser = duration::parse)]
+    pub min_write_interval: Duration,
 
     /// Longest wait between two status writes of one quota while its writes keep meeting
-    /// the webhook's (409 Conflict): each write that conflicted doubles the wait after
+    /// another writer's (409 Conflict: another controller replica, or a 0.2.0 webhook
+    /// during an upgrade): each write that conflicted doubles the wait after
     /// `--min-write-interval`, up to this; a clean write resets it. A contended write is
     /// tried twice (one re-read), then left to the next turn instead of fighting on.
     /// `0s` (the default: measured in bench/RESULTS.md, it cut conflicts but not the
@@ -239,9 +238,9 @@ pub struct Args {
     #[allow(missing_docs)]
     pub dashboard: DashboardArgs,
 
-    /// Where the webhook stores reservations (`--reservation-store`, shared with the
-    /// webhook): with `batches` the controller also watches the batches of
-    /// `--reservation-namespace`, folds them into the quotas they name and deletes them.
+    /// The reservation batches' namespace (shared with the webhook): the controller
+    /// watches the batches of `--reservation-namespace`, folds them into the quotas they
+    /// name and deletes them.
     #[command(flatten)]
     pub reservations: karmada_quota_shell::reservations::ReservationArgs,
 
@@ -251,23 +250,11 @@ pub struct Args {
     #[arg(long, env = "KQ_DELETED_MEMORY", default_value = "10m", value_parser = duration::parse)]
     pub deleted_memory: Duration,
 
-    /// The webhook's --reservation-ttl (give both binaries the same): with
-    /// --reservation-store=batches, an entry folded from a batch expires at the fold's
-    /// time plus this at the latest, whatever expiration the batch names.
+    /// The webhook's --reservation-ttl (give both binaries the same): an entry folded from
+    /// a batch expires at the fold's time plus this at the latest, whatever expiration the
+    /// batch names.
     #[arg(long, env = "KQ_RESERVATION_TTL", default_value = "60s", value_parser = duration::parse)]
     pub reservation_ttl: Duration,
-}
-
-impl Args {
-    /// `--min-write-interval`, or its default for the reservation store.
-    pub fn min_write_interval(&self) -> Duration {
-        self.min_write_interval
-            .unwrap_or(if self.reservations.batches() {
-                Duration::from_secs(1)
-            } else {
-                Duration::from_millis(250)
-            })
-    }
 }
 
 /// `--role`: which parts of the controller binary run.
@@ -379,17 +366,10 @@ mod tests {
     }
 
     #[test]
-    fn the_min_write_interval_defaults_by_reservation_store_and_a_given_one_wins() {
-        assert_eq!(parse(&[]).min_write_interval(), Duration::from_millis(250));
-        let batches = parse(&["--reservation-store", "batches"]);
-        assert_eq!(batches.min_write_interval(), Duration::from_secs(1));
-        let given = parse(&[
-            "--reservation-store",
-            "batches",
-            "--min-write-interval",
-            "100ms",
-        ]);
-        assert_eq!(given.min_write_interval(), Duration::from_millis(100));
+    fn the_min_write_interval_defaults_to_a_second_and_a_given_one_wins() {
+        assert_eq!(parse(&[]).min_write_interval, Duration::from_secs(1));
+        let given = parse(&["--min-write-interval", "100ms"]);
+        assert_eq!(given.min_write_interval, Duration::from_millis(100));
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub(crate) struct Config {
     /// The one Namespace watch.
     pub(crate) namespaces: NamespaceWatch,
     /// `--reservation-namespace`, when this replica folds and deletes reservation
-    /// batches (`--reservation-store=batches` in a replica that reconciles).
+    /// batches (a replica that reconciles).
     pub(crate) batches: Option<String>,
     /// `--reservation-ttl`: a folded batch entry expires at the fold's now plus this, at
     /// the latest (the webhook's TTL).
@@ -115,7 +115,7 @@ impl Config {
             members: members(args),
             reconcile: reconcile::Settings {
                 resync: args.resync_period,
-                min_write_interval: args.min_write_interval(),
+                min_write_interval: args.min_write_interval,
                 max_write_backoff: args.max_write_backoff,
                 fold_interval: args.fold_interval,
                 observed_from_status: !controls,
@@ -141,8 +141,7 @@ impl Config {
                 clusters: args.reconciles_cluster_quotas(),
                 cluster_selector: !args.cluster_quota_selector.trim().is_empty(),
             },
-            batches: (args.reservations.batches() && controls)
-                .then(|| args.reservations.reservation_namespace.clone()),
+            batches: controls.then(|| args.reservations.reservation_namespace.clone()),
             releaser: controls.then(|| args.unaccounted_workloads.into()),
             dashboard: args.serves_dashboard().then(|| dashboard(args)),
         })
@@ -254,16 +253,20 @@ mod tests {
         assert!(clusters.shares && clusters.selector.is_empty());
         assert!(c.namespaces.cluster_quotas);
         assert!(c.releaser.is_some());
-        assert!(c.batches.is_none(), "status mode");
+        assert_eq!(
+            c.batches.as_deref(),
+            Some("karmada-quota-system"),
+            "the batches are folded and deleted"
+        );
         assert!(c.dashboard.as_ref().is_some_and(|d| d.members_measured));
         assert!(c.index.clusters);
         assert!(!c.reconcile.observed_from_status);
-        assert_eq!(c.reconcile.min_write_interval, Duration::from_millis(250));
+        assert_eq!(c.reconcile.min_write_interval, Duration::from_secs(1));
     }
 
     #[test]
     fn a_dashboard_replica_leads_never_writes_nothing_and_reads_no_member() {
-        let c = config(&["--role=dashboard", "--reservation-store=batches"]).unwrap();
+        let c = config(&["--role=dashboard"]).unwrap();
         assert!(matches!(c.leadership, Leadership::Never));
         assert!(c.releaser.is_none());
         assert!(c.batches.is_none(), "no batch is folded or deleted");
@@ -292,7 +295,6 @@ mod tests {
     #[test]
     fn batches_are_folded_by_a_replica_that_reconciles_with_their_own_write_interval() {
         let c = config(&[
-            "--reservation-store=batches",
             "--reservation-namespace=batches-here",
             "--no-leader-election",
         ])

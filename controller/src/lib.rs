@@ -11,7 +11,7 @@
 //!     Cluster ─► members::Members::sync), namespaces (the one Namespace watch)
 //!  members:  member clusters' pods ─► MemberRegistry (ns → pod uid → usage; reach)
 //!  election: the Lease (or alone, or never) ─► leader watch
-//!  batches:  KarmadaQuotaReservation watch (--reservation-store=batches); the leader's sweep
+//!  batches:  KarmadaQuotaReservation watch ; the leader's sweep
 //!     each of the above ─► Triggers (touched namespaces, named quotas, all)
 //!                                   │
 //!  accounting: kube-runtime Controller per kind (KarmadaQuota; cluster_quotas)
@@ -214,8 +214,7 @@ struct Shared {
     line: Arc<queue::Line>,
     /// The waiting line's metrics.
     queue_metrics: Arc<QueueMetrics>,
-    /// The reservation batches held (`None`: status mode, or a replica that does not
-    /// reconcile).
+    /// The reservation batches held (`None`: a replica that does not reconcile).
     batches: Option<Arc<Batches>>,
     /// Reconcile requests from outside the quota watches.
     triggers: Triggers,

@@ -121,7 +121,7 @@ pub struct Ctx {
     pub observed_from_status: bool,
     /// The waiting lines (`status.queue`), kept by the leader's release loop.
     pub queue: Arc<crate::queue::Line>,
-    /// The reservation batches held (`--reservation-store=batches`; `None`: status mode).
+    /// The reservation batches held (`None`: a replica that does not reconcile).
     pub batches: Option<Arc<crate::batches::Batches>>,
     /// Reads the bindings of expired entries before the leader plans (`expired`; `None`:
     /// no reads, and an expired entry the watch has not shown is kept).
@@ -202,7 +202,7 @@ impl Ctx {
 
     /// The batch entries `object`'s stored status does not account for (read from the
     /// object itself: the status writer plans again from a fresh one after a 409);
-    /// `None` in status mode or when no held batch above its `foldedThrough` names it.
+    /// `None` when no batches are held or none above its `foldedThrough` names it.
     pub fn unfolded<K: karmada_quota_crds::QuotaObject>(
         &self,
         object: &K,

@@ -3,16 +3,13 @@
 //! binding (`reservedBy.kind: ReservationStoreFence`) and reserves the largest quantity
 //! Kubernetes has of every resource in `hard`.
 //!
-//! - A webhook of the status store (0.2.0's, or this version's with
-//!   `--reservation-store=status`) counts every entry, so it sees no room for any increase:
-//!   the fence stops it without any change to its code. This version's status-store
-//!   decision also refuses, with 503, a quota the fence closes ([`fenced_for`]).
-//! - This version does not count it ([`is_fence`]: `ledger::counts` skips it), and with
-//!   the batch store admits against a quota only once its fence covers every name of
-//!   `hard` ([`covers`]): until then a status-store replica may still write entries the
-//!   batch store's create does not conflict with.
-//! - The controller of the batch store writes it and keeps it ([`ensure`]); the prune
-//!   never drops it.
+//! - A webhook of 0.2.0's status store counts every entry, so it sees no room for any
+//!   increase: the fence stops it without any change to its code.
+//! - This version does not count it ([`is_fence`]: `ledger::counts` skips it), and admits
+//!   against a quota only once its fence covers every name of `hard` ([`covers`]): until
+//!   then a 0.2.0 webhook may still write status entries that no batch create conflicts
+//!   with.
+//! - The controller writes it and keeps it ([`ensure`]); the prune never drops it.
 
 use crate::quantity::{Format, Quantity};
 use crate::quota::{Reservation, ReservedBy};
@@ -72,7 +69,7 @@ pub fn pending(reservations: &[Reservation]) -> impl Iterator<Item = &Reservatio
     reservations.iter().filter(|e| !is_fence(e))
 }
 
-/// Whether `reservations` hold a fence at all (a status-store decision refuses then).
+/// Whether `reservations` hold a fence at all.
 pub fn fenced_for(reservations: &[Reservation]) -> bool {
     reservations.iter().any(is_fence)
 }

@@ -48,7 +48,7 @@ fn is_for(entry: &Reservation, uid: &str, generation: i64) -> bool {
 /// Whether `entry` counts toward effective usage for a request of `except` =
 /// (uid, generation): every entry does, expired or not, except the request's own — so an
 /// apiserver retry is not charged against its own earlier admission — and the
-/// reservation-store fence, which is there for the status store's webhooks only
+/// reservation-store fence, which is there for 0.2.0's status-store webhooks only
 /// ([`crate::fence`]).
 pub fn counts(entry: &Reservation, except: Option<(&str, i64)>) -> bool {
     !crate::fence::is_fence(entry)

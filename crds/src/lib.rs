@@ -13,7 +13,7 @@
 //! - [`KarmadaClusterQuotaShare`]: a cluster quota's read-only mirror in each namespace it
 //!   selects (`crds/quota.karmada.io_karmadaclusterquotashares.yaml`), written by the
 //!   controller for tenants without cluster-scoped read rights.
-//! - [`KarmadaQuotaReservation`]: one reservation batch (`--reservation-store=batches`),
+//! - [`KarmadaQuotaReservation`]: one reservation batch,
 //!   schema-less (`crds/quota.karmada.io_karmadaquotareservations.yaml`).
 //! - [`QuotaObject`]: what both kinds offer the status writer, webhook and controller.
 //! - [`convert`]: both kinds ⇄ the engine's `QuotaState` / `Reservation`.

@@ -2,8 +2,7 @@
 //! entries of the admissions one webhook decision made durable together (docs/design.md
 //! §5, "Reservation batches"; docs/reservations.md).
 //!
-//! With `--reservation-store=batches` the webhook does not rewrite a quota's status for
-//! each admission: it *creates* one batch object, in its own namespace, holding only the
+//! The webhook does not rewrite a quota's status for each admission: it *creates* one batch object, in its own namespace, holding only the
 //! entries of that decision, for quotas of any namespace. The name carries the batch's
 //! place in the sequence ([`batch_name`]): a second writer of the same number gets 409
 //! AlreadyExists, which is the compare-and-swap. Only the controller deletes batches,

@@ -451,6 +451,9 @@ impl ControllerBuilder {
     pub async fn start(self, env: &Env) -> Result<Controller> {
         let lease_ns = self.lease_namespace.as_deref().unwrap_or(LEASE_NAMESPACE);
         ensure_namespace(&env.client()?, lease_ns).await?;
+        if !crate::webhook::process::gives_reservation_namespace(&self.args) {
+            ensure_namespace(&env.client()?, env.reservation_namespace()).await?;
+        }
         let mut c = self.spawn(env)?;
         c.wait_ready(READY_TIMEOUT).await?;
         Ok(c)
@@ -492,6 +495,12 @@ impl ControllerBuilder {
             .env("NO_COLOR", "1");
         if let Some(ns) = &self.namespace {
             b = b.arg(format!("--namespace={ns}"));
+        }
+        if !crate::webhook::process::gives_reservation_namespace(&self.args) {
+            b = b.arg(format!(
+                "--reservation-namespace={}",
+                env.reservation_namespace()
+            ));
         }
         if let Some(id) = &self.identity {
             b = b.arg(format!("--identity={id}"));

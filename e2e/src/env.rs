@@ -43,6 +43,20 @@ pub struct Env {
     member_configs: Vec<Config>,
     log_dir: PathBuf,
     webhook_client: Option<WebhookClientCert>,
+    reservation_namespace: String,
+}
+
+/// Tells apart the [`Env`]s of one process (a test may bring up a control plane of its own).
+static ENVS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The reservation batches' namespace of a new [`Env`]: its own, so that the webhooks and
+/// controllers of parallel tests (processes) never share a batch sequence.
+fn new_reservation_namespace() -> String {
+    format!(
+        "kq-rsv-{}-{}",
+        std::process::id(),
+        ENVS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
 }
 
 /// The client certificate apiserver 0 presents to every webhook that asks for one
@@ -93,6 +107,7 @@ impl Env {
                 member_configs: Vec::new(),
                 log_dir,
                 webhook_client: None,
+                reservation_namespace: new_reservation_namespace(),
             });
         }
         if let Some(dir) = non_empty_var(ENV_CONTROLPLANE_DIR) {
@@ -166,7 +181,15 @@ impl Env {
             member_kubeconfigs: kubeconfigs.collect(),
             log_dir: dir.join("logs"),
             cp_dir: Some(dir),
+            reservation_namespace: new_reservation_namespace(),
         })
+    }
+
+    /// The namespace of the reservation batches the webhooks and controllers this test
+    /// starts share (`--reservation-namespace`, unless a test gives its own); the
+    /// builders create it.
+    pub fn reservation_namespace(&self) -> &str {
+        &self.reservation_namespace
     }
 
     /// Where the control plane came from.

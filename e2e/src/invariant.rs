@@ -1,13 +1,13 @@
 //! The ledger's invariant read from the apiserver: per quota, what the stored bindings are
-//! charged, what the quota counts, and the checks between them — for either reservation
-//! store.
+//! charged, what the quota counts, and the checks between them.
 //!
 //! ```text
 //!  read(client, watched)    T0  list the bindings of every watched namespace: need
 //!                               (Σ replicas × cpu) and each one's (uid, generation)
-//!                           T1  --reservation-store=batches: list the batches
-//!                           T2  read each quota: its entries = status.reservations
-//!                               (+ the batch entries numbered above its foldedThrough),
+//!                           T1  list the reservation batches
+//!                           T2  read each quota: its entries = status.reservations but
+//!                               the fence, + the batch entries numbered above its
+//!                               foldedThrough,
 //!                               the same (uid, generation) once
 //!                           ─▶ one Reading per quota (cpu in milli):
 //!                                effective = used + entries            (what it counts)
@@ -16,16 +16,14 @@
 //!                                            (admitted, not stored or not yet released)
 //!  check(reading)           lost:       effective < need   (a stored binding not counted)
 //!                           overcommit: committed > hard   (docs/reservations.md §3, S)
-//!                                       or, with the status store, effective > hard
 //! ```
 //!
-//! With the batch store `effective` may count a binding twice — in `used`, once the
-//! controller observed it, and in a batch above the quota's `foldedThrough`, until the
-//! controller's batch view has it and folds (after an apiserver restart its binding watch
-//! can list before its batch watch does). That only refuses more, so there `effective >
-//! hard` is not an over-commit: [`counted_over_hard`] names it, and `committed`, which
-//! counts each admission once, is the check. With the status store an entry leaves in the
-//! write that adds its binding to `used`, so `effective > hard` is an over-commit there.
+//! `effective` may count a binding twice — in `used`, once the controller observed it, and
+//! in a batch above the quota's `foldedThrough`, until the controller's batch view has it
+//! and folds (after an apiserver restart its binding watch can list before its batch watch
+//! does). That only refuses more, so `effective > hard` is not an over-commit:
+//! [`counted_over_hard`] names it, and `committed`, which counts each admission once, is
+//! the check.
 //!
 //! The order of the reads is what makes one sample consistent while bindings are created
 //! and the controller folds: a binding in the T0 list was admitted before T0, so its entry
@@ -38,6 +36,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, Result, anyhow};
+use karmada_quota_core::fence;
 use karmada_quota_core::ledger::{effective_usage, upsert};
 use karmada_quota_core::quota::QuotaState;
 use karmada_quota_core::quota::Reservation;
@@ -61,9 +60,8 @@ pub struct Watched {
     pub quotas: Vec<(String, String)>,
     /// A KarmadaClusterQuota selecting (at least) the namespaces of `quotas`.
     pub cluster_quota: Option<String>,
-    /// With `--reservation-store=batches`: the batches' namespace
-    /// (`--reservation-namespace`); `None` for the status store.
-    pub batches: Option<String>,
+    /// The reservation batches' namespace (`--reservation-namespace`).
+    pub batches: String,
 }
 
 /// One quota in one sample (cpu in milli).
@@ -79,8 +77,6 @@ pub struct Reading {
     pub effective: i128,
     /// need + the entries no stored binding holds at their generation or later.
     pub committed: i128,
-    /// Whether `effective` may count a binding twice (the batch store; module docs).
-    pub may_count_twice: bool,
     /// Entries pending on it (status and unfolded batch entries).
     pub pending: usize,
 }
@@ -94,7 +90,7 @@ pub fn check(r: &Reading) -> Vec<String> {
             r.quota, r.effective, r.need
         ));
     }
-    if r.committed > r.hard || (r.effective > r.hard && !r.may_count_twice) {
+    if r.committed > r.hard {
         out.push(format!(
             "overcommit: {} hard {}m, bindings {}m, committed {}m, effective {}m",
             r.quota, r.hard, r.need, r.committed, r.effective
@@ -103,9 +99,9 @@ pub fn check(r: &Reading) -> Vec<String> {
     out
 }
 
-/// With the batch store, a count over hard that is not an over-commit (module docs).
+/// A count over hard that is not an over-commit (module docs).
 pub fn counted_over_hard(r: &Reading) -> Option<String> {
-    (r.may_count_twice && r.effective > r.hard && r.committed <= r.hard).then(|| {
+    (r.effective > r.hard && r.committed <= r.hard).then(|| {
         format!(
             "{} counts {}m over hard {}m; committed {}m",
             r.quota, r.effective, r.hard, r.committed
@@ -164,7 +160,7 @@ async fn batch_view(client: &Client, ns: &str) -> Result<BatchView> {
     Ok(view)
 }
 
-/// What `state` counts, in cpu milli: `effective` (used + its entries + with a batch view
+/// What `state` counts, in cpu milli: `effective` (used + its entries but the fence +
 /// the view's entries for it numbered above `folded`, each (uid, generation) once — the
 /// webhook's count, docs/reservations.md "Effective usage"), `committed` (`stored.need` +
 /// the entries no stored binding holds at their generation or later), and how many
@@ -172,14 +168,12 @@ async fn batch_view(client: &Client, ns: &str) -> Result<BatchView> {
 pub fn counts(
     state: &QuotaState,
     folded: Option<u64>,
-    view: Option<&BatchView>,
+    view: &BatchView,
     stored: &Stored,
 ) -> (i128, i128, usize) {
-    let mut entries = state.reservations.clone();
-    if let Some(view) = view {
-        for (_, e) in view.unfolded(&state.key(), folded) {
-            upsert(&mut entries, e.clone());
-        }
+    let mut entries: Vec<Reservation> = fence::pending(&state.reservations).cloned().collect();
+    for (_, e) in view.unfolded(&state.key(), folded) {
+        upsert(&mut entries, e.clone());
     }
     let used = state.used.clone().unwrap_or_default();
     let effective = effective_usage(&used, &entries, None).get_or_zero(CPU);
@@ -223,19 +217,15 @@ pub async fn read(client: &Client, watched: &Watched) -> Result<Vec<Reading>> {
             per_ns.insert(ns.clone(), stored(client, ns).await?);
         }
     }
-    let view = match &watched.batches {
-        Some(ns) => Some(batch_view(client, ns).await?),
-        None => None,
-    };
+    let view = batch_view(client, &watched.batches).await?;
     let reading = |quota: String, state: &QuotaState, folded, stored: &Stored| {
-        let (effective, committed, pending) = counts(state, folded, view.as_ref(), stored);
+        let (effective, committed, pending) = counts(state, folded, &view, stored);
         Ok::<_, anyhow::Error>(Reading {
             hard: hard_milli(state, &quota)?,
             need: stored.need,
             effective,
             committed,
             pending,
-            may_count_twice: view.is_some(),
             quota,
         })
     };
@@ -308,7 +298,7 @@ mod tests {
         }
     }
 
-    fn reading(need: i128, committed: i128, effective: i128, batches: bool) -> Reading {
+    fn reading(need: i128, committed: i128, effective: i128) -> Reading {
         Reading {
             quota: "a/q".into(),
             hard: 1000,
@@ -316,7 +306,6 @@ mod tests {
             effective,
             committed,
             pending: 0,
-            may_count_twice: batches,
         }
     }
 
@@ -332,36 +321,23 @@ mod tests {
 
     #[test]
     fn the_check_reports_an_overcommit_and_a_lost_charge_and_nothing_else() {
-        for batches in [false, true] {
-            assert!(
-                check(&reading(1000, 1000, 1000, batches)).is_empty(),
-                "full"
-            );
-            assert!(
-                check(&reading(300, 900, 900, batches)).is_empty(),
-                "pending entries"
-            );
-            let over = check(&reading(1100, 1100, 1100, batches));
-            assert_eq!(over.len(), 1);
-            assert!(
-                over[0].starts_with("overcommit: a/q hard 1000m, bindings 1100m, committed 1100m"),
-                "{over:?}"
-            );
-            assert!(check(&reading(500, 1001, 1001, batches))[0].starts_with("overcommit:"));
-            let lost = check(&reading(700, 700, 600, batches));
-            assert_eq!(lost.len(), 1);
-            assert!(lost[0].starts_with("lost: a/q counts 600m"), "{lost:?}");
-            assert_eq!(
-                check(&reading(1200, 1200, 900, batches)).len(),
-                2,
-                "lost and over"
-            );
-        }
-        // Counted twice, committed within hard: an over-commit only with the status store.
-        assert!(check(&reading(800, 900, 1200, false))[0].starts_with("overcommit:"));
-        assert!(check(&reading(800, 900, 1200, true)).is_empty());
-        assert!(counted_over_hard(&reading(800, 900, 1200, true)).is_some());
-        assert!(counted_over_hard(&reading(800, 900, 1000, true)).is_none());
+        assert!(check(&reading(1000, 1000, 1000)).is_empty(), "full");
+        assert!(check(&reading(300, 900, 900)).is_empty(), "pending entries");
+        let over = check(&reading(1100, 1100, 1100));
+        assert_eq!(over.len(), 1);
+        assert!(
+            over[0].starts_with("overcommit: a/q hard 1000m, bindings 1100m, committed 1100m"),
+            "{over:?}"
+        );
+        assert!(check(&reading(500, 1001, 1001))[0].starts_with("overcommit:"));
+        let lost = check(&reading(700, 700, 600));
+        assert_eq!(lost.len(), 1);
+        assert!(lost[0].starts_with("lost: a/q counts 600m"), "{lost:?}");
+        assert_eq!(check(&reading(1200, 1200, 900)).len(), 2, "lost and over");
+        // Counted twice, committed within hard: not an over-commit, but named.
+        assert!(check(&reading(800, 900, 1200)).is_empty());
+        assert!(counted_over_hard(&reading(800, 900, 1200)).is_some());
+        assert!(counted_over_hard(&reading(800, 900, 1000)).is_none());
     }
 
     #[test]
@@ -388,14 +364,13 @@ mod tests {
         let s = state("100m", vec![entry("z", 1, "50m")]);
         let st = stored(300, &[("x", 1), ("y", 1), ("w", 1)]);
         // effective 100 + z 50 + y 200 + w 400; committed 300 + z 50 + w 400.
-        assert_eq!(counts(&s, Some(1), Some(&view), &st), (750, 750, 3));
-        assert_eq!(counts(&s, Some(3), Some(&view), &st), (150, 350, 1));
+        assert_eq!(counts(&s, Some(1), &view, &st), (750, 750, 3));
+        assert_eq!(counts(&s, Some(3), &view, &st), (150, 350, 1));
         // Not folded at all: x is in used and in batch 1 (counted twice), held by x.
-        assert_eq!(counts(&s, None, Some(&view), &st), (850, 750, 4));
-        assert_eq!(
-            counts(&s, Some(1), None, &st),
-            (150, 350, 1),
-            "status store"
-        );
+        assert_eq!(counts(&s, None, &view, &st), (850, 750, 4));
+        // The reservation-store fence in the status counts for nothing.
+        let mut fenced = s.clone();
+        karmada_quota_core::fence::ensure(&mut fenced.reservations, &fenced.spec.hard);
+        assert_eq!(counts(&fenced, Some(3), &view, &st), (150, 350, 1));
     }
 }

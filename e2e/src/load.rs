@@ -14,11 +14,11 @@
 //!                     else the apiserver answered) │ Error (no answer: it may be stored,
 //!                     so the binding is looked up again and, if there, churned too)
 //!  Sampler (one task) every period, holding every churn lock: invariant::read (the
-//!                     namespaces' bindings, the batches with that store, each quota) and
+//!                     namespaces' bindings, the reservation batches, each quota) and
 //!                     invariant::check per quota:
 //!                       lost:        effective < need  (an admitted binding not counted)
 //!                       overcommit:  committed > hard  (need + entries no stored binding
-//!                                    holds), or effective > hard with the status store
+//!                                    holds)
 //! ```
 //!
 //! The lock makes each sample consistent: a binding deleted between the list and the quota
@@ -350,19 +350,20 @@ pub struct Sampler {
 
 impl Sampler {
     /// Samples quota `ns/quota` and, if given, KarmadaClusterQuota `cluster_quota` (which
-    /// selects `ns`) every `period`, holding `churn` around each sample (status store).
+    /// selects `ns`), with the reservation batches of namespace `batches`, every `period`,
+    /// holding `churn` around each sample.
     pub fn start(
         client: Client,
-        ns: &str,
-        quota: &str,
+        (ns, quota): (&str, &str),
         cluster_quota: Option<&str>,
+        batches: &str,
         churn: Arc<tokio::sync::Mutex<()>>,
         period: Duration,
     ) -> Sampler {
         let watched = Watched {
             quotas: vec![(ns.to_owned(), quota.to_owned())],
             cluster_quota: cluster_quota.map(str::to_owned),
-            batches: None,
+            batches: batches.to_owned(),
         };
         Sampler::over(client, watched, vec![churn], period)
     }

@@ -42,7 +42,7 @@
 
 mod objects;
 mod outcome;
-mod process;
+pub(crate) mod process;
 mod registration;
 mod review;
 mod status;
@@ -57,7 +57,8 @@ pub use registration::{
 };
 pub use review::{binding_review, post_review, review_client};
 pub use status::{
-    QuotaUsage, quota_usage, seed_used, wait_until_dry_run_refused, wait_until_status_seen,
+    QuotaUsage, quota_usage, seed_used, unfolded_entries, wait_until_dry_run_refused,
+    wait_until_status_seen,
 };
 pub use tls::{WebhookTls, cert_fingerprint, served_fingerprint};
 

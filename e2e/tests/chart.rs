@@ -997,24 +997,36 @@ fn rules_on(objects: &[Value], resource: &str) -> BTreeMap<String, Vec<Value>> {
 
 #[tokio::test]
 #[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
-async fn the_reservation_store_reaches_both_binaries_and_only_they_get_the_batches() -> Result<()> {
-    // Default: status, the batches' namespace is the release namespace.
+async fn the_reservation_namespace_reaches_both_binaries_and_only_they_get_the_batches()
+-> Result<()> {
+    // Default: the batches' namespace is the release namespace; no store to choose.
     let objects = render("standalone-auto-values.yaml").await?;
     for component in ["webhook", "controller"] {
         let d = deployment(&objects, component)?;
         ensure!(
-            env_value(d, "KQ_RESERVATION_STORE") == Some("status"),
-            "{component}"
-        );
-        ensure!(
             env_value(d, "KQ_RESERVATION_NAMESPACE") == Some("karmada-system"),
             "{component}"
         );
+        ensure!(
+            env_value(d, "KQ_RESERVATION_STORE").is_none(),
+            "{component}: batches are the one store"
+        );
     }
     ensure!(
-        env_value(deployment(&objects, "dashboard")?, "KQ_RESERVATION_STORE").is_none(),
+        env_value(
+            deployment(&objects, "dashboard")?,
+            "KQ_RESERVATION_NAMESPACE"
+        )
+        .is_none(),
         "the dashboard neither reads nor writes batches"
     );
+    // 0.2.0's values name a store: `batches` still validates, `status` (gone) does not.
+    let refused = render_fails(
+        "standalone-auto-values.yaml",
+        &[("reservationStore", "status")],
+    )
+    .await?;
+    ensure!(refused.contains("reservationStore"), "{refused}");
     let objects = render_with(
         "standalone-auto-values.yaml",
         &[
@@ -1026,9 +1038,14 @@ async fn the_reservation_store_reaches_both_binaries_and_only_they_get_the_batch
     .await?;
     for component in ["webhook", "controller"] {
         let d = deployment(&objects, component)?;
-        ensure!(env_value(d, "KQ_RESERVATION_STORE") == Some("batches"));
         ensure!(env_value(d, "KQ_RESERVATION_NAMESPACE") == Some("kq-batches"));
     }
+    // The webhook writes no quota status: nothing grants it a status subresource.
+    let webhook_role = find(&objects, "ClusterRole", "karmada-quota-webhook")?;
+    ensure!(
+        !webhook_role["rules"].to_string().contains("/status"),
+        "the webhook's ClusterRole grants a status write: {webhook_role}"
+    );
     // Exactly two Roles in that namespace grant anything on the batches, and no
     // ClusterRole does: the batches name bindings of every namespace, tenants and viewers
     // must not read them (the install test checks the same through the apiserver).

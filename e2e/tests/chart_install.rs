@@ -547,14 +547,14 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(true, "get", q, "karmadaquotas", None, Some(t)),
         Access::new(true, "list", q, "karmadaquotas", None, None),
         Access::new(true, "watch", q, "karmadaquotas", None, None),
-        Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t)),
+        Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t)),
         Access::new(true, "create", "events.k8s.io", "events", None, Some(t)),
         Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
         Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
         Access::new(false, "delete", q, "karmadaquotas", None, Some(t)),
         Access::new(true, "get", q, "karmadaclusterquotas", None, None),
         Access::new(true, "watch", q, "karmadaclusterquotas", None, None),
-        Access::new(true, "update", q, "karmadaclusterquotas", Some("status"), None),
+        Access::new(false, "update", q, "karmadaclusterquotas", Some("status"), None),
         Access::new(false, "update", q, "karmadaclusterquotas", None, None),
         Access::new(true, "list", "", "namespaces", None, None),
         Access::new(true, "watch", "", "namespaces", None, None),
@@ -682,7 +682,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     );
 
     step(
-        "people: view reads quotas, the quota admin writes them, nobody but the binaries writes status",
+        "people: view reads quotas, the quota admin writes them, nobody but the controller writes status",
     );
     let people = PeopleBindings::create(&karmada, &fullname, t).await?;
     let sa = |c: &str| format!("system:serviceaccount:{system_ns}:{fullname}-{c}");
@@ -690,7 +690,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     #[rustfmt::skip]
     let people_table = [
         // `kubectl auth can-i --as=system:serviceaccount:…` for the binaries' identities.
-        (webhook_sa.as_str(), Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t))),
+        (webhook_sa.as_str(), Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t))),
         (webhook_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some(t))),
         (webhook_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some("karmada-cluster"))),
         (controller_sa.as_str(), Access::new(true, "update", q, "karmadaclusterquotas", Some("status"), None)),
@@ -1259,10 +1259,24 @@ async fn a_kube_apiserver_given_the_charts_admission_configuration_passes_client
         "--kubeconfig={}",
         apiserver.kubeconfig(0).display()
     ));
+    // The reservation batches' namespace the chart gives (the release namespace), as an
+    // install into this apiserver would have it.
+    let batch_ns = c["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "KQ_RESERVATION_NAMESPACE")
+        .and_then(|e| e["value"].as_str())
+        .ok_or_else(|| anyhow!("the chart renders no KQ_RESERVATION_NAMESPACE"))?
+        .to_owned();
+    karmada_quota_e2e::controller::ensure_namespace(&kube, &batch_ns).await?;
     let spec = FromDeployment {
         binary: "karmada-quota-webhook".to_owned(),
         args,
-        envs: vec![("NO_COLOR".to_owned(), "1".to_owned())],
+        envs: vec![
+            ("NO_COLOR".to_owned(), "1".to_owned()),
+            ("KQ_RESERVATION_NAMESPACE".to_owned(), batch_ns),
+        ],
         bin_dir: None,
     };
     let webhook = start(env, &spec, webhook_admin).await?;

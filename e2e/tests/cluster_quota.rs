@@ -61,7 +61,8 @@ async fn create_cluster_quota(
     }
 }
 
-/// Writes `status.used` = 0 for every hard name, as the controller does at its first sync.
+/// Writes `status.used` = 0 for every hard name and the reservation-store fence over
+/// `hard`, as the controller does at its first sync.
 async fn seed_zero(c: &Client, name: &str) -> Result<()> {
     let mut q = api(c).get(name).await?;
     let mut st = q.status.clone().unwrap_or_default();
@@ -77,6 +78,8 @@ async fn seed_zero(c: &Client, name: &str) -> Result<()> {
             )
         })
         .collect();
+    karmada_quota_crds::convert::ensure_fence(&mut st.quota.reservations, &q.spec.quota.hard)
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     q.status = Some(st);
     api(c)
         .replace_status(name, &PostParams::default(), &q)
@@ -106,18 +109,37 @@ fn unique(prefix: &str, ns: &str) -> String {
     format!("{prefix}-{}", ns.rsplit('-').next().unwrap_or(ns))
 }
 
-/// Effective cpu of the stored cluster quota (used + Σ entries), whole cpus.
+/// The admissions' entries of the stored cluster quota: its status's (but the
+/// reservation-store fence) and those of the batches it has not folded yet.
+async fn entries_of(c: &Client, name: &str) -> Result<Vec<karmada_quota_crds::quota::Reservation>> {
+    let q = api(c).get(name).await?;
+    let status = q.status.unwrap_or_default().quota;
+    let mut entries: Vec<_> = karmada_quota_e2e::quota_status::pending(&status)
+        .into_iter()
+        .cloned()
+        .collect();
+    entries.extend(
+        karmada_quota_e2e::webhook::unfolded_entries(c, None, name, status.folded_through).await?,
+    );
+    Ok(entries)
+}
+
+/// Effective cpu of the stored cluster quota (used + Σ entries, [`entries_of`]), whole
+/// cpus, and how many entries.
 async fn effective_cpu(c: &Client, name: &str) -> Result<(i128, usize)> {
     let q = api(c).get(name).await?;
     let st = karmada_quota_crds::convert::cluster_quota_state(&q)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    let eff = karmada_quota_core::ledger::effective_usage(
-        &st.used.unwrap_or_default(),
-        &st.reservations,
-        None,
-    );
+    let entries: Vec<karmada_quota_core::quota::Reservation> = entries_of(c, name)
+        .await?
+        .iter()
+        .map(|r| karmada_quota_crds::convert::reservation_from_api(r, "reservations"))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let eff =
+        karmada_quota_core::ledger::effective_usage(&st.used.unwrap_or_default(), &entries, None);
     let cpu = eff.get_or_zero("requests.cpu").value();
-    Ok((cpu, st.reservations.len()))
+    Ok((cpu, entries.len()))
 }
 
 #[tokio::test]
@@ -237,12 +259,8 @@ async fn a_cluster_quota_is_validated_and_charged_with_its_namespaces_quotas() -
         (cpu, entries) == (3, 3),
         "effective {cpu} with {entries} entries"
     );
-    let stored = api(c).get(&name).await?;
-    let mut entry_ns: Vec<String> = stored
-        .status
-        .unwrap_or_default()
-        .quota
-        .reservations
+    let mut entry_ns: Vec<String> = entries_of(c, &name)
+        .await?
         .iter()
         .map(|r| r.reserved_by.namespace.clone())
         .collect();

@@ -572,7 +572,9 @@ async fn reservation_for_an_admitted_binding_not_yet_observed_survives_controlle
         .await?;
     eprintln!(
         "    ✓ {} entries kept; controller met {conflicts} conflicts",
-        q.status.as_ref().map_or(0, |s| s.reservations.len())
+        q.status
+            .as_ref()
+            .map_or(0, |s| karmada_quota_e2e::quota_status::pending(s).len())
     );
 
     step("[Get] the pending entry stays until it expires, then goes");
@@ -1066,7 +1068,7 @@ async fn webhook_reservations_and_controller_usage_never_double_count() -> Resul
         let want = truth_of(truth);
         s.wait("every reservation pruned, used = the true sum", |q| {
             q.status.as_ref().is_some_and(|st| {
-                st.reservations.is_empty()
+                karmada_quota_e2e::quota_status::pending(st).is_empty()
                     && milli(&st.used, "requests.cpu") == want.0
                     && milli(&st.used, "pods") == want.1 * 1000
             })

@@ -219,7 +219,9 @@ async fn a_failover_shows_its_draining_replicas_is_never_refused_and_counts_only
         "used 400m / 4 pods, no reservation, each member observed 200m, Drift=False",
         |q| {
             used_is(q, &[("requests.cpu", "400m"), ("pods", "4")])
-                && q.status.as_ref().is_some_and(|s| s.reservations.is_empty())
+                && q.status
+                    .as_ref()
+                    .is_some_and(|s| karmada_quota_e2e::quota_status::pending(s).is_empty())
                 && cluster_observed_is(q, "member1", &[("requests.cpu", "200m")])
                 && cluster_observed_is(q, "member2", &[("requests.cpu", "200m")])
                 && condition_is(q, CONDITION_DRIFT, "False")

@@ -56,7 +56,10 @@ async fn wait_usage(
                 ("requests.cpu", &cpu(cpu_milli)),
                 ("pods", &pods.to_string()),
             ],
-        ) && q.status.as_ref().is_some_and(|s| s.reservations.is_empty())
+        ) && q
+            .status
+            .as_ref()
+            .is_some_and(|s| karmada_quota_e2e::quota_status::pending(s).is_empty())
             && per_cluster.iter().all(|(m, c, p)| {
                 cluster_used_is(
                     q,

@@ -98,7 +98,9 @@ async fn a_divided_raycluster_over_quota_naming_its_clusters_is_refused_at_creat
         SYNC_TIMEOUT,
         |q| {
             used_is(q, &[("requests.cpu", "0")])
-                && q.status.as_ref().is_some_and(|s| s.reservations.is_empty())
+                && q.status
+                    .as_ref()
+                    .is_some_and(|s| karmada_quota_e2e::quota_status::pending(s).is_empty())
         },
     )
     .await?;

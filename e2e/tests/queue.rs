@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use karmada_quota_e2e::commands::plugin;
-use karmada_quota_e2e::controller::{Controller, get_quota, milli, wait_quota};
+use karmada_quota_e2e::controller::{Controller, milli, wait_quota};
 use karmada_quota_e2e::queue::{
     Arrivals, binding_states, marked, unplaced, wait_until_arrivals_fit, waiting,
 };
@@ -250,15 +250,8 @@ fn sampler(
         let stop = stopped;
         let mut out = Samples::default();
         while !stop.load(Ordering::Relaxed) {
-            if let Ok(q) = get_quota(&client, &ns, "q").await
-                && let Some(st) = q.status.as_ref()
-            {
-                let reserved: i128 = st
-                    .reservations
-                    .iter()
-                    .map(|r| milli(&r.reserved, "requests.cpu"))
-                    .sum();
-                let effective = milli(&st.used, "requests.cpu") + reserved;
+            if let Ok(u) = karmada_quota_e2e::webhook::quota_usage(&client, &ns, "q").await {
+                let effective = u.effective.get_or_zero("requests.cpu").milli_value();
                 out.max_status = out.max_status.max(effective);
                 if effective > hard_milli {
                     out.violations.push(format!(

@@ -1,4 +1,4 @@
-//! The controller with `--reservation-store=batches` against a real apiserver: it folds
+//! The controller against a real apiserver: it folds
 //! the reservation batches (KarmadaQuotaReservation, written here by hand as the webhook
 //! would) into the quotas they name, records `status.foldedThrough`, deletes the batches
 //! every named quota folded — never the newest — and creates the newest again when a hand
@@ -73,7 +73,7 @@ async fn batches(client: &Client, batch_ns: &str) -> Result<Vec<String>> {
 }
 
 /// A namespace for the quotas (`<label>`), one for the batches (`<label>-store`, as the
-/// release keeps them apart), and a controller with `--reservation-store=batches` for them.
+/// release keeps them apart), and a controller for them.
 async fn with_batches(
     env: &Env,
     client: &Client,
@@ -84,7 +84,6 @@ async fn with_batches(
     let ctl = Controller::builder()
         .namespace(ns.name())
         .clusters_from_api(false)
-        .arg("--reservation-store=batches")
         .arg(format!("--reservation-namespace={}", batch_ns.name()))
         .start(env)
         .await?;
@@ -226,7 +225,7 @@ async fn the_controller_folds_batches_into_the_quotas_they_name_and_deletes_the_
     batch_ns.delete(&client).await
 }
 
-/// Webhook and controller both with `--reservation-store=batches`, the whole loop: a wave of
+/// Webhook and controller both, the whole loop: a wave of
 /// creates admitted into batches, folded by the controller (used, foldedThrough) and the
 /// batches deleted but the newest; then a second wave against the rest of the limit admits
 /// exactly that rest — an entry counted twice (batch and used) would admit fewer, one
@@ -244,7 +243,6 @@ async fn webhook_and_controller_with_batches_admit_exactly_the_limit_across_fold
     let (ns, batch_ns, ctl) = with_batches(env, &client, "batches::loop").await?;
     let (t, b) = (ns.name(), batch_ns.name());
     let webhook = Webhook::builder()
-        .arg("--reservation-store=batches")
         .arg(format!("--reservation-namespace={b}"))
         .start(env)
         .await?;
@@ -424,7 +422,6 @@ async fn the_newest_batch_deleted_by_hand_is_created_again_empty_and_a_webhook_a
     let ctl = Controller::builder()
         .namespace(t)
         .clusters_from_api(false)
-        .arg("--reservation-store=batches")
         .arg(format!("--reservation-namespace={b}"))
         .start(env)
         .await?;
@@ -432,7 +429,6 @@ async fn the_newest_batch_deleted_by_hand_is_created_again_empty_and_a_webhook_a
 
     step("[Create] through a webhook started now: admitted, in batch 3");
     let webhook = Webhook::builder()
-        .arg("--reservation-store=batches")
         .arg(format!("--reservation-namespace={b}"))
         .start(env)
         .await?;
@@ -479,7 +475,6 @@ async fn a_webhook_whose_batch_watch_missed_batches_reads_the_quotas_again_befor
     let (mut proxy, kubeconfig) = apiserver_proxy(env, "batches-gap").await?;
     let mut webhook = Webhook::builder()
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--reservation-store=batches")
         .arg(format!("--reservation-namespace={b}"))
         .start(env)
         .await?;

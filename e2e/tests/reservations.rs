@@ -1,20 +1,23 @@
 //! Reservations under faults, against a real apiserver: an outage of the controller never
-//! lets a quota be over-committed, a request that ends refused leaves no entry behind, and
-//! an UPDATE whose charge did not change does not wait behind a held reservation write.
+//! lets a quota be over-committed, a duplicate CREATE and a refused batch create leave no
+//! entry behind, and an UPDATE whose charge did not change does not wait behind a held
+//! batch create.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
+use k8s_openapi::api::core::v1::Namespace;
+use karmada_quota_crds::KarmadaQuotaReservation;
 use karmada_quota_e2e::controller::{Controller, wait_quota};
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
 use karmada_quota_e2e::test_hook::{HookKind, TestHook, allow, refuse};
 use karmada_quota_e2e::webhook::{
-    Outcome, Rb, Webhook, bindings, create, expect_admitted, quota, quota_usage, seed_used,
+    Outcome, Rb, Webhook, bindings, create, expect_admitted, quota, quota_usage,
     wait_until_status_seen,
 };
-use karmada_quota_e2e::{Env, accepts, metric_sum, wait_for};
+use karmada_quota_e2e::{Env, accepts, wait_for};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -94,7 +97,7 @@ async fn an_outage_of_the_controller_never_over_commits() -> Result<()> {
         |q| {
             q.status.as_ref().is_some_and(|st| {
                 st.used.get("requests.cpu").is_some_and(|v| v.0 == "3")
-                    && st.reservations.is_empty()
+                    && karmada_quota_e2e::quota_status::pending(st).is_empty()
             })
         },
     )
@@ -125,38 +128,23 @@ async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
 
     step("[Create] KarmadaQuota q: requests.cpu=2; the controller syncs it");
     accepts(c, &quota(ns, "q", &[("requests.cpu", "2")])).await?;
-    let synced = |cpu: &'static str| {
-        move |q: &karmada_quota_crds::KarmadaQuota| {
-            q.status.as_ref().is_some_and(|st| {
-                st.used.get("requests.cpu").is_some_and(|v| v.0 == cpu)
-                    && st.reservations.is_empty()
-            })
-        }
+    // `used` = cpu and no entry left, in the status or in a batch not folded yet.
+    let settled = |cpu: i128, timeout: Duration| async move {
+        wait_for(&format!("used {cpu}, no entries"), timeout, || async move {
+            let u = quota_usage(c, ns, "q").await.ok()?;
+            (u.reservations.is_empty() && u.used.get_or_zero("requests.cpu").value() == cpu)
+                .then_some(())
+        })
+        .await
     };
-    wait_quota(
-        c,
-        ns,
-        "q",
-        "used 0, no entries",
-        Duration::from_secs(30),
-        synced("0"),
-    )
-    .await?;
+    settled(0, Duration::from_secs(30)).await?;
 
     step("[Create] web-deployment (1 × 1 cpu): admitted, folded into used");
     let web = Rb::deployment("web-deployment", 1)
         .request("cpu", "1")
         .json(ns);
     expect_admitted(create(c, &web).await?)?;
-    wait_quota(
-        c,
-        ns,
-        "q",
-        "used 1, no entries",
-        Duration::from_secs(30),
-        synced("1"),
-    )
-    .await?;
+    settled(1, Duration::from_secs(30)).await?;
 
     step("[Create] web-deployment again: the webhook admits it, the apiserver says AlreadyExists");
     let outcome = create(c, &web).await?;
@@ -169,15 +157,7 @@ async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
     }
 
     step("[Get] the duplicate's entry is gone within seconds; used stays 1");
-    wait_quota(
-        c,
-        ns,
-        "q",
-        "used 1, no entries",
-        Duration::from_secs(15),
-        synced("1"),
-    )
-    .await?;
+    settled(1, Duration::from_secs(15)).await?;
 
     step("[Create] a second 1-cpu binding fits (nothing pinned by the duplicate)");
     let api = Rb::deployment("api-deployment", 1)
@@ -190,17 +170,17 @@ async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// A gate on status writes: an admission webhook on karmadaquotas/status
+// A gate on batch creates: an admission webhook on karmadaquotareservations
 // ---------------------------------------------------------------------------------------
 
-/// Label that routes a quota's status updates to [`StatusGate`].
-const REFUSE_LABEL: &str = "e2e.karmada-quota/refuse-status";
+/// Label that routes the batch creates of a namespace to [`BatchGate`].
+const GATE_LABEL: &str = "e2e.karmada-quota/gate-batches";
 /// The refusal's message.
-const REFUSAL: &str = "status writes of this quota are refused by the e2e test";
-/// Longest a [`Gate::Hold`] holds one write (below the registration's timeoutSeconds).
+const REFUSAL: &str = "reservation batch creates are refused by the e2e test";
+/// Longest a [`Gate::Hold`] holds one create (below the registration's timeoutSeconds).
 const HOLD_LIMIT: Duration = Duration::from_secs(8);
 
-/// What [`StatusGate`] does with a status write.
+/// What [`BatchGate`] does with a batch create.
 #[derive(Clone)]
 enum Gate {
     /// Refuse it (403, [`REFUSAL`]).
@@ -210,23 +190,34 @@ enum Gate {
     Hold(watch::Receiver<bool>),
 }
 
-/// Counts of the reviews a [`StatusGate`] got and let through.
+/// Counts of the reviews a [`BatchGate`] got and let through.
 #[derive(Default)]
 struct Counts {
     seen: AtomicUsize,
     allowed: AtomicUsize,
 }
 
-/// A test webhook ([`TestHook`]) registered for UPDATEs of `karmadaquotas/status` of the
-/// objects labelled `REFUSE_LABEL=<id>`: it refuses one quota's status writes while the
-/// others succeed, or holds them until the test opens it.
-struct StatusGate {
+/// A test webhook ([`TestHook`]) registered for CREATEs of `karmadaquotareservations` in
+/// the test's reservation namespace ([`Env::reservation_namespace`], labelled
+/// [`GATE_LABEL`]): it refuses the
+/// webhook's batch creates, or holds them until the test opens it.
+struct BatchGate {
     hook: TestHook,
     counts: Arc<Counts>,
 }
 
-impl StatusGate {
-    async fn start(client: &Client, env: &Env, id: &str, gate: Gate) -> Result<StatusGate> {
+impl BatchGate {
+    async fn start(client: &Client, env: &Env, id: &str, gate: Gate) -> Result<BatchGate> {
+        // The apiservers under test predate the automatic `kubernetes.io/metadata.name`
+        // label: the namespace is labelled for the gate here.
+        Api::<Namespace>::all(client.clone())
+            .patch(
+                env.reservation_namespace(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {GATE_LABEL: id}}})),
+            )
+            .await
+            .context("labelling the reservation namespace for the gate")?;
         let counts = Arc::new(Counts::default());
         let seen = counts.clone();
         let hook = TestHook::start(
@@ -249,31 +240,31 @@ impl StatusGate {
                 }
             },
             json!({
-                "name": "gate-status.e2e.karmada-quota.io",
+                "name": "gate-batches.e2e.karmada-quota.io",
                 "admissionReviewVersions": ["v1"],
                 "rules": [{
                     "apiGroups": ["quota.karmada.io"],
                     "apiVersions": ["v1alpha1"],
-                    "operations": ["UPDATE"],
-                    "resources": ["karmadaquotas/status"],
+                    "operations": ["CREATE"],
+                    "resources": ["karmadaquotareservations"],
                     "scope": "Namespaced",
                 }],
-                "objectSelector": {"matchLabels": {REFUSE_LABEL: id}},
+                "namespaceSelector": {"matchLabels": {GATE_LABEL: id}},
                 "failurePolicy": "Fail",
                 "sideEffects": "None",
                 "timeoutSeconds": 10,
             }),
         )
         .await?;
-        Ok(StatusGate { hook, counts })
+        Ok(BatchGate { hook, counts })
     }
 
-    /// Status writes the gate was asked about so far.
+    /// Batch creates the gate was asked about so far.
     fn seen(&self) -> usize {
         self.counts.seen.load(Ordering::SeqCst)
     }
 
-    /// Status writes it let through so far.
+    /// Batch creates it let through so far.
     fn allowed(&self) -> usize {
         self.counts.allowed.load(Ordering::SeqCst)
     }
@@ -283,27 +274,40 @@ impl StatusGate {
     }
 }
 
-/// Routes the status writes of quota `name` to the gate labelled `id`.
-async fn route_to_gate(c: &Client, ns: &str, name: &str, id: &str) -> Result<()> {
-    Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), ns)
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {REFUSE_LABEL: id}}})),
-        )
-        .await
-        .with_context(|| format!("labelling {name}"))?;
-    Ok(())
+/// Waits until the apiserver routes batch creates in `env`'s reservation namespace to
+/// `gate`: a dry-run create of a batch (nothing is stored) reaches it.
+async fn wait_routed(c: &Client, env: &Env, gate: &BatchGate) -> Result<()> {
+    let batches =
+        Api::<KarmadaQuotaReservation>::namespaced(c.clone(), env.reservation_namespace());
+    // A valid, empty batch on the last number (a dry run: never stored, never counted).
+    let probe = karmada_quota_crds::reservation_batch::batch_object(
+        env.reservation_namespace(),
+        karmada_quota_crds::reservation_batch::LAST_SEQUENCE,
+        Vec::new(),
+    );
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let before = gate.seen();
+    wait_for(
+        "the apiserver routes batch creates to the gate",
+        Duration::from_secs(20),
+        || async {
+            let _ = batches.create(&dry, &probe).await;
+            (gate.seen() > before).then_some(())
+        },
+    )
+    .await
 }
 
-/// A binding checked against two quotas: the first ("a-cpu", by name) records its entry,
-/// the second ("b-pods") refuses the status write. The request fails, and the entry in
-/// a-cpu is rolled back — left there, it would pin 1 cpu (and cause false denials) until
-/// a controller expired it.
+/// A binding whose batch create the apiserver refuses: the request fails with a 500
+/// naming the batch — never an allow — and nothing it asked for is pinned: once the
+/// refusals stop, the whole quota is free again.
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
-async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> Result<()> {
-    let s = Setup::new("refused_second_quota").await?;
+async fn a_refused_batch_create_admits_nothing_and_pins_nothing() -> Result<()> {
+    let s = Setup::new("refused_batch_create").await?;
     let (c, ns) = (&s.client, s.ns());
 
     step("[Create] KarmadaQuota a-cpu: requests.cpu=2; b-pods: pods=10 (both synced)");
@@ -312,75 +316,43 @@ async fn a_request_refused_at_the_second_quota_leaves_nothing_in_the_first() -> 
     let one = |name: &str| Rb::deployment(name, 1).request("cpu", "1").json(ns);
     wait_until_status_seen(c, &one("probe")).await?;
 
-    step("[Setup] an admission webhook refuses every status write of b-pods");
-    let refuser = StatusGate::start(c, s.env, ns, Gate::Refuse).await?;
-    route_to_gate(c, ns, "b-pods", ns).await?;
-    wait_for(
-        "the apiserver routes b-pods' status writes to the refuser",
-        Duration::from_secs(20),
-        || async {
-            match seed_used(c, ns, "b-pods", &[("pods", "0")]).await {
-                Err(e) if format!("{e:#}").contains(REFUSAL) => Some(()),
-                _ => None,
-            }
-        },
-    )
-    .await?;
+    step("[Setup] an admission webhook refuses every reservation batch create");
+    let refuser = BatchGate::start(c, s.env, ns, Gate::Refuse).await?;
+    wait_routed(c, s.env, &refuser).await?;
 
-    step("[Create] rb-1 (1 × 1 cpu): a-cpu records it, b-pods refuses → request fails");
+    step(
+        "[Create] rb-1 (1 × 1 cpu): its batch (entries in a-cpu and b-pods) is refused → request fails",
+    );
     let outcome = create(c, &one("rb-1")).await?;
     match &outcome {
         Err(status) => ensure!(
-            status.code == 500
-                && status
-                    .message
-                    .contains(&format!("KarmadaQuota {ns}/b-pods")),
-            "rb-1 was refused, but not for b-pods' write: {status:?}"
+            status.code == 500 && status.message.contains("KarmadaQuotaReservation"),
+            "rb-1 was refused, but not for its batch: {status:?}"
         ),
-        Ok(_) => bail!("rb-1 was admitted although b-pods could not record it"),
+        Ok(_) => bail!("rb-1 was admitted although its batch was refused"),
     }
+    let usage = quota_usage(c, ns, "a-cpu").await?;
+    ensure!(
+        usage.reservations.is_empty(),
+        "a-cpu holds entries: {:?}",
+        usage.reservations
+    );
 
-    step("[Get] a-cpu holds no entry (rolled back); the rollback is counted");
-    wait_for(
-        "a-cpu's entry for rb-1 is rolled back",
-        Duration::from_secs(10),
-        || async {
-            let usage = quota_usage(c, ns, "a-cpu").await.ok()?;
-            usage.reservations.is_empty().then_some(())
-        },
-    )
-    .await?;
-    // The webhook counts the rollback when its write returns, which may be just after
-    // the apiserver has shown the emptied status to us.
-    let counted = wait_for(
-        "the rollback is counted",
-        Duration::from_secs(10),
-        || async {
-            let metrics = s.webhook.metrics().await.ok()?;
-            (metric_sum(&metrics, "kq_webhook_rollbacks_total", &["result=\"ok\""]) >= 1)
-                .then_some(())
-        },
-    )
-    .await;
-    if counted.is_err() {
-        bail!("no rollback counted:\n{}", s.webhook.metrics().await?);
-    }
-
-    step("[Delete] the refuser; 2 × 1 cpu fit a-cpu again (nothing pinned)");
+    step("[Delete] the refuser; 2 × 1 cpu fit a-cpu (nothing pinned)");
     refuser.stop().await?;
     for name in ["rb-2", "rb-3"] {
         expect_admitted(create(c, &one(name)).await?)
-            .with_context(|| format!("creating {name} after the rollback"))?;
+            .with_context(|| format!("creating {name} after the refusal"))?;
     }
     s.teardown().await
 }
 
 /// An UPDATE that does not change what its binding charges is answered at once, even
-/// while a reservation write of its namespace is held up, and writes nothing: q's status
-/// writes pass a gate the test closes; rb-new's CREATE is decided and its write reaches
-/// the gate; then rb-old is relabelled (same charge) and is admitted while the gate still
-/// holds that write and rb-new's review waits for it. Without the early answer the UPDATE
-/// queued behind the held write and was answered only once rb-new's review timed out.
+/// while a reservation batch create is held up, and writes nothing: batch creates pass a
+/// gate the test closes; rb-new's CREATE is decided and its batch create reaches the gate;
+/// then rb-old is relabelled (same charge) and is admitted while the gate still holds that
+/// create and rb-new's review waits for it. Without the early answer the UPDATE queued
+/// behind the held create and was answered only once rb-new's review timed out.
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn an_unchanged_update_is_answered_while_a_reservation_write_is_held() -> Result<()> {
@@ -393,21 +365,12 @@ async fn an_unchanged_update_is_answered_while_a_reservation_write_is_held() -> 
     wait_until_status_seen(c, &one("probe")).await?;
     expect_admitted(create(c, &one("rb-old")).await?)?;
 
-    step("[Setup] a gate on q's status writes, open until the apiserver routes them to it");
+    step("[Setup] a gate on batch creates, open until the apiserver routes them to it");
     let (open, closed) = watch::channel(true);
-    let gate = StatusGate::start(c, s.env, ns, Gate::Hold(closed)).await?;
-    route_to_gate(c, ns, "q", ns).await?;
-    wait_for(
-        "the apiserver routes q's status writes to the gate",
-        Duration::from_secs(20),
-        || async {
-            seed_used(c, ns, "q", &[("requests.cpu", "0")]).await.ok()?;
-            (gate.seen() > 0).then_some(())
-        },
-    )
-    .await?;
+    let gate = BatchGate::start(c, s.env, ns, Gate::Hold(closed)).await?;
+    wait_routed(c, s.env, &gate).await?;
 
-    step("[Hold] the gate closes; rb-new's CREATE is decided and its write held");
+    step("[Hold] the gate closes; rb-new's CREATE is decided and its batch create held");
     open.send_replace(false);
     let seen = gate.seen();
     let create_new = tokio::spawn({
@@ -415,14 +378,14 @@ async fn an_unchanged_update_is_answered_while_a_reservation_write_is_held() -> 
         async move { create(&c, &rb).await }
     });
     wait_for(
-        "rb-new's reservation write reaches the gate",
+        "rb-new's batch create reaches the gate",
         Duration::from_secs(10),
         || async { (gate.seen() > seen).then_some(()) },
     )
     .await?;
     let let_through = gate.allowed();
 
-    step("[Update] rb-old relabelled, its charge unchanged: admitted while the write is held");
+    step("[Update] rb-old relabelled, its charge unchanged: admitted while the create is held");
     let api = bindings(c, ns);
     let mut stored = api.get("rb-old").await?;
     stored
@@ -431,12 +394,12 @@ async fn an_unchanged_update_is_answered_while_a_reservation_write_is_held() -> 
         .get_or_insert_default()
         .insert("relabelled".into(), "yes".into());
     let outcome = api.replace("rb-old", &PostParams::default(), &stored).await;
-    // rb-new's review still waits for its write: it has not timed out (which it does at
+    // rb-new's review still waits for its batch: it has not timed out (which it does at
     // its decision timeout, 2 s after it arrived; the queued UPDATE was answered only then).
     let timed_out = s.webhook.decisions(&["reason=\"timeout\""]).await?;
     ensure!(
         timed_out == 0 && gate.allowed() == let_through,
-        "the UPDATE was answered only after rb-new's held write ended \
+        "the UPDATE was answered only after rb-new's held create ended \
          ({timed_out} reviews timed out)"
     );
     if let Err(e) = outcome {

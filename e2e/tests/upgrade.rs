@@ -581,9 +581,9 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     );
     let sampler = Sampler::start(
         karmada.clone(),
-        &ns,
-        "compute",
+        (&ns, "compute"),
         Some(&cluster_quota),
+        &system_ns,
         load.churn_lock(),
         Duration::from_millis(250),
     );
@@ -872,7 +872,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
             .ok()?;
         let s = c.status?;
         let used = s.quota.used.get(CPU)?;
-        (s.quota.reservations.is_empty()
+        (karmada_quota_e2e::quota_status::pending(&s.quota).is_empty()
             && karmada_quota_core::Quantity::parse(&used.0)
                 .ok()?
                 .milli_value()

@@ -1,17 +1,21 @@
 //! The upgrade test's checks are not vacuous: the same load and sampler
 //! (`karmada_quota_e2e::load`), run against a webhook with no controller, must report a
-//! reservation removed from a quota's status as lost, a `used` pushed over hard as an
-//! over-commit, and creates refused because the webhook is gone as refusals that are not
+//! reservation batch deleted before any fold as lost, a binding stored past the webhook over
+//! hard as an over-commit, and creates refused because the webhook is gone as refusals that are not
 //! the quota's. Without these, a passing upgrade test could mean a checker that never looks.
 
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
+use k8s_openapi::api::core::v1::Namespace;
+use karmada_quota_crds::KarmadaQuotaReservation;
 use karmada_quota_e2e::load::{CPU, Load, LoadSpec, Sampler, Verdict};
-use karmada_quota_e2e::replace_quota_status;
 use karmada_quota_e2e::setup::{WebhookSetup, step, synced_quota};
 use karmada_quota_e2e::wait_for;
-use karmada_quota_e2e::webhook::{Rb, quota_usage, seed_used, wait_until_status_seen};
+use karmada_quota_e2e::webhook::{NS_LABEL, Rb, create, wait_until_status_seen};
+use kube::api::{Api, DeleteParams};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
 
 const SETTLE: Duration = Duration::from_secs(20);
 
@@ -21,7 +25,7 @@ async fn the_sampler_reports_a_lost_reservation_an_overcommit_and_a_refusal_not_
 -> Result<()> {
     let s = WebhookSetup::new("upgrade_checks").await?;
     let (c, ns) = (s.client.clone(), s.ns().to_owned());
-    step("[Create] KarmadaQuota compute: cpu 4, synced; no controller (reservations stay)");
+    step("[Create] KarmadaQuota compute: cpu 4, synced; no controller (batches stay)");
     synced_quota(&c, &ns, "compute", &[(CPU, "4"), ("pods", "1000")]).await?;
     wait_until_status_seen(
         &c,
@@ -43,11 +47,12 @@ async fn the_sampler_reports_a_lost_reservation_an_overcommit_and_a_refusal_not_
             scale_every: 0,
         },
     );
+    let batch_ns = s.env.reservation_namespace().to_owned();
     let sampler = Sampler::start(
         c.clone(),
-        &ns,
-        "compute",
+        (&ns, "compute"),
         None,
+        &batch_ns,
         load.churn_lock(),
         Duration::from_millis(100),
     );
@@ -61,22 +66,53 @@ async fn the_sampler_reports_a_lost_reservation_an_overcommit_and_a_refusal_not_
     })
     .await?;
 
-    step("[Attack] one pending reservation removed from the status: a lost charge");
-    replace_quota_status(&c, &ns, "compute", "dropping a reservation", |_, st| {
-        st.reservations.pop();
-    })
-    .await?;
+    step("[Attack] the oldest reservation batch deleted, never folded: a lost charge");
+    let batches = Api::<KarmadaQuotaReservation>::namespaced(c.clone(), &batch_ns);
+    let mut names: Vec<String> = batches
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|b| b.metadata.name)
+        .collect();
+    names.sort();
+    let oldest = names.first().cloned().unwrap_or_default();
+    batches.delete(&oldest, &DeleteParams::default()).await?;
     let lost_at = load.elapsed();
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    step("[Attack] status.used pushed to 5 cpu, over hard 4: an over-commit");
-    let reservations = quota_usage(&c, &ns, "compute").await?.reservations;
-    seed_used(&c, &ns, "compute", &[(CPU, "5"), ("pods", "0")]).await?;
+    step("[Attack] a 5-cpu binding (over hard 4) stored past the webhook: an over-commit");
+    let namespaces_api = Api::<Namespace>::all(c.clone());
+    let label = |value: Value| json!({"metadata": {"labels": {NS_LABEL: value}}});
+    let registered = namespaces_api
+        .get(&ns)
+        .await?
+        .metadata
+        .labels
+        .unwrap_or_default();
+    let registered = registered.get(NS_LABEL).cloned().unwrap_or_default();
+    namespaces_api
+        .patch(
+            &ns,
+            &PatchParams::default(),
+            &Patch::Merge(label(Value::Null)),
+        )
+        .await?;
+    let bypass = Rb::deployment("bypass", 1).request("cpu", "5").json(&ns);
+    wait_for(
+        "a create the webhook is no longer asked about",
+        SETTLE,
+        || async { create(&c, &bypass).await.ok()?.ok().map(drop) },
+    )
+    .await?;
+    namespaces_api
+        .patch(
+            &ns,
+            &PatchParams::default(),
+            &Patch::Merge(label(Value::String(registered))),
+        )
+        .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    ensure!(
-        !reservations.is_empty(),
-        "no reservation left to check the over-commit against"
-    );
 
     step(
         "[Attack] the webhook killed: the apiserver refuses (failurePolicy Fail), not for the quota",
@@ -121,7 +157,7 @@ async fn the_sampler_reports_a_lost_reservation_an_overcommit_and_a_refusal_not_
     );
     ensure!(
         samples.violations.iter().any(|v| v.contains("overcommit:")),
-        "the sampler did not report used over hard"
+        "the sampler did not report the binding stored over hard"
     );
     let refused: Vec<_> = attempts
         .iter()

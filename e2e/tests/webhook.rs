@@ -793,7 +793,7 @@ async fn concurrent_creates_admit_exactly_the_limit_with_one_webhook() -> Result
     concurrent_creates("concurrent_creates_one_webhook", 1, Store::Status).await
 }
 
-/// The same race with `--reservation-store=batches`: the two replicas compete for batch
+/// The same race: the two replicas compete for batch
 /// numbers (the create is the compare-and-swap) instead of the quota's resourceVersion.
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
@@ -832,9 +832,7 @@ async fn concurrent_creates(test: &str, replicas: usize, store: Store) -> Result
     for _ in 0..replicas {
         let mut builder = Webhook::builder();
         if let Some(b) = &batch_ns {
-            builder = builder
-                .arg("--reservation-store=batches")
-                .arg(format!("--reservation-namespace={}", b.name()));
+            builder = builder.arg(format!("--reservation-namespace={}", b.name()));
         }
         webhooks.push(builder.start(env).await?);
     }

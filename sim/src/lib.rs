@@ -1,5 +1,5 @@
 //! A seeded, deterministic simulation of the reservation batch store
-//! (`--reservation-store=batches`, docs/design.md §5 "Reservation batches"), in the style
+//! (docs/design.md §5 "Reservation batches"), in the style
 //! of FoundationDB's simulation and TigerBeetle's VOPR: the real code, a simulated world.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! One webhook replica, as `webhook/src/main.rs` wires it with `--reservation-store=batches`
+//! One webhook replica, as `webhook/src/main.rs` wires it
 //! but over the simulated apiserver: the real `QuotaCache`, `Ledger` and `Batcher`, fed by
 //! simulated watches (the batch watch first; the quota watches once the batch list is in,
 //! each re-listing at once when the ledger asks). A crash ends the incarnation: its
@@ -20,7 +20,7 @@ use karmada_quota_webhook::cache::{
 };
 use karmada_quota_webhook::ledger::Ledger;
 use karmada_quota_webhook::{
-    Batcher, BatcherConfig, BindingRequest, CachedQuota, Metrics, QuotaCache,
+    Batcher, BatcherConfig, BindingRequest, CachedQuota, Metrics, QuotaCache, Stores,
 };
 use kube::runtime::watcher::Event;
 use tokio::sync::{Notify, watch};
@@ -261,14 +261,16 @@ impl Replica {
         };
         let no_cluster_quotas: &[KarmadaClusterQuota] = &[];
         let batcher = Batcher::with_stores(
-            Arc::new(conn),
-            FakeStore::with(no_cluster_quotas),
+            Stores {
+                quotas: Arc::new(conn),
+                cluster_quotas: FakeStore::with(no_cluster_quotas),
+                ledger: ledger.clone(),
+            },
             cache.clone(),
             Arc::new(Metrics::default()),
             config,
             clock::replica_clock(id),
-        )
-        .with_ledger(ledger.clone());
+        );
         world.trace(format!("{name}: started"));
         Self {
             name,

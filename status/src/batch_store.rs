@@ -133,6 +133,8 @@ pub struct FakeBatchStore {
     pub conflicts: AtomicUsize,
     /// Every create fails with an API error (nothing stored).
     pub fail: AtomicBool,
+    /// Every create waits forever (an apiserver that does not answer; nothing stored).
+    pub hang: AtomicBool,
     /// Every create is stored but answered with an API error (the outcome a timeout
     /// leaves unknown).
     pub fail_after_store: AtomicBool,
@@ -199,6 +201,9 @@ impl BatchStore for FakeBatchStore {
         Box::pin(async move {
             if self.fail.load(Ordering::SeqCst) {
                 return Err(StoreError::Api(crate::fake::INJECTED_FAILURE.into()));
+            }
+            if self.hang.load(Ordering::SeqCst) {
+                futures::future::pending::<()>().await;
             }
             let name = batch.metadata.name.clone().unwrap_or_default();
             let mut all = self.lock();

@@ -1,5 +1,4 @@
-//! The reservation batches a binary has seen (`--reservation-store=batches`,
-//! docs/design.md §5 "Reservation batches") — the one bookkeeping both the webhook and
+//! The reservation batches a binary has seen (docs/reservations.md) — the one bookkeeping both the webhook and
 //! the controller keep of them, pure (the watch that feeds it is the caller's).
 //!
 //! A batch (`KarmadaQuotaReservation`, numbered in one sequence) holds the entries of one

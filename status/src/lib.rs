@@ -1,9 +1,10 @@
 //! The one way to read and write a quota object's status — a KarmadaQuota's or a
-//! KarmadaClusterQuota's, generic over `karmada_quota_crds::QuotaObject` — shared by the
-//! webhook and the controller (see docs/architecture.md for where it sits).
+//! KarmadaClusterQuota's, generic over `karmada_quota_crds::QuotaObject` — and the
+//! reservation batches': the controller writes quota status through it, the webhook reads
+//! quotas and creates batches through it (see docs/architecture.md for where it sits).
 //!
 //! ```text
-//!  caller (webhook batch / controller reconcile)
+//!  caller (controller reconcile)
 //!     │ update(store, base, plan, may_write, attempts)
 //!     ▼
 //!  plan(&object) ─► None: nothing to write ─► Unchanged
@@ -17,11 +18,9 @@
 //!
 //! - [`store`]: the two API calls ([`StatusStore`]) over the Kubernetes API.
 //! - [`update`]: the compare-and-swap loop with conflict retry.
-//! - [`entries`]: what each writer may do to `status.reservations` — the webhook adds
-//!   (and rolls back its own), only the controller removes (the reservation lifetime rule).
 //! - Parsing a stored status is `karmada_quota_crds::convert::parse_status` (re-exported
 //!   here), one parse for both binaries.
-//! - [`batches`]: the reservation batches seen (`--reservation-store=batches`): which
+//! - [`batches`]: the reservation batches seen: which
 //!   entries a quota's status does not account for yet, tombstones, what may be deleted.
 //! - [`batch_store`]: the API calls on batches ([`BatchStore`]: create as the
 //!   compare-and-swap, get, delete) and an in-memory one (feature `fake`).
@@ -30,7 +29,6 @@
 
 pub mod batch_store;
 pub mod batches;
-pub mod entries;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod store;

@@ -17,8 +17,7 @@
 //! cluster quotas cover a namespace is [`crate::selection`]'s.
 //!
 //! Beside the stores, fed by the same events under one lock: the KarmadaQuotas by
-//! namespace ([`index`]) and the cluster quotas covering each namespace with their batch
-//! groups ([`coverage`]), so a request's lookups cost what its namespace holds, not what
+//! namespace ([`index`]) and the cluster quotas covering each namespace ([`coverage`]), so a request's lookups cost what its namespace holds, not what
 //! the cluster holds.
 //!
 //! Each watch reports to [`Freshness`] whether it works; a watch that fails is restarted
@@ -43,7 +42,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use serde::Deserialize;
 
-/// The cluster quotas covering each namespace, and their batch groups.
+/// The cluster quotas covering each namespace.
 mod coverage;
 /// Whether the watches work; staleness and readiness.
 pub mod freshness;

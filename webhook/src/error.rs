@@ -28,20 +28,6 @@ pub enum Error {
         source: StoreError,
     },
 
-    /// Every attempt to write a quota's status met a concurrent write.
-    #[error(
-        "{}: the status changed under {attempts} consecutive writes; retry",
-        quota_ref(namespace, name)
-    )]
-    TooManyConflicts {
-        /// Namespace of the quota.
-        namespace: String,
-        /// Name of the quota.
-        name: String,
-        /// Attempts made.
-        attempts: u32,
-    },
-
     /// A quota in the namespace cannot be parsed or validated, so it cannot be enforced;
     /// requests in its namespace are refused until it is fixed (never silently skipped).
     #[error("{} cannot be enforced: {errors}", quota_ref(namespace, name))]
@@ -72,7 +58,7 @@ pub enum Error {
         quota: String,
     },
 
-    /// A reservation batch API call failed (`--reservation-store=batches`).
+    /// A reservation batch API call failed.
     #[error("KarmadaQuotaReservation {namespace}/{name}: {source}")]
     Batch {
         /// The batches' namespace.
@@ -124,32 +110,17 @@ pub enum Error {
         batches: u64,
     },
 
-    /// With the batch store: a quota covering the request holds no reservation-store fence
-    /// covering its `hard` yet (core's `fence`; docs/reservations.md R22), so a
-    /// status-store webhook (another version or mode) may still write entries this store
-    /// does not see. The controller of the batch store writes the fence.
+    /// A quota covering the request holds no reservation-store fence covering its `hard`
+    /// yet (core's `fence`; docs/reservations.md R22), so a webhook of 0.2.0's status
+    /// store may still write entries the batches do not see. The controller writes the
+    /// fence.
     #[error(
-        "{} has no reservation-store fence yet: the controller with \
-         --reservation-store=batches writes it, and until then webhooks of the status store \
-         may still admit against it; retry",
+        "{} has no reservation-store fence yet: the controller writes it into the \
+         quota's status, and until then webhooks of 0.2.0 (status store) may still admit \
+         against it; retry",
         quota_label(namespace, name)
     )]
     StoreNotFenced {
-        /// The quota's namespace (empty: a KarmadaClusterQuota).
-        namespace: String,
-        /// The quota.
-        name: String,
-    },
-
-    /// With the status store: a quota covering the request is fenced for the batch store
-    /// (its status holds the reservation-store fence): this replica runs the other mode.
-    #[error(
-        "{} is fenced for the batch reservation store, and this webhook runs \
-         --reservation-store=status; finish the switch: run every webhook with \
-         --reservation-store=batches",
-        quota_label(namespace, name)
-    )]
-    StoreFenced {
         /// The quota's namespace (empty: a KarmadaClusterQuota).
         namespace: String,
         /// The quota.
@@ -268,7 +239,6 @@ impl Error {
         match self {
             Error::Timeout => "timeout",
             Error::Store { source, .. } => source.metric_label(),
-            Error::TooManyConflicts { .. } => "too_many_conflicts",
             Error::InvalidQuota { .. } => "invalid_quota",
             Error::UnknownPlural { .. } => "unknown_plural",
             Error::Batch { source, .. } => source.metric_label(),
@@ -277,7 +247,6 @@ impl Error {
             Error::BatchesUnseen { .. } => "batches_unseen",
             Error::BatchWatchDown { .. } => "batch_watch_down",
             Error::StoreNotFenced { .. } => "reservation_store_not_fenced",
-            Error::StoreFenced { .. } => "reservation_store_fenced",
             Error::BatchesBehind { .. } => "batches_behind",
             Error::BatchUnconfirmed { .. } => "batch_unconfirmed",
             Error::NotSynced => "not_synced",
@@ -299,7 +268,6 @@ impl Error {
             | Error::BatchesUnseen { .. }
             | Error::BatchWatchDown { .. }
             | Error::StoreNotFenced { .. }
-            | Error::StoreFenced { .. }
             | Error::BatchesBehind { .. }
             | Error::BatchUnconfirmed { .. } => 503,
             _ => 500,

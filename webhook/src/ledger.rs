@@ -1,4 +1,4 @@
-//! The webhook's reservation batches (`--reservation-store=batches`, docs/design.md §5
+//! The webhook's reservation batches (docs/design.md §5
 //! "Reservation batches"): the view of every batch in `--reservation-namespace`
 //! (`karmada_quota_status::BatchView`), fed by one watch, and the store the batcher
 //! creates batches through.

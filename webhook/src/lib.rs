@@ -8,25 +8,24 @@
 //!                                              │   decode ─► BindingCharge::compute (core, plural
 //!                                              │   from shell::plurals) ─► dry-run? decide now
 //!                                              ▼
-//!   cache::QuotaCache ◄── reflector(watch KarmadaQuota, all namespaces)
-//!        │ (namespace's quotas, parsed once per watch event)
+//!   cache::QuotaCache ◄── watches: KarmadaQuota, KarmadaClusterQuota, Namespace
+//!        │ (quotas parsed once per watch event)          ledger::Ledger ◄── watch
+//!        ▼                                                (KarmadaQuotaReservation)
+//!   reserve::Batcher: one queue for every namespace, one worker
+//!        │ each quota read from etcd once per read generation (verified copies)
+//!        │ core::decision::decide_batch_selected ─► Allow(entries) / Deny, each quota's
+//!        │ entries completed with the batches its status does not account for yet
+//!        │ create batch kqr-<next number> (409 → wait for the number, decide again)
+//!        │ allowed once this webhook's batch watch confirms the batch
 //!        ▼
-//!   reserve::Batcher: one queue + one worker per batch group (a namespace, or the
-//!        │ namespaces sharing cluster quotas; with reservation batches, one for all)
-//!        │ newest copy of each quota (cache, or the object our own write/read returned)
-//!        │ core::decision::decide_batch ─► Allow(entries) / Deny
-//!        │ per quota, name order: status::update (CAS; 409 → re-GET, re-decide that
-//!        │ quota's requests; a deny stays a deny); roll back what a request that did
-//!        │ not end admitted had written
-//!        ▼
-//!   karmada_quota_status::StatusStore (kube replace_status / get; its fake in tests)
+//!   karmada_quota_status::BatchStore (kube create / delete; its fake in tests)
 //! ```
 //!
 //! A denial is also logged (rate-limited) and, off the admission path, becomes events on
 //! the resource template and the quota (`denials` → `events`).
 //!
-//! Every decision comes from core; this crate only decodes, looks up, batches, writes and
-//! encodes. It never answers "allowed" on an internal error or a timeout.
+//! Every decision comes from core; this crate only decodes, looks up, batches, creates
+//! reservation batches and encodes. It never answers "allowed" on an internal error or a timeout.
 
 pub mod admission;
 pub mod args;
@@ -52,4 +51,4 @@ pub use denials::Denials;
 pub use error::{Error, Result, quota_ref};
 pub use karmada_quota_status::{KubeStore, StatusStore, StoreError};
 pub use metrics::Metrics;
-pub use reserve::{Batcher, BatcherConfig, BindingRequest};
+pub use reserve::{Batcher, BatcherConfig, BindingRequest, Stores};

@@ -10,8 +10,8 @@ use karmada_quota_webhook::cache::freshness;
 use karmada_quota_webhook::events::{self, EventConfig, EventQueue, KubeEventSink};
 use karmada_quota_webhook::ledger::Ledger;
 use karmada_quota_webhook::{
-    AppState, Args, Batcher, BatcherConfig, Denials, KubeStore, Metrics, QuotaCache, Settings, app,
-    server,
+    AppState, Args, Batcher, BatcherConfig, Denials, KubeStore, Metrics, QuotaCache, Settings,
+    Stores, app, server,
 };
 use prometheus_client::registry::Registry;
 
@@ -30,26 +30,21 @@ async fn main() -> anyhow::Result<()> {
     shell::listener::metrics::register(&mut registry);
     let ready = Readiness::default();
 
-    // The quota lists come from the apiserver's watch cache in both stores; with
-    // reservation batches the quota watches start once the batch list is in, list again
-    // when a batch re-list asks, and each quota is read from etcd before its first use
-    // in a decision (`karmada_quota_webhook::ledger`'s module doc says why).
+    // The quota lists come from the apiserver's watch cache; the quota watches start once
+    // the batch list is in, list again when a batch re-list asks, and each quota is read
+    // from etcd before its first use in a decision (`karmada_quota_webhook::ledger`'s
+    // module doc says why).
     let quota_lists = shell::watch_cache::from_watch_cache();
     let (cache, feed) = QuotaCache::watch_listing(client.clone(), quota_lists);
-    let ledger = args.reservations.batches().then(|| {
-        let (ledger, batch_feed) = Ledger::watch(
-            client.clone(),
-            &args.reservations.reservation_namespace,
-            cache.relists().clone(),
-        );
-        tokio::spawn(batch_feed);
-        ledger
-    });
+    let (ledger, batch_feed) = Ledger::watch(
+        client.clone(),
+        &args.reservations.reservation_namespace,
+        cache.relists().clone(),
+    );
+    tokio::spawn(batch_feed);
     let gate = ledger.clone();
     tokio::spawn(async move {
-        if let Some(ledger) = gate {
-            ledger.wait_synced().await;
-        }
+        gate.wait_synced().await;
         feed.await;
     });
     // Ready once synced; unready while a watch has failed past --max-cache-staleness.
@@ -61,8 +56,11 @@ async fn main() -> anyhow::Result<()> {
     ));
 
     let batcher = Batcher::with_stores(
-        Arc::new(KubeStore::new(client.clone())),
-        Arc::new(KubeStore::new(client.clone())),
+        Stores {
+            quotas: Arc::new(KubeStore::new(client.clone())),
+            cluster_quotas: Arc::new(KubeStore::new(client.clone())),
+            ledger,
+        },
         cache.clone(),
         metrics.clone(),
         BatcherConfig {
@@ -73,10 +71,6 @@ async fn main() -> anyhow::Result<()> {
         },
         Batcher::wall_clock(),
     );
-    let batcher = match ledger {
-        Some(ledger) => batcher.with_ledger(ledger),
-        None => batcher,
-    };
     let events = args.events.then(|| {
         let (queue, rx) = EventQueue::channel(events::QUEUE_CAPACITY, metrics.events.clone());
         tokio::spawn(events::run(

@@ -48,14 +48,14 @@ pub struct Metrics {
     pub status_writes: Family<WriteLabels, Counter>,
     /// Status replaces refused with 409 Conflict (someone else wrote the quota first).
     pub conflicts: Counter,
-    /// Reservation batch creates (`--reservation-store=batches`) by result (`ok`,
+    /// Reservation batch creates by result (`ok`,
     /// `conflict`: the number was taken, `error`, `timeout`).
     pub batch_creates: Family<WriteLabels, Counter>,
     /// Time from a batch create's answer until this webhook's batch watch confirmed it,
-    /// seconds (`--reservation-store=batches`).
+    /// seconds.
     pub batch_confirm: Histogram,
     /// Quota objects read from etcd before their first use in a decision
-    /// (`--reservation-store=batches`), by result (`ok`, `not_found`, `error`, …).
+    ///, by result (`ok`, `not_found`, `error`, …).
     pub quota_reads: Family<WriteLabels, Counter>,
     /// Decision rounds re-run after a conflict.
     pub retries: Counter,
@@ -95,8 +95,7 @@ impl Metrics {
         );
         reg.register(
             "status_write_conflicts",
-            "KarmadaQuota status replaces refused with 409 Conflict (and, with \
-             --reservation-store=batches, batch creates that found their number taken)",
+            "Reservation batch creates that found their number taken (409 Conflict)",
             m.conflicts.clone(),
         );
         reg.register(
@@ -113,8 +112,8 @@ impl Metrics {
         );
         reg.register(
             "quota_reads",
-            "Quota objects read from etcd before their first use in a decision \
-             (--reservation-store=batches: the quota lists come from the watch cache), by result",
+            "Quota objects read from etcd before their first use in a decision (the quota \
+             lists come from the watch cache), by result",
             m.quota_reads.clone(),
         );
         reg.register(

@@ -1,39 +1,36 @@
-//! The reservation batcher (docs/design.md §5): one queue per batch group — a namespace,
-//! or every namespace sharing cluster quotas ([`crate::selection`]).
+//! The reservation batcher (docs/reservations.md): one queue for every namespace, whose
+//! worker decides the waiting requests together and makes the admitted ones durable in one
+//! reservation batch (`KarmadaQuotaReservation`).
 //!
 //! ```text
-//!  handler ── submit(BindingRequest, deadline) ──► Group queue ──► worker (one per
-//!     ▲                                                group, spawned on demand,
-//!     │                                                exits when the queue is empty)
-//!     │   per batch:
-//!     │     1. newest copy of each quota object the batch's namespaces answer to (their
-//!     │        KarmadaQuotas, the KarmadaClusterQuotas selecting them): the cache's, or
-//!     │        the object our own last write/read returned when its resourceVersion is
-//!     │        newer
-//!     │     2. core::decision::decide_batch_selected over the batch, each request against
-//!     │        the quotas covering its namespace (a Deny is final at once: a request
-//!     │        denied by one quota stays denied)
-//!     │     3. per quota object with new entries, in key order: status::update (compare-
-//!     │        and-swap; on 409 re-read and re-decide this quota's requests against the
-//!     │        fresh object); a request may be refused there, or its write fail
-//!     │     4. answer: allowed once every quota it needs holds its entry
-//!     │     5. roll back the entries of requests that ended refused, failed or timed out
+//!  handler ── submit(BindingRequest, deadline) ──► queue ──► worker (spawned on demand,
+//!     ▲                                                     exits when the queue is empty)
+//!     │   per batch (`commit`), at most `max_attempts` rounds:
+//!     │     1. the newest copy of each quota object the batch's namespaces answer to
+//!     │        (their KarmadaQuotas, the KarmadaClusterQuotas selecting them), each read
+//!     │        from etcd once per read generation (`verified`)
+//!     │     2. the next batch number, read before the view is counted; each quota's
+//!     │        entries completed with the batches its status does not account for
+//!     │        (`Inner::enforced`); core::decision::decide_batch_selected over the batch
+//!     │     3. create batch kqr-<number> holding the admitted entries (the create is the
+//!     │        compare-and-swap: a number taken means decide again under the next one)
+//!     │     4. answer once this webhook's batch watch confirmed the batch (R5); else
+//!     │        withdraw it and answer 503
 //!     └──────────────────── oneshot answer ◄────────┘
 //! ```
 //!
-//! The webhook only adds entries (`status::entries::add`) and removes only its own for a
-//! request that did not end admitted (`status::entries::roll_back`); the controller prunes.
-//! The API calls go through `karmada_quota_status::StatusStore`, so tests drive the batcher
-//! with its in-memory store, which injects conflicts and failures.
+//! The webhook only creates batches; the controller folds them into the quotas' status
+//! and deletes them. The quota reads go through `karmada_quota_status::StatusStore` and
+//! the batch creates through the ledger's `BatchStore`, so tests drive the batcher with
+//! the in-memory stores, which inject conflicts and failures.
 //!
 //! This file holds the batcher's API ([`Batcher`]: submit, dry run, the enforceability
 //! check of the early answer) and its shared state; the steps live in the sub-modules
-//! (`worker`, `batch`, `newest`, `record`, `rollback`, `arrival`). Each batch runs in a
-//! `reservation_batch` span (`group`, `requests`, `namespace` when it holds one), each
-//! quota write and rollback in a span with its `quota`.
+//! (`worker`, `batch`, `commit`, `newest`, `verified`, `arrival`). Each batch runs in a
+//! `reservation_batch` span (`requests`, `namespace` when it holds one).
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -54,9 +51,9 @@ use crate::metrics::Metrics;
 
 /// Step 0 of a CREATE under a queueing quota: does it wait (docs/queueing.md)?
 mod arrival;
-/// Steps 1–5 for one batch.
+/// A batch's requests and how each is answered.
 mod batch;
-/// Steps 3–4 with reservation batches: one batch object per decision.
+/// Steps 1–4 for one batch: one batch object per decision.
 mod commit;
 /// A batch's copy of one quota object, of either kind.
 mod copy;
@@ -64,17 +61,12 @@ mod copy;
 mod newest;
 /// The cluster quota store of a batcher built without one.
 mod no_cluster_store;
-/// Step 3: one quota's compare-and-swap update with re-decision.
-mod record;
-/// Step 5: removing what a request that did not end admitted had written.
-mod rollback;
-/// With reservation batches: each quota read from etcd before its first use.
+/// Step 1: each quota read from etcd before its first use.
 mod verified;
-/// A group's worker: batch after batch until its queue is empty.
+/// The queue's worker: batch after batch until the queue is empty.
 mod worker;
 
 use batch::Job;
-use copy::QuotaCopy;
 use newest::enforced_states;
 use no_cluster_store::NoClusterStore;
 
@@ -143,14 +135,24 @@ impl BindingRequest {
     }
 }
 
+/// What a batcher reads and writes: the quotas of each kind (reads from etcd) and the
+/// reservation batches.
+pub struct Stores {
+    /// KarmadaQuotas.
+    pub quotas: Arc<dyn StatusStore>,
+    /// KarmadaClusterQuotas.
+    pub cluster_quotas: Arc<dyn StatusStore<KarmadaClusterQuota>>,
+    /// The reservation batches (this webhook's view and their store).
+    pub ledger: Arc<Ledger>,
+}
+
 /// Unix seconds now.
 fn wall_clock() -> i64 {
     jiff::Timestamp::now().as_second()
 }
 
-/// Hands ResourceBinding requests to the worker of their batch group (a namespace, or the
-/// namespaces sharing cluster quotas; one group for all with reservation batches), which
-/// decides them in batches and records the reservations. Clone freely.
+/// Hands ResourceBinding requests to the queue's worker, which decides them in batches
+/// and makes the admitted ones durable in reservation batches. Clone freely.
 #[derive(Clone)]
 pub struct Batcher {
     inner: Arc<Inner>,
@@ -165,31 +167,29 @@ impl std::fmt::Debug for Batcher {
 }
 
 struct Inner {
-    /// The reservation batches, when they are the store (`--reservation-store=batches`).
-    ledger: OnceLock<Arc<Ledger>>,
+    /// The reservation batches: this webhook's view of them and their store.
+    ledger: Arc<Ledger>,
+    /// The quota reads from etcd (`verified`), per kind.
     store: Arc<dyn StatusStore>,
     cluster_store: Arc<dyn StatusStore<KarmadaClusterQuota>>,
     cache: QuotaCache,
     metrics: Arc<Metrics>,
     config: BatcherConfig,
     clock: fn() -> i64,
-    groups: Mutex<HashMap<String, Group>>,
+    queue: Mutex<Queue>,
     /// Bindings this webhook suspended and the controller's status does not show yet.
     arrivals: Mutex<arrival::Recent>,
-    /// With reservation batches: the quota copies read from etcd (`verified`).
+    /// The quota copies read from etcd (`verified`).
     verified: Mutex<verified::Verified>,
 }
 
-/// One batch group's queue (see [`crate::selection`]).
+/// The one queue of every namespace's requests.
 #[derive(Default)]
-struct Group {
+struct Queue {
     /// Requests waiting for the worker.
     pending: Vec<Job>,
-    /// A worker task is running for this group.
+    /// A worker task is running.
     running: bool,
-    /// Quota objects our own writes (or re-reads after a conflict) returned, by key:
-    /// newer than the cache until the watch catches up.
-    newest: HashMap<QuotaKey, QuotaCopy>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -197,17 +197,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Batcher {
-    /// A batcher writing KarmadaQuotas through `store`, reading quotas from `cache`, on
-    /// the real clock; without a cluster quota store (see [`Self::with_stores`]).
+    /// A batcher reserving in `ledger`'s batches, reading KarmadaQuotas from etcd through
+    /// `store` and from `cache`, on the real clock; without a cluster quota store (see
+    /// [`Self::with_stores`]).
     pub fn new(
         store: Arc<dyn StatusStore>,
         cache: QuotaCache,
         metrics: Arc<Metrics>,
         config: BatcherConfig,
+        ledger: Arc<Ledger>,
     ) -> Self {
         Self::with_stores(
-            store,
-            Arc::new(NoClusterStore),
+            Stores {
+                quotas: store,
+                cluster_quotas: Arc::new(NoClusterStore),
+                ledger,
+            },
             cache,
             metrics,
             config,
@@ -215,41 +220,33 @@ impl Batcher {
         )
     }
 
-    /// A batcher writing KarmadaQuotas through `store` and KarmadaClusterQuotas through
-    /// `cluster_store`, with the clock `clock` (Unix seconds).
+    /// A batcher over `stores`, with the clock `clock` (Unix seconds).
     pub fn with_stores(
-        store: Arc<dyn StatusStore>,
-        cluster_store: Arc<dyn StatusStore<KarmadaClusterQuota>>,
+        stores: Stores,
         cache: QuotaCache,
         metrics: Arc<Metrics>,
         config: BatcherConfig,
         clock: fn() -> i64,
     ) -> Self {
+        let Stores {
+            quotas: store,
+            cluster_quotas: cluster_store,
+            ledger,
+        } = stores;
         Self {
             inner: Arc::new(Inner {
-                ledger: OnceLock::new(),
+                ledger,
                 store,
                 cluster_store,
                 cache,
                 metrics,
                 config,
                 clock,
-                groups: Mutex::default(),
+                queue: Mutex::default(),
                 arrivals: Mutex::default(),
                 verified: Mutex::default(),
             }),
         }
-    }
-
-    /// Make reservations durable in reservation batches (`--reservation-store=batches`)
-    /// instead of the quotas' status: every namespace then shares one queue, so one batch
-    /// carries admissions of many namespaces (group commit across namespaces).
-    #[must_use]
-    pub fn with_ledger(self, ledger: Arc<Ledger>) -> Self {
-        if self.inner.ledger.set(ledger).is_err() {
-            tracing::warn!("the batcher already has a reservation ledger; keeping the first");
-        }
-        self
     }
 
     /// The real clock.
@@ -257,26 +254,24 @@ impl Batcher {
         wall_clock
     }
 
-    /// Decide `request` with its group's batch and, when admitted, record its
-    /// reservations. Resolves to core's decision, or an error (never to be read as an
+    /// Decide `request` with the queue's next batch and, when admitted, make its
+    /// reservations durable. Resolves to core's decision, or an error (never to be read as an
     /// allow). The caller bounds the wait with `deadline` (the worker gives up on the
     /// request at the same instant).
     pub async fn submit(&self, request: BindingRequest, deadline: Instant) -> Result<Decision> {
         let (reply, answer) = oneshot::channel();
         let namespace = request.namespace.clone();
-        let group = self.inner.group_of(&namespace);
         let spawn = {
-            let mut groups = lock(&self.inner.groups);
-            let g = groups.entry(group.clone()).or_default();
-            g.pending.push(Job {
+            let mut queue = lock(&self.inner.queue);
+            queue.pending.push(Job {
                 request,
                 deadline,
                 reply,
             });
-            !std::mem::replace(&mut g.running, true)
+            !std::mem::replace(&mut queue.running, true)
         };
         if spawn {
-            tokio::spawn(worker::worker(self.inner.clone(), group));
+            tokio::spawn(worker::worker(self.inner.clone()));
         }
         answer.await.unwrap_or(Err(Error::WorkerGone(namespace)))
     }
@@ -315,32 +310,16 @@ impl Batcher {
     }
 }
 
-/// The one batch group of every namespace when reservations go to batches.
-const ALL_NAMESPACES: &str = "*";
-
 impl Inner {
-    /// The batch group of a request of `namespace`: its own group of connected quotas, or
-    /// every namespace's when reservations go to batches.
-    fn group_of(&self, namespace: &str) -> String {
-        if self.ledger.get().is_some() {
-            ALL_NAMESPACES.to_owned()
-        } else {
-            self.cache.batch_group(namespace)
-        }
-    }
-
     /// The states a decision enforces ([`enforced_states`]), each quota's
     /// `reservations` completed with the batch entries its status does not account for
-    /// yet (`status.foldedThrough`) when reservations go to batches; the error of a batch
-    /// that cannot be counted.
+    /// yet (`status.foldedThrough`); the error of a batch that cannot be counted.
     fn enforced(
         &self,
         copies: &std::collections::BTreeMap<QuotaKey, copy::QuotaCopy>,
     ) -> Result<Vec<karmada_quota_core::quota::QuotaState>> {
         let mut states = enforced_states(copies, &self.config);
-        let Some(ledger) = self.ledger.get() else {
-            return Ok(states);
-        };
+        let ledger = &self.ledger;
         ledger.check()?;
         ledger.with_view(|view| {
             for state in &mut states {

@@ -75,11 +75,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- default .Release.Namespace .Values.reservationNamespace -}}
 {{- end -}}
 
-{{/* The reservation store of both binaries, as env (reservationStore, reservationNamespace). */}}
+{{/* The reservation batches' namespace of both binaries, as env (reservationNamespace). */}}
 {{- define "karmada-quota.reservationEnv" -}}
-# Where reservations are made durable (reservationStore); both binaries must agree.
-- name: KQ_RESERVATION_STORE
-  value: {{ .Values.reservationStore | quote }}
+# Where the reservation batches live; both binaries must agree.
 - name: KQ_RESERVATION_NAMESPACE
   value: {{ include "karmada-quota.reservationNamespace" . | quote }}
 {{- end -}}

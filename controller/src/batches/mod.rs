@@ -1,4 +1,4 @@
-//! Reservation batches in the controller (`--reservation-store=batches`, docs/design.md §6
+//! Reservation batches in the controller (docs/design.md §6
 //! "Reservation batches (controller)"): the batches it holds, fed by its watch of
 //! `--reservation-namespace`, and the sweep that deletes the folded ones.
 //!

@@ -1,4 +1,4 @@
-//! Tests of a quota's desired status with reservation batches (`--reservation-store=batches`):
+//! Tests of a quota's desired status with reservation batches:
 //! which batch entries it carries, which it folds into `used`, and the `foldedThrough`
 //! it records.
 
@@ -61,7 +61,7 @@ fn view() -> BatchView {
     v
 }
 
-/// team-a/q, whose stored status folded batch 1 and holds one entry of the status store.
+/// team-a/q, whose stored status folded batch 1 and holds one entry of 0.2.0's status store.
 fn quota() -> KarmadaQuota {
     let mut q = mk_quota("team-a", "q", &[("requests.cpu", "10")]);
     q.status = Some(KarmadaQuotaStatus {
@@ -142,7 +142,7 @@ fn a_quota_no_batch_names_keeps_its_fold_and_is_not_rewritten() {
 #[test]
 fn the_recorded_fold_is_never_lowered_and_an_entry_in_both_stores_counts_once() {
     let mut q = quota();
-    // The status store also holds u-api (an upgrade: both kinds of entries).
+    // The status also holds u-api from 0.2.0's status store (an upgrade: both kinds of entries).
     q.status.as_mut().unwrap().reservations.push(mk_reservation(
         "api",
         "u-api",

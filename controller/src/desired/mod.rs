@@ -90,10 +90,10 @@ pub enum Computed {
 }
 
 impl Computed {
-    /// With the batch store (`on`): the view's entries hold the reservation-store fence
-    /// covering `hard` (core's `fence::ensure`; docs/reservations.md R22), so a
-    /// status-store webhook admits nothing more against the quota and this version's
-    /// batch-store webhooks may.
+    /// With `on` (a replica that folds batches): the view's entries hold the
+    /// reservation-store fence covering `hard` (core's `fence::ensure`; docs/reservations.md
+    /// R22), so a 0.2.0 status-store webhook admits nothing more against the quota and
+    /// this version's webhooks may.
     #[must_use]
     pub fn fenced(mut self, on: bool) -> Self {
         if let (true, Computed::Valid { view, .. }) = (on, &mut self) {
@@ -115,7 +115,7 @@ pub fn compute(
 }
 
 /// [`compute`], with the batch entries its stored status does not account for yet
-/// (`--reservation-store=batches`; [`Unfolded`]).
+/// ([`Unfolded`]).
 pub fn compute_with(
     quota: &KarmadaQuota,
     index: &Index,

@@ -1,5 +1,5 @@
 //! What the reservation batches add to one quota's computation
-//! (`--reservation-store=batches`, docs/design.md §6 "Reservation batches (controller)").
+//! (docs/design.md §6 "Reservation batches (controller)").
 //!
 //! An entry for quota Q in batch s counts toward Q's effective usage while Q's
 //! `status.foldedThrough` (F) is below s. A status write of Q that records

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use karmada_quota_crds::KarmadaClusterQuota;
 use karmada_quota_e2e::controller::{
     ClusterRegistration, Controller, LEASE_NAMESPACE, MemberCluster, ensure_namespace, get_quota,
-    member_apis, wait_quota, wait_synced,
+    member_apis, wait_synced,
 };
 use karmada_quota_e2e::webhook::{Rb, Registration, Webhook, create, wait_until_status_seen};
 use karmada_quota_e2e::{Env, EnvSource, apply_yaml, wait_for, yaml_documents};
@@ -396,21 +396,22 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
 
     heading("Waiting for the controller to count every binding and measure both members");
     for name in &quota_names {
-        wait_quota(
-            &client,
-            ns,
-            name,
-            &format!("{ns}/{name}: every reservation pruned, both members measured"),
+        // No entry left, in the status or in a reservation batch not folded yet.
+        wait_for(
+            &format!("{ns}/{name}: every reservation folded, both members measured"),
             SETTLE_TIMEOUT,
-            |q| {
-                q.status.as_ref().is_some_and(|s| {
-                    s.reservations.is_empty()
-                        && ["member1", "member2"].iter().all(|m| {
-                            s.clusters
-                                .iter()
-                                .any(|c| c.name == *m && c.observed.is_some())
-                        })
-                })
+            || async {
+                let u = karmada_quota_e2e::webhook::quota_usage(&client, ns, name)
+                    .await
+                    .ok()?;
+                let s = u.object.status.as_ref()?;
+                (u.reservations.is_empty()
+                    && ["member1", "member2"].iter().all(|m| {
+                        s.clusters
+                            .iter()
+                            .any(|c| c.name == *m && c.observed.is_some())
+                    }))
+                .then_some(())
             },
         )
         .await?;
@@ -447,16 +448,26 @@ async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()
         "The business: KarmadaClusterQuota {business} over {ns} and {batch_ns}"
     ));
     wait_for(
-        &format!("{business}: every reservation pruned"),
+        &format!("{business}: every reservation folded"),
         SETTLE_TIMEOUT,
         || async {
             let q = Api::<KarmadaClusterQuota>::all(client.clone())
                 .get(&business)
                 .await
                 .ok()?;
-            q.status
-                .filter(|s| s.quota.reservations.is_empty() && s.quota.summary.is_some())
-                .map(|s| s.quota.summary)
+            let s = q.status?;
+            let unfolded = karmada_quota_e2e::webhook::unfolded_entries(
+                &client,
+                None,
+                &business,
+                s.quota.folded_through,
+            )
+            .await
+            .ok()?;
+            (karmada_quota_e2e::quota_status::pending(&s.quota).is_empty()
+                && unfolded.is_empty()
+                && s.quota.summary.is_some())
+            .then_some(s.quota.summary)
         },
     )
     .await?;

@@ -74,7 +74,16 @@ impl WebhookBuilder {
             Some((cert, key)) => (cert.as_path(), key.as_path()),
             None => (tls.cert.as_path(), tls.key.as_path()),
         };
-        let binary = Binary::builder(WEBHOOK_BIN)
+        let mut b = Binary::builder(WEBHOOK_BIN);
+        if !gives_reservation_namespace(&self.args) {
+            crate::controller::ensure_namespace(&env.client()?, env.reservation_namespace())
+                .await?;
+            b = b.arg(format!(
+                "--reservation-namespace={}",
+                env.reservation_namespace()
+            ));
+        }
+        let binary = b
             .arg(format!("--listen=127.0.0.1:{port}"))
             .arg(format!("--admin-listen=127.0.0.1:{admin_port}"))
             .arg("--kubeconfig")
@@ -93,6 +102,13 @@ impl WebhookBuilder {
             admin: SocketAddr::from(([127, 0, 0, 1], admin_port)),
         })
     }
+}
+
+/// Whether `args` name the reservation batches' namespace (else the fixture gives the
+/// env's, [`Env::reservation_namespace`]).
+pub(crate) fn gives_reservation_namespace(args: &[String]) -> bool {
+    args.iter()
+        .any(|a| a.starts_with("--reservation-namespace"))
 }
 
 /// A running `karmada-quota-webhook`; SIGKILLed when dropped.

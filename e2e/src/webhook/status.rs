@@ -18,9 +18,9 @@ use crate::{replace_quota_status, try_wait_for};
 /// The webhook's quota watch delivers a status change in milliseconds; this is headroom.
 const STATUS_SEEN_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Writes `status.used` (and `status.hard` = `spec.hard`) of a quota the way the
-/// controller does: a status replace with the read resourceVersion, retried on conflict.
-/// Reservations are kept as they are.
+/// Writes `status.used` (and `status.hard` = `spec.hard`, and the reservation-store fence
+/// over it) of a quota the way the controller does: a status replace with the read
+/// resourceVersion, retried on conflict. Other reservations are kept as they are.
 pub async fn seed_used(
     client: &Client,
     ns: &str,
@@ -44,6 +44,8 @@ pub async fn seed_used(
         |spec, status| {
             status.used = used.clone();
             status.hard = spec.hard.clone();
+            // A hard the apiserver accepted parses; a failure leaves the fence out.
+            let _ = karmada_quota_crds::convert::ensure_fence(&mut status.reservations, &spec.hard);
         },
     )
     .await
@@ -56,8 +58,11 @@ pub struct QuotaUsage {
     pub object: KarmadaQuota,
     /// `status.used`.
     pub used: ResourceList,
-    /// `status.reservations` (all of them: the tests run with a long TTL), but the
-    /// reservation-store fence (`crate::quota_status::pending`).
+    /// The admissions' entries that count: `status.reservations` (all of them: the tests
+    /// run with a long TTL) but the reservation-store fence (`crate::quota_status::pending`),
+    /// and the entries for this quota of every reservation batch its status does not
+    /// account for yet (numbered past `status.foldedThrough`); one per binding uid and
+    /// generation.
     pub reservations: Vec<karmada_quota_crds::quota::Reservation>,
     /// `used + Σ reservations`.
     pub effective: ResourceList,
@@ -75,7 +80,9 @@ impl QuotaUsage {
     }
 }
 
-/// Reads a quota and sums its effective usage.
+/// Reads a quota and sums its effective usage: `used`, its status's entries and those of
+/// the reservation batches it has not folded yet (the batches of every namespace are
+/// listed: a test's quotas have names of their own).
 pub async fn quota_usage(client: &Client, ns: &str, quota: &str) -> Result<QuotaUsage> {
     let object = Api::<KarmadaQuota>::namespaced(client.clone(), ns)
         .get(quota)
@@ -84,7 +91,7 @@ pub async fn quota_usage(client: &Client, ns: &str, quota: &str) -> Result<Quota
     let status = object.status.clone().unwrap_or_default();
     let used = list_from_api(&status.used, "status.used").map_err(|e| anyhow!("{e}"))?;
     // quota_state validates the entries; its errors name the field.
-    let state = quota_state(&object).map_err(|errs| {
+    quota_state(&object).map_err(|errs| {
         anyhow!(
             "{ns}/{quota}: {}",
             errs.iter()
@@ -93,17 +100,63 @@ pub async fn quota_usage(client: &Client, ns: &str, quota: &str) -> Result<Quota
                 .join("; ")
         )
     })?;
-    let effective = karmada_quota_core::ledger::effective_usage(&used, &state.reservations, None);
-    let reservations = crate::quota_status::pending(&status)
-        .into_iter()
-        .cloned()
-        .collect();
+    let mut reservations: Vec<karmada_quota_crds::quota::Reservation> =
+        crate::quota_status::pending(&status)
+            .into_iter()
+            .cloned()
+            .collect();
+    for entry in unfolded_entries(client, Some(ns), quota, status.folded_through).await? {
+        let same = |r: &karmada_quota_crds::quota::Reservation| {
+            r.reserved_by.uid == entry.reserved_by.uid && r.generation == entry.generation
+        };
+        match reservations.iter_mut().find(|r| same(r)) {
+            Some(r) => *r = entry,
+            None => reservations.push(entry),
+        }
+    }
+    let counted: Vec<karmada_quota_core::quota::Reservation> = reservations
+        .iter()
+        .map(|r| karmada_quota_crds::convert::reservation_from_api(r, "reservations"))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow!("{ns}/{quota}: {e}"))?;
+    let effective = karmada_quota_core::ledger::effective_usage(&used, &counted, None);
     Ok(QuotaUsage {
         object,
         used,
         reservations,
         effective,
     })
+}
+
+/// The entries for quota `ns/quota` (`ns` `None`: KarmadaClusterQuota `quota`) of the
+/// reservation batches numbered past `folded_through`, in every namespace (a test's quotas
+/// have names of their own).
+pub async fn unfolded_entries(
+    client: &Client,
+    ns: Option<&str>,
+    quota: &str,
+    folded_through: Option<u64>,
+) -> Result<Vec<karmada_quota_crds::quota::Reservation>> {
+    use karmada_quota_crds::reservation_batch::{KarmadaQuotaReservation, batch_sequence};
+    let batches = Api::<KarmadaQuotaReservation>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .context("listing the reservation batches")?;
+    let mut out = Vec::new();
+    for b in batches.items {
+        let name = b.metadata.name.as_deref().unwrap_or_default();
+        if batch_sequence(name).is_none_or(|n| folded_through.is_some_and(|f| n <= f)) {
+            continue;
+        }
+        out.extend(
+            b.spec
+                .entries
+                .into_iter()
+                .filter(|e| e.quota.namespace.as_deref() == ns && e.quota.name == quota)
+                .map(|e| e.reservation),
+        );
+    }
+    Ok(out)
 }
 
 /// Dry-run creates `probe` (a binding the quota charges) until the webhook decides it: it

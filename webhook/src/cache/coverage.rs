@@ -1,5 +1,4 @@
-//! Which KarmadaClusterQuotas cover each namespace, and the batch groups they form
-//! ([`crate::selection`]): kept beside the cluster quota and Namespace stores, fed by the
+//! Which KarmadaClusterQuotas cover each namespace ([`crate::selection`]): kept beside the cluster quota and Namespace stores, fed by the
 //! same watcher events under one lock, so a request's lookup is a hash lookup instead of a
 //! scan of namespaces × cluster quotas.
 //!
@@ -14,8 +13,6 @@
 //!                            are unchanged)
 //!     Delete               → its column / row removed
 //!     InitDone (re-list)   → every row rebuilt from both stores
-//!   groups: cluster quota → least name of its connected component (quotas sharing a
-//!           namespace); dropped when a row changes, recomputed by the next reader
 //! ```
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -35,8 +32,6 @@ use super::CachedClusterQuota;
 pub(crate) struct Coverage {
     /// Namespace → names of the cluster quotas covering it (only non-empty rows).
     rows: HashMap<String, BTreeSet<String>>,
-    /// Cluster quota → the least name of its group; `None` when a row changed since.
-    groups: Option<HashMap<String, String>>,
 }
 
 /// Shared by the two writers and the readers.
@@ -72,9 +67,7 @@ impl Coverage {
             self.rows.insert(namespace.to_owned(), row);
             true
         };
-        if changed {
-            self.groups = None;
-        }
+        if changed {}
     }
 
     /// Cluster quota `name` now covers what `how` says, over `namespaces`.
@@ -100,9 +93,7 @@ impl Coverage {
                 changed = true;
             }
         }
-        if changed {
-            self.groups = None;
-        }
+        if changed {}
     }
 
     fn remove_from(&mut self, namespace: &str, name: &str) {
@@ -120,9 +111,7 @@ impl Coverage {
             changed |= row.remove(name);
             !row.is_empty()
         });
-        if changed {
-            self.groups = None;
-        }
+        if changed {}
     }
 
     fn namespace_row(
@@ -149,58 +138,7 @@ impl Coverage {
                 (!row.is_empty()).then(|| (ns_name(n).to_owned(), row))
             })
             .collect();
-        self.groups = None;
     }
-}
-
-/// Each cluster quota named in `rows` → the least name of its connected component (two
-/// quotas are connected when they cover a common namespace).
-fn components(rows: &HashMap<String, BTreeSet<String>>) -> HashMap<String, String> {
-    let mut ids: HashMap<&str, usize> = HashMap::new();
-    let mut names: Vec<&str> = Vec::new();
-    let mut parent: Vec<usize> = Vec::new();
-    for row in rows.values() {
-        let mut first = None;
-        for name in row {
-            let id = *ids.entry(name).or_insert_with(|| {
-                names.push(name);
-                parent.push(parent.len());
-                parent.len() - 1
-            });
-            match first {
-                None => first = Some(id),
-                Some(f) => {
-                    let (a, b) = (root(&mut parent, f), root(&mut parent, id));
-                    parent[a.max(b)] = a.min(b);
-                }
-            }
-        }
-    }
-    let mut least: HashMap<usize, &str> = HashMap::new();
-    for (i, &name) in names.iter().enumerate() {
-        let r = root(&mut parent, i);
-        let l = least.entry(r).or_insert(name);
-        if name < *l {
-            *l = name;
-        }
-    }
-    names
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let r = root(&mut parent, i);
-            ((*name).to_owned(), least[&r].to_owned())
-        })
-        .collect()
-}
-
-/// The representative of `i` in a union-find forest (halving the path on the way).
-fn root(parent: &mut [usize], mut i: usize) -> usize {
-    while parent[i] != i {
-        parent[i] = parent[parent[i]];
-        i = parent[i];
-    }
-    i
 }
 
 /// The writer of the KarmadaClusterQuota store and the coverage.
@@ -319,24 +257,5 @@ impl super::QuotaCache {
         coverage.rows.get(namespace).map_or_else(Vec::new, |names| {
             names.iter().filter_map(|n| self.cluster_quota(n)).collect()
         })
-    }
-
-    /// The least name of the group of the cluster quotas covering `namespace`; `None`
-    /// when none covers it.
-    pub(crate) fn group_of(&self, namespace: &str) -> Option<String> {
-        {
-            let coverage = read(&self.coverage);
-            let first = coverage.rows.get(namespace)?.first()?;
-            if let Some(groups) = &coverage.groups {
-                return Some(groups.get(first).unwrap_or(first).clone());
-            }
-        }
-        let mut coverage = write(&self.coverage);
-        if coverage.groups.is_none() {
-            coverage.groups = Some(components(&coverage.rows));
-        }
-        let first = coverage.rows.get(namespace)?.first()?;
-        let groups = coverage.groups.as_ref()?;
-        Some(groups.get(first).unwrap_or(first).clone())
     }
 }

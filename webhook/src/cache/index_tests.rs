@@ -2,7 +2,7 @@
 //! brute-force reading of the stores, after every event of apply / delete / re-list
 //! sequences over the three watches.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::core::{ObjectMeta, PartialObjectMeta, PartialObjectMetaExt};
@@ -104,35 +104,6 @@ fn brute_covering(cache: &QuotaCache, ns: &str) -> Vec<Arc<CachedClusterQuota>> 
     covering
 }
 
-/// The batch group as computed before the coverage was kept (a fixpoint over every
-/// namespace × cluster quota).
-fn brute_group(cache: &QuotaCache, ns: &str) -> String {
-    let covering = brute_covering(cache, ns);
-    if covering.is_empty() {
-        return format!("namespace/{ns}");
-    }
-    let mut component: BTreeSet<String> = covering.iter().map(|q| q.name().to_owned()).collect();
-    let all = cache.cluster_quotas();
-    let labels = cache.namespace_labels();
-    loop {
-        let before = component.len();
-        for (n, l) in &labels {
-            let names: Vec<&str> = all
-                .iter()
-                .filter(|q| q.covers.as_ref().is_some_and(|c| c.covers(n, Some(l))))
-                .map(|q| q.name())
-                .collect();
-            if names.iter().any(|n| component.contains(*n)) {
-                component.extend(names.iter().map(|n| (*n).to_owned()));
-            }
-        }
-        if component.len() == before {
-            break;
-        }
-    }
-    format!("cluster/{}", component.first().map_or("", String::as_str))
-}
-
 fn same<K>(a: &[Arc<K>], b: &[Arc<K>]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
 }
@@ -166,11 +137,6 @@ fn check(cache: &QuotaCache, step: &str) {
             "{step}: cluster_quotas_covering({ns}) {:?} != {:?}",
             names(&got),
             names(&want)
-        );
-        assert_eq!(
-            cache.batch_group(ns),
-            brute_group(cache, ns),
-            "{step}: batch_group({ns})"
         );
     }
     for name in CLUSTER_NAMES {
@@ -304,7 +270,7 @@ fn list_event<K>(init: bool) -> Event<K> {
 }
 
 #[test]
-fn coverage_follows_labels_selectors_and_deletions_and_groups_follow_shared_namespaces() {
+fn coverage_follows_labels_selectors_and_deletions() {
     let (cache, mut w) = QuotaCache::with_writers();
     for init in [true, false] {
         w.quotas.apply_watcher_event(&list_event(init));
@@ -319,9 +285,6 @@ fn coverage_follows_labels_selectors_and_deletions_and_groups_follow_shared_name
     w.clusters
         .apply_watcher_event(&Event::Apply(cluster("cb", Some("b"), 2, true)));
     assert_eq!(names(&cache.cluster_quotas_covering("x")), ["ca"]);
-    assert_eq!(cache.batch_group("x"), "cluster/ca");
-    assert_eq!(cache.batch_group("y"), "cluster/cb");
-    assert_eq!(cache.batch_group("z"), "namespace/z");
 
     // A status write (same selector) changes nothing; the object returned is the new one.
     w.clusters
@@ -331,7 +294,7 @@ fn coverage_follows_labels_selectors_and_deletions_and_groups_follow_shared_name
         Some(3)
     );
 
-    // cb selecting teams a and b shares x with ca: one group, named by the least name.
+    // cb selecting teams a and b covers x beside ca.
     w.namespaces.apply_watcher_event(&ns("w", &[("team", "b")]));
     w.clusters.apply_watcher_event(&Event::Apply(
         CachedClusterQuota::from_value(json!({
@@ -344,31 +307,23 @@ fn coverage_follows_labels_selectors_and_deletions_and_groups_follow_shared_name
         .unwrap(),
     ));
     assert_eq!(names(&cache.cluster_quotas_covering("x")), ["ca", "cb"]);
-    assert_eq!(cache.batch_group("y"), "cluster/ca");
-    // Back to team b alone: two groups again; c0 joins cb's and names it.
+    // Back to team b alone; c0 covers b's namespaces beside cb.
     w.clusters
         .apply_watcher_event(&Event::Apply(cluster("cb", Some("b"), 5, true)));
-    assert_eq!(cache.batch_group("y"), "cluster/cb");
     w.clusters
         .apply_watcher_event(&Event::Apply(cluster("c0", Some("b"), 6, true)));
     assert_eq!(names(&cache.cluster_quotas_covering("w")), ["c0", "cb"]);
-    assert_eq!(cache.batch_group("y"), "cluster/c0");
-    assert_eq!(cache.batch_group("x"), "cluster/ca");
     // A relabelled namespace moves.
     w.namespaces.apply_watcher_event(&ns("x", &[("team", "b")]));
-    assert_eq!(cache.batch_group("x"), "cluster/c0");
     w.namespaces.apply_watcher_event(&ns("x", &[("team", "a")]));
-    assert_eq!(cache.batch_group("x"), "cluster/ca");
 
     // Deleting the namespace or the quota takes it out.
     w.namespaces
         .apply_watcher_event(&Event::Delete(namespace("y", &[])));
     assert!(cache.cluster_quotas_covering("y").is_empty());
-    assert_eq!(cache.batch_group("y"), "namespace/y");
     w.clusters
         .apply_watcher_event(&Event::Delete(cluster("c0", None, 7, true)));
     assert_eq!(names(&cache.cluster_quotas_covering("w")), ["cb"]);
-    assert_eq!(cache.batch_group("w"), "cluster/cb");
     check(&cache, "end");
     let labels: BTreeMap<String, String> = cache.labels_of("w").unwrap();
     assert_eq!(labels.get("team").map(String::as_str), Some("b"));

@@ -1,5 +1,4 @@
-//! Steps 1–4 of a batch when reservations go to batches (`--reservation-store=batches`,
-//! docs/design.md §5 "Reservation batches"): decide the open requests against the newest
+//! Steps 1–4 of a batch (docs/reservations.md): decide the open requests against the newest
 //! quota copies, each quota's entries completed with the batch entries its status does
 //! not account for yet ([`super::Inner::enforced`]); make the admitted entries durable by
 //! *creating* one `KarmadaQuotaReservation` numbered with the next sequence number; answer.
@@ -15,10 +14,10 @@
 //!   created batch), so nothing else is rolled back.
 //! - A create whose outcome is unknown (an API error, the deadline) fails its requests;
 //!   if it was stored after all, its entries count (toward nothing that was admitted)
-//!   until the controller drops them at their expiration, as a failed rollback's do
-//!   today. The next batch then finds the number taken and counts it.
+//!   until the controller drops them at their expiration. The next batch then finds the
+//!   number taken and counts it.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use karmada_quota_core::decision::Decision;
@@ -78,14 +77,15 @@ impl Inner {
     /// Decide and commit `slots` (every one is answered): at most `max_attempts` rounds,
     /// each under the next number.
     #[tracing::instrument(name = "batch_commit", skip_all, fields(batch = Empty, attempts = Empty))]
-    pub(super) async fn commit(&self, ledger: &Ledger, group: &str, mut slots: Vec<Slot>) {
+    pub(super) async fn commit(&self, mut slots: Vec<Slot>) {
+        let ledger = &*self.ledger;
         let attempts = self.config.max_attempts.max(1);
         for attempt in 1..=attempts {
             Span::current().record("attempts", attempt);
             if attempt > 1 {
                 self.metrics.retries.inc();
             }
-            if let Round::Done = self.round(ledger, group, &mut slots).await {
+            if let Round::Done = self.round(ledger, &mut slots).await {
                 return;
             }
         }
@@ -98,14 +98,14 @@ impl Inner {
     /// One round: decide the open requests under the next number and create its batch
     /// (once the ledger counts again, if it can within the requests' time:
     /// [`Ledger::wait_ready`]).
-    async fn round(&self, ledger: &Ledger, group: &str, slots: &mut [Slot]) -> Round {
+    async fn round(&self, ledger: &Ledger, slots: &mut [Slot]) -> Round {
         if let Some(until) = ready_by(slots) {
             ledger.wait_ready(until).await;
         }
         let Some(deadline) = start_round(slots) else {
             return Round::Done;
         };
-        let planned = match self.copies(ledger, group, slots, deadline).await {
+        let planned = match self.copies(ledger, slots, deadline).await {
             Ok((namespaces, copies)) => self.plan(ledger, &namespaces, &copies, slots),
             Err(e) => Err(e),
         };
@@ -116,9 +116,7 @@ impl Inner {
                 return Round::Done;
             }
         };
-        let planned: Vec<usize> = (0..slots.len())
-            .filter(|&i| slots[i].open() && slots[i].failed.is_none())
-            .collect();
+        let planned: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].open()).collect();
         let entries: Vec<_> = planned
             .iter()
             .flat_map(|&i| slots[i].written.iter())
@@ -256,7 +254,6 @@ impl Inner {
     async fn copies(
         &self,
         ledger: &Ledger,
-        group: &str,
         slots: &[Slot],
         deadline: Instant,
     ) -> Result<(BTreeSet<String>, BTreeMap<QuotaKey, QuotaCopy>)> {
@@ -272,7 +269,7 @@ impl Inner {
             .filter(|s| s.open())
             .map(|s| s.request.namespace.clone())
             .collect();
-        let cached = self.newest_copies(group, &namespaces, &HashSet::new());
+        let cached = self.newest_copies(&namespaces);
         Ok((namespaces, self.verified(cached, deadline).await?))
     }
 
@@ -312,7 +309,7 @@ impl Inner {
         let labels = self.labels(namespaces.iter().map(String::as_str));
         for s in slots.iter_mut() {
             if s.open()
-                && let Some(e) = refusal_covering(copies, &s.request.namespace, &labels, true)
+                && let Some(e) = refusal_covering(copies, &s.request.namespace, &labels)
             {
                 s.answer(Err(e));
             }
@@ -392,10 +389,6 @@ fn exhausted(ledger: &Ledger, newest: u64) -> Error {
     }
 }
 
-/// Answer every open, planned request with its admission.
-/// The start of a round: requests past their deadline are answered 504, every entry
-/// planned in an earlier round forgotten; the latest deadline of the open requests
-/// (`None`: none is open).
 /// Until when a round may wait for the ledger: the earliest open request's deadline less
 /// [`READY_MARGIN`] (`None`: no open request has that much time left).
 fn ready_by(slots: &[Slot]) -> Option<Instant> {
@@ -407,6 +400,9 @@ fn ready_by(slots: &[Slot]) -> Option<Instant> {
     earliest.checked_sub(READY_MARGIN)
 }
 
+/// The start of a round: requests past their deadline are answered 504, every entry
+/// planned in an earlier round forgotten; the latest deadline of the open requests
+/// (`None`: none is open).
 fn start_round(slots: &mut [Slot]) -> Option<Instant> {
     let now = Instant::now();
     for s in slots.iter_mut() {
@@ -418,6 +414,7 @@ fn start_round(slots: &mut [Slot]) -> Option<Instant> {
     slots.iter().filter(|s| s.open()).map(|s| s.deadline).max()
 }
 
+/// Answer every open, planned request with its admission.
 fn answer_planned(slots: &mut [Slot]) {
     for s in slots {
         if s.open() {

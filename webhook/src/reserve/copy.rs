@@ -1,5 +1,5 @@
-//! A batch's copy of one quota object, of either kind: the cache's, or the object our own
-//! last write (or re-read) returned when that is newer.
+//! A batch's copy of one quota object, of either kind: the cache's, or this webhook's
+//! read of it from etcd when that is newer.
 
 use std::sync::Arc;
 
@@ -63,9 +63,9 @@ impl QuotaCopy {
         }
     }
 
-    /// Whether this copy (our own) is newer than `cached`: by resourceVersion when both
-    /// are numbers; otherwise ours (it came from the apiserver after the cache's, or the
-    /// cache would not differ; a wrong guess costs one conflict and a re-read).
+    /// Whether this copy (our own read) is newer than `cached`: by resourceVersion when
+    /// both are numbers; otherwise ours (it came from the apiserver after the cache's, or
+    /// the cache would not differ).
     pub(crate) fn is_newer(&self, cached: &QuotaCopy) -> bool {
         match (self.resource_version(), cached.resource_version()) {
             ((Some(a), _), (Some(b), _)) => a > b,
@@ -74,14 +74,12 @@ impl QuotaCopy {
     }
 }
 
-/// What the batcher needs of a kind to write it: its store, and its copies.
+/// What the batcher needs of a kind to read it: its store, and its copies.
 pub(crate) trait Kind: QuotaObject + Coverage {
-    /// The store writing this kind.
+    /// The store reading this kind.
     fn store(inner: &Inner) -> &dyn StatusStore<Self>;
-    /// A copy of a freshly written or read object.
+    /// A copy of a freshly read object.
     fn copy(object: Self) -> QuotaCopy;
-    /// The object of a copy of this kind.
-    fn object(copy: &QuotaCopy) -> Option<&Arc<Cached<Self>>>;
 }
 
 impl Kind for KarmadaQuota {
@@ -91,12 +89,6 @@ impl Kind for KarmadaQuota {
     fn copy(object: Self) -> QuotaCopy {
         QuotaCopy::Quota(Arc::new(Cached::from_object(object)))
     }
-    fn object(copy: &QuotaCopy) -> Option<&Arc<Cached<Self>>> {
-        match copy {
-            QuotaCopy::Quota(c) => Some(c),
-            QuotaCopy::Cluster(_) => None,
-        }
-    }
 }
 
 impl Kind for KarmadaClusterQuota {
@@ -105,11 +97,5 @@ impl Kind for KarmadaClusterQuota {
     }
     fn copy(object: Self) -> QuotaCopy {
         QuotaCopy::Cluster(Arc::new(Cached::from_object(object)))
-    }
-    fn object(copy: &QuotaCopy) -> Option<&Arc<Cached<Self>>> {
-        match copy {
-            QuotaCopy::Cluster(c) => Some(c),
-            QuotaCopy::Quota(_) => None,
-        }
     }
 }

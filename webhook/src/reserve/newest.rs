@@ -1,10 +1,10 @@
-//! The newest copy of each quota object a batch or a dry run decides against: the cache's,
-//! or the object our own last write (or re-read after a conflict) returned while the
-//! cache has not caught up with it ([`Inner::overlay`], kept per batch group); and which
-//! of them can be enforced (a covering quota that cannot be parsed refuses its
-//! namespace's requests, naming it).
+//! The quota objects a batch or a dry run decides against, as the cache holds them (a
+//! batch then replaces each by this webhook's newer read from etcd, [`super::verified`]);
+//! and which of them can be enforced: a covering quota that cannot be parsed refuses its
+//! namespace's requests, naming it, and so does one without the reservation-store fence
+//! over its `hard` (docs/reservations.md R22).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use karmada_quota_core::fence;
@@ -12,7 +12,7 @@ use karmada_quota_core::quota::QuotaState;
 use karmada_quota_core::selection::{Labels, QuotaKey};
 
 use super::copy::QuotaCopy;
-use super::{BatcherConfig, Inner, lock};
+use super::{BatcherConfig, Inner};
 use crate::cache::{CachedClusterQuota, CachedQuota};
 use crate::error::{Error, Result};
 
@@ -27,22 +27,19 @@ impl Inner {
         }
     }
 
-    /// The newest copies of the quota objects of `ns` (the cache's `quotas` and
-    /// `clusters`, or our own newer writes) and the namespace's labels; the error of the
-    /// first covering quota that cannot be enforced.
+    /// The copies of the quota objects of `ns` (the cache's `quotas` and `clusters`) and
+    /// the namespace's labels; the error of the first covering quota that cannot be
+    /// enforced.
     pub(super) fn newest(
         &self,
         ns: &str,
         quotas: &[Arc<CachedQuota>],
         clusters: &[Arc<CachedClusterQuota>],
     ) -> Result<(BTreeMap<QuotaKey, QuotaCopy>, HashMap<String, Labels>)> {
-        let group = self.cache.batch_group(ns);
-        let mut cached = BTreeMap::new();
-        add_copies(&mut cached, quotas, clusters);
-        let copies = self.overlay(&group, cached);
+        let mut copies = BTreeMap::new();
+        add_copies(&mut copies, quotas, clusters);
         let labels = self.labels(std::iter::once(ns));
-        let batches = self.ledger.get().is_some();
-        if let Some(bad) = refusal_covering(&copies, ns, &labels, batches) {
+        if let Some(bad) = refusal_covering(&copies, ns, &labels) {
             return Err(bad);
         }
         Ok((copies, labels))
@@ -58,14 +55,11 @@ impl Inner {
             .collect()
     }
 
-    /// The quota objects `namespaces` answer to (their KarmadaQuotas and the cluster
-    /// quotas selecting them), by key, each replaced by the group's own copy when that is
-    /// newer; `gone` = quotas found deleted during this batch.
+    /// The cache's copies of the quota objects `namespaces` answer to (their
+    /// KarmadaQuotas and the cluster quotas selecting them), by key.
     pub(super) fn newest_copies(
         &self,
-        group: &str,
         namespaces: &BTreeSet<String>,
-        gone: &HashSet<QuotaKey>,
     ) -> BTreeMap<QuotaKey, QuotaCopy> {
         let mut cached: BTreeMap<QuotaKey, QuotaCopy> = BTreeMap::new();
         for ns in namespaces {
@@ -73,44 +67,7 @@ impl Inner {
             let clusters = self.cache.cluster_quotas_covering(ns);
             add_copies(&mut cached, &quotas, &clusters);
         }
-        cached.retain(|key, _| !gone.contains(key));
-        self.overlay(group, cached)
-    }
-
-    /// `cached`, each replaced by the group's own copy when that is newer.
-    pub(super) fn overlay(
-        &self,
-        group: &str,
-        mut cached: BTreeMap<QuotaKey, QuotaCopy>,
-    ) -> BTreeMap<QuotaKey, QuotaCopy> {
-        let mut groups = lock(&self.groups);
-        let Some(g) = groups.get_mut(group) else {
-            return cached;
-        };
-        for (key, c) in &mut cached {
-            match g.newest.get(key) {
-                Some(own) if own.is_newer(c) => *c = own.clone(),
-                Some(_) => {
-                    g.newest.remove(key);
-                }
-                None => {}
-            }
-        }
         cached
-    }
-
-    /// Keep `copy` (of an object returned by a write or a re-read) as the newest copy.
-    pub(super) fn remember(&self, group: &str, copy: QuotaCopy) {
-        if let Some(g) = lock(&self.groups).get_mut(group) {
-            g.newest.insert(copy.key(), copy);
-        }
-    }
-
-    /// Drop our copy of a quota whose state is unknown now (failed or timed-out write).
-    pub(super) fn forget(&self, group: &str, key: &QuotaKey) {
-        if let Some(g) = lock(&self.groups).get_mut(group) {
-            g.newest.remove(key);
-        }
     }
 }
 
@@ -148,15 +105,12 @@ fn add_copies(
 }
 
 /// The error refusing a request of `namespace` before any decision: the first quota
-/// covering it that cannot be enforced (its status does not parse), else the first the
-/// reservation-store fence keeps from this store (docs/reservations.md R22: with the
-/// batch store, `batches`, a quota whose fence does not cover its `hard`; with the
-/// status store, a fenced one).
+/// covering it that cannot be enforced (its status does not parse), else the first whose
+/// reservation-store fence does not cover its `hard` (docs/reservations.md R22).
 pub(super) fn refusal_covering(
     copies: &BTreeMap<QuotaKey, QuotaCopy>,
     namespace: &str,
     labels: &HashMap<String, Labels>,
-    batches: bool,
 ) -> Option<Error> {
     let covering = || {
         copies
@@ -169,22 +123,15 @@ pub(super) fn refusal_covering(
                 .err()
                 .map(|errors| invalid_quota(&c.key(), errors))
         })
-        .or_else(|| covering().find_map(|c| fence_error(&c.key(), c.state().ok()?, batches)))
+        .or_else(|| covering().find_map(|c| fence_error(&c.key(), c.state().ok()?)))
 }
 
 /// The fence's refusal for one quota's `state` (see [`refusal_covering`]).
-pub(super) fn fence_error(key: &QuotaKey, state: &QuotaState, batches: bool) -> Option<Error> {
-    let (namespace, name) = (
-        key.namespace().unwrap_or_default().to_owned(),
-        key.name().to_owned(),
-    );
-    if batches && !fence::covers(&state.reservations, &state.spec.hard) {
-        Some(Error::StoreNotFenced { namespace, name })
-    } else if !batches && fence::fenced_for(&state.reservations) {
-        Some(Error::StoreFenced { namespace, name })
-    } else {
-        None
-    }
+fn fence_error(key: &QuotaKey, state: &QuotaState) -> Option<Error> {
+    (!fence::covers(&state.reservations, &state.spec.hard)).then(|| Error::StoreNotFenced {
+        namespace: key.namespace().unwrap_or_default().to_owned(),
+        name: key.name().to_owned(),
+    })
 }
 
 fn invalid_quota(key: &QuotaKey, errors: &str) -> Error {

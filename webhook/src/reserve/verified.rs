@@ -1,5 +1,4 @@
-//! With reservation batches (`--reservation-store=batches`), the quota copies a decision
-//! may use. The quota kinds are listed from the apiserver's watch cache (10,000 quotas in
+//! The quota copies a decision may use. The quota kinds are listed from the apiserver's watch cache (10,000 quotas in
 //! ~3 s, where a consistent list from etcd takes ~9 s on kube-apiserver 1.20), and such a
 //! list may be older than the batch list read before it: a batch folded into a quota and
 //! deleted before this webhook listed the batches is then in neither view, and its
@@ -9,7 +8,7 @@
 //! re-list that found numbers it never held asks the quota kinds to list again, and when
 //! a quota watch begins any list, since a list from the watch cache may be older than
 //! what the cache showed before it, whose folds may have settled tombstones) — and then
-//! the newer of that copy and the cache's (docs/design.md §5). The first decision per
+//! the newer of that copy and the cache's (docs/reservations.md R13). The first decision per
 //! quota per generation waits for that read in the webhook's one queue.
 //!
 //! The copies read are kept (replaced by the cache's own once the cache is as new, so
@@ -145,9 +144,7 @@ impl Inner {
         }
         // The quota watches keep listing (a re-list asked for holds decisions until its
         // lists are in: say so).
-        if let Some(ledger) = self.ledger.get() {
-            ledger.check()?;
-        }
+        self.ledger.check()?;
         Err(Error::Timeout)
     }
 

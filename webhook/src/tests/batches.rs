@@ -1,4 +1,4 @@
-//! The batcher with reservation batches (`--reservation-store=batches`): one batch object
+//! The batcher with reservation batches: one batch object
 //! per decision across namespaces, the create as the compare-and-swap between replicas,
 //! the fold and the tombstones, failures that allow nothing.
 
@@ -10,30 +10,12 @@ use karmada_quota_core::decision::Decision;
 use karmada_quota_core::usage::BindingCharge;
 use karmada_quota_crds::ResourceBinding;
 use karmada_quota_crds::reservation_batch::{KarmadaQuotaReservation, parse_batch};
-use karmada_quota_status::batch_store::{FakeBatchStore, FakeChange};
+use karmada_quota_status::batch_store::FakeBatchStore;
 use tokio::time::Instant;
 
 use super::*;
 use crate::ledger::Ledger;
 use crate::reserve::BindingRequest;
-
-const BATCH_NS: &str = "kq-system";
-
-/// How long a replica's batch watch takes to show a change.
-const WATCH_LATENCY: Duration = Duration::from_millis(1);
-
-/// [`super::mk_quota`] fenced for the batch store, as the controller of the batch store
-/// leaves every quota (docs/reservations.md R22).
-fn mk_quota(name: &str, hard: &[(&str, &str)], used: &[(&str, &str)]) -> KarmadaQuota {
-    fenced(super::mk_quota(name, hard, used))
-}
-
-/// `q` with the reservation-store fence over its `hard` in its status.
-fn fenced(mut q: KarmadaQuota) -> KarmadaQuota {
-    let status = q.status.get_or_insert_with(Default::default);
-    karmada_quota_crds::convert::ensure_fence(&mut status.reservations, &q.spec.hard).unwrap();
-    q
-}
 
 /// A CREATE of `cpu` in `namespace`, charged by core.
 fn request(namespace: &str, name: &str, cpu: &str) -> BindingRequest {
@@ -65,40 +47,19 @@ fn harness(quotas: &[KarmadaQuota], batches: &Arc<FakeBatchStore>) -> (Harness, 
 
 /// Another webhook replica over the same cache and the same batch store (its own view).
 fn replica(h: &Harness, batches: &Arc<FakeBatchStore>) -> (Batcher, Arc<Ledger>) {
-    let ledger = Ledger::new(batches.clone(), BATCH_NS, h.state.cache.relists().clone());
-    // Its batch list: what the store holds now.
-    ledger.apply(&Event::Init);
-    for b in batches.all() {
-        ledger.apply(&Event::InitApply(b));
-    }
-    ledger.apply(&Event::InitDone);
-    // Its batch watch: the store's changes, in order, each after WATCH_LATENCY (so that
-    // replicas race for numbers as they do over the API).
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    batches.on_change(move |change| {
-        let _ = tx.send(change.clone());
-    });
-    let watching = Arc::downgrade(&ledger);
-    tokio::spawn(async move {
-        while let Some(change) = rx.recv().await {
-            tokio::time::sleep(WATCH_LATENCY).await;
-            let Some(l) = watching.upgrade() else { return };
-            match change {
-                FakeChange::Created(b) => l.apply(&Event::Apply(b)),
-                FakeChange::Deleted(b) => l.apply(&Event::Delete(b)),
-            }
-        }
-    });
+    let ledger = watching_ledger(batches, h.state.cache.relists());
     let no_cluster_quotas: &[karmada_quota_crds::KarmadaClusterQuota] = &[];
     let batcher = Batcher::with_stores(
-        h.store.clone(),
-        FakeStore::with(no_cluster_quotas),
+        Stores {
+            quotas: h.store.clone(),
+            cluster_quotas: FakeStore::with(no_cluster_quotas),
+            ledger: ledger.clone(),
+        },
         h.state.cache.clone(),
         h.state.metrics.clone(),
         BatcherConfig::default(),
         clock,
-    )
-    .with_ledger(ledger.clone());
+    );
     (batcher, ledger)
 }
 
@@ -293,7 +254,7 @@ async fn a_create_that_fails_allows_nothing_and_a_stored_one_is_counted_later() 
         "{err}"
     );
     batches.fail.store(false, Ordering::SeqCst);
-    // Stored, but the answer is lost: the request fails; its entry is counted from then on.
+    // but the answer is lost: the request fails; its entry is counted from then on.
     batches.fail_after_store.store(true, Ordering::SeqCst);
     assert!(submit(b, request(NS, "b", "6")).await.is_err());
     batches.fail_after_store.store(false, Ordering::SeqCst);
@@ -356,7 +317,12 @@ async fn an_admission_in_a_status_and_in_a_batch_counts_once() {
         reserved: ResourceList::parse_map([("requests.cpu", "4")]).unwrap(),
         expiration_time: NOW + 60,
     };
-    karmada_quota_status::entries::add(quota.status.as_mut().unwrap(), [&entry]);
+    quota
+        .status
+        .as_mut()
+        .unwrap()
+        .reservations
+        .push(karmada_quota_crds::convert::reservation_to_api(&entry));
     let (h, _) = harness(&[quota], &batches);
     let b = &h.state.batcher;
     // The apiserver retries a's CREATE against a batch-mode replica: charged again in a
@@ -952,15 +918,14 @@ async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
     assert!(allowed(b, request(NS, "c", "5")).await);
 }
 
-/// With the batch store a quota whose status holds no fence covering its `hard` yet may
-/// still take entries from a webhook of the status store (another version or mode): it
-/// is refused with a 503 naming it (docs/reservations.md R22), nothing is created; once
+/// A quota whose status holds no fence covering its `hard` yet may still take entries
+/// from a webhook of 0.2.0's status store: it is refused with a 503 naming it (docs/reservations.md R22), nothing is created; once
 /// the controller fenced it, the same request is admitted. A fence that does not cover a
 /// name `hard` gained refuses too.
 #[tokio::test]
 async fn a_quota_not_fenced_for_the_batch_store_is_refused_with_a_503_until_it_is() {
     let batches = Arc::new(FakeBatchStore::new());
-    let unfenced = super::mk_quota(
+    let unfenced = mk_unfenced_quota(
         "compute",
         &[("requests.cpu", "10")],
         &[("requests.cpu", "0")],

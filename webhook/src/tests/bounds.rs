@@ -142,7 +142,7 @@ async fn a_stale_view_refuses_what_it_would_charge_until_the_watch_works_again()
         .review_binding(create_rb(mk_binding("web", "uid-1", 1, 1, "1", "")))
         .await;
     assert!(verdict(&r).0, "{r}");
-    assert_eq!(within.store.entries("compute"), 1);
+    assert_eq!(within.entries("compute"), 1);
     // Past the bound (20 ms, then 40 ms of failing): refused.
     let h = stale_after(Duration::from_millis(20));
     let fresh = h.state.cache.freshness().clone();
@@ -159,7 +159,7 @@ async fn a_stale_view_refuses_what_it_would_charge_until_the_watch_works_again()
             && message.contains("connection refused"),
         "{message}"
     );
-    assert_eq!(h.store.entries("compute"), 0, "the stale request reserved");
+    assert_eq!(h.entries("compute"), 0, "the stale request reserved");
     // A namespace without quota is charged nothing: still allowed.
     let r = h.review_binding(create_in("no-quota", "web", "1")).await;
     assert!(verdict(&r).0, "{r}");
@@ -250,7 +250,7 @@ async fn a_template_api_version_longer_than_any_group_version_is_refused_naming_
         "the message repeats the value: {} bytes",
         message.len()
     );
-    assert_eq!(h.store.entries("compute"), 0);
+    assert_eq!(h.entries("compute"), 0);
 }
 
 #[tokio::test]
@@ -279,7 +279,7 @@ async fn identifiers_longer_than_kubernetes_allows_are_refused_before_any_lookup
         )))
         .await;
     assert!(verdict(&r).3.contains("metadata.uid"), "{r}");
-    assert_eq!(h.store.entries("compute"), 0);
+    assert_eq!(h.entries("compute"), 0);
 }
 
 fn template(namespace: &str, name: &str, api_version: &str) -> ObjectReference {

@@ -1,5 +1,5 @@
-//! KarmadaClusterQuota: selection by namespace labels, one batch per group of namespaces
-//! sharing a cluster quota, the combined decision with KarmadaQuotas, and validation.
+//! KarmadaClusterQuota: selection by namespace labels, admissions of several namespaces
+//! in one batch, the combined decision with KarmadaQuotas, and validation.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -55,6 +55,9 @@ pub(super) fn mk_cluster_quota(
         },
         namespaces: Vec::new(),
     });
+    let status = &mut q.status.as_mut().unwrap().quota;
+    karmada_quota_crds::convert::ensure_fence(&mut status.reservations, &q.spec.quota.hard)
+        .unwrap();
     q
 }
 
@@ -130,9 +133,16 @@ pub(super) fn create_in(ns: &str, name: &str, cpu: &str) -> Value {
     review
 }
 
-fn cluster_effective(store: &FakeStore<KarmadaClusterQuota>, name: &str) -> ResourceList {
-    let st = cluster_quota_state(&store.object("", name)).unwrap();
-    effective_usage(&st.used.unwrap_or_default(), &st.reservations, None)
+/// The admissions' entries of cluster quota `name` (its status's and the batches').
+fn cluster_entries(c: &Cluster, name: &str) -> Vec<karmada_quota_core::quota::Reservation> {
+    let st = cluster_quota_state(&c.clusters.object("", name)).unwrap();
+    c.h.entries_with(&st)
+}
+
+fn cluster_effective(c: &Cluster, name: &str) -> ResourceList {
+    let st = cluster_quota_state(&c.clusters.object("", name)).unwrap();
+    let entries = c.h.entries_with(&st);
+    effective_usage(&st.used.unwrap_or_default(), &entries, None)
 }
 
 #[tokio::test]
@@ -152,8 +162,6 @@ async fn concurrent_creates_over_three_namespaces_fill_the_cluster_quota_exactly
             &[("requests.cpu", "0")],
         )],
     );
-    // Writes take a while, so the requests pile up into batches.
-    c.clusters.set_write_latency(Duration::from_millis(20));
     let nss = ["a-dev", "a-prod", "a-batch", "b"];
     let answers = join_all((0..80).map(|i| {
         let ns = nss[i % 4];
@@ -185,21 +193,21 @@ async fn concurrent_creates_over_three_namespaces_fill_the_cluster_quota_exactly
     }
     assert_eq!(admitted, 20);
     assert_eq!(
-        cluster_effective(&c.clusters, "business-a"),
+        cluster_effective(&c, "business-a"),
         ResourceList::parse_map([("requests.cpu", "20")]).unwrap()
     );
-    let stored = c.clusters.object("", "business-a").status.unwrap();
     let mut per_ns: BTreeMap<String, usize> = BTreeMap::new();
-    for r in &stored.quota.reservations {
+    for r in &cluster_entries(&c, "business-a") {
         *per_ns.entry(r.reserved_by.namespace.clone()).or_default() += 1;
     }
     assert_eq!(per_ns.values().sum::<usize>(), 20);
     assert!(per_ns.keys().all(|ns| ns.starts_with("a-")), "{per_ns:?}");
-    // One worker batches the three namespaces: far fewer writes than admissions, and
-    // never a conflict between them.
-    let writes = c.clusters.writes.load(Ordering::SeqCst);
-    assert!(writes < 20, "{writes} writes for 20 admissions");
-    assert_eq!(c.clusters.conflicts.load(Ordering::SeqCst), 0);
+    // One worker batches the namespaces: far fewer batches than admissions, never a
+    // conflict between them, and no status write.
+    let creates = c.h.batches.creates.load(Ordering::SeqCst);
+    assert!(creates < 20, "{creates} batches for 20 admissions");
+    assert_eq!(c.h.batches.conflicts.load(Ordering::SeqCst), 0);
+    assert_eq!(c.clusters.writes.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
@@ -236,25 +244,9 @@ async fn a_binding_must_fit_its_namespace_quota_and_the_cluster_quota() {
         "{message}"
     );
     // Each admitted request holds one entry per quota object it was charged against.
-    assert_eq!(
-        c.h.store
-            .object("a-dev", "dev")
-            .status
-            .unwrap()
-            .reservations
-            .len(),
-        2
-    );
-    assert_eq!(
-        c.clusters
-            .object("", "business-a")
-            .status
-            .unwrap()
-            .quota
-            .reservations
-            .len(),
-        3
-    );
+    let dev = quota_state(&c.h.store.object("a-dev", "dev")).unwrap();
+    assert_eq!(c.h.entries_with(&dev).len(), 2);
+    assert_eq!(cluster_entries(&c, "business-a").len(), 3);
 }
 
 #[tokio::test]
@@ -296,60 +288,6 @@ async fn an_unselected_namespace_is_not_charged_an_unknown_one_is_refused_and_an
         message.contains("KarmadaClusterQuota broken cannot be enforced: spec.hard[limits.cpu]"),
         "{message}"
     );
-}
-
-#[test]
-fn namespaces_sharing_cluster_quotas_share_one_batch_group() {
-    let c = cluster_harness(
-        &[
-            ("n1", Some("a")),
-            ("n2", Some("b")),
-            ("n3", Some("c")),
-            ("n4", None),
-        ],
-        &[],
-        &[
-            mk_cluster_quota("qa", "a", &[("pods", "1")], &[]),
-            mk_cluster_quota("qb", "b", &[("pods", "1")], &[]),
-            mk_cluster_quota("qc", "c", &[("pods", "1")], &[]),
-        ],
-    );
-    let cache = &c.h.state.cache;
-    assert_eq!(cache.batch_group("n1"), "cluster/qa");
-    assert_eq!(cache.batch_group("n2"), "cluster/qb");
-    assert_eq!(cache.batch_group("n4"), "namespace/n4");
-    // A quota selecting both a and b joins them; c stays apart.
-    let mut wide = mk_cluster_quota("z-both", "a", &[("pods", "1")], &[]);
-    wide.spec.namespace_selector = Some(LabelSelector {
-        match_labels: None,
-        match_expressions: Some(vec![
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
-                key: "business".into(),
-                operator: "In".into(),
-                values: Some(vec!["a".into(), "b".into()]),
-            },
-        ]),
-    });
-    let c = cluster_harness(
-        &[("n1", Some("a")), ("n2", Some("b")), ("n3", Some("c"))],
-        &[],
-        &[
-            mk_cluster_quota("qa", "a", &[("pods", "1")], &[]),
-            mk_cluster_quota("qb", "b", &[("pods", "1")], &[]),
-            mk_cluster_quota("qc", "c", &[("pods", "1")], &[]),
-            wide,
-        ],
-    );
-    let cache = &c.h.state.cache;
-    assert_eq!(cache.batch_group("n1"), "cluster/qa");
-    assert_eq!(cache.batch_group("n2"), "cluster/qa");
-    assert_eq!(cache.batch_group("n3"), "cluster/qc");
-    let names: Vec<String> = cache
-        .cluster_quotas_covering("n2")
-        .iter()
-        .map(|q| q.name().to_owned())
-        .collect();
-    assert_eq!(names, ["qb", "z-both"]);
 }
 
 const KCQ: (&str, &str, &str) = ("quota.karmada.io", "v1alpha1", "KarmadaClusterQuota");

@@ -1,5 +1,5 @@
 //! The early answer of the ResourceBinding review: an UPDATE whose charge did not change
-//! is allowed at once, without queueing behind the reservation writes of its batch group
+//! is allowed at once, without queueing behind the reservation batches being created
 //! and without writing anything; every other request takes the usual path, and a
 //! namespace whose quota cannot be enforced still refuses it, naming the quota.
 
@@ -28,13 +28,13 @@ fn relabelled() -> (Value, Value) {
 }
 
 /// Longest an early answer may take here: far below the decision timeout the harness
-/// runs with, so a review that queued behind the hanging write could not make it.
+/// runs with, so a review that queued behind the hanging batch create could not make it.
 const PROMPT: Duration = Duration::from_secs(1);
 
 #[tokio::test]
-async fn an_unchanged_update_is_answered_while_the_namespace_write_hangs() {
+async fn an_unchanged_update_is_answered_while_the_batch_create_hangs() {
     let h = Harness::with_timeout(&[cpu_quota()], Duration::from_secs(10));
-    h.store.hang_quota(Some("compute"));
+    h.batches.hang.store(true, Ordering::SeqCst);
     // A CREATE whose reservation write never completes holds its batch group's worker.
     let app = h.state.clone();
     let create = tokio::spawn(async move {
@@ -62,14 +62,14 @@ async fn an_unchanged_update_is_answered_while_the_namespace_write_hangs() {
     assert_eq!(h.allowed_with(REASON_CHARGE_UNCHANGED), 1);
     assert!(!create.is_finished(), "the write is still held");
     assert_eq!(h.store.writes.load(Ordering::SeqCst), 0, "nothing written");
-    assert_eq!(h.store.entries("compute"), 0);
+    assert_eq!(h.entries("compute"), 0);
     create.abort();
 }
 
 #[tokio::test]
 async fn a_changed_update_still_queues_behind_the_write() {
     let h = Harness::with_timeout(&[cpu_quota()], Duration::from_secs(10));
-    h.store.hang_quota(Some("compute"));
+    h.batches.hang.store(true, Ordering::SeqCst);
     let first = {
         let app = h.state.clone();
         tokio::spawn(async move {
@@ -141,6 +141,6 @@ async fn an_old_object_that_does_not_decode_is_charged_like_a_create_not_answere
     let resp = h.review_binding(update_rb(broken, new)).await;
     assert!(verdict(&resp).0, "{resp}");
     assert_eq!(h.allowed_with(REASON_CHARGE_UNCHANGED), 0);
-    assert_eq!(h.store.entries("compute"), 1);
-    assert_eq!(h.store.effective("compute").to_string(), "requests.cpu=4");
+    assert_eq!(h.entries("compute"), 1);
+    assert_eq!(h.effective("compute").to_string(), "requests.cpu=4");
 }

@@ -1,8 +1,8 @@
-//! Tests: fixtures over the shared in-memory `FakeStore`, router tests (AdmissionReview JSON →
-//! `app().oneshot()`) and batcher tests (conflicts, concurrency).
+//! Tests: fixtures over the in-memory stores (`FakeStore` for the quotas, `FakeBatchStore`
+//! for the reservation batches, watched by the batcher's ledger), router tests
+//! (AdmissionReview JSON → `app().oneshot()`) and batcher tests (replicas, numbers, faults).
 
 mod apiserver_cel;
-mod batcher;
 mod batches;
 mod bounds;
 mod budget;
@@ -24,7 +24,6 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karmada_quota_core::ResourceList;
 use karmada_quota_core::ledger::effective_usage;
 use karmada_quota_crds::convert::quota_state;
-use karmada_quota_crds::quota::{ScopeSelector, ScopedResourceSelectorRequirement};
 use karmada_quota_crds::{KarmadaQuota, KarmadaQuotaSpec, KarmadaQuotaStatus};
 use karmada_quota_shell::plurals::PluralResolver;
 use kube::runtime::watcher::Event;
@@ -32,10 +31,13 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::cache::{CachedQuota, QuotaCache, QuotaWriter};
+use crate::cache::{CachedQuota, QuotaCache, QuotaWriter, relists::Relists};
+use karmada_quota_crds::reservation_batch::parse_batch;
+use karmada_quota_status::batch_store::{FakeBatchStore, FakeChange};
 use karmada_quota_status::fake::FakeStore;
 
-use crate::reserve::{Batcher, BatcherConfig};
+use crate::ledger::Ledger;
+use crate::reserve::{Batcher, BatcherConfig, Stores};
 use crate::{AppState, Metrics, Settings, app};
 
 pub const NS: &str = "team-a";
@@ -53,8 +55,14 @@ fn list(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
         .collect()
 }
 
-/// A quota in [`NS`] with `hard` and a synced `status.used`, resourceVersion 1.
+/// A quota in [`NS`] with `hard` and a synced `status.used`, resourceVersion 1, fenced
+/// for the batches as the controller leaves every quota (docs/reservations.md R22).
 pub fn mk_quota(name: &str, hard: &[(&str, &str)], used: &[(&str, &str)]) -> KarmadaQuota {
+    fenced(mk_unfenced_quota(name, hard, used))
+}
+
+/// [`mk_quota`] without the fence: as a 0.2.0 controller (status store) left it.
+pub fn mk_unfenced_quota(name: &str, hard: &[(&str, &str)], used: &[(&str, &str)]) -> KarmadaQuota {
     let mut q = KarmadaQuota::new(
         name,
         KarmadaQuotaSpec {
@@ -73,51 +81,108 @@ pub fn mk_quota(name: &str, hard: &[(&str, &str)], used: &[(&str, &str)]) -> Kar
     q
 }
 
-/// `q` restricted to PriorityClass `In [classes]`.
-pub fn scoped(mut q: KarmadaQuota, classes: &[&str]) -> KarmadaQuota {
-    q.spec.scope_selector = Some(ScopeSelector {
-        match_expressions: vec![ScopedResourceSelectorRequirement {
-            scope_name: "PriorityClass".to_owned(),
-            operator: "In".to_owned(),
-            values: classes.iter().map(|s| (*s).to_owned()).collect(),
-        }],
-    });
+/// `q` with the reservation-store fence over its `hard` in its status.
+pub fn fenced(mut q: KarmadaQuota) -> KarmadaQuota {
+    let status = q.status.get_or_insert_with(Default::default);
+    karmada_quota_crds::convert::ensure_fence(&mut status.reservations, &q.spec.hard).unwrap();
     q
 }
 
-/// What the tests read from the shared in-memory store, in the test namespace.
-pub trait Stored {
-    /// The stored quota `name`.
-    fn quota(&self, name: &str) -> KarmadaQuota;
-    /// Effective usage (used + Σ entries) of a stored quota, by core's ledger.
-    fn effective(&self, name: &str) -> ResourceList;
-    /// How many entries the stored quota holds.
-    fn entries(&self, name: &str) -> usize;
+/// The batch namespace of the tests.
+pub const BATCH_NS: &str = "kq-system";
+
+/// How long a replica's batch watch takes to show a change.
+pub const WATCH_LATENCY: Duration = Duration::from_millis(1);
+
+/// A webhook replica's ledger over `batches`: its list is what the store holds now, its
+/// watch the store's changes in order, each after [`WATCH_LATENCY`] (so that replicas
+/// race for numbers as they do over the API).
+pub fn watching_ledger(batches: &Arc<FakeBatchStore>, relists: &Relists) -> Arc<Ledger> {
+    let ledger = Ledger::new(batches.clone(), BATCH_NS, relists.clone());
+    ledger.apply(&Event::Init);
+    for b in batches.all() {
+        ledger.apply(&Event::InitApply(b));
+    }
+    ledger.apply(&Event::InitDone);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    batches.on_change(move |change| {
+        let _ = tx.send(change.clone());
+    });
+    let watching = Arc::downgrade(&ledger);
+    tokio::spawn(async move {
+        while let Some(change) = rx.recv().await {
+            tokio::time::sleep(WATCH_LATENCY).await;
+            let Some(l) = watching.upgrade() else { return };
+            match change {
+                FakeChange::Created(b) => l.apply(&Event::Apply(b)),
+                FakeChange::Deleted(b) => l.apply(&Event::Delete(b)),
+            }
+        }
+    });
+    ledger
 }
 
-impl Stored for FakeStore {
-    fn quota(&self, name: &str) -> KarmadaQuota {
-        self.object(NS, name)
-    }
-
-    fn effective(&self, name: &str) -> ResourceList {
-        let st = quota_state(&self.quota(name)).unwrap();
-        effective_usage(&st.used.unwrap_or_default(), &st.reservations, None)
-    }
-
-    fn entries(&self, name: &str) -> usize {
-        self.quota(name).status.map_or(0, |s| s.reservations.len())
-    }
-}
-
-/// An app over a cache holding `quotas` (synced) and a [`FakeStore`] holding the same.
+/// An app over a cache holding `quotas` (synced), a [`FakeStore`] holding the same and a
+/// [`FakeBatchStore`] its batcher reserves in.
 pub struct Harness {
     pub state: AppState,
     pub store: Arc<FakeStore>,
     pub writer: Arc<Mutex<QuotaWriter>>,
+    /// The reservation batches the batcher creates (no controller folds them).
+    pub batches: Arc<FakeBatchStore>,
 }
 
 impl Harness {
+    /// The stored quota `name` of [`NS`].
+    pub fn quota(&self, name: &str) -> KarmadaQuota {
+        self.store.object(NS, name)
+    }
+
+    /// The admissions' entries of quota `name` of [`NS`]: its status's (but the fence)
+    /// and the batches', in that order.
+    /// One entry per admission (binding uid and generation): a later batch's replaces
+    /// an earlier one, as the controller's fold and the decisions count them.
+    pub fn entries_of(&self, name: &str) -> Vec<karmada_quota_core::quota::Reservation> {
+        let st = quota_state(&self.quota(name)).unwrap();
+        self.entries_with(&st)
+    }
+
+    /// The admissions' entries of the quota `st` is the state of: its status's (but the
+    /// fence) and the batches' ([`Self::entries_of`]).
+    pub fn entries_with(
+        &self,
+        st: &karmada_quota_core::quota::QuotaState,
+    ) -> Vec<karmada_quota_core::quota::Reservation> {
+        let key = st.key();
+        let mut entries: Vec<_> = karmada_quota_core::fence::pending(&st.reservations)
+            .cloned()
+            .collect();
+        for b in self.batches.all() {
+            let batch = parse_batch(&b).unwrap();
+            for (_, e) in batch.entries.into_iter().filter(|(k, _)| *k == key) {
+                let same = |o: &karmada_quota_core::quota::Reservation| {
+                    o.reserved_by.uid == e.reserved_by.uid && o.generation == e.generation
+                };
+                match entries.iter_mut().find(|o| same(o)) {
+                    Some(o) => *o = e,
+                    None => entries.push(e),
+                }
+            }
+        }
+        entries
+    }
+
+    /// How many admissions' entries quota `name` of [`NS`] holds ([`Self::entries_of`]).
+    pub fn entries(&self, name: &str) -> usize {
+        self.entries_of(name).len()
+    }
+
+    /// Effective usage (used + Σ entries) of quota `name` of [`NS`], by core's ledger.
+    pub fn effective(&self, name: &str) -> ResourceList {
+        let st = quota_state(&self.quota(name)).unwrap();
+        effective_usage(&st.used.unwrap_or_default(), &self.entries_of(name), None)
+    }
+
     /// How often the decision counter says `reason` for an allowed ResourceBinding
     /// (`REASON_CHARGE_UNCHANGED`: answered early).
     pub(super) fn allowed_with(&self, reason: &'static str) -> u64 {
@@ -142,9 +207,13 @@ impl Harness {
         settings: Settings,
     ) -> Self {
         let metrics = Arc::new(Metrics::default());
+        let batches = Arc::new(FakeBatchStore::new());
         let batcher = Batcher::with_stores(
-            store.clone(),
-            cluster_store,
+            Stores {
+                quotas: store.clone(),
+                cluster_quotas: cluster_store,
+                ledger: watching_ledger(&batches, cache.relists()),
+            },
             cache.clone(),
             metrics.clone(),
             BatcherConfig::default(),
@@ -162,6 +231,7 @@ impl Harness {
             },
             store,
             writer: Arc::new(Mutex::new(writer)),
+            batches,
         }
     }
 

@@ -27,17 +27,18 @@ async fn allows_fitting_create_and_records_one_entry() {
         .await;
     assert_eq!(resp["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
     assert!(verdict(&resp).0, "{resp}");
-    assert_eq!(h.store.writes.load(Ordering::SeqCst), 1);
-    let status = h.store.quota("compute").status.unwrap();
-    assert_eq!(status.reservations.len(), 1);
-    let entry = &status.reservations[0];
+    assert_eq!(h.store.writes.load(Ordering::SeqCst), 0, "no status write");
+    assert_eq!(h.batches.creates.load(Ordering::SeqCst), 1, "one batch");
+    let entries = h.entries_of("compute");
+    assert_eq!(entries.len(), 1);
+    let entry = &entries[0];
     assert_eq!(entry.reserved_by.uid, "uid-web");
     assert_eq!(entry.reserved_by.name, "web");
     assert_eq!(entry.reserved_by.kind, "ResourceBinding");
     assert_eq!(entry.generation, 1);
-    assert_eq!(entry.reserved["requests.cpu"].0, "2");
-    assert_eq!(entry.expiration_time.0.as_second(), NOW + 60);
-    assert_eq!(h.store.effective("compute").to_string(), "requests.cpu=4");
+    assert_eq!(entry.reserved.to_string(), "requests.cpu=2");
+    assert_eq!(entry.expiration_time, NOW + 60);
+    assert_eq!(h.effective("compute").to_string(), "requests.cpu=4");
 }
 
 #[tokio::test]
@@ -213,7 +214,7 @@ async fn dry_run_decides_and_writes_nothing() {
     assert_eq!(code, 403);
     assert!(message.starts_with("exceeded quota: compute"), "{message}");
     assert_eq!(h.store.writes.load(Ordering::SeqCst), 0);
-    assert_eq!(h.store.entries("compute"), 0);
+    assert_eq!(h.entries("compute"), 0);
 }
 
 #[tokio::test]
@@ -225,14 +226,14 @@ async fn apiserver_retry_of_the_same_generation_does_not_double_count() {
             .await;
         assert!(verdict(&resp).0, "{resp}");
     }
-    assert_eq!(h.store.entries("compute"), 1);
-    assert_eq!(h.store.effective("compute").to_string(), "requests.cpu=2");
+    assert_eq!(h.entries("compute"), 1);
+    assert_eq!(h.effective("compute").to_string(), "requests.cpu=2");
 }
 
 #[tokio::test]
 async fn store_failure_is_never_an_allow() {
     let h = Harness::new(&[cpu_quota("10", "0")]);
-    h.store.fail.store(true, Ordering::SeqCst);
+    h.batches.fail.store(true, Ordering::SeqCst);
     let (allowed, code, reason, message) = verdict(
         &h.review_binding(create_rb(mk_binding("web", "uid-web", 1, 1, "1", "")))
             .await,
@@ -240,7 +241,9 @@ async fn store_failure_is_never_an_allow() {
     assert!(!allowed);
     assert_eq!((code, reason.as_str()), (500, "InternalError"));
     assert!(
-        message.starts_with("ResourceBinding team-a/web: KarmadaQuota team-a/compute:"),
+        message.starts_with(
+            "ResourceBinding team-a/web: KarmadaQuotaReservation kq-system/kqr-000000000001:"
+        ),
         "{message}"
     );
 }
@@ -248,7 +251,7 @@ async fn store_failure_is_never_an_allow() {
 #[tokio::test(start_paused = true)]
 async fn decision_timeout_is_a_refusal() {
     let h = Harness::with_timeout(&[cpu_quota("10", "0")], Duration::from_millis(500));
-    h.store.hang.store(true, Ordering::SeqCst);
+    h.batches.hang.store(true, Ordering::SeqCst);
     let (allowed, code, reason, message) = verdict(
         &h.review_binding(create_rb(mk_binding("web", "uid-web", 1, 1, "1", "")))
             .await,

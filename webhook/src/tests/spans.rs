@@ -1,7 +1,7 @@
 //! What the JSON log says about a review: every line of a ResourceBinding review carries
 //! its `review` span with `binding` (`namespace/name`), `namespace` and `operation` — the
 //! field the controller's fold of the binding carries too — and the denial line's own
-//! `binding` says the same; a reservation batch's lines carry its group and namespace.
+//! `binding` says the same; a reservation batch's lines carry its name and namespace.
 
 use std::io::Write;
 
@@ -78,10 +78,13 @@ async fn a_review_logs_in_a_span_that_names_the_binding() {
         "the span names it: {allowed}"
     );
 
-    let batch = lines.with_message("reservation batch answered");
-    assert_eq!(batch["span"]["name"], "reservation_batch");
-    assert_eq!(batch["span"]["namespace"], "team-a");
-    assert_eq!(batch["fields"]["admitted"], 1);
+    let batch = lines.with_message("reservation batch created");
+    assert_eq!(batch["span"]["name"], "batch_commit");
+    assert_eq!(batch["span"]["batch"], "kqr-000000000001");
+    assert_eq!(batch["fields"]["requests"], 1);
+    let outer = &batch["spans"][0];
+    assert_eq!(outer["name"], "reservation_batch", "{batch}");
+    assert_eq!(outer["namespace"], "team-a");
 
     // Too big: the denial line names the binding as the span does.
     h.review_binding(create_rb(mk_binding("big", "uid-big", 1, 5, "1", "")))

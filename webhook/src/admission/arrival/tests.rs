@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::tests::{
-    CONTROLLER, Harness, Stored, as_user, create_rb, mk_binding, mk_quota, update_rb, verdict,
+    CONTROLLER, Harness, as_user, create_rb, mk_binding, mk_quota, update_rb, verdict,
 };
 
 fn queueing(hard: &str, used: &str, order: &str) -> karmada_quota_crds::KarmadaQuota {
@@ -77,7 +77,7 @@ async fn a_create_that_fits_passes_unchanged_and_is_charged() {
     assert!(r.get("patch").is_none_or(Value::is_null), "{r}");
     let v = h.review_binding(create_rb(rb)).await;
     assert!(verdict(&v).0);
-    assert_eq!(h.store.entries("q"), 1);
+    assert_eq!(h.entries("q"), 1);
 }
 
 #[tokio::test]
@@ -94,11 +94,7 @@ async fn a_create_that_does_not_fit_is_suspended_marked_and_charged_nothing() {
     );
     let v = h.review_binding(create_rb(held)).await;
     assert!(verdict(&v).0, "{v}");
-    assert_eq!(
-        h.store.entries("q"),
-        0,
-        "a waiting binding is charged nothing"
-    );
+    assert_eq!(h.entries("q"), 0, "a waiting binding is charged nothing");
 }
 
 #[tokio::test]
@@ -175,11 +171,7 @@ async fn the_release_is_charged_with_the_cas_and_refused_when_it_no_longer_fits(
         .await;
     assert!(verdict(&v).0, "{v}");
     assert_eq!(
-        h.store
-            .effective("q")
-            .get("requests.cpu")
-            .unwrap()
-            .to_string(),
+        h.effective("q").get("requests.cpu").unwrap().to_string(),
         "4"
     );
     // Another waiting binding released now does not fit any more: refused, stays waiting.
@@ -269,7 +261,7 @@ async fn the_detector_updating_a_waiting_binding_changes_its_demand_not_its_char
     scaled["metadata"]["generation"] = json!(2);
     let v = h.review_binding(update_rb(held, scaled.clone())).await;
     assert!(verdict(&v).0, "{v}");
-    assert_eq!(h.store.entries("q"), 0);
+    assert_eq!(h.entries("q"), 0);
     // Released at 6 cpu: does not fit (1 free).
     let mut released = scaled.clone();
     released["metadata"]
@@ -344,7 +336,7 @@ async fn only_the_controller_releases_a_waiting_binding() {
             "{what}: {message}"
         );
     }
-    assert_eq!(h.store.entries("q"), 0, "nothing reserved for a refusal");
+    assert_eq!(h.entries("q"), 0, "nothing reserved for a refusal");
     // Karmada's controller-manager is no releaser either.
     let v = h
         .review_binding(update_rb(held.clone(), unsuspended.clone()))
@@ -359,7 +351,7 @@ async fn only_the_controller_releases_a_waiting_binding() {
         ))
         .await;
     assert!(verdict(&v).0, "{v}");
-    assert_eq!(h.store.entries("q"), 1);
+    assert_eq!(h.entries("q"), 1);
     // So may a quota administrator.
     let v = h
         .review_binding(as_user(
