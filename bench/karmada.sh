@@ -38,8 +38,6 @@
 #   BENCH_TIMEOUT          seconds one round may take before it counts as failed (default 600)
 #   BENCH_DIR              work directory (default target/bench-karmada)
 #   BIN_DIR                the project's binaries to run (default: release build, made here)
-#   RESERVATION_STORE      status | batches: the project's --reservation-store (default status;
-#                          batches live in the namespace kq-bench-batches)
 #   BENCH_RECORD_REVIEWS   a file: the webhook is registered through bench/review-recorder.py,
 #                          which appends every AdmissionReview sent to it and the answer (a
 #                          record of what the apiserver sends, for the matchConditions replay;
@@ -63,8 +61,9 @@ THROTTLE=${BENCH_THROTTLE:-both}
 read -r -a MODES <<<"${BENCH_MODES:-none project karmada-frq}"
 TIMEOUT=${BENCH_TIMEOUT:-600}
 WORK=${BENCH_DIR:-$root/target/bench-karmada}
-RESERVATION_STORE=${RESERVATION_STORE:-status}
-STORE_FLAGS=(--reservation-store "$RESERVATION_STORE" --reservation-namespace kq-bench-batches)
+# The reservation batches live in kq-bench-batches; the store is named for builds from
+# before the one store (BIN_DIR), whose default was the status store.
+STORE_FLAGS=(--reservation-store batches --reservation-namespace kq-bench-batches)
 BIN=${BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}
 RESULTS=$WORK/results.jsonl
 KDIR=$WORK/karmada
@@ -414,7 +413,7 @@ jq -rs '
 jq -rs '
   def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   "",
-  "Medians over rounds of the ratio to none (same round); the project'"'"'s reservation store: '"$RESERVATION_STORE"'",
+  "Medians over rounds of the ratio to none (same round); the project'"'"'s reservation store: batches",
   (group_by(.throttle)[] as $t
    | ($t | group_by(.round) | map((map(select(.mode == "none")) | first) as $none
         | map({mode, s: (.seconds / $none.seconds), c: (.apiserver_cpu_s_per_binding / $none.apiserver_cpu_s_per_binding),

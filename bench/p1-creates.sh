@@ -22,9 +22,9 @@
 #   bs no quota in any of them
 #   cs no webhook registered
 #
-# RESERVATION_STORE=batches runs both binaries with --reservation-store=batches (one
-# KarmadaQuotaReservation per webhook decision, shared across namespaces, in the namespace
-# kq-p1-batches) instead of the default status writes.
+# Both binaries reserve in batches (one KarmadaQuotaReservation per webhook decision,
+# shared across namespaces) in the namespace kq-p1-batches; the store is named for builds
+# from before the one store (BIN_DIR), whose default was the status store.
 #
 # Every run also records (from /metrics before and after it) the webhook's batch-size
 # histogram, status writes and conflicts, the apiserver's admission-webhook latency and
@@ -32,7 +32,7 @@
 #
 # Usage: bench/p1-creates.sh [ROUNDS (default 3)]
 # Environment: COUNT (2000), CONCURRENCY (32), SPREAD (16), BIN_DIR (target/release),
-# BENCH_DIR (target/bench), RESERVATION_STORE (status), SERIES ("plain controller spread", or some of them), and any
+# BENCH_DIR (target/bench), SERIES ("plain controller spread", or some of them), and any
 # controller flag's KQ_* twin (e.g. KQ_MIN_WRITE_INTERVAL).
 # Needs: cargo build --release --bins; the apiserver installed (controlplane.sh install).
 set -euo pipefail
@@ -47,11 +47,7 @@ SERIES=${SERIES:-plain controller spread}
 RESULTS=$WORK/p1-results.jsonl
 ENTRIES=$WORK/p1-entries.txt
 HARD='{requests.cpu: "100k", pods: "100k"}'
-RESERVATION_STORE=${RESERVATION_STORE:-status}
-STORE_FLAGS=(--reservation-store "$RESERVATION_STORE")
-if [[ $RESERVATION_STORE == batches ]]; then
-    STORE_FLAGS+=(--reservation-namespace kq-p1-batches)
-fi
+STORE_FLAGS=(--reservation-store batches --reservation-namespace kq-p1-batches)
 
 require_binaries
 trap bench_cleanup EXIT
@@ -62,7 +58,7 @@ make_certs
 
 # The bench's webhook may hold every entry of a run without a controller (2000 per
 # namespace; the default cap, 1000, would refuse half of mode a).
-[[ $RESERVATION_STORE == batches ]] && new_namespace kq-p1-batches
+new_namespace kq-p1-batches
 start_webhook webhook --max-reservations 5000 "${STORE_FLAGS[@]}"
 register_webhook "$WEBHOOK_PORT"
 new_namespace kq-p1-probe
@@ -70,13 +66,8 @@ new_namespace kq-p1-probe
     --admin "127.0.0.1:$WEBHOOK_ADMIN"
 
 entries() {
-    if [[ $RESERVATION_STORE == batches ]]; then
-        kubectl --kubeconfig "$KUBECONFIG" get karmadaquotareservations -n kq-p1-batches -o json 2>/dev/null |
-            jq --arg ns "$1" '[.items[].spec.entries[] | select(.quota.namespace == $ns)] | length'
-        return
-    fi
-    kubectl --kubeconfig "$KUBECONFIG" get kquota q -n "$1" -o json 2>/dev/null |
-        jq '.status.reservations // [] | length'
+    kubectl --kubeconfig "$KUBECONFIG" get karmadaquotareservations -n kq-p1-batches -o json 2>/dev/null |
+        jq --arg ns "$1" '[.items[].spec.entries[] | select(.quota.namespace == $ns)] | length'
 }
 # Entries whose binding does not exist (admitted by the webhook, then not stored: a
 # refusal after the write, e.g. a decision timeout; they lapse after the TTL).
@@ -85,13 +76,8 @@ orphans() {
         jq -r '.items[].metadata.uid' | sort) <(entry_uids "$1" | sort) | wc -l
 }
 entry_uids() {
-    if [[ $RESERVATION_STORE == batches ]]; then
-        kubectl --kubeconfig "$KUBECONFIG" get karmadaquotareservations -n kq-p1-batches -o json 2>/dev/null |
-            jq -r --arg ns "$1" '.items[].spec.entries[] | select(.quota.namespace == $ns) | .reservedBy.uid'
-        return
-    fi
-    kubectl --kubeconfig "$KUBECONFIG" get kquota q -n "$1" -o json 2>/dev/null |
-        jq -r '.status.reservations // [] | .[].reservedBy.uid'
+    kubectl --kubeconfig "$KUBECONFIG" get karmadaquotareservations -n kq-p1-batches -o json 2>/dev/null |
+        jq -r --arg ns "$1" '.items[].spec.entries[] | select(.quota.namespace == $ns) | .reservedBy.uid'
 }
 
 # run MODE ROUND: one run of COUNT creates into fresh namespaces (one, or SPREAD for the
@@ -188,7 +174,7 @@ fi
 echo
 echo "P1: ResourceBinding creates/s, $COUNT per run, $CONCURRENCY concurrent, $ROUNDS rounds (median)"
 echo "adm = the apiserver's admission-webhook call (ms); batch = requests per webhook batch (mean);"
-echo "wh/ctl w:c = status writes (webhook: or batch creates) : conflicts (sums over the runs); store: $RESERVATION_STORE"
+echo "wh/ctl w:c = writes (webhook: batch creates) : conflicts (sums over the runs)"
 printf '%-4s %-22s %6s %6s %6s %6s %6s %6s %9s %9s %4s | %s\n' mode "runs (creates/s)" median p50 p99 \
     adm50 adm99 batch "wh w:c" "ctl w:c" err "CPU ms/create: apiserver etcd webhook controller"
 med() { stat_median "$RESULTS" "$1" "$2"; }

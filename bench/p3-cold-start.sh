@@ -14,8 +14,8 @@
 #      seconds until /readyz answers 200 (its quota cache listed and synced), its RSS, and
 #      the time of its first two ResourceBinding reviews (sent straight to it); and
 #      each round the two lists of every KarmadaQuota a cold webhook can wait for, timed
-#      whole: consistent from etcd (--reservation-store=batches) and resourceVersion=0
-#      from the watch cache (the status store), in alternating order
+#      whole: consistent from etcd and resourceVersion=0 from the watch cache (what the
+#      webhook lists, R13 of docs/reservations.md), in alternating order
 #
 # With BEFORE_BIN_DIR (another build's karmada-quota-webhook and -controller), every round
 # starts both builds, in alternating order (odd rounds before → after, even rounds after →

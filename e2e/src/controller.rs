@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use karmada_quota_core::Quantity;
@@ -335,22 +335,7 @@ async fn delete_clusters(client: &Client, names: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Creates namespace `name` unless it exists (in any cluster: control plane or member).
-pub async fn ensure_namespace(client: &Client, name: &str) -> Result<()> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    match api.create(&PostParams::default(), &ns).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
-    }
-}
+pub use crate::ns::ensure_namespace;
 
 // ---------------------------------------------------------------------------------------
 // The process
@@ -451,7 +436,7 @@ impl ControllerBuilder {
     pub async fn start(self, env: &Env) -> Result<Controller> {
         let lease_ns = self.lease_namespace.as_deref().unwrap_or(LEASE_NAMESPACE);
         ensure_namespace(&env.client()?, lease_ns).await?;
-        if !crate::webhook::process::gives_reservation_namespace(&self.args) {
+        if !crate::env::gives_reservation_namespace(&self.args) {
             ensure_namespace(&env.client()?, env.reservation_namespace()).await?;
         }
         let mut c = self.spawn(env)?;
@@ -496,7 +481,7 @@ impl ControllerBuilder {
         if let Some(ns) = &self.namespace {
             b = b.arg(format!("--namespace={ns}"));
         }
-        if !crate::webhook::process::gives_reservation_namespace(&self.args) {
+        if !crate::env::gives_reservation_namespace(&self.args) {
             b = b.arg(format!(
                 "--reservation-namespace={}",
                 env.reservation_namespace()

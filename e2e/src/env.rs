@@ -49,6 +49,13 @@ pub struct Env {
 /// Tells apart the [`Env`]s of one process (a test may bring up a control plane of its own).
 static ENVS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// Whether a binary's extra `args` name the reservation batches' namespace (else the
+/// fixtures give the env's, [`Env::reservation_namespace`]).
+pub(crate) fn gives_reservation_namespace(args: &[String]) -> bool {
+    args.iter()
+        .any(|a| a.starts_with("--reservation-namespace"))
+}
+
 /// The reservation batches' namespace of a new [`Env`]: its own, so that the webhooks and
 /// controllers of parallel tests (processes) never share a batch sequence.
 fn new_reservation_namespace() -> String {

@@ -99,6 +99,23 @@ fn dns_label_prefix(label: &str) -> String {
     mapped.trim_matches('-').to_owned()
 }
 
+/// Creates namespace `name` unless it exists (in any cluster: control plane or member).
+pub async fn ensure_namespace(client: &Client, name: &str) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

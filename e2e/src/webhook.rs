@@ -42,7 +42,7 @@
 
 mod objects;
 mod outcome;
-pub(crate) mod process;
+mod process;
 mod registration;
 mod review;
 mod status;

@@ -1925,8 +1925,8 @@ async fn only_the_project_identities_may_write_quota_status() -> Result<()> {
             .is_some_and(|l| l.keys().all(|k| !k.contains("aggregate-to"))),
         "the quota admin role is aggregated: a namespace admin could raise their own quota"
     );
-    // Status (reservations, usage) only in the webhook's and the controller's roles; no
-    // wildcard anywhere.
+    // Status (usage, folded reservations) only in the controller's role: the webhook
+    // reserves in batches; no wildcard anywhere.
     for role in objects.iter().filter(|o| o["kind"] == "ClusterRole") {
         let name = role["metadata"]["name"].as_str().unwrap_or_default();
         let writes_status = role["rules"].as_array().into_iter().flatten().any(|r| {
@@ -1944,7 +1944,7 @@ async fn only_the_project_identities_may_write_quota_status() -> Result<()> {
             .any(|r| r["verbs"] == json!(["*"]) || r["apiGroups"] == json!(["*"]));
         ensure!(!wildcard, "{name} has a wildcard rule");
         ensure!(
-            writes_status == matches!(name, "karmada-quota-webhook" | "karmada-quota-controller"),
+            writes_status == (name == "karmada-quota-controller"),
             "{name}: writes status {writes_status}"
         );
     }
@@ -1955,7 +1955,7 @@ async fn only_the_project_identities_may_write_quota_status() -> Result<()> {
 #[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn the_quota_webhooks_review_delete_and_never_status() -> Result<()> {
     // Only quota administrators delete quotas, so the quota webhooks see DELETE;
-    // status is RBAC's alone (every reservation is a status write), never reviewed.
+    // status is RBAC's alone (the controller's usage writes), never reviewed.
     let objects = render("karmada-apiserver-auto-values.yaml").await?;
     let vwc = objects
         .iter()

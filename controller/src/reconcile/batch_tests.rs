@@ -105,11 +105,11 @@ async fn after_a_conflict_the_fold_is_read_from_the_fresh_object() {
 }
 
 #[tokio::test]
-async fn in_status_mode_nothing_is_folded_from_batches() {
+async fn a_context_holding_no_batches_folds_nothing_and_writes_no_fence() {
     let q = mk_quota(NS, "q", &[("pods", "10")]);
     let store = FakeStore::with(std::slice::from_ref(&q));
     let c = ctx(&store);
-    let status_mode = Arc::new(KindCtx {
+    let no_batches = Arc::new(KindCtx {
         base: Arc::new(
             Ctx::new(
                 c.index.clone(),
@@ -125,7 +125,7 @@ async fn in_status_mode_nothing_is_folded_from_batches() {
         store: store.clone(),
         own: (),
     });
-    reconcile(Arc::new(q), status_mode).await.unwrap();
+    reconcile(Arc::new(q), no_batches).await.unwrap();
     let st = store.object(NS, "q").status.unwrap();
     assert_eq!(st.folded_through, None);
     assert!(st.reservations.is_empty());

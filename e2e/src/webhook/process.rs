@@ -75,9 +75,8 @@ impl WebhookBuilder {
             None => (tls.cert.as_path(), tls.key.as_path()),
         };
         let mut b = Binary::builder(WEBHOOK_BIN);
-        if !gives_reservation_namespace(&self.args) {
-            crate::controller::ensure_namespace(&env.client()?, env.reservation_namespace())
-                .await?;
+        if !crate::env::gives_reservation_namespace(&self.args) {
+            crate::ns::ensure_namespace(&env.client()?, env.reservation_namespace()).await?;
             b = b.arg(format!(
                 "--reservation-namespace={}",
                 env.reservation_namespace()
@@ -102,13 +101,6 @@ impl WebhookBuilder {
             admin: SocketAddr::from(([127, 0, 0, 1], admin_port)),
         })
     }
-}
-
-/// Whether `args` name the reservation batches' namespace (else the fixture gives the
-/// env's, [`Env::reservation_namespace`]).
-pub(crate) fn gives_reservation_namespace(args: &[String]) -> bool {
-    args.iter()
-        .any(|a| a.starts_with("--reservation-namespace"))
 }
 
 /// A running `karmada-quota-webhook`; SIGKILLed when dropped.

@@ -923,7 +923,7 @@ async fn a_quota_relist_older_than_a_settled_fold_is_read_again() {
 /// the controller fenced it, the same request is admitted. A fence that does not cover a
 /// name `hard` gained refuses too.
 #[tokio::test]
-async fn a_quota_not_fenced_for_the_batch_store_is_refused_with_a_503_until_it_is() {
+async fn a_quota_not_fenced_is_refused_with_a_503_until_it_is() {
     let batches = Arc::new(FakeBatchStore::new());
     let unfenced = mk_unfenced_quota(
         "compute",
