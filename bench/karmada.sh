@@ -339,7 +339,6 @@ run_round() { # throttle round mode
     if [[ $mode == project || $mode == hop ]]; then
         m=$("$BIN/kq-bench" metrics-delta --before "$WORK/scrape/$ns-before/webhook.prom" \
             --after "$WORK/scrape/$ns-after/webhook.prom" --counter reviews=kq_webhook_decisions_total \
-            --counter writes=kq_webhook_status_writes_total \
             --counter batches=kq_webhook_reservation_batch_creates_total \
             --histogram confirm_s=kq_webhook_reservation_batch_confirm_seconds)
         local a

@@ -227,9 +227,8 @@ metrics_json() {
     wh=$("$KQ_BENCH" metrics-delta --before "$b/webhook.prom" --after "$a/webhook.prom" \
         --histogram batch=kq_webhook_batch_size \
         --histogram decision_s=kq_webhook_decision_duration_seconds \
-        --counter writes_ok='kq_webhook_status_writes_total|result="ok"' \
         --counter batches_ok='kq_webhook_reservation_batch_creates_total|result="ok"' \
-        --counter conflicts=kq_webhook_status_write_conflicts_total)
+        --counter conflicts='kq_webhook_reservation_batch_creates_total|result="conflict"')
     api=$("$KQ_BENCH" metrics-delta --before "$b/apiserver.prom" --after "$a/apiserver.prom" \
         --histogram admission_s='apiserver_admission_webhook_admission_duration_seconds|name="resourcebindings.quota.karmada.io"|operation="CREATE"' \
         --histogram status_put_s='apiserver_request_duration_seconds|verb="PUT"|resource="karmadaquotas"|subresource="status"' \

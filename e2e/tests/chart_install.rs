@@ -856,10 +856,10 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     ensure!(
         metric_sum(
             &metrics,
-            "kq_webhook_status_writes_total",
+            "kq_webhook_reservation_batch_creates_total",
             &["result=\"ok\""]
         ) >= 1,
-        "the webhook wrote no reservation:\n{metrics}"
+        "the webhook made no reservation durable:\n{metrics}"
     );
 
     step(

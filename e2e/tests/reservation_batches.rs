@@ -342,16 +342,14 @@ async fn webhook_and_controller_with_batches_admit_exactly_the_limit_across_fold
         "kq_webhook_reservation_batch_creates_total",
         &["result=\"ok\""],
     );
-    let status_writes = karmada_quota_e2e::metric_sum(&w, "kq_webhook_status_writes_total", &[]);
     step(&format!(
-        "[Result] {creates} batch creates for {} admissions, {status_writes} webhook status writes",
+        "[Result] {creates} batch creates for {} admissions",
         WAVE + rest
     ));
     // Its quota list came from the watch cache: the one quota was read from etcd once,
     // before the first decision (no batch re-list asked for a new generation here).
     let reads = karmada_quota_e2e::metric_sum(&w, "kq_webhook_quota_reads_total", &[]);
     step(&format!("    {reads} quota reads from etcd"));
-    ensure!(status_writes == 0, "the webhook wrote a status");
     ensure!(creates >= 1, "no batch created");
     ensure!(reads == 1, "quota q read {reads} times, want once");
 

@@ -790,51 +790,27 @@ const CONCURRENT_LIMIT: usize = 50;
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn concurrent_creates_admit_exactly_the_limit_with_one_webhook() -> Result<()> {
-    concurrent_creates("concurrent_creates_one_webhook", 1, Store::Status).await
-}
-
-/// The same race: the two replicas compete for batch
-/// numbers (the create is the compare-and-swap) instead of the quota's resourceVersion.
-#[tokio::test]
-#[ignore = "needs the loopback control plane: make test runs it"]
-async fn concurrent_creates_admit_exactly_the_limit_with_two_webhooks_writing_batches() -> Result<()>
-{
-    concurrent_creates("concurrent_creates_batches", 2, Store::Batches).await
-}
-
-/// Where the webhooks under test make reservations durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Store {
-    /// The quota's status.reservations (the default).
-    Status,
-    /// KarmadaQuotaReservation batches in a namespace of the test's own.
-    Batches,
+    concurrent_creates("concurrent_creates_one_webhook", 1).await
 }
 
 #[tokio::test]
 #[ignore = "needs the loopback control plane: make test runs it"]
 async fn concurrent_creates_admit_exactly_the_limit_with_two_webhooks_behind_a_proxy() -> Result<()>
 {
-    concurrent_creates("concurrent_creates_two_webhooks", 2, Store::Status).await
+    concurrent_creates("concurrent_creates_two_webhooks", 2).await
 }
 
 /// 200 creates of 1-cpu bindings, 32 at a time, against requests.cpu=50 through
-/// `replicas` webhook processes (two: behind a round-robin TCP proxy, one URL).
-async fn concurrent_creates(test: &str, replicas: usize, store: Store) -> Result<()> {
+/// `replicas` webhook processes (two: behind a round-robin TCP proxy, one URL, competing
+/// for batch numbers: the create is the compare-and-swap).
+async fn concurrent_creates(test: &str, replicas: usize) -> Result<()> {
     let env = Env::get().await?;
     let c = &env.client()?;
     let ns = TestNs::new(c, test).await?;
-    let batch_ns = match store {
-        Store::Status => None,
-        Store::Batches => Some(TestNs::new(c, &format!("{test}-kq")).await?),
-    };
+    let batch_ns = env.reservation_namespace();
     let mut webhooks = Vec::new();
     for _ in 0..replicas {
-        let mut builder = Webhook::builder();
-        if let Some(b) = &batch_ns {
-            builder = builder.arg(format!("--reservation-namespace={}", b.name()));
-        }
-        webhooks.push(builder.start(env).await?);
+        webhooks.push(Webhook::builder().start(env).await?);
     }
     let proxy = if replicas > 1 {
         Some(TcpProxy::round_robin(webhooks.iter().map(Webhook::addr).collect()).await?)
@@ -853,10 +829,6 @@ async fn concurrent_creates(test: &str, replicas: usize, store: Store) -> Result
 
     step("[Create] KarmadaQuota q: requests.cpu=50; used zero");
     synced_quota(c, ns.name(), "q", &[("requests.cpu", "50")]).await?;
-    if batch_ns.is_some() {
-        // No controller here: the test fences the quota as the batch store's would.
-        karmada_quota_e2e::quota_status::fence_quota(c, ns.name(), "q").await?;
-    }
     let one = |i: usize| {
         Rb::deployment(&format!("rb-{i:03}"), 1)
             .request("cpu", "1")
@@ -933,41 +905,26 @@ async fn concurrent_creates(test: &str, replicas: usize, store: Store) -> Result
     let stored = bindings(c, ns.name()).list(&ListParams::default()).await?;
     assert_eq!(stored.items.len(), CONCURRENT_LIMIT, "bindings stored");
     let usage = quota_usage(c, ns.name(), "q").await?;
-    match &batch_ns {
-        None => {
-            assert_eq!(usage.effective_of("requests.cpu"), CONCURRENT_LIMIT as i128);
-            assert_eq!(usage.reservations.len(), CONCURRENT_LIMIT);
-            for rb in &admitted {
-                let uid = rb.uid().context("no uid")?;
-                ensure!(
-                    usage.reservation_of(&uid).is_some(),
-                    "{} has no reservation",
-                    rb.name_any()
-                );
-            }
-        }
-        Some(b) => {
-            ensure!(
-                usage.reservations.is_empty(),
-                "the webhooks wrote the quota's status: {:?}",
-                usage.reservations
-            );
-            let entries = batch_entries(c, b.name(), ns.name()).await?;
-            step(&format!(
-                "[Get] {} entries for q in the batches of {}",
-                entries.len(),
-                b.name()
-            ));
-            assert_eq!(entries.len(), CONCURRENT_LIMIT, "one entry per admission");
-            for rb in &admitted {
-                let uid = rb.uid().context("no uid")?;
-                ensure!(
-                    entries.contains(&uid),
-                    "{} has no entry in a batch",
-                    rb.name_any()
-                );
-            }
-        }
+    assert_eq!(usage.effective_of("requests.cpu"), CONCURRENT_LIMIT as i128);
+    let status = usage.object.status.clone().unwrap_or_default();
+    ensure!(
+        karmada_quota_e2e::quota_status::pending(&status).is_empty(),
+        "the webhooks wrote the quota's status: {:?}",
+        status.reservations
+    );
+    let entries = batch_entries(c, batch_ns, ns.name()).await?;
+    step(&format!(
+        "[Get] {} entries for q in the batches of {batch_ns}",
+        entries.len()
+    ));
+    assert_eq!(entries.len(), CONCURRENT_LIMIT, "one entry per admission");
+    for rb in &admitted {
+        let uid = rb.uid().context("no uid")?;
+        ensure!(
+            entries.contains(&uid),
+            "{} has no entry in a batch",
+            rb.name_any()
+        );
     }
 
     if let Some(proxy) = &proxy {
@@ -984,19 +941,19 @@ async fn concurrent_creates(test: &str, replicas: usize, store: Store) -> Result
         for (i, w) in webhooks.iter().enumerate() {
             let m = w.metrics().await?;
             step(&format!(
-                "[Result]   webhook {i}: status write conflicts {}, retries {}",
-                karmada_quota_e2e::metric_sum(&m, "kq_webhook_status_write_conflicts_total", &[]),
+                "[Result]   webhook {i}: batch numbers taken by the other {}, retries {}",
+                karmada_quota_e2e::metric_sum(
+                    &m,
+                    "kq_webhook_reservation_batch_creates_total",
+                    &["result=\"conflict\""]
+                ),
                 karmada_quota_e2e::metric_sum(&m, "kq_webhook_decision_retries_total", &[])
             ));
         }
     }
 
     registration.cleanup().await?;
-    ns.delete(c).await?;
-    if let Some(b) = batch_ns {
-        b.delete(c).await?;
-    }
-    Ok(())
+    ns.delete(c).await
 }
 
 /// The binding uids of the entries charged to a KarmadaQuota of `quota_ns` in the

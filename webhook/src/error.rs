@@ -186,8 +186,8 @@ pub enum Error {
     )]
     UnknownNamespace(String),
 
-    /// The namespace worker went away without answering (a bug; logged).
-    #[error("the reservation worker of namespace {0} stopped without answering")]
+    /// The queue's worker went away without answering (a bug; logged).
+    #[error("the reservation worker stopped without answering a request of namespace {0}")]
     WorkerGone(String),
 
     /// The TLS certificate, key or client CA bundle could not be loaded (names the file).

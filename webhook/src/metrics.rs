@@ -30,7 +30,7 @@ pub struct DecisionLabels {
     pub reason: &'static str,
 }
 
-/// Labels of `kq_webhook_status_writes_total`.
+/// Labels of a counter by result (`kq_webhook_reservation_batch_creates_total`, …).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
     /// `ok`, `conflict`, `not_found`, `error`, `timeout`.
@@ -44,10 +44,6 @@ pub struct Metrics {
     pub decisions: Family<DecisionLabels, Counter>,
     /// Time from receiving a review to answering it, seconds.
     pub decision_duration: Histogram,
-    /// Status replaces by result.
-    pub status_writes: Family<WriteLabels, Counter>,
-    /// Status replaces refused with 409 Conflict (someone else wrote the quota first).
-    pub conflicts: Counter,
     /// Reservation batch creates by result (`ok`,
     /// `conflict`: the number was taken, `error`, `timeout`).
     pub batch_creates: Family<WriteLabels, Counter>,
@@ -57,13 +53,10 @@ pub struct Metrics {
     /// Quota objects read from etcd before their first use in a decision
     ///, by result (`ok`, `not_found`, `error`, …).
     pub quota_reads: Family<WriteLabels, Counter>,
-    /// Decision rounds re-run after a conflict.
+    /// Decision rounds re-run after their batch number was taken.
     pub retries: Counter,
     /// Requests decided together in one batch.
     pub batch_size: Histogram,
-    /// Entries removed again because their request ended refused, failed or timed out,
-    /// by result (`ok`: removed; `failed`: left for the controller to expire).
-    pub rollbacks: Family<WriteLabels, Counter>,
     /// Denial events (the shared event writer's metrics).
     pub events: Arc<EventMetrics>,
     /// Denial log lines suppressed by the per-binding rate limit.
@@ -89,16 +82,6 @@ impl Metrics {
             m.decision_duration.clone(),
         );
         reg.register(
-            "status_writes",
-            "KarmadaQuota status replaces by result",
-            m.status_writes.clone(),
-        );
-        reg.register(
-            "status_write_conflicts",
-            "Reservation batch creates that found their number taken (409 Conflict)",
-            m.conflicts.clone(),
-        );
-        reg.register(
             "reservation_batch_creates",
             "Reservation batch (KarmadaQuotaReservation) creates by result; conflict: another \
              writer took the number first",
@@ -118,19 +101,13 @@ impl Metrics {
         );
         reg.register(
             "decision_retries",
-            "Decision rounds re-run after a status write conflict",
+            "Decision rounds re-run after their reservation batch number was taken",
             m.retries.clone(),
         );
         reg.register(
             "batch_size",
-            "ResourceBinding requests of one namespace decided together",
+            "ResourceBinding requests decided together in one reservation batch",
             m.batch_size.clone(),
-        );
-        reg.register(
-            "rollbacks",
-            "Reservation entries removed again because their request did not end admitted, \
-             by result (failed: left for the controller to expire)",
-            m.rollbacks.clone(),
         );
         reg.register(
             "client_auth_required",
@@ -171,20 +148,6 @@ impl Metrics {
             .get_or_create(&WriteLabels { result })
             .inc();
     }
-
-    /// Count `n` rolled-back entries.
-    pub fn rolled_back(&self, result: &'static str, n: usize) {
-        self.rollbacks
-            .get_or_create(&WriteLabels { result })
-            .inc_by(n as u64);
-    }
-
-    /// Count one status write.
-    pub fn write(&self, result: &'static str) {
-        self.status_writes
-            .get_or_create(&WriteLabels { result })
-            .inc();
-    }
 }
 
 impl Default for Metrics {
@@ -194,16 +157,13 @@ impl Default for Metrics {
             decisions: Family::default(),
             // 0.5 ms … ~4 s
             decision_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
-            status_writes: Family::default(),
             batch_creates: Family::default(),
-            conflicts: Counter::default(),
             // 0.1 ms … ~1.6 s
             batch_confirm: Histogram::new(exponential_buckets(0.0001, 2.0, 15)),
             quota_reads: Family::default(),
             retries: Counter::default(),
             // 1 … 512
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
-            rollbacks: Family::default(),
             events: Arc::default(),
             denial_logs_suppressed: Counter::default(),
             client_auth_required: Gauge::default(),
@@ -220,8 +180,7 @@ mod tests {
         let mut reg = Registry::default();
         let m = Metrics::register(&mut reg);
         m.decision("resourcebinding", DENIED, "QuotaExceeded");
-        m.write("conflict");
-        m.conflicts.inc();
+        m.batch_create("conflict");
         m.batch_size.observe(3.0);
         m.events.written("create");
         m.events.dropped("queue_full", 2);
@@ -231,8 +190,7 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
         for name in [
             "kq_webhook_decisions_total{kind=\"resourcebinding\",result=\"denied\",reason=\"QuotaExceeded\"} 1",
-            "kq_webhook_status_writes_total{result=\"conflict\"} 1",
-            "kq_webhook_status_write_conflicts_total 1",
+            "kq_webhook_reservation_batch_creates_total{result=\"conflict\"} 1",
             "kq_webhook_decision_retries_total 0",
             "kq_webhook_batch_size_count 1",
             "kq_webhook_decision_duration_seconds_count 0",

@@ -158,8 +158,8 @@ fn log_review(req: &AdmissionRequest<ResourceBinding>, p: &Prepared<'_>, charges
 
 /// The answer given before any queueing: an UPDATE whose charge did not change is
 /// allowed at once (core's rule 1 allows it and writes nothing, so it need not wait behind
-/// the reservation writes of its batch group). Only while every quota covering it can be
-/// enforced; otherwise the usual path refuses it, naming the quota, as before.
+/// the reservation batches in the queue). Only while every quota covering it can be
+/// enforced; otherwise the usual path refuses it, naming the quota.
 fn early_answer(
     st: &AppState,
     req: &AdmissionRequest<ResourceBinding>,

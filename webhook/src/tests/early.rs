@@ -35,7 +35,7 @@ const PROMPT: Duration = Duration::from_secs(1);
 async fn an_unchanged_update_is_answered_while_the_batch_create_hangs() {
     let h = Harness::with_timeout(&[cpu_quota()], Duration::from_secs(10));
     h.batches.hang.store(true, Ordering::SeqCst);
-    // A CREATE whose reservation write never completes holds its batch group's worker.
+    // A CREATE whose batch create never completes holds the queue's worker.
     let app = h.state.clone();
     let create = tokio::spawn(async move {
         let body = create_rb(mk_binding("new", "uid-new", 1, 1, "1", ""));
