@@ -1,7 +1,8 @@
 //! The controller's admin port: /metrics, /livez and /readyz, and nothing else (no quota
 //! data: that is the dashboard's, behind its login), served by the shell's listener.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use karmada_quota_shell::listener::Limits;
 use karmada_quota_shell::{Readiness, admin_router, serve_admin};

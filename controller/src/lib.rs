@@ -75,9 +75,8 @@ pub mod watches;
 #[cfg(test)]
 mod testutil;
 
-use std::sync::{Arc, Mutex};
-
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -232,9 +231,7 @@ impl Shared {
     fn new(config: &Config) -> (Self, TriggerStreams) {
         let (metrics, registry) = register_metrics();
         let index = Arc::new(RwLock::new(new_index(&config.index)));
-        let queue_metrics = Arc::new(QueueMetrics::register(
-            &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
-        ));
+        let queue_metrics = Arc::new(QueueMetrics::register(&mut registry.lock()));
         let batches = config
             .batches
             .as_ref()
@@ -291,9 +288,7 @@ fn register_metrics() -> (Arc<Metrics>, Arc<Mutex<Registry>>) {
 
 /// The reservation batches this controller folds and deletes, their metrics registered.
 fn batches_of(registry: &Mutex<Registry>, reservation_ttl: Duration) -> Arc<Batches> {
-    let metrics = batches::metrics::BatchMetrics::register(
-        &mut registry.lock().unwrap_or_else(|e| e.into_inner()),
-    );
+    let metrics = batches::metrics::BatchMetrics::register(&mut registry.lock());
     Arc::new(Batches::new(Arc::new(metrics)).with_reservation_ttl(reservation_ttl))
 }
 

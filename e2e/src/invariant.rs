@@ -147,12 +147,16 @@ pub async fn stored(client: &Client, ns: &str) -> Result<Stored> {
     Ok(out)
 }
 
-/// The batches of `ns` as one view (every stored batch held).
+/// The batches of `ns` as one view (every stored batch held); an empty one while the
+/// apiserver does not serve the kind (a release before it, during an upgrade).
 async fn batch_view(client: &Client, ns: &str) -> Result<BatchView> {
-    let list = Api::<KarmadaQuotaReservation>::namespaced(client.clone(), ns)
+    let list = match Api::<KarmadaQuotaReservation>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
-        .with_context(|| format!("listing the reservation batches of {ns}"))?;
+    {
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(BatchView::new()),
+        list => list.with_context(|| format!("listing the reservation batches of {ns}"))?,
+    };
     let mut view = BatchView::new();
     for b in &list.items {
         view.insert(&parse_batch(b).map_err(|e| anyhow!("batch {:?}: {e}", b.metadata.name))?);

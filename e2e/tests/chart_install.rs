@@ -547,14 +547,15 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
         Access::new(true, "get", q, "karmadaquotas", None, Some(t)),
         Access::new(true, "list", q, "karmadaquotas", None, None),
         Access::new(true, "watch", q, "karmadaquotas", None, None),
-        Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t)),
+        // The previous release's webhook pods, during an upgrade (chart rbac.yaml).
+        Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t)),
         Access::new(true, "create", "events.k8s.io", "events", None, Some(t)),
         Access::new(true, "patch", "events.k8s.io", "events", None, Some(t)),
         Access::new(false, "update", q, "karmadaquotas", None, Some(t)),
         Access::new(false, "delete", q, "karmadaquotas", None, Some(t)),
         Access::new(true, "get", q, "karmadaclusterquotas", None, None),
         Access::new(true, "watch", q, "karmadaclusterquotas", None, None),
-        Access::new(false, "update", q, "karmadaclusterquotas", Some("status"), None),
+        Access::new(true, "update", q, "karmadaclusterquotas", Some("status"), None),
         Access::new(false, "update", q, "karmadaclusterquotas", None, None),
         Access::new(true, "list", "", "namespaces", None, None),
         Access::new(true, "watch", "", "namespaces", None, None),
@@ -682,7 +683,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     );
 
     step(
-        "people: view reads quotas, the quota admin writes them, nobody but the controller writes status",
+        "people: view reads quotas, the quota admin writes them, nobody but the binaries writes status",
     );
     let people = PeopleBindings::create(&karmada, &fullname, t).await?;
     let sa = |c: &str| format!("system:serviceaccount:{system_ns}:{fullname}-{c}");
@@ -690,7 +691,7 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
     #[rustfmt::skip]
     let people_table = [
         // `kubectl auth can-i --as=system:serviceaccount:…` for the binaries' identities.
-        (webhook_sa.as_str(), Access::new(false, "update", q, "karmadaquotas", Some("status"), Some(t))),
+        (webhook_sa.as_str(), Access::new(true, "update", q, "karmadaquotas", Some("status"), Some(t))),
         (webhook_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some(t))),
         (webhook_sa.as_str(), Access::new(false, "get", "", "secrets", None, Some("karmada-cluster"))),
         (controller_sa.as_str(), Access::new(true, "update", q, "karmadaclusterquotas", Some("status"), None)),

@@ -15,12 +15,14 @@
 //!        stored bindings need, ≤ hard
 //!  N+1 = charts/karmada-quota, the operator's order (docs/upgrade.md):
 //!    1. helm upgrade the apiserver part: CRDs (templates, so Helm applies them),
-//!       RBAC, webhook configuration; the dashboard's new identity gets its kubeconfig
+//!       RBAC, webhook configuration without the waiting line's mutating webhook (0.1.0's
+//!       pods do not serve its path); the dashboard's new identity gets its kubeconfig
 //!    2. helm upgrade the host part, then the rollout as the Deployment controller does it
 //!       (maxSurge 1, maxUnavailable 0): the new pod's process started from the upgraded
 //!       Deployment, ready, added to the Service; the old one removed and sent SIGTERM.
 //!       Webhook and controller roll at once; the old controller releases the Lease on
 //!       SIGTERM and the new one takes it
+//!    3. helm upgrade the apiserver part again, the waiting line's webhook on
 //!  then: the load goes on, stops; the quota converges (no reservation left, used = need);
 //!        the N-era objects take the new fields; the cluster quota gets its share
 //! ```
@@ -183,9 +185,12 @@ fn values_n(fullname: &str, host_ns: &str, lease_ns: &str, webhook_url: &str) ->
 }
 
 /// The same values edited for N+1: the webhook requires the client certificate the
-/// apiserver already presents (bring your own CA: no outage, docs/upgrade.md).
-fn values_n1(n: &Value, client: &WebhookClientCert) -> Result<Value> {
+/// apiserver already presents (bring your own CA: no outage, docs/upgrade.md), and both
+/// parts name the apiserver part's namespace, `system_ns`, as the reservation batches'
+/// (the host part cannot know it; docs/upgrade.md, "One reservation store").
+fn values_n1(n: &Value, client: &WebhookClientCert, system_ns: &str) -> Result<Value> {
     let mut v = n.clone();
+    v["reservationNamespace"] = json!(system_ns);
     let ca = std::fs::read_to_string(&client.ca)
         .with_context(|| format!("reading {}", client.ca.display()))?;
     v["webhook"]["clientAuth"] = json!({"caBundle": ca, "allowedNames": [WebhookClientCert::CN]});
@@ -420,7 +425,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     let values_file_n1 = work.join("values-0.2.0.yaml");
     std::fs::write(
         &values_file_n1,
-        serde_json::to_string_pretty(&values_n1(&values, &client_cert)?)?,
+        serde_json::to_string_pretty(&values_n1(&values, &client_cert, &system_ns)?)?,
     )?;
     let helm = Helm::new()?;
     let host_part = Part {
@@ -598,8 +603,15 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     );
     let api_upgrade_start = load.elapsed();
     mark(&mut timeline, &load, "apiserver part upgrade starts");
+    // The waiting line's mutating webhook stays off until every webhook pod serves its
+    // path (0.1.0's do not): the operator turns it on once the host part rolled.
+    let mut api_set_no_line = api_set.clone();
+    api_set_no_line.extend([
+        "--set".to_owned(),
+        "webhook.queueing.enabled=false".to_owned(),
+    ]);
     api_part
-        .helm("upgrade", &chart_n1, &values_file_n1, &api_set)
+        .helm("upgrade", &chart_n1, &values_file_n1, &api_set_no_line)
         .await?;
     mark(&mut timeline, &load, "apiserver part upgraded");
     wait_for("the new CRDs served", API_TIMEOUT, || async {
@@ -726,6 +738,12 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     mark(&mut timeline, &load, "rollout done");
     ensure!(old_decisions > 0, "webhook-old-0 decided nothing");
     ensure!(old_writes > 0, "controller-old-0 wrote no status");
+
+    step("[Update] 3. helm upgrade the apiserver part again: the waiting line's webhook on");
+    api_part
+        .helm("upgrade", &chart_n1, &values_file_n1, &api_set)
+        .await?;
+    mark(&mut timeline, &load, "waiting line's webhook registered");
 
     step("the load goes on under 0.2.0 for 5 s, then stops");
     tokio::time::sleep(Duration::from_secs(5)).await;

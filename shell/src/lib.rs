@@ -35,10 +35,11 @@ pub use unaccounted::UnaccountedArg;
 pub mod untrusted;
 pub mod watch_cache;
 
+use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
@@ -149,10 +150,7 @@ pub fn admin_router(registry: Arc<Mutex<Registry>>, ready: Readiness) -> Router 
 
 async fn metrics(State(st): State<AdminState>) -> impl IntoResponse {
     let mut body = String::new();
-    let res = match st.registry.lock() {
-        Ok(reg) => prometheus_client::encoding::text::encode(&mut body, &reg),
-        Err(_) => Err(std::fmt::Error),
-    };
+    let res = prometheus_client::encoding::text::encode(&mut body, &st.registry.lock());
     match res {
         Ok(()) => (
             StatusCode::OK,

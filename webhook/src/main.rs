@@ -1,7 +1,8 @@
 //! `karmada-quota-webhook`: parse flags, build the state, serve HTTPS + admin, stop on
 //! SIGTERM. Everything else lives in the library.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
