@@ -104,6 +104,73 @@ pub fn run(cfg: &Config) -> Result<Value> {
     let now = jiff::Timestamp::now();
     let rss_before = vm_rss();
     let mut index = Index::new(600);
+    let filled = fill(cfg, &mut index, now)?;
+    let rss_after = vm_rss();
+
+    let mut quotas: Vec<KarmadaQuota> = (0..cfg.namespaces)
+        .map(|n| quota(&generate::namespace(n, cfg.namespaces)))
+        .collect();
+    let (first, _, pods) = recompute(&mut quotas, |_| true, &index, now);
+    ensure!(
+        pods == filled.expected_pods,
+        "recompute summed {pods} pods, the bindings hold {}",
+        filled.expected_pods
+    );
+    // Again, nothing changed: what a resync costs (and no write).
+    let (again, unchanged_writes, _) = recompute(&mut quotas, |_| true, &index, now);
+    let steady = steady(cfg, &mut index, &mut quotas, now)?;
+
+    let n = cfg.bindings as f64;
+    let secs = |d: Duration| d.as_secs_f64();
+    let rss_per_binding = rss_after.saturating_sub(rss_before) as f64 / n;
+    let Steady {
+        busy,
+        folds,
+        writes,
+        events,
+        fold_time,
+    } = steady;
+    Ok(json!({
+        "bench": "controller-scale",
+        "timing": "on-CPU time of the bench thread (/proc/thread-self/schedstat)",
+        "distinct_charges": index.distinct_charges(),
+        "bindings": cfg.bindings,
+        "distinct_charges_requested": cfg.distinct,
+        "namespaces": cfg.namespaces,
+        "quotas": quotas.len(),
+        "json_bytes_per_binding": filled.bytes as f64 / n,
+        "deserialize_s": secs(filled.deserialize),
+        "index_apply_s": secs(filled.apply),
+        "recompute_s": secs(first),
+        "recompute_again_s": secs(again),
+        "recompute_over_deserialize": secs(first) / secs(filled.deserialize).max(1e-9),
+        "writes_when_nothing_changed": unchanged_writes,
+        "rss_before_mib": rss_before as f64 / 1048576.0,
+        "rss_after_mib": rss_after as f64 / 1048576.0,
+        "rss_bytes_per_binding": rss_per_binding,
+        "events": events,
+        "events_busy_s": secs(busy),
+        "events_per_s": events as f64 / secs(busy).max(1e-9),
+        "interval_ms": cfg.interval.as_millis() as u64,
+        "folds": folds,
+        "fold_s": secs(fold_time),
+        "writes": writes,
+        "writes_per_fold_max": cfg.namespaces,
+        "events_per_write": events as f64 / writes.max(1) as f64,
+    }))
+}
+
+/// What the initial list cost: its JSON, its decode and its apply to the index.
+struct Filled {
+    deserialize: Duration,
+    apply: Duration,
+    bytes: usize,
+    expected_pods: i128,
+}
+
+/// The initial list of `cfg.bindings` bindings, decoded and applied to `index` chunk by
+/// chunk, as the binding watch's first list is.
+fn fill(cfg: &Config, index: &mut Index, now: jiff::Timestamp) -> Result<Filled> {
     index.apply_binding_event(&Event::Init, None, now.as_second());
     let (mut deserialize, mut apply, mut bytes) = (Duration::ZERO, Duration::ZERO, 0usize);
     let mut expected_pods = 0i128;
@@ -142,32 +209,45 @@ pub fn run(cfg: &Config) -> Result<Value> {
         "index holds {} bindings",
         index.binding_count()
     );
-    let rss_after = vm_rss();
+    Ok(Filled {
+        deserialize,
+        apply,
+        bytes,
+        expected_pods,
+    })
+}
 
-    let mut quotas: Vec<KarmadaQuota> = (0..cfg.namespaces)
-        .map(|n| quota(&generate::namespace(n, cfg.namespaces)))
-        .collect();
-    let (first, _, pods) = recompute(&mut quotas, |_| true, &index, now);
-    ensure!(
-        pods == expected_pods,
-        "recompute summed {pods} pods, the bindings hold {expected_pods}"
-    );
-    // Again, nothing changed: what a resync costs (and no write).
-    let (again, unchanged_writes, _) = recompute(&mut quotas, |_| true, &index, now);
+/// What the steady events cost: the index's work and the folds of the quotas they touched.
+struct Steady {
+    busy: Duration,
+    folds: usize,
+    writes: usize,
+    events: usize,
+    fold_time: Duration,
+}
 
-    // Steady events: scale bindings (generation 2, 3, …) round-robin over the index.
-    let mut busy = Duration::ZERO;
-    let mut since_fold = Duration::ZERO;
-    let (mut folds, mut writes, mut events) = (0usize, 0usize, 0usize);
-    let mut touched = std::collections::BTreeSet::new();
-    let mut fold_time = Duration::ZERO;
-    let generation_of = |k: usize| 2 + (k / cfg.bindings.max(1)) as i64;
-    let in_touched = |touched: &std::collections::BTreeSet<String>, q: &KarmadaQuota| {
-        touched.contains(q.metadata.namespace.as_deref().unwrap_or_default())
+/// Steady events: `cfg.updates` scales of bindings (generation 2, 3, …) round-robin over
+/// the index, applied in slices, the quotas they touched recomputed every `cfg.interval`
+/// of on-CPU time.
+fn steady(
+    cfg: &Config,
+    index: &mut Index,
+    quotas: &mut [KarmadaQuota],
+    now: jiff::Timestamp,
+) -> Result<Steady> {
+    let mut out = Steady {
+        busy: Duration::ZERO,
+        folds: 0,
+        writes: 0,
+        events: 0,
+        fold_time: Duration::ZERO,
     };
-    while events < cfg.updates {
-        let end = (events + cfg.chunk).min(cfg.updates);
-        let typed: Vec<ResourceBinding> = (events..end)
+    let mut since_fold = Duration::ZERO;
+    let mut touched = std::collections::BTreeSet::new();
+    let generation_of = |k: usize| 2 + (k / cfg.bindings.max(1)) as i64;
+    while out.events < cfg.updates {
+        let end = (out.events + cfg.chunk).min(cfg.updates);
+        let typed: Vec<ResourceBinding> = (out.events..end)
             .map(|k| {
                 let b = k % cfg.bindings.max(1);
                 serde_json::from_value(generate::binding_with(
@@ -193,56 +273,39 @@ pub fn run(cfg: &Config) -> Result<Value> {
                 ));
             }
             let d = t.elapsed();
-            busy += d;
+            out.busy += d;
             since_fold += d;
-            events += n;
+            out.events += n;
             if since_fold >= cfg.interval {
-                let (d, w, _) = recompute(&mut quotas, |q| in_touched(&touched, q), &index, now);
-                busy += d;
-                fold_time += d;
-                writes += w;
-                folds += 1;
+                fold_touched(quotas, index, now, &mut touched, &mut out);
                 since_fold = Duration::ZERO;
-                touched.clear();
             }
         }
     }
     if !touched.is_empty() {
-        let (d, w, _) = recompute(&mut quotas, |q| in_touched(&touched, q), &index, now);
-        busy += d;
-        fold_time += d;
-        writes += w;
-        folds += 1;
+        fold_touched(quotas, index, now, &mut touched, &mut out);
     }
-    let n = cfg.bindings as f64;
-    let secs = |d: Duration| d.as_secs_f64();
-    let rss_per_binding = rss_after.saturating_sub(rss_before) as f64 / n;
-    Ok(json!({
-        "bench": "controller-scale",
-        "timing": "on-CPU time of the bench thread (/proc/thread-self/schedstat)",
-        "distinct_charges": index.distinct_charges(),
-        "bindings": cfg.bindings,
-        "distinct_charges_requested": cfg.distinct,
-        "namespaces": cfg.namespaces,
-        "quotas": quotas.len(),
-        "json_bytes_per_binding": bytes as f64 / n,
-        "deserialize_s": secs(deserialize),
-        "index_apply_s": secs(apply),
-        "recompute_s": secs(first),
-        "recompute_again_s": secs(again),
-        "recompute_over_deserialize": secs(first) / secs(deserialize).max(1e-9),
-        "writes_when_nothing_changed": unchanged_writes,
-        "rss_before_mib": rss_before as f64 / 1048576.0,
-        "rss_after_mib": rss_after as f64 / 1048576.0,
-        "rss_bytes_per_binding": rss_per_binding,
-        "events": events,
-        "events_busy_s": secs(busy),
-        "events_per_s": events as f64 / secs(busy).max(1e-9),
-        "interval_ms": cfg.interval.as_millis() as u64,
-        "folds": folds,
-        "fold_s": secs(fold_time),
-        "writes": writes,
-        "writes_per_fold_max": cfg.namespaces,
-        "events_per_write": events as f64 / writes.max(1) as f64,
-    }))
+    Ok(out)
+}
+
+/// One fold of the steady events: the quotas of the namespaces `touched` names
+/// recomputed, counted into `out`; `touched` emptied.
+fn fold_touched(
+    quotas: &mut [KarmadaQuota],
+    index: &Index,
+    now: jiff::Timestamp,
+    touched: &mut std::collections::BTreeSet<String>,
+    out: &mut Steady,
+) {
+    let (d, w, _) = recompute(
+        quotas,
+        |q| touched.contains(q.metadata.namespace.as_deref().unwrap_or_default()),
+        index,
+        now,
+    );
+    out.busy += d;
+    out.fold_time += d;
+    out.writes += w;
+    out.folds += 1;
+    touched.clear();
 }

@@ -21,7 +21,7 @@ mod stats;
 mod webhook_cache;
 mod write_cost;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -268,31 +268,40 @@ async fn main() -> Result<()> {
             after,
             counter,
             histogram,
-        } => {
-            let read = |p: &PathBuf| {
-                std::fs::read_to_string(p)
-                    .with_context(|| format!("reading {}", p.display()))
-                    .map(|t| promdelta::Scrape::parse(&t))
-            };
-            let (b, a) = (read(&before)?, read(&after)?);
-            let mut out = Map::new();
-            for c in &counter {
-                let (key, metric, filters) = spec(c)?;
-                out.insert(
-                    key.to_owned(),
-                    promdelta::counter(&b, &a, metric, &filters).into(),
-                );
-            }
-            for h in &histogram {
-                let (key, metric, filters) = spec(h)?;
-                out.insert(
-                    key.to_owned(),
-                    promdelta::histogram(&b, &a, metric, &filters),
-                );
-            }
-            Value::Object(out)
-        }
+        } => metrics_delta(&before, &after, &counter, &histogram)?,
     };
     println!("{report}");
     Ok(())
+}
+
+/// `kq-bench metrics-delta`: each counter's and histogram's change between two scrapes, by
+/// the key each spec names.
+fn metrics_delta(
+    before: &Path,
+    after: &Path,
+    counter: &[String],
+    histogram: &[String],
+) -> Result<Value> {
+    let read = |p: &Path| {
+        std::fs::read_to_string(p)
+            .with_context(|| format!("reading {}", p.display()))
+            .map(|t| promdelta::Scrape::parse(&t))
+    };
+    let (b, a) = (read(before)?, read(after)?);
+    let mut out = Map::new();
+    for c in counter {
+        let (key, metric, filters) = spec(c)?;
+        out.insert(
+            key.to_owned(),
+            promdelta::counter(&b, &a, metric, &filters).into(),
+        );
+    }
+    for h in histogram {
+        let (key, metric, filters) = spec(h)?;
+        out.insert(
+            key.to_owned(),
+            promdelta::histogram(&b, &a, metric, &filters),
+        );
+    }
+    Ok(Value::Object(out))
 }

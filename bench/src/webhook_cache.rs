@@ -236,8 +236,55 @@ fn review(i: usize, ns: &str) -> Value {
 /// Run the bench; the JSON report.
 pub async fn run(cfg: &Config) -> Result<Value> {
     let rss_before = vm_rss();
-    let (cache, mut w) = QuotaCache::with_writers();
     let t = CpuTimer::start();
+    let cache = filled_cache(cfg)?;
+    let fill = t.elapsed();
+    let rss_after = vm_rss();
+    ensure!(cache.is_synced(), "cache not synced");
+
+    let bodies: Vec<(String, Vec<u8>)> = (0..cfg.reviews)
+        .map(|i| {
+            let ns = namespace(mix(i as u64) as usize % cfg.namespaces);
+            let body = serde_json::to_vec(&review(i, &ns)).unwrap_or_default();
+            (ns, body)
+        })
+        .collect();
+    let (latencies, cpu) = timed_reviews(dry_run_router(&cache), &bodies).await?;
+    let lookups = timed_lookups(&cache, &bodies);
+    let memory = memory_breakdown(cfg);
+    let per_review = |n: usize| n as f64 / cfg.reviews.max(1) as f64;
+    let ms_per_review = |d: Duration| d.as_secs_f64() * 1e3 / cfg.reviews.max(1) as f64;
+    Ok(json!({
+        "timing": "latencies: wall clock per review (includes time the shared machine ran other work); cpu: on-CPU time of the bench thread / reviews",
+        "bench": "webhook-cache",
+        "quotas": cfg.quotas,
+        "namespaces": cfg.namespaces,
+        "fill_s": fill.as_secs_f64(),
+        "rss_before_mib": rss_before as f64 / 1048576.0,
+        "rss_after_mib": rss_after as f64 / 1048576.0,
+        "rss_bytes_per_quota": rss_after.saturating_sub(rss_before) as f64 / cfg.quotas as f64,
+        "reviews": cfg.reviews,
+        "decision_p50_ms": crate::stats::percentile_ms(&latencies, 0.5),
+        "decision_p99_ms": crate::stats::percentile_ms(&latencies, 0.99),
+        "decision_max_ms": crate::stats::percentile_ms(&latencies, 1.0),
+        "decision_cpu_mean_ms": ms_per_review(cpu),
+        "lookup_cpu_mean_ms": ms_per_review(lookups.cpu),
+        "lookup_p50_ms": crate::stats::percentile_ms(&lookups.latencies, 0.5),
+        "lookup_p99_ms": crate::stats::percentile_ms(&lookups.latencies, 0.99),
+        "quotas_per_lookup": per_review(lookups.found),
+        "cluster_quotas": cfg.cluster_quotas,
+        "managed_fields": cfg.managed_fields,
+        "reviews_in_covered_namespaces": lookups.covered,
+        "cluster_quotas_per_lookup": per_review(lookups.covering_found),
+        "cluster_lookup_cpu_mean_ms": ms_per_review(lookups.cluster_cpu),
+        "bytes_per_quota_of": memory,
+    }))
+}
+
+/// A quota cache filled as the watches would fill it: `cfg.cluster_quotas` cluster quotas,
+/// `cfg.namespaces` namespaces (labelled for them) and `cfg.quotas` quotas.
+fn filled_cache(cfg: &Config) -> Result<QuotaCache> {
+    let (cache, mut w) = QuotaCache::with_writers();
     w.clusters.apply_watcher_event(&Event::Init);
     for j in 0..cfg.cluster_quotas {
         let q = CachedClusterQuota::from_value(cluster_quota(j)).context("cluster quota JSON")?;
@@ -276,12 +323,13 @@ pub async fn run(cfg: &Config) -> Result<Value> {
         writer.apply_watcher_event(&Event::InitApply(q));
     }
     writer.apply_watcher_event(&Event::InitDone);
-    let fill = t.elapsed();
-    let rss_after = vm_rss();
-    ensure!(cache.is_synced(), "cache not synced");
+    Ok(cache)
+}
 
+/// The webhook's router over `cache`, for dry-run reviews (nothing is written; an empty
+/// batch list, listed: dry runs count no batch).
+fn dry_run_router(cache: &QuotaCache) -> axum::Router {
     let metrics = Arc::new(Metrics::default());
-    // An empty batch list, listed: dry runs count no batch.
     let ledger = Ledger::new(Arc::new(NoStore), "kq-bench", cache.relists().clone());
     ledger.apply(&Event::Init);
     ledger.apply(&Event::InitDone);
@@ -292,7 +340,7 @@ pub async fn run(cfg: &Config) -> Result<Value> {
         BatcherConfig::default(),
         ledger,
     );
-    let state = AppState {
+    app(AppState {
         cache: cache.clone(),
         batcher,
         plurals: PluralResolver::builtin_only(),
@@ -300,19 +348,19 @@ pub async fn run(cfg: &Config) -> Result<Value> {
         settings: Settings::default(),
         denials: Denials::new(Duration::from_secs(10), None, metrics),
         policies: None,
-    };
-    let router = app(state);
-    let bodies: Vec<(String, Vec<u8>)> = (0..cfg.reviews)
-        .map(|i| {
-            let ns = namespace(mix(i as u64) as usize % cfg.namespaces);
-            let body = serde_json::to_vec(&review(i, &ns)).unwrap_or_default();
-            (ns, body)
-        })
-        .collect();
-    let mut latencies = Vec::with_capacity(cfg.reviews);
+    })
+}
+
+/// Each review of `bodies` through `router`, one at a time: their wall-clock latencies,
+/// sorted, and the bench thread's on-CPU time for all of them. Every one must be allowed.
+async fn timed_reviews(
+    router: axum::Router,
+    bodies: &[(String, Vec<u8>)],
+) -> Result<(Vec<Duration>, Duration)> {
+    let mut latencies = Vec::with_capacity(bodies.len());
     let mut allowed = 0;
     let cpu = CpuTimer::start();
-    for (_, body) in &bodies {
+    for (_, body) in bodies {
         let t = Instant::now();
         let resp = router
             .clone()
@@ -331,58 +379,58 @@ pub async fn run(cfg: &Config) -> Result<Value> {
     }
     let cpu = cpu.elapsed();
     ensure!(
-        allowed == cfg.reviews,
+        allowed == bodies.len(),
         "{} of {} reviews allowed",
         allowed,
-        cfg.reviews
+        bodies.len()
     );
     latencies.sort();
-    let mut lookups = Vec::with_capacity(cfg.reviews);
+    Ok((latencies, cpu))
+}
+
+/// The cache lookups alone, per review's namespace.
+struct Lookups {
+    /// Wall clock per namespace lookup, sorted.
+    latencies: Vec<Duration>,
+    cpu: Duration,
+    /// Quotas found, summed.
+    found: usize,
+    /// Reviews whose namespace a cluster quota covers.
+    covered: usize,
+    /// Cluster quotas found, summed.
+    covering_found: usize,
+    cluster_cpu: Duration,
+}
+
+/// The namespace and cluster quota lookups of each review's namespace, timed.
+fn timed_lookups(cache: &QuotaCache, bodies: &[(String, Vec<u8>)]) -> Lookups {
+    let mut latencies = Vec::with_capacity(bodies.len());
     let mut found = 0;
-    let lookup_cpu = CpuTimer::start();
-    for (ns, _) in &bodies {
+    let cpu = CpuTimer::start();
+    for (ns, _) in bodies {
         let t = Instant::now();
         found += cache.in_namespace(ns).len();
-        lookups.push(t.elapsed());
+        latencies.push(t.elapsed());
     }
-    let lookup_cpu = lookup_cpu.elapsed();
-    lookups.sort();
+    let cpu = cpu.elapsed();
+    latencies.sort();
     let (mut covered, mut covering_found) = (0, 0);
     let cluster_cpu = CpuTimer::start();
-    for (ns, _) in &bodies {
+    for (ns, _) in bodies {
         let covering = cache.cluster_quotas_covering(ns);
         if !covering.is_empty() {
             covered += 1;
         }
         covering_found += covering.len();
     }
-    let cluster_cpu = cluster_cpu.elapsed();
-    let memory = memory_breakdown(cfg);
-    Ok(json!({
-        "timing": "latencies: wall clock per review (includes time the shared machine ran other work); cpu: on-CPU time of the bench thread / reviews",
-        "bench": "webhook-cache",
-        "quotas": cfg.quotas,
-        "namespaces": cfg.namespaces,
-        "fill_s": fill.as_secs_f64(),
-        "rss_before_mib": rss_before as f64 / 1048576.0,
-        "rss_after_mib": rss_after as f64 / 1048576.0,
-        "rss_bytes_per_quota": rss_after.saturating_sub(rss_before) as f64 / cfg.quotas as f64,
-        "reviews": cfg.reviews,
-        "decision_p50_ms": crate::stats::percentile_ms(&latencies, 0.5),
-        "decision_p99_ms": crate::stats::percentile_ms(&latencies, 0.99),
-        "decision_max_ms": crate::stats::percentile_ms(&latencies, 1.0),
-        "decision_cpu_mean_ms": cpu.as_secs_f64() * 1e3 / cfg.reviews.max(1) as f64,
-        "lookup_cpu_mean_ms": lookup_cpu.as_secs_f64() * 1e3 / cfg.reviews.max(1) as f64,
-        "lookup_p50_ms": crate::stats::percentile_ms(&lookups, 0.5),
-        "lookup_p99_ms": crate::stats::percentile_ms(&lookups, 0.99),
-        "quotas_per_lookup": found as f64 / cfg.reviews.max(1) as f64,
-        "cluster_quotas": cfg.cluster_quotas,
-        "managed_fields": cfg.managed_fields,
-        "reviews_in_covered_namespaces": covered,
-        "cluster_quotas_per_lookup": covering_found as f64 / cfg.reviews.max(1) as f64,
-        "cluster_lookup_cpu_mean_ms": cluster_cpu.as_secs_f64() * 1e3 / cfg.reviews.max(1) as f64,
-        "bytes_per_quota_of": memory,
-    }))
+    Lookups {
+        latencies,
+        cpu,
+        found,
+        covered,
+        covering_found,
+        cluster_cpu: cluster_cpu.elapsed(),
+    }
 }
 
 /// VmRSS growth per quota of Q more API objects, then their engine states, then copies of

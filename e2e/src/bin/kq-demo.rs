@@ -154,420 +154,545 @@ async fn shutdown_signal() {
     }
 }
 
-async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()> {
-    let shared = *env.source() != EnvSource::Owned;
-    let apis = member_apis(env, 2)?;
-    let client = env.client()?;
-    let members = env.member_clients()?;
-    let ns = args.namespace.as_str();
-    let examples = args
-        .examples
-        .clone()
-        .unwrap_or_else(|| Env::repo_root().join("examples"));
-    let read = |file: &str| -> Result<String> {
-        let path = examples.join(file);
+/// The demo's setting: the control plane, the namespaces and names it uses, the samples.
+struct Demo {
+    env: &'static Env,
+    /// A control plane the demo did not start: only its namespaces are touched.
+    shared: bool,
+    apis: Vec<karmada_quota_e2e::controller::MemberApi>,
+    client: kube::Client,
+    members: Vec<kube::Client>,
+    ns: String,
+    batch_ns: String,
+    business: String,
+    examples: PathBuf,
+}
+
+impl Demo {
+    fn new(env: &'static Env, args: &Args) -> Result<Demo> {
+        let ns = args.namespace.clone();
+        Ok(Demo {
+            env,
+            shared: *env.source() != EnvSource::Owned,
+            apis: member_apis(env, 2)?,
+            client: env.client()?,
+            members: env.member_clients()?,
+            batch_ns: format!("{ns}-batch"),
+            business: format!("business-{ns}"),
+            examples: args
+                .examples
+                .clone()
+                .unwrap_or_else(|| Env::repo_root().join("examples")),
+            ns,
+        })
+    }
+
+    /// The sample file `file` of the examples directory.
+    fn read(&self, file: &str) -> Result<String> {
+        let path = self.examples.join(file);
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
-    };
-    say(&format!(
-        "control plane: {} ({})",
-        env.kubeconfig().display(),
-        match env.source() {
-            EnvSource::Owned => "started by kq-demo",
-            EnvSource::ControlPlaneDir => "E2E_CONTROLPLANE_DIR",
-            EnvSource::Kubeconfig => "E2E_KUBECONFIG",
-        }
-    ));
-    for a in &apis {
-        say(&format!(
-            "member{}: {} ({})",
-            a.index,
-            a.server,
-            a.kubeconfig.display()
-        ));
     }
+}
 
-    heading(&format!(
-        "Namespace {ns} in the control plane and both members"
-    ));
-    fresh_namespace(&client, ns).await?;
-    started.namespace = Some(ns.to_owned());
-    let batch_ns = format!("{ns}-batch");
-    let business = format!("business-{ns}");
-    fresh_namespace(&client, &batch_ns).await?;
-    started.business = Some((batch_ns.clone(), business.clone()));
-    for m in &members {
-        ensure_namespace(m, ns).await?;
-        ensure_namespace(m, &batch_ns).await?;
-    }
-    for n in [ns, batch_ns.as_str()] {
-        Api::<Namespace>::all(client.clone())
-            .patch(
-                n,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"labels": {TEAM_LABEL: ns}}})),
-            )
-            .await
-            .with_context(|| format!("labelling namespace {n}"))?;
-    }
-    say(&format!("{ns} and {batch_ns} labelled {TEAM_LABEL}={ns}"));
-
-    heading("Webhook");
-    let webhook = Webhook::start(env).await?;
-    let url = webhook.url();
-    let registration =
-        Registration::register(&client, &url, &[ns, batch_ns.as_str()], &[&webhook]).await;
-    started.webhook = Some(webhook);
-    started.registration = Some(registration?);
-    say(&format!(
-        "karmada-quota-webhook {url} registered for namespace {ns} (ValidatingWebhookConfiguration {})",
-        started
-            .registration
-            .as_ref()
-            .map(Registration::name)
-            .unwrap_or_default()
-    ));
-
-    heading("Member clusters as Karmada stores them: Cluster + Secret {token, caBundle}");
-    let member_clusters: Vec<MemberCluster> = apis
-        .iter()
-        .map(|a| MemberCluster::new(&format!("member{}", a.index), a))
-        .collect();
-    started.clusters =
-        Some(ClusterRegistration::register(&client, "kq-demo", &member_clusters).await?);
-    for m in &member_clusters {
-        say(&format!(
-            "Cluster {} apiEndpoint {} secretRef karmada-cluster/{}",
-            m.name, m.endpoint, m.name
-        ));
-    }
-
-    heading("Controller");
-    // On a shared control plane a Lease of its own per namespace: a killed earlier run's
-    // Lease would otherwise delay leadership by the lease duration.
-    let lease = if shared {
-        format!("kq-demo-{ns}")
-    } else {
-        "karmada-quota-controller".to_owned()
-    };
-    let mut builder = Controller::builder().lease_name(&lease);
-    if shared {
-        builder = builder.namespace(ns);
-    }
-    let controller = started.controller.insert(builder.start(env).await?);
-    say(&format!(
-        "karmada-quota-controller {} for {} (Lease {LEASE_NAMESPACE}/{}, namespace created \
-         as an install would), ready",
-        controller.admin_url(),
-        if shared { ns } else { "all namespaces" },
-        controller.lease_name()
-    ));
+/// Sets everything up and prints it (the module doc's order); what it started goes into
+/// `started` as it starts, for the cleanup.
+async fn run(env: &'static Env, args: &Args, started: &mut Started) -> Result<()> {
+    let demo = Demo::new(env, args)?;
+    demo.describe();
+    demo.namespaces(started).await?;
+    let url = demo.webhook(started).await?;
+    demo.member_clusters(started).await?;
+    demo.controllers(started).await?;
+    let quota_names = demo.quotas().await?;
+    demo.business_quota(started).await?;
+    demo.samples().await?;
+    let compute = demo.settle(&quota_names).await?;
+    demo.tables().await?;
     let controller = started.controller.as_ref().context("controller")?;
-    let leader = wait_leader(controller).await?;
-    say(&format!("leader: {leader}"));
-    if shared {
-        // The namespace-restricted controller reconciles no cluster quota: one more for
-        // the demo's own (selected by its label), and nothing else.
-        let c = Controller::builder()
-            .lease_name(&format!("kq-demo-business-{ns}"))
-            .arg(format!("--cluster-quota-selector={DEMO_LABEL}={ns}"))
-            .arg("--namespaced-quotas=false")
-            .start(env)
-            .await?;
-        say(&format!(
-            "karmada-quota-controller {} for KarmadaClusterQuota {business} only",
-            c.admin_url()
-        ));
-        started.business_controller = Some(c);
-    }
-
-    heading("examples/quotas.yaml");
-    let quotas = apply_yaml(&client, ns, &read("quotas.yaml")?).await?;
-    let quota_names: Vec<String> = quotas
-        .iter()
-        .filter_map(|q| q.metadata.name.clone())
-        .collect();
-    for name in &quota_names {
-        wait_synced(&client, ns, name).await?;
-        say(&format!(
-            "KarmadaQuota {ns}/{name}: status synced by the controller"
-        ));
-    }
-    // The webhook decides only once it sees a synced status (else `status unknown`).
-    wait_until_status_seen(
-        &client,
-        &Rb::deployment("kq-demo-probe", 1)
-            .request("cpu", "1m")
-            .json(ns),
-    )
-    .await?;
-
-    heading(&format!(
-        "examples/business-quota.yaml: one KarmadaClusterQuota over {ns} and {batch_ns}"
-    ));
-    let mut business_quota = yaml_documents(&read("business-quota.yaml")?.replace("team-a", ns))?
-        .into_iter()
-        .next()
-        .context("business-quota.yaml is empty")?;
-    business_quota["metadata"]["name"] = Value::from(business.as_str());
-    business_quota["metadata"]["labels"] = json!({
-        DEMO_LABEL: ns,
-        karmada_quota_e2e::webhook::NS_LABEL: started.registration.as_ref().map(Registration::name).unwrap_or_default(),
-    });
-    let _ = Api::<KarmadaClusterQuota>::all(client.clone())
-        .delete(&business, &DeleteParams::default())
-        .await;
-    karmada_quota_e2e::accepts(&client, &business_quota)
-        .await
-        .with_context(|| format!("creating KarmadaClusterQuota {business}"))?;
-    wait_for(
-        &format!("KarmadaClusterQuota {business} synced by the controller"),
-        SETTLE_TIMEOUT,
-        || async {
-            let q = Api::<KarmadaClusterQuota>::all(client.clone())
-                .get(&business)
-                .await
-                .ok()?;
-            let st = q.status?;
-            (st.quota.used.len() == q.spec.quota.hard.len() && st.namespaces.len() == 2)
-                .then_some(())
-        },
-    )
-    .await?;
-    say(&format!(
-        "KarmadaClusterQuota {business}: status synced over {ns}, {batch_ns}"
-    ));
-    for n in [ns, batch_ns.as_str()] {
-        wait_until_status_seen(
-            &client,
-            &Rb::deployment("kq-demo-probe", 1)
-                .request("cpu", "1m")
-                .json(n),
-        )
+    demo.per_member(controller, &compute, &quota_names[0])
         .await?;
+    demo.endpoints(started, &url)
+}
+
+impl Demo {
+    /// Where the control plane and the members are.
+    fn describe(&self) {
+        let env = self.env;
+        say(&format!(
+            "control plane: {} ({})",
+            env.kubeconfig().display(),
+            match env.source() {
+                EnvSource::Owned => "started by kq-demo",
+                EnvSource::ControlPlaneDir => "E2E_CONTROLPLANE_DIR",
+                EnvSource::Kubeconfig => "E2E_KUBECONFIG",
+            }
+        ));
+        for a in &self.apis {
+            say(&format!(
+                "member{}: {} ({})",
+                a.index,
+                a.server,
+                a.kubeconfig.display()
+            ));
+        }
     }
 
-    heading("examples/member1-pods.yaml, examples/member2-pods.yaml (straight into the members)");
-    for (i, m) in members.iter().enumerate().take(2) {
-        let file = format!("member{}-pods.yaml", i + 1);
-        let applied = apply_yaml(m, ns, &read(&file)?).await?;
-        let pods = applied
+    /// The demo namespace and the business's second one, in the control plane and both
+    /// members, labelled with the team.
+    async fn namespaces(&self, started: &mut Started) -> Result<()> {
+        let (client, ns, batch_ns) = (&self.client, self.ns.as_str(), self.batch_ns.as_str());
+        heading(&format!(
+            "Namespace {ns} in the control plane and both members"
+        ));
+        fresh_namespace(client, ns).await?;
+        started.namespace = Some(ns.to_owned());
+        fresh_namespace(client, batch_ns).await?;
+        started.business = Some((batch_ns.to_owned(), self.business.clone()));
+        for m in &self.members {
+            ensure_namespace(m, ns).await?;
+            ensure_namespace(m, batch_ns).await?;
+        }
+        for n in [ns, batch_ns] {
+            Api::<Namespace>::all(client.clone())
+                .patch(
+                    n,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {TEAM_LABEL: ns}}})),
+                )
+                .await
+                .with_context(|| format!("labelling namespace {n}"))?;
+        }
+        say(&format!("{ns} and {batch_ns} labelled {TEAM_LABEL}={ns}"));
+        Ok(())
+    }
+
+    /// The webhook, started and registered for both namespaces; its URL.
+    async fn webhook(&self, started: &mut Started) -> Result<String> {
+        heading("Webhook");
+        let webhook = Webhook::start(self.env).await?;
+        let url = webhook.url();
+        let registration = Registration::register(
+            &self.client,
+            &url,
+            &[self.ns.as_str(), self.batch_ns.as_str()],
+            &[&webhook],
+        )
+        .await;
+        started.webhook = Some(webhook);
+        started.registration = Some(registration?);
+        say(&format!(
+            "karmada-quota-webhook {url} registered for namespace {} (ValidatingWebhookConfiguration {})",
+            self.ns,
+            started
+                .registration
+                .as_ref()
+                .map(Registration::name)
+                .unwrap_or_default()
+        ));
+        Ok(url)
+    }
+
+    /// The two members as Karmada stores them.
+    async fn member_clusters(&self, started: &mut Started) -> Result<()> {
+        heading("Member clusters as Karmada stores them: Cluster + Secret {token, caBundle}");
+        let member_clusters: Vec<MemberCluster> = self
+            .apis
             .iter()
-            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Pod"))
-            .count();
-        say(&format!("member{}: {pods} pods", i + 1));
+            .map(|a| MemberCluster::new(&format!("member{}", a.index), a))
+            .collect();
+        started.clusters =
+            Some(ClusterRegistration::register(&self.client, "kq-demo", &member_clusters).await?);
+        for m in &member_clusters {
+            say(&format!(
+                "Cluster {} apiEndpoint {} secretRef karmada-cluster/{}",
+                m.name, m.endpoint, m.name
+            ));
+        }
+        Ok(())
     }
 
-    heading("examples/bindings.yaml (through the webhook)");
-    for doc in yaml_documents(&read("bindings.yaml")?)? {
-        let name = doc["metadata"]["name"].as_str().unwrap_or("?").to_owned();
-        karmada_quota_e2e::apply_json(&client, ns, doc)
+    /// The controller, leading; on a shared control plane a second one for the demo's
+    /// cluster quota.
+    async fn controllers(&self, started: &mut Started) -> Result<()> {
+        let (ns, shared) = (self.ns.as_str(), self.shared);
+        heading("Controller");
+        // On a shared control plane a Lease of its own per namespace: a killed earlier
+        // run's Lease would otherwise delay leadership by the lease duration.
+        let lease = if shared {
+            format!("kq-demo-{ns}")
+        } else {
+            "karmada-quota-controller".to_owned()
+        };
+        let mut builder = Controller::builder().lease_name(&lease);
+        if shared {
+            builder = builder.namespace(ns);
+        }
+        let controller = started.controller.insert(builder.start(self.env).await?);
+        say(&format!(
+            "karmada-quota-controller {} for {} (Lease {LEASE_NAMESPACE}/{}, namespace created \
+             as an install would), ready",
+            controller.admin_url(),
+            if shared { ns } else { "all namespaces" },
+            controller.lease_name()
+        ));
+        let leader = wait_leader(controller).await?;
+        say(&format!("leader: {leader}"));
+        if shared {
+            // The namespace-restricted controller reconciles no cluster quota: one more for
+            // the demo's own (selected by its label), and nothing else.
+            let c = Controller::builder()
+                .lease_name(&format!("kq-demo-business-{ns}"))
+                .arg(format!("--cluster-quota-selector={DEMO_LABEL}={ns}"))
+                .arg("--namespaced-quotas=false")
+                .start(self.env)
+                .await?;
+            say(&format!(
+                "karmada-quota-controller {} for KarmadaClusterQuota {} only",
+                c.admin_url(),
+                self.business
+            ));
+            started.business_controller = Some(c);
+        }
+        Ok(())
+    }
+
+    /// examples/quotas.yaml, synced and seen by the webhook; the quotas' names.
+    async fn quotas(&self) -> Result<Vec<String>> {
+        let (client, ns) = (&self.client, self.ns.as_str());
+        heading("examples/quotas.yaml");
+        let quotas = apply_yaml(client, ns, &self.read("quotas.yaml")?).await?;
+        let quota_names: Vec<String> = quotas
+            .iter()
+            .filter_map(|q| q.metadata.name.clone())
+            .collect();
+        for name in &quota_names {
+            wait_synced(client, ns, name).await?;
+            say(&format!(
+                "KarmadaQuota {ns}/{name}: status synced by the controller"
+            ));
+        }
+        // The webhook decides only once it sees a synced status (else `status unknown`).
+        wait_until_status_seen(client, &probe(ns)).await?;
+        Ok(quota_names)
+    }
+
+    /// examples/business-quota.yaml over both namespaces, synced and seen by the webhook.
+    async fn business_quota(&self, started: &Started) -> Result<()> {
+        let (client, ns, batch_ns, business) = (
+            &self.client,
+            self.ns.as_str(),
+            self.batch_ns.as_str(),
+            self.business.as_str(),
+        );
+        heading(&format!(
+            "examples/business-quota.yaml: one KarmadaClusterQuota over {ns} and {batch_ns}"
+        ));
+        let mut business_quota =
+            yaml_documents(&self.read("business-quota.yaml")?.replace("team-a", ns))?
+                .into_iter()
+                .next()
+                .context("business-quota.yaml is empty")?;
+        business_quota["metadata"]["name"] = Value::from(business);
+        business_quota["metadata"]["labels"] = json!({
+            DEMO_LABEL: ns,
+            karmada_quota_e2e::webhook::NS_LABEL: started.registration.as_ref().map(Registration::name).unwrap_or_default(),
+        });
+        let _ = Api::<KarmadaClusterQuota>::all(client.clone())
+            .delete(business, &DeleteParams::default())
+            .await;
+        karmada_quota_e2e::accepts(client, &business_quota)
             .await
-            .with_context(|| format!("ResourceBinding {name} was not admitted"))?;
-        say(&format!("ResourceBinding {name}: admitted"));
-    }
-
-    heading(&format!(
-        "examples/business-binding.yaml in {batch_ns} (through the webhook, charged to {business})"
-    ));
-    for doc in yaml_documents(&read("business-binding.yaml")?)? {
-        let name = doc["metadata"]["name"].as_str().unwrap_or("?").to_owned();
-        karmada_quota_e2e::apply_json(&client, &batch_ns, doc)
-            .await
-            .with_context(|| format!("ResourceBinding {name} was not admitted"))?;
-        say(&format!("ResourceBinding {batch_ns}/{name}: admitted"));
-    }
-
-    heading("examples/over-limit-binding.yaml (must be refused)");
-    let mut over = yaml_documents(&read("over-limit-binding.yaml")?)?
-        .into_iter()
-        .next()
-        .context("over-limit-binding.yaml is empty")?;
-    over["metadata"]["namespace"] = Value::from(ns);
-    match create(&client, &over).await? {
-        Err(status) => say(&format!(
-            "ResourceBinding {}: refused ({} {}):\n  {}",
-            over["metadata"]["name"].as_str().unwrap_or("?"),
-            status.code,
-            status.reason,
-            status.message
-        )),
-        Ok(_) => bail!("the over-limit binding was admitted"),
-    }
-
-    heading("Waiting for the controller to count every binding and measure both members");
-    for name in &quota_names {
-        // No entry left, in the status or in a reservation batch not folded yet.
+            .with_context(|| format!("creating KarmadaClusterQuota {business}"))?;
         wait_for(
-            &format!("{ns}/{name}: every reservation folded, both members measured"),
+            &format!("KarmadaClusterQuota {business} synced by the controller"),
             SETTLE_TIMEOUT,
             || async {
-                let u = karmada_quota_e2e::webhook::quota_usage(&client, ns, name)
+                let q = Api::<KarmadaClusterQuota>::all(client.clone())
+                    .get(business)
                     .await
                     .ok()?;
-                let s = u.object.status.as_ref()?;
-                (u.reservations.is_empty()
-                    && ["member1", "member2"].iter().all(|m| {
-                        s.clusters
-                            .iter()
-                            .any(|c| c.name == *m && c.observed.is_some())
-                    }))
-                .then_some(())
+                let st = q.status?;
+                (st.quota.used.len() == q.spec.quota.hard.len() && st.namespaces.len() == 2)
+                    .then_some(())
             },
         )
         .await?;
-    }
-    // The Drift condition follows the member pods in the same pass.
-    let compute = get_quota(&client, ns, &quota_names[0]).await?;
-    say(&format!(
-        "{ns}/{}: {}",
-        quota_names[0],
-        compute
-            .status
-            .as_ref()
-            .and_then(|s| s.summary.clone())
-            .unwrap_or_default()
-    ));
-
-    heading(&format!(
-        "kubectl get kquota {} -o wide",
-        if shared {
-            format!("-n {ns}")
-        } else {
-            "-A".to_owned()
+        say(&format!(
+            "KarmadaClusterQuota {business}: status synced over {ns}, {batch_ns}"
+        ));
+        for n in [ns, batch_ns] {
+            wait_until_status_seen(client, &probe(n)).await?;
         }
-    ));
-    let table = if shared {
-        env.kubectl(&["get", "kquota", "-n", ns, "-o", "wide"])
-            .await?
-    } else {
-        env.kubectl(&["get", "kquota", "-A", "-o", "wide"]).await?
-    };
-    print!("{table}");
+        Ok(())
+    }
 
-    heading(&format!(
-        "The business: KarmadaClusterQuota {business} over {ns} and {batch_ns}"
-    ));
-    wait_for(
-        &format!("{business}: every reservation folded"),
-        SETTLE_TIMEOUT,
-        || async {
-            let q = Api::<KarmadaClusterQuota>::all(client.clone())
-                .get(&business)
+    /// The member pods, the bindings through the webhook, and one binding it must refuse.
+    async fn samples(&self) -> Result<()> {
+        let (client, ns, batch_ns) = (&self.client, self.ns.as_str(), self.batch_ns.as_str());
+        heading(
+            "examples/member1-pods.yaml, examples/member2-pods.yaml (straight into the members)",
+        );
+        for (i, m) in self.members.iter().enumerate().take(2) {
+            let file = format!("member{}-pods.yaml", i + 1);
+            let applied = apply_yaml(m, ns, &self.read(&file)?).await?;
+            let pods = applied
+                .iter()
+                .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Pod"))
+                .count();
+            say(&format!("member{}: {pods} pods", i + 1));
+        }
+
+        heading("examples/bindings.yaml (through the webhook)");
+        self.admitted(ns, "bindings.yaml", "").await?;
+        heading(&format!(
+            "examples/business-binding.yaml in {batch_ns} (through the webhook, charged to {})",
+            self.business
+        ));
+        self.admitted(batch_ns, "business-binding.yaml", &format!("{batch_ns}/"))
+            .await?;
+
+        heading("examples/over-limit-binding.yaml (must be refused)");
+        let mut over = yaml_documents(&self.read("over-limit-binding.yaml")?)?
+            .into_iter()
+            .next()
+            .context("over-limit-binding.yaml is empty")?;
+        over["metadata"]["namespace"] = Value::from(ns);
+        match create(client, &over).await? {
+            Err(status) => say(&format!(
+                "ResourceBinding {}: refused ({} {}):\n  {}",
+                over["metadata"]["name"].as_str().unwrap_or("?"),
+                status.code,
+                status.reason,
+                status.message
+            )),
+            Ok(_) => bail!("the over-limit binding was admitted"),
+        }
+        Ok(())
+    }
+
+    /// Every binding of sample `file`, created in `ns` through the webhook (each must be
+    /// admitted); `label` prefixes the names printed.
+    async fn admitted(&self, ns: &str, file: &str, label: &str) -> Result<()> {
+        for doc in yaml_documents(&self.read(file)?)? {
+            let name = doc["metadata"]["name"].as_str().unwrap_or("?").to_owned();
+            karmada_quota_e2e::apply_json(&self.client, ns, doc)
+                .await
+                .with_context(|| format!("ResourceBinding {name} was not admitted"))?;
+            say(&format!("ResourceBinding {label}{name}: admitted"));
+        }
+        Ok(())
+    }
+
+    /// Until the controller counted every binding (no entry left, in the status or in a
+    /// reservation batch) and measured both members; the first quota as it then stands.
+    async fn settle(&self, quota_names: &[String]) -> Result<karmada_quota_crds::KarmadaQuota> {
+        let (client, ns) = (&self.client, self.ns.as_str());
+        heading("Waiting for the controller to count every binding and measure both members");
+        for name in quota_names {
+            wait_for(
+                &format!("{ns}/{name}: every reservation folded, both members measured"),
+                SETTLE_TIMEOUT,
+                || async {
+                    let u = karmada_quota_e2e::webhook::quota_usage(client, ns, name)
+                        .await
+                        .ok()?;
+                    let s = u.object.status.as_ref()?;
+                    (u.reservations.is_empty()
+                        && ["member1", "member2"].iter().all(|m| {
+                            s.clusters
+                                .iter()
+                                .any(|c| c.name == *m && c.observed.is_some())
+                        }))
+                    .then_some(())
+                },
+            )
+            .await?;
+        }
+        // The Drift condition follows the member pods in the same pass.
+        let compute = get_quota(client, ns, &quota_names[0]).await?;
+        say(&format!(
+            "{ns}/{}: {}",
+            quota_names[0],
+            compute
+                .status
+                .as_ref()
+                .and_then(|s| s.summary.clone())
+                .unwrap_or_default()
+        ));
+        Ok(compute)
+    }
+
+    /// `kubectl get kquota` and the business: its table and its namespaces' usage.
+    async fn tables(&self) -> Result<()> {
+        let (env, client, ns, business) = (
+            self.env,
+            &self.client,
+            self.ns.as_str(),
+            self.business.as_str(),
+        );
+        heading(&format!(
+            "kubectl get kquota {} -o wide",
+            if self.shared {
+                format!("-n {ns}")
+            } else {
+                "-A".to_owned()
+            }
+        ));
+        let table = if self.shared {
+            env.kubectl(&["get", "kquota", "-n", ns, "-o", "wide"])
+                .await?
+        } else {
+            env.kubectl(&["get", "kquota", "-A", "-o", "wide"]).await?
+        };
+        print!("{table}");
+
+        heading(&format!(
+            "The business: KarmadaClusterQuota {business} over {ns} and {}",
+            self.batch_ns
+        ));
+        wait_for(
+            &format!("{business}: every reservation folded"),
+            SETTLE_TIMEOUT,
+            || async {
+                let q = Api::<KarmadaClusterQuota>::all(client.clone())
+                    .get(business)
+                    .await
+                    .ok()?;
+                let s = q.status?;
+                let unfolded = karmada_quota_e2e::webhook::unfolded_entries(
+                    client,
+                    None,
+                    business,
+                    s.quota.folded_through,
+                )
                 .await
                 .ok()?;
-            let s = q.status?;
-            let unfolded = karmada_quota_e2e::webhook::unfolded_entries(
-                &client,
-                None,
-                &business,
-                s.quota.folded_through,
-            )
-            .await
-            .ok()?;
-            (karmada_quota_e2e::quota_status::pending(&s.quota).is_empty()
-                && unfolded.is_empty()
-                && s.quota.summary.is_some())
-            .then_some(s.quota.summary)
-        },
-    )
-    .await?;
-    print!(
-        "{}",
-        env.kubectl(&["get", "kcquota", &business, "-o", "wide"])
-            .await?
-    );
-    let q = Api::<KarmadaClusterQuota>::all(client.clone())
-        .get(&business)
+                (karmada_quota_e2e::quota_status::pending(&s.quota).is_empty()
+                    && unfolded.is_empty()
+                    && s.quota.summary.is_some())
+                .then_some(s.quota.summary)
+            },
+        )
         .await?;
-    for n in q.status.map(|s| s.namespaces).unwrap_or_default() {
-        let used: Vec<String> = n.used.iter().map(|(k, v)| format!("{k}={}", v.0)).collect();
-        say(&format!("  namespace {:<24} {}", n.name, used.join(", ")));
+        print!(
+            "{}",
+            env.kubectl(&["get", "kcquota", business, "-o", "wide"])
+                .await?
+        );
+        let q = Api::<KarmadaClusterQuota>::all(client.clone())
+            .get(business)
+            .await?;
+        for n in q.status.map(|s| s.namespaces).unwrap_or_default() {
+            let used: Vec<String> = n.used.iter().map(|(k, v)| format!("{k}={}", v.0)).collect();
+            say(&format!("  namespace {:<24} {}", n.name, used.join(", ")));
+        }
+        Ok(())
     }
 
-    heading(&format!(
-        "Per member cluster, placed / observed ({}/api/v1/snapshot)",
-        controller.dashboard_url()
-    ));
-    // The dashboard is fed once a second: wait until its view of the first quota has
-    // what the status printed above has, per member cluster.
-    let settled: Vec<(String, Value)> = compute
-        .status
-        .as_ref()
-        .map(|s| {
-            s.clusters
-                .iter()
-                .map(|c| (c.name.clone(), json!(c.used)))
-                .collect()
-        })
-        .unwrap_or_default();
-    let view = wait_for(
-        "the dashboard's view to show the settled usage",
-        SETTLE_TIMEOUT,
-        || async {
-            let view = controller.snapshot().await.ok()?;
-            let item = view["quotas"]
-                .as_array()?
-                .iter()
-                .find(|i| i["namespace"] == ns && i["name"] == quota_names[0].as_str())?
-                .clone();
-            let caught_up = settled.iter().all(|(name, used)| {
-                item["clusters"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["name"] == name.as_str() && c["placed"] == *used)
-            });
-            caught_up.then_some(view)
-        },
-    )
-    .await?;
-    print_clusters(&view, ns);
-
-    heading("Endpoints");
-    let webhook = started.webhook.as_mut().context("webhook")?;
-    let webhook_admin = webhook.admin_addr();
-    let webhook_log = webhook.binary().log_path().to_path_buf();
-    let controller = started.controller.as_mut().context("controller")?;
-    let controller_log = controller.binary().log_path().to_path_buf();
-    say(&format!(
-        "webhook     {url}/validate/resourcebinding, {url}/validate/karmadaquota, \
-         {url}/validate/karmadaclusterquota"
-    ));
-    say(&format!(
-        "            metrics http://{webhook_admin}/metrics, readiness http://{webhook_admin}/readyz"
-    ));
-    say(&format!("            log {}", webhook_log.display()));
-    let admin = controller.admin_url();
-    let dashboard = controller.dashboard_url();
-    say(&format!(
-        "dashboard   {dashboard}/, JSON view {dashboard}/api/v1/snapshot"
-    ));
-    say(&format!(
-        "controller  metrics {admin}/metrics, readiness {admin}/readyz"
-    ));
-    say(&format!("            log {}", controller_log.display()));
-    say(&format!("kubeconfig  {}", env.kubeconfig().display()));
-    for a in &apis {
-        say(&format!(
-            "            member{}: {}",
-            a.index,
-            a.kubeconfig.display()
+    /// The dashboard's view of quota `first` per member cluster, once it shows what
+    /// `compute`'s status holds.
+    async fn per_member(
+        &self,
+        controller: &Controller,
+        compute: &karmada_quota_crds::KarmadaQuota,
+        first: &str,
+    ) -> Result<()> {
+        let ns = self.ns.as_str();
+        heading(&format!(
+            "Per member cluster, placed / observed ({}/api/v1/snapshot)",
+            controller.dashboard_url()
         ));
+        // The dashboard is fed once a second: wait until its view of the first quota has
+        // what the status printed above has, per member cluster.
+        let settled: Vec<(String, Value)> = compute
+            .status
+            .as_ref()
+            .map(|s| {
+                s.clusters
+                    .iter()
+                    .map(|c| (c.name.clone(), json!(c.used)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let view = wait_for(
+            "the dashboard's view to show the settled usage",
+            SETTLE_TIMEOUT,
+            || async {
+                let view = controller.snapshot().await.ok()?;
+                let item = view["quotas"]
+                    .as_array()?
+                    .iter()
+                    .find(|i| i["namespace"] == ns && i["name"] == first)?
+                    .clone();
+                let caught_up = settled.iter().all(|(name, used)| {
+                    item["clusters"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["name"] == name.as_str() && c["placed"] == *used)
+                });
+                caught_up.then_some(view)
+            },
+        )
+        .await?;
+        print_clusters(&view, ns);
+        Ok(())
     }
-    say(&format!(
-        "try         kubectl --kubeconfig {} get kquota -A -o wide",
-        env.kubeconfig().display()
-    ));
-    say(&format!(
-        "            kubectl --kubeconfig {} get kcquota -o wide",
-        env.kubeconfig().display()
-    ));
-    say(&format!(
-        "            kubectl --kubeconfig {} -n {ns} get resourcebindings",
-        env.kubeconfig().display()
-    ));
-    say(&format!("            curl -s {dashboard}/api/v1/overview"));
-    Ok(())
+
+    /// Where everything is, and what to try.
+    fn endpoints(&self, started: &mut Started, url: &str) -> Result<()> {
+        let (env, ns) = (self.env, self.ns.as_str());
+        heading("Endpoints");
+        let webhook = started.webhook.as_mut().context("webhook")?;
+        let webhook_admin = webhook.admin_addr();
+        let webhook_log = webhook.binary().log_path().to_path_buf();
+        let controller = started.controller.as_mut().context("controller")?;
+        let controller_log = controller.binary().log_path().to_path_buf();
+        say(&format!(
+            "webhook     {url}/validate/resourcebinding, {url}/validate/karmadaquota, \
+             {url}/validate/karmadaclusterquota"
+        ));
+        say(&format!(
+            "            metrics http://{webhook_admin}/metrics, readiness http://{webhook_admin}/readyz"
+        ));
+        say(&format!("            log {}", webhook_log.display()));
+        let admin = controller.admin_url();
+        let dashboard = controller.dashboard_url();
+        say(&format!(
+            "dashboard   {dashboard}/, JSON view {dashboard}/api/v1/snapshot"
+        ));
+        say(&format!(
+            "controller  metrics {admin}/metrics, readiness {admin}/readyz"
+        ));
+        say(&format!("            log {}", controller_log.display()));
+        say(&format!("kubeconfig  {}", env.kubeconfig().display()));
+        for a in &self.apis {
+            say(&format!(
+                "            member{}: {}",
+                a.index,
+                a.kubeconfig.display()
+            ));
+        }
+        let kubeconfig = env.kubeconfig().display();
+        say(&format!(
+            "try         kubectl --kubeconfig {kubeconfig} get kquota -A -o wide"
+        ));
+        say(&format!(
+            "            kubectl --kubeconfig {kubeconfig} get kcquota -o wide"
+        ));
+        say(&format!(
+            "            kubectl --kubeconfig {kubeconfig} -n {ns} get resourcebindings"
+        ));
+        say(&format!("            curl -s {dashboard}/api/v1/overview"));
+        Ok(())
+    }
+}
+
+/// The dry-run probe a namespace's quotas are seen through: 1m cpu.
+fn probe(ns: &str) -> Value {
+    Rb::deployment("kq-demo-probe", 1)
+        .request("cpu", "1m")
+        .json(ns)
 }
 
 /// Creates namespace `ns`, or reuses it if it exists and is not being deleted.

@@ -44,63 +44,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Create N ResourceBindings (1 replica, --cpu each) through the apiserver.
-    Creates {
-        /// Kubeconfig of the apiserver.
-        #[arg(long)]
-        kubeconfig: PathBuf,
-        /// Namespace(s) to create into (must exist); comma-separated or repeated, creates
-        /// are spread over them round-robin.
-        #[arg(long, value_delimiter = ',', required = true)]
-        namespace: Vec<String>,
-        /// Creates in the run.
-        #[arg(long, default_value_t = 2000)]
-        count: usize,
-        /// Creates in flight at once.
-        #[arg(long, default_value_t = 32)]
-        concurrency: usize,
-        /// Binding name prefix (names are <prefix>-<i>).
-        #[arg(long, default_value = "rb")]
-        prefix: String,
-        /// cpu request per replica.
-        #[arg(long, default_value = "1m")]
-        cpu: String,
-        /// A label for the JSON line (e.g. the mode and round).
-        #[arg(long, default_value = "")]
-        label: String,
-    },
+    Creates(CreatesArgs),
     /// POST N AdmissionReviews of ResourceBinding CREATEs to an HTTPS endpoint.
-    Reviews {
-        /// Base URL, e.g. https://127.0.0.1:9443.
-        #[arg(long)]
-        url: String,
-        /// Path to POST to.
-        #[arg(long, default_value = "/validate/resourcebinding")]
-        path: String,
-        /// PEM CA that signed the endpoint's certificate.
-        #[arg(long)]
-        ca: PathBuf,
-        /// Namespace named by the reviewed bindings.
-        #[arg(long)]
-        namespace: String,
-        /// Reviews in the run (after the warm-up).
-        #[arg(long, default_value_t = 20000)]
-        count: usize,
-        /// Reviews in flight at once.
-        #[arg(long, default_value_t = 32)]
-        concurrency: usize,
-        /// Unmeasured reviews first (opens the connections).
-        #[arg(long, default_value_t = 500)]
-        warmup: usize,
-        /// Send the reviews with dryRun=true (decide, write nothing).
-        #[arg(long)]
-        dry_run: bool,
-        /// cpu request per replica.
-        #[arg(long, default_value = "1m")]
-        cpu: String,
-        /// A label for the JSON line.
-        #[arg(long, default_value = "")]
-        label: String,
-    },
+    Reviews(ReviewsArgs),
     /// Serve HTTPS on the webhook's stack, answering every POST with an allowed review.
     BareServer {
         /// Address to listen on.
@@ -116,7 +62,8 @@ enum Command {
         #[arg(long, default_value_t = 900)]
         max_seconds: u64,
     },
-    /// Write status.used (and status.hard = spec.hard) of a KarmadaQuota.
+    /// Write status.used (and status.hard = spec.hard, and the reservation-store fence
+    /// over it) of a KarmadaQuota, as the controller does.
     SeedUsed {
         /// Kubeconfig of the apiserver.
         #[arg(long)]
@@ -133,23 +80,7 @@ enum Command {
     },
     /// Wait until a dry-run ResourceBinding create in the namespace reaches the webhook
     /// (`--called`) or no longer does (`--not-called`), judged by its decision counter.
-    WaitWebhook {
-        /// Kubeconfig of the apiserver.
-        #[arg(long)]
-        kubeconfig: PathBuf,
-        /// Namespace of the probe (must exist).
-        #[arg(long)]
-        namespace: String,
-        /// The webhook's admin address (host:port).
-        #[arg(long)]
-        admin: SocketAddr,
-        /// Wait until the webhook is no longer called.
-        #[arg(long)]
-        not_called: bool,
-        /// Give up after this many seconds.
-        #[arg(long, default_value_t = 30)]
-        timeout: u64,
-    },
+    WaitWebhook(WaitWebhookArgs),
     /// Wait until a dry-run create of a 1-replica binding (--cpu) in the namespace is no
     /// longer refused with `status unknown` (the webhook's cache has the quota's status).
     WaitQuota {
@@ -167,107 +98,94 @@ enum Command {
     FreePort,
 }
 
+/// The flags of `kq-load creates`.
+#[derive(clap::Args, Debug)]
+struct CreatesArgs {
+    /// Kubeconfig of the apiserver.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// Namespace(s) to create into (must exist); comma-separated or repeated, creates
+    /// are spread over them round-robin.
+    #[arg(long, value_delimiter = ',', required = true)]
+    namespace: Vec<String>,
+    /// Creates in the run.
+    #[arg(long, default_value_t = 2000)]
+    count: usize,
+    /// Creates in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Binding name prefix (names are <prefix>-<i>).
+    #[arg(long, default_value = "rb")]
+    prefix: String,
+    /// cpu request per replica.
+    #[arg(long, default_value = "1m")]
+    cpu: String,
+    /// A label for the JSON line (e.g. the mode and round).
+    #[arg(long, default_value = "")]
+    label: String,
+}
+
+/// The flags of `kq-load reviews`.
+#[derive(clap::Args, Debug)]
+struct ReviewsArgs {
+    /// Base URL, e.g. https://127.0.0.1:9443.
+    #[arg(long)]
+    url: String,
+    /// Path to POST to.
+    #[arg(long, default_value = "/validate/resourcebinding")]
+    path: String,
+    /// PEM CA that signed the endpoint's certificate.
+    #[arg(long)]
+    ca: PathBuf,
+    /// Namespace named by the reviewed bindings.
+    #[arg(long)]
+    namespace: String,
+    /// Reviews in the run (after the warm-up).
+    #[arg(long, default_value_t = 20000)]
+    count: usize,
+    /// Reviews in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Unmeasured reviews first (opens the connections).
+    #[arg(long, default_value_t = 500)]
+    warmup: usize,
+    /// Send the reviews with dryRun=true (decide, write nothing).
+    #[arg(long)]
+    dry_run: bool,
+    /// cpu request per replica.
+    #[arg(long, default_value = "1m")]
+    cpu: String,
+    /// A label for the JSON line.
+    #[arg(long, default_value = "")]
+    label: String,
+}
+
+/// The flags of `kq-load wait-webhook`.
+#[derive(clap::Args, Debug)]
+struct WaitWebhookArgs {
+    /// Kubeconfig of the apiserver.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// Namespace of the probe (must exist).
+    #[arg(long)]
+    namespace: String,
+    /// The webhook's admin address (host:port).
+    #[arg(long)]
+    admin: SocketAddr,
+    /// Wait until the webhook is no longer called.
+    #[arg(long)]
+    not_called: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match Cli::parse().command {
-        Command::Creates {
-            kubeconfig,
-            namespace,
-            count,
-            concurrency,
-            prefix,
-            cpu,
-            label,
-        } => {
-            let client = client(&kubeconfig).await?;
-            let objects: Vec<Value> = (0..count)
-                .map(|i| {
-                    Rb::deployment(&format!("{prefix}-{i:05}"), 1)
-                        .request("cpu", &cpu)
-                        .json(&namespace[i % namespace.len()])
-                })
-                .collect();
-            let started = Instant::now();
-            let results: Vec<(Duration, Outcome)> = futures::stream::iter(objects)
-                .map(|obj| {
-                    let client = client.clone();
-                    async move {
-                        let t = Instant::now();
-                        let outcome = match create_with(&client, &obj, false).await {
-                            Ok(Ok(_)) => Outcome::Ok,
-                            Ok(Err(s)) => {
-                                Outcome::Refused(format!("{} {}: {}", s.code, s.reason, s.message))
-                            }
-                            Err(e) => Outcome::Error(format!("{e:#}")),
-                        };
-                        (t.elapsed(), outcome)
-                    }
-                })
-                .buffer_unordered(concurrency)
-                .collect()
-                .await;
-            report("creates", &label, concurrency, started.elapsed(), results)
-        }
-        Command::Reviews {
-            url,
-            path,
-            ca,
-            namespace,
-            count,
-            concurrency,
-            warmup,
-            dry_run,
-            cpu,
-            label,
-        } => {
-            let client = review_client(&url, &ca)?;
-            let reviews: Vec<Value> = (0..warmup + count)
-                .map(|i| {
-                    let obj = Rb::deployment(&format!("review-{i:06}"), 1)
-                        .request("cpu", &cpu)
-                        .json(&namespace);
-                    binding_review(&obj, &uuid_like(i), dry_run)
-                })
-                .collect();
-            let mut reviews = reviews.into_iter();
-            let run = |reviews: Vec<Value>| {
-                let (client, path) = (client.clone(), path.clone());
-                async move {
-                    futures::stream::iter(reviews)
-                        .map(|review| {
-                            let (client, path) = (client.clone(), path.clone());
-                            async move {
-                                let t = Instant::now();
-                                let outcome = match post_review(&client, &path, &review).await {
-                                    Ok(r) if r["allowed"] == true => Outcome::Ok,
-                                    Ok(r) => Outcome::Refused(format!(
-                                        "{} {}",
-                                        r["status"]["code"], r["status"]["message"]
-                                    )),
-                                    Err(e) => Outcome::Error(format!("{e:#}")),
-                                };
-                                (t.elapsed(), outcome)
-                            }
-                        })
-                        .buffer_unordered(concurrency)
-                        .collect::<Vec<_>>()
-                        .await
-                }
-            };
-            let warm: Vec<Value> = reviews.by_ref().take(warmup).collect();
-            let warm_errors = run(warm)
-                .await
-                .into_iter()
-                .filter(|(_, o)| !matches!(o, Outcome::Ok))
-                .count();
-            if warm_errors > 0 {
-                eprintln!("warm-up: {warm_errors} reviews not allowed");
-            }
-            let started = Instant::now();
-            let results = run(reviews.collect()).await;
-            report("reviews", &label, concurrency, started.elapsed(), results)
-        }
+        Command::Creates(a) => creates(a).await,
+        Command::Reviews(a) => reviews(a).await,
         Command::BareServer {
             listen,
             tls_cert_file,
@@ -303,32 +221,140 @@ async fn main() -> Result<()> {
             println!("{}", karmada_quota_e2e::free_port()?);
             Ok(())
         }
-        Command::WaitWebhook {
-            kubeconfig,
-            namespace,
-            admin,
-            not_called,
-            timeout,
-        } => {
-            let client = client(&kubeconfig).await?;
-            let probe = Rb::configmap("kq-load-probe").json(&namespace);
-            let deadline = Instant::now() + Duration::from_secs(timeout);
-            loop {
-                let before = decisions(admin).await?;
-                let _ = create_with(&client, &probe, true).await?;
-                let called = decisions(admin).await? > before;
-                if called != not_called {
-                    return Ok(());
-                }
-                if Instant::now() > deadline {
-                    bail!(
-                        "the webhook was {} called after {timeout}s",
-                        if not_called { "still" } else { "not" }
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+        Command::WaitWebhook(a) => wait_webhook(a).await,
+    }
+}
+
+/// `kq-load creates`: the creates, `concurrency` at a time; one JSON line.
+async fn creates(a: CreatesArgs) -> Result<()> {
+    let CreatesArgs {
+        kubeconfig,
+        namespace,
+        count,
+        concurrency,
+        prefix,
+        cpu,
+        label,
+    } = a;
+    let client = client(&kubeconfig).await?;
+    let objects: Vec<Value> = (0..count)
+        .map(|i| {
+            Rb::deployment(&format!("{prefix}-{i:05}"), 1)
+                .request("cpu", &cpu)
+                .json(&namespace[i % namespace.len()])
+        })
+        .collect();
+    let started = Instant::now();
+    let results: Vec<(Duration, Outcome)> = futures::stream::iter(objects)
+        .map(|obj| {
+            let client = client.clone();
+            async move {
+                let t = Instant::now();
+                let outcome = match create_with(&client, &obj, false).await {
+                    Ok(Ok(_)) => Outcome::Ok,
+                    Ok(Err(s)) => {
+                        Outcome::Refused(format!("{} {}: {}", s.code, s.reason, s.message))
+                    }
+                    Err(e) => Outcome::Error(format!("{e:#}")),
+                };
+                (t.elapsed(), outcome)
             }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    report("creates", &label, concurrency, started.elapsed(), results)
+}
+
+/// `kq-load reviews`: the warm-up, then the timed reviews; one JSON line.
+async fn reviews(a: ReviewsArgs) -> Result<()> {
+    let ReviewsArgs {
+        url,
+        path,
+        ca,
+        namespace,
+        count,
+        concurrency,
+        warmup,
+        dry_run,
+        cpu,
+        label,
+    } = a;
+    let client = review_client(&url, &ca)?;
+    let reviews: Vec<Value> = (0..warmup + count)
+        .map(|i| {
+            let obj = Rb::deployment(&format!("review-{i:06}"), 1)
+                .request("cpu", &cpu)
+                .json(&namespace);
+            binding_review(&obj, &uuid_like(i), dry_run)
+        })
+        .collect();
+    let mut reviews = reviews.into_iter();
+    let run = |reviews: Vec<Value>| {
+        let (client, path) = (client.clone(), path.clone());
+        async move {
+            futures::stream::iter(reviews)
+                .map(|review| {
+                    let (client, path) = (client.clone(), path.clone());
+                    async move {
+                        let t = Instant::now();
+                        let outcome = match post_review(&client, &path, &review).await {
+                            Ok(r) if r["allowed"] == true => Outcome::Ok,
+                            Ok(r) => Outcome::Refused(format!(
+                                "{} {}",
+                                r["status"]["code"], r["status"]["message"]
+                            )),
+                            Err(e) => Outcome::Error(format!("{e:#}")),
+                        };
+                        (t.elapsed(), outcome)
+                    }
+                })
+                .buffer_unordered(concurrency)
+                .collect::<Vec<_>>()
+                .await
         }
+    };
+    let warm: Vec<Value> = reviews.by_ref().take(warmup).collect();
+    let warm_errors = run(warm)
+        .await
+        .into_iter()
+        .filter(|(_, o)| !matches!(o, Outcome::Ok))
+        .count();
+    if warm_errors > 0 {
+        eprintln!("warm-up: {warm_errors} reviews not allowed");
+    }
+    let started = Instant::now();
+    let results = run(reviews.collect()).await;
+    report("reviews", &label, concurrency, started.elapsed(), results)
+}
+
+/// `kq-load wait-webhook`: dry-run creates until the webhook's decision counter says it
+/// is (or is no longer) called.
+async fn wait_webhook(a: WaitWebhookArgs) -> Result<()> {
+    let WaitWebhookArgs {
+        kubeconfig,
+        namespace,
+        admin,
+        not_called,
+        timeout,
+    } = a;
+    let client = client(&kubeconfig).await?;
+    let probe = Rb::configmap("kq-load-probe").json(&namespace);
+    let deadline = Instant::now() + Duration::from_secs(timeout);
+    loop {
+        let before = decisions(admin).await?;
+        let _ = create_with(&client, &probe, true).await?;
+        let called = decisions(admin).await? > before;
+        if called != not_called {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the webhook was {} called after {timeout}s",
+                if not_called { "still" } else { "not" }
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
