@@ -40,14 +40,13 @@
 //! accepted on them.
 //!
 //! **What runs as N.** `KQ_UPGRADE_FROM_BIN_DIR` names a directory holding the 0.1.0
-//! binaries (built from d14ad1f, docs/upgrade.md); the N processes run them, exactly the
-//! N Deployments' command, args and Secrets, under N's RBAC, CRDs and webhook
-//! configuration. Without it the test fails unless `KQ_ALLOW_SKIP` names
-//! `previous-release` (e2e/src/skip.rs); then the skip is recorded and nothing runs: this
-//! checkout's binaries cannot stand in for N's (they reserve in batches, which N's chart
-//! neither configures nor grants), and building 0.1.0's would be a second full workspace
-//! build in `make test`, which allows the skip and names the test among those that did
-//! not run. upgrade_checks.rs shows the checks bite.
+//! binaries (`make test` builds them from testdata/previous-release, the source of
+//! d14ad1f; docs/upgrade.md); the N processes run them, exactly the N Deployments'
+//! command, args and Secrets, under N's RBAC, CRDs and webhook configuration. Without it
+//! the test fails unless `KQ_ALLOW_SKIP` names `previous-release` (e2e/src/skip.rs); then
+//! the skip is recorded and nothing runs: this checkout's binaries cannot stand in for
+//! N's (they reserve in batches, which N's chart neither configures nor grants).
+//! upgrade_checks.rs shows the checks bite.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
