@@ -187,6 +187,14 @@ impl Demo {
         })
     }
 
+    /// The demo's KarmadaClusterQuota as stored now (`None`: not readable).
+    async fn business_now(&self) -> Option<KarmadaClusterQuota> {
+        Api::<KarmadaClusterQuota>::all(self.client.clone())
+            .get(&self.business)
+            .await
+            .ok()
+    }
+
     /// The sample file `file` of the examples directory.
     fn read(&self, file: &str) -> Result<String> {
         let path = self.examples.join(file);
@@ -407,10 +415,7 @@ impl Demo {
             &format!("KarmadaClusterQuota {business} synced by the controller"),
             SETTLE_TIMEOUT,
             || async {
-                let q = Api::<KarmadaClusterQuota>::all(client.clone())
-                    .get(business)
-                    .await
-                    .ok()?;
+                let q = self.business_now().await?;
                 let st = q.status?;
                 (st.quota.used.len() == q.spec.quota.hard.len() && st.namespaces.len() == 2)
                     .then_some(())
@@ -554,11 +559,7 @@ impl Demo {
             &format!("{business}: every reservation folded"),
             SETTLE_TIMEOUT,
             || async {
-                let q = Api::<KarmadaClusterQuota>::all(client.clone())
-                    .get(business)
-                    .await
-                    .ok()?;
-                let s = q.status?;
+                let s = self.business_now().await?.status?;
                 let unfolded = karmada_quota_e2e::webhook::unfolded_entries(
                     client,
                     None,
