@@ -335,43 +335,6 @@ impl<'a> Chaos<'a> {
         all
     }
 
-    /// A rolling update to new arguments: every controller, then every webhook, one at a
-    /// time — stopped, started again with `controller_args` / `webhook_args` in place of
-    /// the spec's and ready — with `gap` after each; every step on the timeline.
-    pub async fn roll(
-        &mut self,
-        webhook_args: Vec<String>,
-        controller_args: Vec<String>,
-        gap: Duration,
-    ) -> Result<()> {
-        self.spec.controller_args = controller_args;
-        for j in 0..self.controllers.len() {
-            if let Some(c) = self.controllers[j].process.take() {
-                c.kill().await?;
-            }
-            self.start_controller(j).await?;
-            self.mark(format!(
-                "controller {j} rolled to {:?}",
-                self.spec.controller_args
-            ));
-            tokio::time::sleep(gap).await;
-        }
-        self.spec.webhook_args = webhook_args;
-        for i in 0..self.webhooks.len() {
-            if let Some(w) = self.webhooks[i].process.take() {
-                self.set_endpoints();
-                w.kill().await?;
-            }
-            self.start_webhook(i).await?;
-            self.mark(format!(
-                "webhook {i} rolled to {:?}",
-                self.spec.webhook_args
-            ));
-            tokio::time::sleep(gap).await;
-        }
-        Ok(())
-    }
-
     /// Runs the fault loop of `plan` (see the module docs); the faults injected, in order.
     pub async fn run(&mut self, plan: &Plan) -> Result<Vec<Fault>> {
         let mut rng = Seeded::new(plan.seed);

@@ -48,20 +48,3 @@ pub fn pending(status: &KarmadaQuotaStatus) -> Vec<&karmada_quota_crds::quota::R
         .filter(|r| !karmada_quota_crds::convert::is_fence(r))
         .collect()
 }
-
-/// Writes the reservation-store fence over `spec.hard` into quota `ns/quota`'s status, as
-/// the controller of the batch store does before a webhook of that store admits against
-/// it: for tests that run batch-store webhooks without a controller.
-pub async fn fence_quota(client: &Client, ns: &str, quota: &str) -> Result<KarmadaQuota> {
-    replace_quota_status(
-        client,
-        ns,
-        quota,
-        &format!("fencing {ns}/{quota} for the batch store"),
-        |spec, status| {
-            // A hard the apiserver accepted parses; a failure leaves the status as it is.
-            let _ = karmada_quota_crds::convert::ensure_fence(&mut status.reservations, &spec.hard);
-        },
-    )
-    .await
-}

@@ -157,17 +157,13 @@ impl Harness {
         let mut entries: Vec<_> = karmada_quota_core::fence::pending(&st.reservations)
             .cloned()
             .collect();
+        // Every stored batch counts: no controller folds them here.
+        let mut view = karmada_quota_status::BatchView::new();
         for b in self.batches.all() {
-            let batch = parse_batch(&b).unwrap();
-            for (_, e) in batch.entries.into_iter().filter(|(k, _)| *k == key) {
-                let same = |o: &karmada_quota_core::quota::Reservation| {
-                    o.reserved_by.uid == e.reserved_by.uid && o.generation == e.generation
-                };
-                match entries.iter_mut().find(|o| same(o)) {
-                    Some(o) => *o = e,
-                    None => entries.push(e),
-                }
-            }
+            view.insert(&parse_batch(&b).unwrap());
+        }
+        for (_, e) in view.unfolded(&key, None) {
+            karmada_quota_core::ledger::upsert(&mut entries, e.clone());
         }
         entries
     }
