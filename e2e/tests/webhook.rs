@@ -31,11 +31,11 @@ use serde_json::{Value, json};
 /// A test's namespaces, its webhook and the registration that routes them to it.
 type Setup = WebhookSetup;
 
-fn reserved(entry: &karmada_quota_crds::quota::Reservation) -> BTreeMap<String, String> {
+fn reserved(entry: &karmada_quota_core::quota::Reservation) -> BTreeMap<String, String> {
     entry
         .reserved
         .iter()
-        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .map(|(k, v)| (k.to_owned(), v.to_string()))
         .collect()
 }
 
@@ -87,7 +87,7 @@ async fn fitting_binding_is_admitted_and_reserved_in_quota_status() -> Result<()
         map(&[("pods", "2"), ("requests.cpu", "1")])
     );
     // The fixture runs the webhook with --reservation-ttl=10m.
-    let expires = entry.expiration_time.0.as_second();
+    let expires = entry.expiration_time;
     assert!(
         (before + 590..=unix_now() + 610).contains(&expires),
         "expirationTime {expires} is not about now + 10m (now {before})"

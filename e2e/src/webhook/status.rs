@@ -62,8 +62,8 @@ pub struct QuotaUsage {
     /// run with a long TTL) but the reservation-store fence (`crate::quota_status::pending`),
     /// and the entries for this quota of every reservation batch its status does not
     /// account for yet (numbered past `status.foldedThrough`); one per binding uid and
-    /// generation.
-    pub reservations: Vec<karmada_quota_crds::quota::Reservation>,
+    /// generation (core's `ledger::upsert`), in the engine's terms.
+    pub reservations: Vec<karmada_quota_core::quota::Reservation>,
     /// `used + Σ reservations`.
     pub effective: ResourceList,
 }
@@ -75,7 +75,7 @@ impl QuotaUsage {
     }
 
     /// The reservation entry of binding `uid`, if any.
-    pub fn reservation_of(&self, uid: &str) -> Option<&karmada_quota_crds::quota::Reservation> {
+    pub fn reservation_of(&self, uid: &str) -> Option<&karmada_quota_core::quota::Reservation> {
         self.reservations.iter().find(|r| r.reserved_by.uid == uid)
     }
 }
@@ -91,7 +91,7 @@ pub async fn quota_usage(client: &Client, ns: &str, quota: &str) -> Result<Quota
     let status = object.status.clone().unwrap_or_default();
     let used = list_from_api(&status.used, "status.used").map_err(|e| anyhow!("{e}"))?;
     // quota_state validates the entries; its errors name the field.
-    quota_state(&object).map_err(|errs| {
+    let state = quota_state(&object).map_err(|errs| {
         anyhow!(
             "{ns}/{quota}: {}",
             errs.iter()
@@ -100,26 +100,16 @@ pub async fn quota_usage(client: &Client, ns: &str, quota: &str) -> Result<Quota
                 .join("; ")
         )
     })?;
-    let mut reservations: Vec<karmada_quota_crds::quota::Reservation> =
-        crate::quota_status::pending(&status)
-            .into_iter()
+    let mut reservations: Vec<karmada_quota_core::quota::Reservation> =
+        karmada_quota_core::fence::pending(&state.reservations)
             .cloned()
             .collect();
     for entry in unfolded_entries(client, Some(ns), quota, status.folded_through).await? {
-        let same = |r: &karmada_quota_crds::quota::Reservation| {
-            r.reserved_by.uid == entry.reserved_by.uid && r.generation == entry.generation
-        };
-        match reservations.iter_mut().find(|r| same(r)) {
-            Some(r) => *r = entry,
-            None => reservations.push(entry),
-        }
+        let entry = karmada_quota_crds::convert::reservation_from_api(&entry, "entries")
+            .map_err(|e| anyhow!("a batch entry for {ns}/{quota}: {e}"))?;
+        karmada_quota_core::ledger::upsert(&mut reservations, entry);
     }
-    let counted: Vec<karmada_quota_core::quota::Reservation> = reservations
-        .iter()
-        .map(|r| karmada_quota_crds::convert::reservation_from_api(r, "reservations"))
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow!("{ns}/{quota}: {e}"))?;
-    let effective = karmada_quota_core::ledger::effective_usage(&used, &counted, None);
+    let effective = karmada_quota_core::ledger::effective_usage(&used, &reservations, None);
     Ok(QuotaUsage {
         object,
         used,
