@@ -45,7 +45,7 @@ use karmada_quota_crds::convert::{cluster_quota_state, quota_state};
 use karmada_quota_crds::reservation_batch::parse_batch;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota, KarmadaQuotaReservation};
 use karmada_quota_status::BatchView;
-use kube::api::ListParams;
+use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
 
 use crate::webhook::bindings;
@@ -125,12 +125,22 @@ pub async fn needed_cpu_milli(client: &Client, ns: &str) -> Result<i128> {
 
 /// The stored bindings of `ns`.
 pub async fn stored(client: &Client, ns: &str) -> Result<Stored> {
+    stored_where(client, ns, &|_| true).await
+}
+
+/// The stored bindings of `ns` that `charged` keeps (a binding waiting in a quota's line
+/// is stored and charged nothing).
+async fn stored_where(
+    client: &Client,
+    ns: &str,
+    charged: &(dyn Fn(&DynamicObject) -> bool + Sync),
+) -> Result<Stored> {
     let list = bindings(client, ns)
         .list(&ListParams::default())
         .await
         .with_context(|| format!("listing the bindings of {ns}"))?;
     let mut out = Stored::default();
-    for b in &list.items {
+    for b in list.items.iter().filter(|b| charged(b)) {
         let spec = &b.data["spec"];
         let replicas = i128::from(spec["replicas"].as_i64().unwrap_or(0));
         let cpu = spec["replicaRequirements"]["resourceRequest"]["cpu"]
@@ -215,10 +225,20 @@ fn joined<E: ToString>(what: &str, errs: &[E]) -> anyhow::Error {
 
 /// One sample of every watched quota, read in the order the module docs give.
 pub async fn read(client: &Client, watched: &Watched) -> Result<Vec<Reading>> {
+    read_where(client, watched, &|_| true).await
+}
+
+/// [`read`], with only the stored bindings `charged` keeps in the need (the others, e.g.
+/// waiting in a quota's line, are charged nothing and hold no entry).
+pub async fn read_where(
+    client: &Client,
+    watched: &Watched,
+    charged: &(dyn Fn(&DynamicObject) -> bool + Sync),
+) -> Result<Vec<Reading>> {
     let mut per_ns: BTreeMap<String, Stored> = BTreeMap::new();
     for (ns, _) in &watched.quotas {
         if !per_ns.contains_key(ns) {
-            per_ns.insert(ns.clone(), stored(client, ns).await?);
+            per_ns.insert(ns.clone(), stored_where(client, ns, charged).await?);
         }
     }
     let view = batch_view(client, &watched.batches).await?;

@@ -3,9 +3,10 @@
 //! There is no Karmada scheduler here: a binding counts as scheduled once its suspension
 //! is cleared (the scheduler places nothing before).
 //!
-//! Each test samples, throughout, the quota's status (used + every reservation) and the
-//! bindings themselves (the cpu of every binding not waiting): neither may ever exceed
-//! `hard`.
+//! Each test samples, throughout, what the quota has committed (the bindings not waiting
+//! plus the entries no such binding holds, read as `karmada_quota_e2e::invariant` reads
+//! it) and the bindings themselves (the cpu of every binding not waiting): neither may
+//! ever exceed `hard`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use karmada_quota_e2e::commands::plugin;
 use karmada_quota_e2e::controller::{Controller, milli, wait_quota};
+use karmada_quota_e2e::invariant::{self, Watched};
 use karmada_quota_e2e::queue::{
     Arrivals, binding_states, marked, unplaced, wait_until_arrivals_fit, waiting,
 };
@@ -23,7 +25,7 @@ use karmada_quota_e2e::test_hook::{HookKind, TestHook, allow};
 use karmada_quota_e2e::webhook::{bindings, create, create_with, expect_admitted, quota};
 use karmada_quota_e2e::{accepts, wait_for};
 use kube::Client;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -45,6 +47,9 @@ struct Line {
     ctl: Option<Controller>,
     /// cpu asked per binding name (millicores).
     asks: BTreeMap<String, i128>,
+    /// Held by each delete and by each sample of [`sampler`], so no delete falls between
+    /// a sample's reads (`karmada_quota_e2e::invariant`'s order).
+    deletes: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Line {
@@ -75,6 +80,7 @@ impl Line {
             arrivals,
             ctl: Some(ctl),
             asks: BTreeMap::new(),
+            deletes: Arc::default(),
         })
     }
 
@@ -137,6 +143,7 @@ impl Line {
     }
 
     async fn delete(&self, name: &str) -> Result<()> {
+        let _between_samples = self.deletes.lock().await;
         bindings(self.client(), self.ns())
             .delete(name, &DeleteParams::default())
             .await
@@ -202,11 +209,29 @@ async fn start_controller(s: &WebhookSetup) -> Result<Controller> {
 #[derive(Debug, Default)]
 struct Samples {
     count: usize,
-    /// The largest effective usage (used + reservations), millicores.
+    /// The largest effective usage (used + entries), millicores. It may count a binding
+    /// twice for a moment (in `used`, and in a batch the controller has not folded yet):
+    /// that only refuses more, so the check is on what is committed.
     max_status: i128,
+    /// Samples whose effective usage was over hard while what is committed was not.
+    counted_over: usize,
+    /// Samples whose reads of the quota, batches and bindings failed (the apiserver
+    /// busy): they check nothing, so a test needs most samples read.
+    read_errors: usize,
     /// The largest cpu of the bindings not waiting, millicores.
     max_running: i128,
     violations: Vec<String>,
+}
+
+impl Samples {
+    /// One line for a test's result.
+    fn summary(&self) -> String {
+        format!(
+            "{} samples ({} unread), max used+entries {}m ({} counted over hard, none \
+             committed over), max not waiting {}m",
+            self.count, self.read_errors, self.max_status, self.counted_over, self.max_running
+        )
+    }
 }
 
 /// The sampler of a test: started by [`sampler`], checked by [`Sampling::finish`].
@@ -226,6 +251,11 @@ impl Sampling {
             samples.count,
             samples.violations
         );
+        ensure!(
+            samples.read_errors * 2 <= samples.count,
+            "most samples could not read what is committed: {}",
+            samples.summary()
+        );
         Ok(samples)
     }
 }
@@ -236,27 +266,41 @@ impl Sampling {
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 const SAMPLE_CROWD_EVERY: Duration = Duration::from_millis(200);
 
-/// Sample the quota's status and the bindings `every` until [`Sampling::finish`].
-fn sampler(
-    client: Client,
-    ns: String,
-    hard_milli: i128,
-    asks: BTreeMap<String, i128>,
-    every: Duration,
-) -> Sampling {
+/// Sample `l`'s quota `every` until [`Sampling::finish`], two ways:
+/// - what is committed (`karmada_quota_e2e::invariant::read_where`: the bindings not
+///   waiting, plus the entries no such binding holds) never exceeds the quota's hard;
+/// - the cpu of the bindings not waiting, as the test asked for them (`asks`), never
+///   exceeds `hard_milli`.
+fn sampler(l: &Line, hard_milli: i128, asks: BTreeMap<String, i128>, every: Duration) -> Sampling {
+    let (client, ns, deletes) = (l.client().clone(), l.ns().to_owned(), l.deletes.clone());
+    let watched = Watched {
+        quotas: vec![(ns.clone(), "q".to_owned())],
+        cluster_quota: None,
+        batches: l.s.env.reservation_namespace().to_owned(),
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
     let task = tokio::spawn(async move {
         let stop = stopped;
         let mut out = Samples::default();
+        let not_waiting =
+            |b: &DynamicObject| !waiting(&serde_json::to_value(b).unwrap_or_default());
         while !stop.load(Ordering::Relaxed) {
-            if let Ok(u) = karmada_quota_e2e::webhook::quota_usage(&client, &ns, "q").await {
-                let effective = u.effective.get_or_zero("requests.cpu").milli_value();
-                out.max_status = out.max_status.max(effective);
-                if effective > hard_milli {
+            let read = {
+                let _no_delete = deletes.lock().await;
+                invariant::read_where(&client, &watched, &not_waiting).await
+            };
+            out.read_errors += usize::from(read.is_err());
+            for r in read.iter().flatten() {
+                out.max_status = out.max_status.max(r.effective);
+                if r.committed > r.hard {
                     out.violations.push(format!(
-                        "status: used+reserved {effective}m > {hard_milli}m"
+                        "status: committed {}m (bindings not waiting {}m + entries no such \
+                         binding holds) > hard {}m; effective {}m",
+                        r.committed, r.need, r.hard, r.effective
                     ));
+                } else if invariant::counted_over_hard(r).is_some() {
+                    out.counted_over += 1;
                 }
             }
             if let Ok(states) = binding_states(&client, &ns).await {
@@ -394,13 +438,7 @@ async fn a_full_quota_holds_ten_bindings_and_releases_them_in_order_within_2s() 
         "the event of w-03 says {w03:?}"
     );
 
-    let sampling = sampler(
-        l.client().clone(),
-        ns.clone(),
-        4000,
-        l.asks.clone(),
-        SAMPLE_EVERY,
-    );
+    let sampling = sampler(&l, 4000, l.asks.clone(), SAMPLE_EVERY);
 
     // Free one binding at a time: the fills, then the released ones in release order.
     let mut free: i128 = 0;
@@ -456,8 +494,8 @@ async fn a_full_quota_holds_ten_bindings_and_releases_them_in_order_within_2s() 
     }
     let samples = sampling.finish().await?;
     step(&format!(
-        "[Result] release latencies {latencies:?}; {} samples, max used+reserved {}m, max not waiting {}m",
-        samples.count, samples.max_status, samples.max_running
+        "[Result] release latencies {latencies:?}; {}",
+        samples.summary()
     ));
     ensure!(samples.count >= 20, "too few samples: {}", samples.count);
     ensure!(
@@ -670,13 +708,7 @@ async fn a_quota_switched_back_to_refuse_refuses_arrivals_and_releases_only_what
         "late must be refused: {outcome:?}"
     );
 
-    let sampling = sampler(
-        l.client().clone(),
-        ns.clone(),
-        2000,
-        l.asks.clone(),
-        SAMPLE_EVERY,
-    );
+    let sampling = sampler(&l, 2000, l.asks.clone(), SAMPLE_EVERY);
     let names: Vec<String> = vec!["w-a".into(), "w-b".into()];
     step("[Delete] fill-1: w-a (1 cpu) fits and is released; w-b (2 cpu) keeps waiting");
     let started = Instant::now();
@@ -948,7 +980,7 @@ impl Crowd {
         let (client, ns) = (l.client().clone(), l.ns().to_owned());
         let recorder = Recorder::start(client.clone(), ns.clone()).await?;
         let hard = i128::try_from(fillers)? * 1000;
-        let sampling = sampler(client, ns, hard, l.asks.clone(), every);
+        let sampling = sampler(l, hard, l.asks.clone(), every);
         let crowd = Crowd {
             recorder,
             running: (1..=fillers).map(|i| format!("fill-{i}")).collect(),
@@ -1096,12 +1128,9 @@ async fn a_hundred_concurrent_arrivals_are_released_in_line_order_across_a_contr
     }
     let samples = sampling.finish().await?;
     step(&format!(
-        "[Result] {} releases in line order; step latencies {latencies:?}; {} samples, max \
-         used+reserved {}m, max not waiting {}m",
+        "[Result] {} releases in line order; step latencies {latencies:?}; {}",
         c.order.len(),
-        samples.count,
-        samples.max_status,
-        samples.max_running
+        samples.summary()
     ));
     ensure!(c.order == order, "every one released, in line order");
     ensure!(samples.count >= 20, "too few samples: {}", samples.count);
@@ -1151,8 +1180,9 @@ async fn best_effort_lets_smaller_later_arrivals_pass_a_head_that_does_not_fit()
     step(&format!("[Result] big released {took:?} after the frees"));
     let samples = sampling.finish().await?;
     step(&format!(
-        "[Result] released {:?}; {} samples, max used+reserved {}m, max not waiting {}m",
-        c.order, samples.count, samples.max_status, samples.max_running
+        "[Result] released {:?}; {}",
+        c.order,
+        samples.summary()
     ));
     l.teardown().await
 }
@@ -1307,7 +1337,7 @@ async fn strict_order_holds_when_another_admission_takes_the_heads_room_after_th
     // bindings' side over-counts by 2 until then: still within hard unless head goes).
     let mut asks = l.asks.clone();
     asks.insert("fill-1".into(), 3000);
-    let sampling = sampler(l.client().clone(), ns.clone(), 4000, asks, SAMPLE_EVERY);
+    let sampling = sampler(&l, 4000, asks, SAMPLE_EVERY);
     l.ctl = Some(start_controller(&l.s).await?);
     wait_for(
         "the head's release (the room taker scales the hog first)",
