@@ -335,11 +335,27 @@ pub struct Samples {
     pub max_effective_milli: i128,
     /// Most cpu (milli) the stored bindings charged to one quota needed at once.
     pub max_need_milli: i128,
-    /// Samples that could not be taken (a read failed), with the error.
+    /// Samples that could not be taken because the apiserver did not answer (a transport
+    /// error, 429 or 5xx), with the error.
     pub read_errors: Vec<String>,
+    /// Samples whose answer could not be used (an object that does not decode or parse,
+    /// any other refusal), with the error: never expected.
+    pub unreadable: Vec<String>,
     /// With the batch store: counts over hard that are no over-commit
     /// ([`crate::invariant::counted_over_hard`]).
     pub counted_over_hard: Vec<String>,
+}
+
+/// Whether a failed read is the apiserver not answering (away, busy: a transport error,
+/// 429, 5xx) rather than an answer the sampler could not use.
+fn unanswered(e: &anyhow::Error) -> bool {
+    e.chain()
+        .find_map(|c| c.downcast_ref::<kube::Error>())
+        .is_some_and(|k| match k {
+            kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+            kube::Error::SerdeError(_) => false,
+            _ => true,
+        })
 }
 
 /// The invariants, sampled until stopped.
@@ -407,7 +423,10 @@ impl Sampler {
                             }
                         }
                     }
-                    Err(e) => out.read_errors.push(format!("at {at:.1?}: {e:#}")),
+                    Err(e) if unanswered(&e) => {
+                        out.read_errors.push(format!("at {at:.1?}: {e:#}"));
+                    }
+                    Err(e) => out.unreadable.push(format!("at {at:.1?}: {e:#}")),
                 }
                 drop(held);
             }

@@ -287,6 +287,11 @@ fn verify(
     // One sample every 250 ms over the faults is `nominal`; a sample is not taken while
     // the apiserver is away (a read error), nor while a load's delete holds its lock.
     let nominal = (plan.duration.as_millis() / SAMPLE_EVERY.as_millis()) as usize;
+    ensure!(
+        samples.unreadable.is_empty(),
+        "samples whose answer could not be used:\n  {}",
+        samples.unreadable.join("\n  ")
+    );
     let tried = samples.count + samples.read_errors.len();
     ensure!(
         tried * 2 >= nominal && samples.count * 4 >= nominal,

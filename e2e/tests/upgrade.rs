@@ -779,11 +779,12 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         other.len()
     );
     eprintln!(
-        "samples: {} ({} violations, {} read errors), most pending reservations {}, \
+        "samples: {} ({} violations, {} unanswered, {} unreadable), most pending reservations {}, \
          most effective {}m, most needed {}m of 4000m",
         samples.count,
         samples.violations.len(),
         samples.read_errors.len(),
+        samples.unreadable.len(),
         samples.max_pending,
         samples.max_effective_milli,
         samples.max_need_milli
@@ -847,8 +848,14 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         samples.violations.join("\n  ")
     );
     ensure!(
-        samples.read_errors.is_empty(),
+        samples.unreadable.is_empty(),
         "the quotas could not be read with the new types:\n  {}",
+        samples.unreadable.join("\n  ")
+    );
+    ensure!(
+        samples.read_errors.len() * 4 <= samples.count,
+        "the apiserver did not answer most samples ({} taken):\n  {}",
+        samples.count,
         samples.read_errors.join("\n  ")
     );
     ensure!(samples.count >= 40, "only {} samples", samples.count);
