@@ -12,6 +12,20 @@
 
 use kube::runtime::watcher;
 
+/// A watcher config whose lists are consistent (no `resourceVersion`, no page size): never
+/// older than any write acknowledged before the list began, so never older than a list or
+/// event the watch saw before. The webhook lists what it enforces so (the quota kinds and
+/// the Namespaces whose labels select cluster quotas): a list from a cache behind could
+/// lack a quota, or a label, that the watch had already shown, and a namespace whose
+/// quota is missing is not judged at all (docs/reservations.md R23). An apiserver with
+/// `ConsistentListFromCache` (on by default from Kubernetes 1.31) still serves it from its
+/// watch cache, once the cache has caught up with etcd.
+pub fn consistent() -> watcher::Config {
+    let mut config = watcher::Config::default();
+    config.page_size = None;
+    config
+}
+
 /// A watcher config whose lists are served by the apiserver's watch cache.
 pub fn from_watch_cache() -> watcher::Config {
     let mut config = watcher::Config::default().any_semantic();
@@ -22,6 +36,13 @@ pub fn from_watch_cache() -> watcher::Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_consistent_list_asks_for_the_most_recent_state_without_a_limit() {
+        let c = consistent();
+        assert_eq!(c.page_size, None);
+        assert!(matches!(c.list_semantic, watcher::ListSemantic::MostRecent));
+    }
 
     #[test]
     fn the_list_asks_for_resource_version_zero_without_a_limit() {

@@ -197,6 +197,17 @@ impl Apiserver {
         lock(&self.quota_log).push(key_of(&q.metadata), Change::Put(q.clone()));
     }
 
+    /// Create a quota while the run goes on: it is the newest change of the quota log.
+    pub fn create_quota(&self, q: KarmadaQuota) {
+        let (namespace, name) = (
+            q.metadata.namespace.clone().unwrap_or_default(),
+            q.metadata.name.clone().unwrap_or_default(),
+        );
+        self.quotas.put(q);
+        let stored = self.quotas.object(&namespace, &name);
+        self.quota_written(&stored);
+    }
+
     /// Change a quota's spec (an edit by its owner): a new resourceVersion.
     pub fn edit_quota(&self, namespace: &str, name: &str, edit: impl FnOnce(&mut KarmadaQuota)) {
         let mut q = self.quotas.object(namespace, name);

@@ -161,6 +161,14 @@ pub struct Config {
     /// last status written: R21); `None`: the seed picks, one run in two, from a draw of
     /// its own (so a seed without a standby runs as it did before the standby existed).
     pub standby: Option<bool>,
+    /// The last namespace's quota is created while the run goes on (0.3–3 s in) rather
+    /// than before it: replicas learn of it from their quota watches, and a list older
+    /// than its creation (`stale_lists`) or a replica's first list can miss it. Clients
+    /// use the namespace once every running replica holds the quota (then it is in force:
+    /// an admission there that it does not charge is an over-commit). `None`: the seed
+    /// picks, one run in four with two quotas or more, from a draw of its own (a seed
+    /// without it runs as before).
+    pub late_quota: Option<bool>,
 }
 
 impl Config {
@@ -169,6 +177,15 @@ impl Config {
     pub fn with_standby(&self) -> bool {
         self.standby
             .unwrap_or_else(|| crate::rng::Rng::new(self.seed ^ 0x5354_414e_4442_5900).chance(500))
+    }
+
+    /// Whether this run creates its last quota late: [`Config::late_quota`], or the seed's
+    /// own draw.
+    pub fn with_late_quota(&self) -> bool {
+        self.quotas >= 2
+            && self.late_quota.unwrap_or_else(|| {
+                crate::rng::Rng::new(self.seed ^ 0x4c41_5445_5155_4f54).chance(250)
+            })
     }
 
     /// The defaults for `seed`.
@@ -184,6 +201,7 @@ impl Config {
             backoff_max_ms: 1_000,
             hand_deletes_newest: false,
             standby: None,
+            late_quota: None,
         }
     }
 }

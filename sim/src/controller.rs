@@ -193,6 +193,7 @@ impl Controller {
         let mut binding_watch =
             process.watch(format!("{name}.bindings"), world.api.binding_log.clone());
         binding_watch.bindings = true;
+        binding_watch.bounded = true;
         let binding_watch = binding_watch.relisting(fence.asked());
         let c = Self {
             conn: Conn::new(world.clone(), name.clone(), alive.clone()),

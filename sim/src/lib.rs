@@ -69,4 +69,6 @@ pub const REVERTS: &[&str] = &[
     "revert-seed",
     #[cfg(feature = "revert-leader-fence")]
     "revert-leader-fence",
+    #[cfg(feature = "revert-consistent-quota-lists")]
+    "revert-consistent-quota-lists",
 ];

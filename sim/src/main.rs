@@ -56,6 +56,10 @@ struct Args {
     /// (`on`, `off`); default: each seed picks.
     #[arg(long, value_parser = ["on", "off"])]
     standby: Option<String>,
+    /// The last namespace's quota is created while the run goes on (`on`, `off`; with two
+    /// quotas or more); default: each seed picks, one run in four.
+    #[arg(long, value_parser = ["on", "off"])]
+    late_quota: Option<String>,
     /// Print the whole trace of each run.
     #[arg(long)]
     trace: bool,
@@ -114,6 +118,13 @@ fn replay(outcome: &Outcome, faults_given: bool) -> String {
             " --standby off"
         });
     }
+    if let Some(on) = c.late_quota {
+        cmd.push_str(if on {
+            " --late-quota on"
+        } else {
+            " --late-quota off"
+        });
+    }
     cmd
 }
 
@@ -164,6 +175,7 @@ fn main() -> ExitCode {
             backoff_max_ms: args.backoff_max_ms,
             hand_deletes_newest: args.hand_deletes_newest,
             standby: args.standby.as_deref().map(|s| s == "on"),
+            late_quota: args.late_quota.as_deref().map(|s| s == "on"),
             ..Config::new(seed)
         };
         let outcome = run(&config);

@@ -215,12 +215,17 @@ impl Replica {
             alive: alive.clone(),
             stall: stall.clone(),
         };
-        let quotas = process
+        let mut quotas = process
             .watch(format!("{name}.quotas"), world.api.quota_log.clone())
             .relisting(relists.subscribe());
-        let clusters = process
+        let mut clusters = process
             .watch(format!("{name}.clusterquotas"), cluster_log.clone())
             .relisting(relists.subscribe());
+        // Consistent lists (R23), served as bounded ones (crate::watch); reverted for the
+        // simulation only (bench/sim.md).
+        let bounded = !cfg!(feature = "revert-consistent-quota-lists");
+        quotas.bounded = bounded;
+        clusters.bounded = bounded;
         let batches = process.watch(format!("{name}.batches"), world.api.batch_log.clone());
         let feed = Arc::new(Mutex::new(Feed {
             cursor: None,
@@ -310,6 +315,11 @@ impl Replica {
             self.name,
             self.ledger.newest()
         )
+    }
+
+    /// Whether this replica's cache holds the quota `compute` of `namespace`.
+    pub fn holds_quota(&self, namespace: &str) -> bool {
+        self.cache.quota(namespace, "compute").is_some()
     }
 
     /// Whether this incarnation still runs.

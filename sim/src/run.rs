@@ -99,15 +99,26 @@ async fn simulate(mut config: Config) -> Outcome {
         }
     }
     clock::start(skews);
+    config.late_quota = Some(config.with_late_quota());
     let mut truth = Truth::default();
     let mut quotas = Vec::new();
     let namespaces: Vec<String> = (0..config.quotas).map(|i| format!("ns-{i}")).collect();
     for ns in &namespaces {
         let hard = rng.between(3, 8) as i64;
-        truth.quota(ns, hard);
-        quotas.push(quota(ns, hard));
+        quotas.push((ns.clone(), hard));
     }
-    let api = Apiserver::new(&quotas);
+    // The late quota's creation time, from a draw of its own (the run's source stays as
+    // it was without it).
+    let late = (config.late_quota == Some(true)).then(|| {
+        let (ns, hard) = quotas.pop().expect("two quotas or more");
+        let at = Rng::new(config.seed ^ 0x4c41_5445_4154_4d53).between(300, 3_000);
+        (ns, hard, at)
+    });
+    for (ns, hard) in &quotas {
+        truth.quota(ns, *hard);
+    }
+    let objects: Vec<KarmadaQuota> = quotas.iter().map(|(ns, hard)| quota(ns, *hard)).collect();
+    let api = Apiserver::new(&objects);
     let world = Arc::new(World::new(config.clone(), faults, rng, api, truth));
     world.trace(format!(
         "seed {} steps {} replicas {} quotas {} faults {} skews {skews:?}{}",
@@ -122,7 +133,12 @@ async fn simulate(mut config: Config) -> Outcome {
             ""
         }
     ));
-    let sim = Sim::start(world.clone(), namespaces);
+    let pending = late.iter().map(|(ns, _, _)| ns.clone()).collect();
+    let sim = Sim::start(world.clone(), namespaces, pending);
+    if let Some((ns, hard, at)) = late {
+        world.trace(format!("{ns}/compute is created at {at} ms"));
+        tokio::spawn(sim.clone().create_late_quota(ns.clone(), quota(&ns, hard), hard, at));
+    }
     drive(&sim).await;
     let truth = lock(&world.truth);
     Outcome {
@@ -209,7 +225,8 @@ fn step(sim: &Arc<Sim>) -> Option<tokio::task::JoinHandle<()>> {
     let roll = world.rng(|r| r.below(100));
     match roll {
         0..45 => {
-            let ns = world.rng(|r| r.pick(&sim.namespaces).clone());
+            let namespaces = sim.in_force();
+            let ns = world.rng(|r| r.pick(&namespaces).clone());
             let replicas = world.rng(|r| r.between(1, 3)) as i64;
             Some(tokio::spawn(sim.clone().create(ns, replicas)))
         }
@@ -241,7 +258,15 @@ fn step(sim: &Arc<Sim>) -> Option<tokio::task::JoinHandle<()>> {
 /// Every quota with room for 1 cpu admits a 1-cpu binding within [`LIVENESS_MS`].
 async fn liveness(sim: &Arc<Sim>) {
     let world = &sim.world;
-    for ns in &sim.namespaces {
+    for ns in sim.never_in_force() {
+        let v = format!(
+            "LIVENESS quota {ns}/compute: created, but not every running replica holds it"
+        );
+        world.trace(v.clone());
+        lock(&world.truth).violations.push(v);
+        return;
+    }
+    for ns in &sim.in_force() {
         let (hard, charged) = {
             let t = lock(&world.truth);
             (t.hard(ns), t.charged(ns))

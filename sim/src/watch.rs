@@ -11,12 +11,16 @@
 //!   older than what the consumer had seen; the watch then goes on from that position
 //!   (the events after it come again), each no earlier than that cache's lag after it
 //!   happened.
-//! - The controller's binding watch (controller/src/cache_list) bounds every re-list:
+//! - A *bounded* watch never lists older than what it has seen. The controller's binding
+//!   watch (controller/src/cache_list) bounds every re-list:
 //!   `resourceVersionMatch=NotOlderThan` with the newest position it has seen; its first
 //!   list is a consistent one (as of the log's head). A cache behind the bound waits
 //!   until it has the bound's change, as the apiserver's watch cache does for up to
 //!   [`BOUND_WAIT_MS`]; past that the list is refused (`504 Too large resource
-//!   version`), the watch fails, and its next list is a consistent one.
+//!   version`), the watch fails, and its next list is a consistent one. The webhook's
+//!   quota watches list consistently every time (docs/reservations.md R23); the
+//!   simulation serves them as bounded watches, whose lists include the consistent one
+//!   and older ones down to the bound (more schedules, none that production lacks).
 //! - A re-list asked for (the webhook's quota watches, `cache::relists`) starts at once.
 
 use std::sync::Arc;
@@ -100,6 +104,8 @@ pub struct Watch<T> {
     /// Its lists may be stale when `stale_lists` is on (else only with
     /// `stale_binding_lists`: the controller's binding watch).
     pub bindings: bool,
+    /// Its lists are never older than what it has seen, its first one is consistent.
+    pub bounded: bool,
     /// Re-lists asked for (a new value: list again at once); looked at whenever the
     /// watch is woken (the asker wakes it: [`Watch::waker`]).
     pub relists: Option<watch::Receiver<u64>>,
@@ -107,7 +113,7 @@ pub struct Watch<T> {
     wake: Arc<Notify>,
     /// How far behind the cache serving this watch is (ms; 0 after a list at the head).
     lag_ms: u64,
-    /// The newest position this watch has seen (lists bounded by it: `bindings`).
+    /// The newest position this watch has seen (lists bounded by it: `bounded`).
     seen: Option<usize>,
     /// The re-list generation the last list began at (a newer one asked for: the next
     /// list is a consistent one, as `cache_list` lists when the fence asks).
@@ -139,6 +145,7 @@ impl Process {
             stall: self.stall.clone(),
             relists: None,
             bindings: false,
+            bounded: false,
             lag_ms: 0,
             seen: None,
             begun: 0,
@@ -219,7 +226,7 @@ impl<T: Clone + Send + 'static> Watch<T> {
             let log = lock(&self.log);
             clock::now_ms().saturating_sub(log.get(pos).map_or(clock::now_ms(), |e| e.at))
         };
-        if !self.bindings {
+        if !self.bounded {
             return Some((pos, stale, lag));
         }
         let Some(bound) = self.seen else {

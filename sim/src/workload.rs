@@ -84,11 +84,19 @@ pub struct Sim {
     next: AtomicU64,
     /// The namespaces, one quota `compute` each.
     pub namespaces: Vec<String>,
+    /// The namespaces whose quota is not in force yet (`Config::late_quota`): clients
+    /// leave them alone.
+    pending: Mutex<BTreeSet<String>>,
 }
 
 impl Sim {
-    /// Start every replica and the controller.
-    pub fn start(world: Arc<World>, namespaces: Vec<String>) -> Arc<Self> {
+    /// Start every replica and the controller; the quotas of `pending` are not in force
+    /// yet.
+    pub fn start(
+        world: Arc<World>,
+        namespaces: Vec<String>,
+        pending: BTreeSet<String>,
+    ) -> Arc<Self> {
         let sim = Arc::new(Self {
             replicas: Mutex::new(Vec::new()),
             controller: Mutex::new((0, None)),
@@ -97,6 +105,7 @@ impl Sim {
             busy: Mutex::default(),
             next: AtomicU64::new(0),
             namespaces,
+            pending: Mutex::new(pending),
             world,
         });
         for id in 0..sim.world.config.replicas {
@@ -109,6 +118,52 @@ impl Sim {
             lock(&sim.controller).0 = 1;
         }
         sim
+    }
+
+    /// The namespaces whose quota is in force (all of them, unless one is created late).
+    pub fn in_force(&self) -> Vec<String> {
+        let pending = lock(&self.pending);
+        self.namespaces
+            .iter()
+            .filter(|ns| !pending.contains(*ns))
+            .cloned()
+            .collect()
+    }
+
+    /// The namespaces whose quota never came into force.
+    pub fn never_in_force(&self) -> Vec<String> {
+        lock(&self.pending).iter().cloned().collect()
+    }
+
+    /// The operator creates `quota` (of `hard` cpu) over `namespace` at `at_ms`; it is in
+    /// force once every running replica's cache holds it: from then on the truth checks
+    /// `namespace` and clients use it.
+    pub async fn create_late_quota(
+        self: Arc<Self>,
+        namespace: String,
+        quota: karmada_quota_crds::KarmadaQuota,
+        hard: i64,
+        at_ms: u64,
+    ) {
+        tokio::time::sleep(Duration::from_millis(at_ms)).await;
+        self.world.api.create_quota(quota);
+        self.world.trace(format!(
+            "operator: created {namespace}/compute, hard = {hard} cpu"
+        ));
+        loop {
+            let held = lock(&self.replicas)
+                .iter()
+                .all(|(_, r)| r.as_ref().is_none_or(|r| r.holds_quota(&namespace)));
+            if held {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        lock(&self.world.truth).quota(&namespace, hard);
+        lock(&self.pending).remove(&namespace);
+        self.world.trace(format!(
+            "{namespace}/compute in force: every running replica holds it"
+        ));
     }
 
     fn fresh(&self) -> u64 {
@@ -276,7 +331,8 @@ impl Sim {
 
     /// The quota owner changes `hard` of one quota by -2..=+2 cpu (at least 1).
     pub fn edit_quota(&self) {
-        let ns = self.world.rng(|r| r.pick(&self.namespaces).clone());
+        let namespaces = self.in_force();
+        let ns = self.world.rng(|r| r.pick(&namespaces).clone());
         let delta = self.world.rng(|r| r.between(0, 4)) as i64 - 2;
         let hard = (lock(&self.world.truth).hard(&ns) + delta).max(1);
         self.world.api.edit_quota(&ns, "compute", |q| {

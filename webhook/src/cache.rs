@@ -327,7 +327,7 @@ impl QuotaCache {
     /// forever (a failed watch is logged, reported to [`Self::freshness`] and restarted
     /// from a fresh list with backoff); spawn it.
     pub fn watch(client: kube::Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        Self::watch_listing(client, watch_cache::from_watch_cache())
+        Self::watch_listing(client, watch_cache::consistent())
     }
 
     /// [`Self::watch`], the quota kinds listed with `quota_lists`.
@@ -356,7 +356,8 @@ impl QuotaCache {
             kube::Api::<PartialObjectMeta<Namespace>>::all(client),
             Watch::Namespaces,
             (fresh, None),
-            watch_cache::from_watch_cache(),
+            // Consistent too: a namespace's labels select the cluster quotas over it.
+            watch_cache::consistent(),
             move |event| ns_writer.apply_watcher_event(event),
         );
         let feed = async move {

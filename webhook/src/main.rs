@@ -31,11 +31,11 @@ async fn main() -> anyhow::Result<()> {
     shell::listener::metrics::register(&mut registry);
     let ready = Readiness::default();
 
-    // The quota lists come from the apiserver's watch cache; the quota watches start once
-    // the batch list is in, list again when a batch re-list asks, and each quota is read
-    // from etcd before its first use in a decision (`karmada_quota_webhook::ledger`'s
-    // module doc says why).
-    let quota_lists = shell::watch_cache::from_watch_cache();
+    // The quota lists are consistent (never older than what the watch saw: R23); the quota
+    // watches start once the batch list is in, list again when a batch re-list asks, and
+    // each quota is read from etcd before its first use in a decision
+    // (`karmada_quota_webhook::ledger`'s module doc says why).
+    let quota_lists = shell::watch_cache::consistent();
     let (cache, feed) = QuotaCache::watch_listing(client.clone(), quota_lists);
     let (ledger, batch_feed) = Ledger::watch(
         client.clone(),

@@ -146,7 +146,7 @@ mod tests {
         let lists = Arc::new(Mutex::new(HashMap::new()));
         let (cache, feed) = crate::QuotaCache::watch_listing(
             client(lists.clone()),
-            karmada_quota_shell::watch_cache::from_watch_cache(),
+            karmada_quota_shell::watch_cache::consistent(),
         );
         let task = tokio::spawn(feed);
         let count = |kind: &str| {
