@@ -21,9 +21,10 @@ use kube::runtime::watcher;
 /// `ConsistentListFromCache` (on by default from Kubernetes 1.31) still serves it from its
 /// watch cache, once the cache has caught up with etcd.
 pub fn consistent() -> watcher::Config {
-    let mut config = watcher::Config::default();
-    config.page_size = None;
-    config
+    watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    }
 }
 
 /// A watcher config whose lists are served by the apiserver's watch cache.
