@@ -12,9 +12,9 @@
 //! - [`init_logging`]: `tracing` to stderr, plain or JSON;
 //! - [`client`]: a kube client from `--kubeconfig` or the usual discovery;
 //! - [`plurals`]: kind → object-count name; [`relist`]: a watch's re-list swapped in at once;
-//!   [`watch_cache`]: watcher config whose lists the apiserver's watch cache serves;
+//!   [`watch_cache`]: watcher configs: lists the apiserver's watch cache serves, or consistent ones;
 //! - [`reservations`]: `--reservation-store` / `--reservation-namespace`, where
-//!   admissions' reservations are made durable (status or batches);
+//!   admissions' reservations are made durable (reservation batches);
 //! - [`backoff`]: the one retry backoff (doubling to a cap, reset on success);
 //! - [`events`]: the one Kubernetes Event writer (aggregated series, paced, off the
 //!   caller's path);

@@ -1,6 +1,6 @@
-//! The watcher configuration for lists the apiserver's watch cache serves.
+//! The watcher configurations for lists: served by the apiserver's watch cache, or consistent.
 //!
-//! `watcher::Config::any_semantic()` alone does not do it: kube-core leaves
+//! For the watch cache, `watcher::Config::any_semantic()` alone does not do it: kube-core leaves
 //! `resourceVersion=0` out of a list that has a `limit` (`ListParams::populate_qp`), and a
 //! watcher's default page size is 500, so such a watcher lists consistently from etcd, page
 //! after page (at 10,000 quotas the webhook took 18–21 s to be ready; bench/RESULTS.md,
