@@ -192,9 +192,9 @@ quota_lists() { # round
         '{phase: "quota-list", round: $r, quotas: $q, consistent_s: $c, watch_cache_s: $w}' | tee -a "$RESULTS"
 }
 
-if [[ -n ${KQ_RESERVATION_NAMESPACE:-} ]]; then
-    kubectl --kubeconfig "$KUBECONFIG" create namespace "$KQ_RESERVATION_NAMESPACE" >/dev/null 2>&1 || true
-fi
+# The webhooks reserve in batches there (the flag's default unless KQ_RESERVATION_NAMESPACE).
+kubectl --kubeconfig "$KUBECONFIG" create namespace "${KQ_RESERVATION_NAMESPACE:-karmada-quota-system}" \
+    >/dev/null 2>&1 || true
 for r in $(seq 1 "$ROUNDS"); do
     quota_lists "$r"
     for b in $(builds "$r"); do cold_webhook "$r" "${b%%=*}" "${b#*=}"; done

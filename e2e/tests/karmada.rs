@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Result, bail, ensure};
 use karmada_quota_crds::KarmadaQuota;
 use karmada_quota_e2e::controller::{cluster_used_is, used_is, wait_quota};
 use karmada_quota_e2e::karmada::{
@@ -25,6 +25,7 @@ use karmada_quota_e2e::setup::step;
 use karmada_quota_e2e::webhook::bindings;
 use karmada_quota_e2e::{Env, try_wait_for};
 use kube::Client;
+use kube::api::{ObjectMeta, PostParams};
 
 /// The quota of most tests: 2 cpu, 20 pods.
 const HARD: &[(&str, &str)] = &[("requests.cpu", "2"), ("pods", "20")];
@@ -520,6 +521,26 @@ async fn the_controllers_per_cluster_usage_is_the_schedulers_placement() -> Resu
     k.teardown().await
 }
 
+/// The bindings of `k`'s namespace whose CREATE the webhook reviewed more than once, as
+/// `name ×count`.
+fn seen_more_than_once(k: &KarmadaSetup) -> Result<Vec<String>> {
+    let mut creates: BTreeMap<String, usize> = BTreeMap::new();
+    for r in k.reviews()? {
+        if r.operation == "Create" {
+            *creates.entry(r.binding).or_default() += 1;
+        }
+    }
+    Ok(creates
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(b, n)| format!("{b} ×{n}"))
+        .collect())
+}
+
+/// Duplicate CREATEs of one binding — what Karmada's detector sends when Deployments are
+/// applied at once and its informer lags (seen from v1.18.2's) — leave no entry behind.
+/// Where the detector sends none in three rounds, the test sends one itself, as the
+/// detector would, and says so.
 #[tokio::test]
 #[ignore = "needs real Karmada: make e2e-karmada runs it"]
 async fn duplicate_creates_from_the_detector_leave_no_entry_behind() -> Result<()> {
@@ -565,11 +586,7 @@ async fn duplicate_creates_from_the_detector_leave_no_entry_behind() -> Result<(
                 *creates.entry(r.binding).or_default() += 1;
             }
         }
-        duplicated = creates
-            .into_iter()
-            .filter(|(_, n)| *n > 1)
-            .map(|(b, n)| format!("{b} ×{n}"))
-            .collect();
+        duplicated = seen_more_than_once(&k)?;
         step(&format!(
             "  {} creates so far; CREATEs the webhook saw more than once: {duplicated:?}",
             names.len()
@@ -578,14 +595,43 @@ async fn duplicate_creates_from_the_detector_leave_no_entry_behind() -> Result<(
             break;
         }
     }
-    ensure!(
-        !duplicated.is_empty(),
-        "the detector sent no duplicate CREATE in {} creates: this run proves nothing about them",
-        names.len()
-    );
+    let api = bindings(&c, &ns);
+    if duplicated.is_empty() {
+        // This Karmada's detector sent none in these rounds (v1.14.10's never did here):
+        // send the CREATE a detector whose informer lagged sends, of a binding that exists.
+        // The webhooks judge it, then the apiserver refuses it as existing.
+        let name = binding_name(&names[0]);
+        step(&format!(
+            "[Create] {name} again, as the detector does when its informer lags: judged by \
+             the webhook, then 409 AlreadyExists"
+        ));
+        let mut copy = api.get(&name).await?;
+        copy.metadata = ObjectMeta {
+            name: copy.metadata.name.take(),
+            namespace: copy.metadata.namespace.take(),
+            labels: copy.metadata.labels.take(),
+            annotations: copy.metadata.annotations.take(),
+            owner_references: copy.metadata.owner_references.take(),
+            ..ObjectMeta::default()
+        };
+        match api.create(&PostParams::default(), &copy).await {
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            other => bail!("the second CREATE of {name} was not refused as existing: {other:?}"),
+        }
+        duplicated = try_wait_for(
+            "the webhook's review log to show the second CREATE",
+            Duration::from_secs(10),
+            || async {
+                Ok::<_, anyhow::Error>(Some(seen_more_than_once(&k)?).filter(|d| !d.is_empty()))
+            },
+        )
+        .await?;
+        step(&format!(
+            "  CREATEs the webhook saw more than once: {duplicated:?}"
+        ));
+    }
 
     step("[Check] once the controller has synced: no entry left, used = Σ of the bindings");
-    let api = bindings(&c, &ns);
     let mut total = 0;
     for n in &names {
         let rb = api.get(&binding_name(n)).await?;
