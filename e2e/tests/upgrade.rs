@@ -32,7 +32,9 @@
 //! design's: 504 while the CRDs change, and 503 `no reservation-store fence yet` from the
 //! new webhook between its start and the new controller's fence (docs/reservations.md
 //! R22: the old webhooks reserve in the quotas' status, the new ones in batches, and the
-//! fence keeps them from admitting side by side); no sample with an admitted binding
+//! fence keeps them from admitting side by side); and one that is 0.1.0's: 500 `EOF` for a
+//! review sent on the old webhook's connection as it exits (it does not drain; at most
+//! one per connection it held, docs/upgrade.md); no sample with an admitted binding
 //! uncounted or usage over hard, in the namespace's quota or the cluster quota (the
 //! sampler counts status entries and batch entries alike); both old and new webhook
 //! processes served; the Lease changed hands and the new controller wrote status and
@@ -338,6 +340,19 @@ fn is_not_fenced_yet(a: &Attempt) -> bool {
 /// How long after the new controller took the Lease its first writes (the fences) may
 /// take to reach the new webhook's cache.
 const FENCE_SLACK: Duration = Duration::from_secs(5);
+
+/// The apiserver's call broken by 0.1.0's webhook as it exits: its shutdown closes its
+/// kept-alive connections at once, and a review sent on one just then fails (`EOF`, or a
+/// reset) — the apiserver does not resend a POST. This version answers with
+/// `Connection: close` for `shell::listener::SHUTDOWN_DRAIN` before it closes.
+fn is_cut_by_old_exit(a: &Attempt) -> bool {
+    matches!(&a.verdict, Verdict::Refused { code: 500, message }
+        if message.contains("failed calling webhook")
+            && (message.ends_with(": EOF") || message.contains("connection reset")))
+}
+
+/// How long after the old webhook exited a call it broke may still be answered.
+const OLD_EXIT_SLACK: Duration = Duration::from_secs(1);
 
 /// Notes `what` at the load's clock.
 fn mark(timeline: &mut Vec<(Duration, String)>, load: &Load, what: &str) {
@@ -809,6 +824,11 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     let (before_fence, unexplained): (Vec<&Attempt>, Vec<&Attempt>) = unexplained
         .into_iter()
         .partition(|a| is_not_fenced_yet(a) && a.at >= fencing.0 && a.at <= fencing.1);
+    // A call 0.1.0's webhook broke as it exited: at most one per connection it held.
+    let exiting = (w_removed, w_gone + OLD_EXIT_SLACK);
+    let (cut_by_exit, unexplained): (Vec<&Attempt>, Vec<&Attempt>) = unexplained
+        .into_iter()
+        .partition(|a| is_cut_by_old_exit(a) && a.at >= exiting.0 && a.at <= exiting.1);
     let show = |list: &[&Attempt]| {
         list.iter()
             .map(|a| format!("{:.1?} {} {:?}", a.at, a.name, a.verdict))
@@ -831,6 +851,24 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         fencing.0,
         fencing.1,
         before_fence.len()
+    );
+    eprintln!(
+        "broken by webhook-old-0's exit ({:.1?}..{:.1?}; 0.1.0 closes kept-alive connections \
+         without draining): {}{}",
+        exiting.0,
+        exiting.1,
+        cut_by_exit.len(),
+        if cut_by_exit.is_empty() {
+            String::new()
+        } else {
+            format!("\n  {}", show(&cut_by_exit))
+        }
+    );
+    ensure!(
+        cut_by_exit.len() as u64 <= service.connections_to(webhook_old_addr),
+        "{} calls broken by webhook-old-0's exit, more than the {} connection(s) it held",
+        cut_by_exit.len(),
+        service.connections_to(webhook_old_addr)
     );
     ensure!(
         unexplained.is_empty(),
@@ -954,4 +992,46 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     drop(controller_new);
     drop(cp);
     Ok(())
+}
+
+/// The one answer allowed as 0.1.0's exit is the apiserver's broken call, as it read in a
+/// run (the EOF of a kept-alive connection, or a reset); any other 500 is not.
+#[test]
+fn only_a_call_broken_by_the_old_webhooks_exit_is_put_down_to_it() {
+    let attempt = |code, message: &str| Attempt {
+        at: Duration::from_secs(13),
+        answered: Duration::from_secs(13),
+        name: "load-00093".into(),
+        op: karmada_quota_e2e::load::Op::Create,
+        big: false,
+        verdict: Verdict::Refused {
+            code,
+            message: message.into(),
+        },
+    };
+    let url = "https://127.0.0.1:43715/validate/resourcebinding?timeout=3s";
+    let called =
+        "Internal error occurred: failed calling webhook \"resourcebindings.quota.karmada.io\"";
+    assert!(is_cut_by_old_exit(&attempt(
+        500,
+        &format!("{called}: Post \"{url}\": EOF")
+    )));
+    assert!(is_cut_by_old_exit(&attempt(
+        500,
+        &format!(
+            "{called}: Post \"{url}\": read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"
+        )
+    )));
+    assert!(!is_cut_by_old_exit(&attempt(
+        500,
+        &format!("{called}: Post \"{url}\": context deadline exceeded")
+    )));
+    assert!(!is_cut_by_old_exit(&attempt(
+        500,
+        "ResourceBinding x: internal error"
+    )));
+    assert!(!is_cut_by_old_exit(&attempt(
+        503,
+        &format!("{called}: Post \"{url}\": EOF")
+    )));
 }
