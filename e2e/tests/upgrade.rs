@@ -835,34 +835,29 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
             .collect::<Vec<_>>()
             .join("\n  ")
     };
-    eprintln!(
-        "refused by the decision timeout while the CRDs changed ({:.1?}..{:.1?}): {}{}",
-        swap.0,
-        swap.1,
-        in_swap.len(),
-        if in_swap.is_empty() {
+    // One line per allowed answer: its window, how many, and which.
+    let allowed = |what: &str, (from, to): (Duration, Duration), list: &[&Attempt]| {
+        let which = if list.is_empty() {
             String::new()
         } else {
-            format!("\n  {}", show(&in_swap))
-        }
+            format!("\n  {}", show(list))
+        };
+        eprintln!("{what} ({from:.1?}..{to:.1?}): {}{which}", list.len());
+    };
+    allowed(
+        "refused by the decision timeout while the CRDs changed",
+        swap,
+        &in_swap,
     );
-    eprintln!(
-        "refused by the new webhook until the new controller's fence ({:.1?}..{:.1?}): {}",
-        fencing.0,
-        fencing.1,
-        before_fence.len()
+    allowed(
+        "refused by the new webhook until the new controller's fence",
+        fencing,
+        &before_fence,
     );
-    eprintln!(
-        "broken by webhook-old-0's exit ({:.1?}..{:.1?}; 0.1.0 closes kept-alive connections \
-         without draining): {}{}",
-        exiting.0,
-        exiting.1,
-        cut_by_exit.len(),
-        if cut_by_exit.is_empty() {
-            String::new()
-        } else {
-            format!("\n  {}", show(&cut_by_exit))
-        }
+    allowed(
+        "broken by webhook-old-0's exit (0.1.0 closes kept-alive connections without draining)",
+        exiting,
+        &cut_by_exit,
     );
     ensure!(
         cut_by_exit.len() as u64 <= service.connections_to(webhook_old_addr),

@@ -2,7 +2,7 @@
 //! every fitting request admitted once the faults stop, in every run; and one seed gives
 //! one trace.
 
-use karmada_quota_sim::{Config, Faults, run};
+use karmada_quota_sim::{Config, Faults, Outcome, run};
 
 /// Seeds the suite runs (each picks its own fault kinds).
 const SEEDS: u64 = 1_000;
@@ -16,6 +16,19 @@ fn as_found(seed: u64) -> Config {
         late_quota: Some(false),
         ..Config::new(seed)
     }
+}
+
+/// Run `config`; fails the test with the violations and the trace's tail unless it passed.
+fn passes(config: &Config) -> Outcome {
+    let outcome = run(config);
+    assert!(
+        !outcome.failed(),
+        "seed {}: {:?}\n{}",
+        config.seed,
+        outcome.violations,
+        outcome.tail(40).join("\n")
+    );
+    outcome
 }
 
 #[test]
@@ -100,13 +113,7 @@ fn a_stale_binding_list_no_longer_over_commits() {
 /// now waits until its own batch watch shows the number. Seed 7774 replays the schedule.
 #[test]
 fn a_successor_on_a_freed_number_does_not_over_commit() {
-    let outcome = run(&as_found(7774));
-    assert!(
-        !outcome.failed(),
-        "seed 7774: {:?}\n{}",
-        outcome.violations,
-        outcome.tail(40).join("\n")
-    );
+    let outcome = passes(&as_found(7774));
     assert!(outcome.admissions > 0, "seed 7774 admitted nothing");
 }
 
@@ -117,13 +124,7 @@ fn a_successor_on_a_freed_number_does_not_over_commit() {
 /// the controller folds it and deletes it as any other. Seed 33611 replays the schedule.
 #[test]
 fn a_withdrawn_batch_does_not_pin_a_quota() {
-    let outcome = run(&as_found(33611));
-    assert!(
-        !outcome.failed(),
-        "seed 33611: {:?}\n{}",
-        outcome.violations,
-        outcome.tail(40).join("\n")
-    );
+    let outcome = passes(&as_found(33611));
     assert!(outcome.admissions > 0, "seed 33611 admitted nothing");
 }
 
@@ -143,13 +144,7 @@ fn a_binding_watch_silent_past_the_ttl_does_not_release_a_charge() {
             steps: 120,
             ..as_found(seed)
         };
-        let outcome = run(&config);
-        assert!(
-            !outcome.failed(),
-            "seed {seed}: {:?}\n{}",
-            outcome.violations,
-            outcome.tail(40).join("\n")
-        );
+        let outcome = passes(&config);
         let reads = outcome
             .trace
             .iter()
@@ -225,13 +220,7 @@ fn a_new_leader_writes_only_from_bindings_listed_after_it_took_the_lease() {
     ];
     for config in configs {
         let seed = config.seed;
-        let outcome = run(&config);
-        assert!(
-            !outcome.failed(),
-            "seed {seed}: {:?}\n{}",
-            outcome.violations,
-            outcome.tail(40).join("\n")
-        );
+        let outcome = passes(&config);
         assert_eq!(
             outcome.config.standby,
             Some(true),
@@ -270,13 +259,7 @@ fn a_quota_created_late_never_vanishes_from_a_replicas_view() {
     let mut stale_after_creation = 0;
     for config in runs {
         let seed = config.seed;
-        let outcome = run(&config);
-        assert!(
-            !outcome.failed(),
-            "seed {seed}: {:?}\n{}",
-            outcome.violations,
-            outcome.tail(40).join("\n")
-        );
+        let outcome = passes(&config);
         let created = outcome
             .trace
             .iter()
