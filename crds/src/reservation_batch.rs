@@ -186,6 +186,9 @@ pub struct ParsedBatch {
     pub entries: Vec<(QuotaKey, cq::Reservation)>,
     /// The attempt that wrote it (`spec.writer`).
     pub writer: Option<String>,
+    /// Its `metadata.uid`: which batch of its number it is (a number freed by a delete
+    /// can be taken again).
+    pub uid: Option<String>,
 }
 
 /// Parse a stored batch. A batch is written only by the webhook, so a name that is not a
@@ -206,6 +209,7 @@ pub fn parse_batch(batch: &KarmadaQuotaReservation) -> Result<ParsedBatch, Field
         sequence,
         entries,
         writer: batch.spec.writer.clone(),
+        uid: batch.metadata.uid.clone(),
     })
 }
 

@@ -380,6 +380,7 @@ mod tests {
                 sequence,
                 entries: entries.into_iter().map(|e| (key.clone(), e)).collect(),
                 writer: None,
+                uid: None,
             });
         }
         // Folded through 1: batch 1 is in used; z is also carried in the status. Stored:

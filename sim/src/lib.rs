@@ -71,4 +71,6 @@ pub const REVERTS: &[&str] = &[
     "revert-leader-fence",
     #[cfg(feature = "revert-consistent-quota-lists")]
     "revert-consistent-quota-lists",
+    #[cfg(feature = "revert-sweep-uid")]
+    "revert-sweep-uid",
 ];

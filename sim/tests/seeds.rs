@@ -277,3 +277,27 @@ fn a_quota_created_late_never_vanishes_from_a_replicas_view() {
          after the late quota's creation"
     );
 }
+
+/// The long run's one failure on the code with R23 (2 replicas, seed 81643, a late quota
+/// and a standby): the old leader folded and deleted batch 4; a replica whose view lagged
+/// took 4 again, for the late quota, and crashed; the standby, its watches stalled, took
+/// the lease and swept the batch 4 its view held — deleting by name the later one, which
+/// no quota had folded. The replicas kept its tombstone, and the quota refused a fitting
+/// request for good. The sweep now deletes by the uid its view holds (docs/reservations.md
+/// R17); with `--features revert-sweep-uid` this seed fails its liveness again.
+#[test]
+fn a_sweep_behind_the_store_never_deletes_a_later_batch_of_a_freed_number() {
+    let outcome = passes(&Config::new(81643));
+    assert_eq!(
+        (outcome.config.late_quota, outcome.config.standby),
+        (Some(true), Some(true)),
+        "seed 81643 draws a late quota and a standby"
+    );
+    assert!(
+        outcome
+            .trace
+            .iter()
+            .any(|l| l.contains("c.1: takes the lease")),
+        "the standby never took the lease"
+    );
+}

@@ -51,6 +51,8 @@ struct Held {
     expires: i64,
     /// The attempt that wrote it (`spec.writer`).
     writer: Option<String>,
+    /// Its `metadata.uid`, when the reader saw one.
+    uid: Option<String>,
 }
 
 /// The batches seen, indexed by quota.
@@ -140,8 +142,14 @@ impl BatchView {
                 deleted: false,
                 expires,
                 writer: batch.writer.clone(),
+                uid: batch.uid.clone(),
             },
         );
+    }
+
+    /// The uid of the batch held under `sequence` (`None`: not held, or seen without one).
+    pub fn uid_of(&self, sequence: u64) -> Option<&str> {
+        self.batches.get(&sequence).and_then(|h| h.uid.as_deref())
     }
 
     /// A batch seen deleted: kept as a tombstone, still counted, until [`Self::settle`]
@@ -334,6 +342,7 @@ mod tests {
                 .map(|(ns, uid)| (key(ns), entry(uid, 100)))
                 .collect(),
             writer: None,
+            uid: None,
         }
     }
 

@@ -148,11 +148,17 @@ impl Batches {
         Unfolded::of(&self.inner.read().view, key, folded, self.ttl_secs)
     }
 
-    /// The batches the sweep may delete at `now`: none before the first list; else
+    /// The batches the sweep may delete at `now`, each with the uid this view holds it
+    /// by (the delete's precondition: a number freed by a delete can be taken again, by a
+    /// batch this view has not seen): none before the first list; else
     /// `BatchView::deletable` (every quota named folded it — or, for a quota `fold` says
     /// is gone, its entries expired — and not the newest number seen), and never the
     /// newest live batch either. A batch that does not parse is not held: never deletable.
-    pub fn deletable(&self, fold: impl Fn(&QuotaKey) -> Fold, now: i64) -> Vec<u64> {
+    pub fn deletable(
+        &self,
+        fold: impl Fn(&QuotaKey) -> Fold,
+        now: i64,
+    ) -> Vec<(u64, Option<String>)> {
         let inner = self.inner.read();
         if !inner.listed {
             return Vec::new();
@@ -160,7 +166,9 @@ impl Batches {
         let newest_live = inner.view.live().last();
         let mut out = inner.view.deletable(fold, now);
         out.retain(|s| Some(*s) != newest_live);
-        out
+        out.into_iter()
+            .map(|s| (s, inner.view.uid_of(s).map(str::to_owned)))
+            .collect()
     }
 
     /// The number the store lacks (docs/reservations.md R20): the greater of
@@ -186,10 +194,14 @@ impl Batches {
         (!held).then_some(want)
     }
 
-    /// Batch `sequence` was deleted (or found gone): forget it.
-    pub fn removed(&self, sequence: u64) {
+    /// Batch `sequence` of uid `uid` was deleted, or found gone: forget it — unless the
+    /// view holds another batch of that number by now (its watch brought the later one
+    /// while the delete was under way). `uid` `None`: whichever is held.
+    pub fn removed_if(&self, sequence: u64, uid: Option<&str>) {
         let mut inner = self.inner.write();
-        inner.view.remove(sequence);
+        if uid.is_none() || inner.view.uid_of(sequence) == uid {
+            inner.view.remove(sequence);
+        }
         self.metrics
             .set_held(inner.view.len(), inner.unparsed.len());
     }

@@ -1,8 +1,11 @@
 //! The deletion sweep: the leader deletes every batch each quota it names has folded
 //! (`Batches::deletable`), a few at a time, and forgets it. Never the newest; never one
 //! that does not parse; nothing for a quota whose `foldedThrough` (as the controller's
-//! quota store shows it, i.e. durably written) is behind. After each sweep, the newest
-//! number is re-seeded if the store lacks it ([`super::seed`]).
+//! quota store shows it, i.e. durably written) is behind. Each delete names the uid the
+//! view holds the batch by: a number freed by a delete can be taken again, and a view
+//! behind the store (a new leader's, a stalled watch) must not delete the later batch of
+//! the number, which no quota may have folded (docs/reservations.md R17). After each
+//! sweep, the newest number is re-seeded if the store lacks it ([`super::seed`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +34,8 @@ const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::fr
 pub struct Swept {
     /// Batches deleted.
     pub deleted: usize,
-    /// Batches already gone (404): forgotten too.
+    /// Batches already gone (404), or whose number another batch holds now (409 on the
+    /// uid): forgotten too.
     pub gone: usize,
     /// Deletes that failed (kept, tried again at a later sweep).
     pub failed: usize,
@@ -46,25 +50,32 @@ pub async fn sweep_once(
     now: i64,
 ) -> Swept {
     let doomed = batches.deletable(fold, now);
-    let results: Vec<(u64, Result<(), StoreError>)> = stream::iter(doomed)
-        .map(|s| async move {
-            let name = batch_name(s);
-            (s, store.delete(&name, None).await)
+    let results: Vec<(u64, Option<String>, Result<(), StoreError>)> = stream::iter(doomed)
+        .map(|(s, uid)| async move {
+            // Reverted for the simulation only (bench/sim.md).
+            let precondition = uid
+                .as_deref()
+                .filter(|_| !cfg!(feature = "sim-revert-sweep-uid"));
+            let deleted = store.delete(&batch_name(s), precondition).await;
+            (s, uid, deleted)
         })
         .buffer_unordered(DELETE_CONCURRENCY)
         .collect()
         .await;
     let mut swept = Swept::default();
-    for (s, result) in results {
+    for (s, uid, result) in results {
         match result {
             Ok(()) => {
                 swept.deleted += 1;
                 batches.metrics().deleted();
-                batches.removed(s);
+                batches.removed_if(s, uid.as_deref());
             }
-            Err(StoreError::NotFound) => {
+            // Gone, or another batch holds its number now (the uid precondition
+            // failed): the one this view holds is gone either way; the watch brings the
+            // other.
+            Err(StoreError::NotFound | StoreError::Conflict) => {
                 swept.gone += 1;
-                batches.removed(s);
+                batches.removed_if(s, uid.as_deref());
             }
             Err(e) => {
                 swept.failed += 1;

@@ -443,3 +443,56 @@ async fn the_leader_seeds_the_missing_newest_number_within_a_sweep_and_a_followe
     stop_tx.send(()).unwrap();
     task.await.unwrap();
 }
+
+/// A number freed by a delete can be taken again (docs/reservations.md R2). A sweep whose
+/// view still holds the first batch of the number — a new leader's, or a stalled watch's —
+/// must not delete the later one, which no quota may have folded: the simulation's seed
+/// 81643 lost such a batch's entries that way (its replicas then kept its tombstone, and
+/// the quota refused for good). The delete names the uid the view holds.
+#[tokio::test]
+async fn a_view_behind_the_store_never_deletes_a_later_batch_of_the_same_number() {
+    let with_uid = |mut b: karmada_quota_crds::KarmadaQuotaReservation, uid: &str| {
+        b.metadata.uid = Some(uid.into());
+        b
+    };
+    let first = with_uid(batch(1, &[("a", "u1")]), "batch-1-first");
+    let objects: Vec<DynamicObject> = [first, with_uid(batch(2, &[("a", "u2")]), "batch-2")]
+        .iter()
+        .map(dynamic)
+        .collect();
+    let (b, store) = listed(&objects);
+    // Another leader folded and deleted 1; a writer whose view lagged took 1 again, for
+    // quota c, which folded nothing. This view saw neither.
+    store.delete(&batch_name(1), None).await.unwrap();
+    store.put(with_uid(batch(1, &[("c", "u9")]), "batch-1-later"));
+    let fold = |k: &QuotaKey| -> Fold {
+        if *k == key("a") {
+            Some(Some(2))
+        } else {
+            Some(None)
+        }
+    };
+    let swept = sweep_once(&b, &store, fold, NOW).await;
+    assert_eq!((swept.deleted, swept.gone), (0, 1));
+    assert_eq!(stored(&store), names(&[1, 2]), "the later batch 1 stays");
+    assert_eq!(
+        store
+            .get(&batch_name(1))
+            .await
+            .unwrap()
+            .metadata
+            .uid
+            .as_deref(),
+        Some("batch-1-later")
+    );
+    assert_eq!(b.live(), [2], "the first batch 1 is forgotten");
+    // The watch brings the later one; the sweep keeps it until c folds it.
+    b.apply(&Event::Apply(dynamic(&with_uid(
+        batch(1, &[("c", "u9")]),
+        "batch-1-later",
+    ))));
+    assert_eq!(sweep_once(&b, &store, fold, NOW).await.deleted, 0);
+    let all = |_: &QuotaKey| -> Fold { Some(Some(2)) };
+    assert_eq!(sweep_once(&b, &store, all, NOW).await.deleted, 1);
+    assert_eq!(stored(&store), names(&[2]));
+}

@@ -292,6 +292,7 @@ mod tests {
                     entry(if uid == "u2" { "web" } else { "web2" }, uid),
                 )],
                 writer: None,
+                uid: None,
             });
         }
         let key = QuotaKey::Cluster {

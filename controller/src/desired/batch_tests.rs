@@ -56,6 +56,7 @@ fn view() -> BatchView {
             sequence,
             entries,
             writer: None,
+            uid: None,
         });
     }
     v

@@ -107,6 +107,7 @@ mod tests {
                 sequence,
                 entries: vec![(key(ns), entry(uid, 1, "1"))],
                 writer: None,
+                uid: None,
             });
         }
         let a = Unfolded::of(&view, &key("a"), None, TTL).unwrap();
