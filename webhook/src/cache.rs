@@ -323,18 +323,14 @@ impl QuotaCache {
         )
     }
 
-    /// The cache and the future that keeps it fed by its three watches. The future runs
-    /// forever (a failed watch is logged, reported to [`Self::freshness`] and restarted
-    /// from a fresh list with backoff); spawn it.
+    /// The cache and the future that keeps it fed by its three watches. Every list is
+    /// consistent (`watch_cache::consistent`): a list from a cache behind could lack a
+    /// quota, or a label selecting a cluster quota, that the watch had shown
+    /// (docs/reservations.md R23). The future runs forever (a failed watch is logged,
+    /// reported to [`Self::freshness`] and restarted from a fresh list with backoff);
+    /// spawn it.
     pub fn watch(client: kube::Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        Self::watch_listing(client, watch_cache::consistent())
-    }
-
-    /// [`Self::watch`], the quota kinds listed with `quota_lists`.
-    pub fn watch_listing(
-        client: kube::Client,
-        quota_lists: watcher::Config,
-    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        let lists = watch_cache::consistent();
         let (cache, writers) = Self::with_writers();
         let fresh = cache.freshness.clone();
         let quotas = watch::watch_quotas(
@@ -342,22 +338,21 @@ impl QuotaCache {
             writers.quotas,
             Watch::Quotas,
             (fresh.clone(), Some(cache.relists.clone())),
-            quota_lists.clone(),
+            lists.clone(),
         );
         let clusters = watch::watch_quotas(
             client.clone(),
             writers.clusters,
             Watch::ClusterQuotas,
             (fresh.clone(), Some(cache.relists.clone())),
-            quota_lists,
+            lists.clone(),
         );
         let mut ns_writer = writers.namespaces;
         let namespaces = watch::run_watch(
             kube::Api::<PartialObjectMeta<Namespace>>::all(client),
             Watch::Namespaces,
             (fresh, None),
-            // Consistent too: a namespace's labels select the cluster quotas over it.
-            watch_cache::consistent(),
+            lists,
             move |event| ns_writer.apply_watcher_event(event),
         );
         let feed = async move {

@@ -31,12 +31,10 @@ async fn main() -> anyhow::Result<()> {
     shell::listener::metrics::register(&mut registry);
     let ready = Readiness::default();
 
-    // The quota lists are consistent (never older than what the watch saw: R23); the quota
-    // watches start once the batch list is in, list again when a batch re-list asks, and
-    // each quota is read from etcd before its first use in a decision
-    // (`karmada_quota_webhook::ledger`'s module doc says why).
-    let quota_lists = shell::watch_cache::consistent();
-    let (cache, feed) = QuotaCache::watch_listing(client.clone(), quota_lists);
+    // The quota watches list consistently (R23), start once the batch list is in, list
+    // again when a batch re-list asks, and each quota is read from etcd before its first
+    // use in a decision (`karmada_quota_webhook::ledger`'s module doc says why).
+    let (cache, feed) = QuotaCache::watch(client.clone());
     let (ledger, batch_feed) = Ledger::watch(
         client.clone(),
         &args.reservations.reservation_namespace,

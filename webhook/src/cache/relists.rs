@@ -120,9 +120,13 @@ mod tests {
 
     use axum::body::{Body, Bytes};
 
-    /// A client whose lists are empty (counted per path) and whose watches stay open and
-    /// silent: no apiserver, so only a re-list asked for can make a second list.
-    fn client(lists: Arc<Mutex<HashMap<String, u32>>>) -> kube::Client {
+    /// A list the client saw: its path and query.
+    type Lists = Arc<Mutex<HashMap<String, Vec<String>>>>;
+
+    /// A client whose lists are empty (recorded per path, with their query) and whose
+    /// watches stay open and silent: no apiserver, so only a re-list asked for can make a
+    /// second list.
+    fn client(lists: Lists) -> kube::Client {
         let service = tower::service_fn(move |req: axum::http::Request<kube::client::Body>| {
             let lists = lists.clone();
             async move {
@@ -130,7 +134,12 @@ mod tests {
                 let body = if watching {
                     Body::from_stream(futures::stream::pending::<Result<Bytes, std::io::Error>>())
                 } else {
-                    *lists.lock().entry(req.uri().path().to_owned()).or_default() += 1;
+                    let query = req.uri().query().unwrap_or_default().to_owned();
+                    lists
+                        .lock()
+                        .entry(req.uri().path().to_owned())
+                        .or_default()
+                        .push(query);
                     Body::from(Bytes::from_static(
                         br#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":"5"},"items":[]}"#,
                     ))
@@ -142,20 +151,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_relist_asked_for_lists_both_quota_kinds_again_and_reports_it() {
-        let lists = Arc::new(Mutex::new(HashMap::new()));
-        let (cache, feed) = crate::QuotaCache::watch_listing(
-            client(lists.clone()),
-            karmada_quota_shell::watch_cache::consistent(),
-        );
+    async fn a_relist_asked_for_lists_both_quota_kinds_again_consistently_and_reports_it() {
+        let lists: Lists = Arc::default();
+        let (cache, feed) = crate::QuotaCache::watch(client(lists.clone()));
         let task = tokio::spawn(feed);
         let count = |kind: &str| {
             lists
                 .lock()
                 .iter()
                 .filter(|(p, _)| p.ends_with(kind))
-                .map(|(_, n)| *n)
-                .sum::<u32>()
+                .map(|(_, q)| q.len())
+                .sum::<usize>()
         };
         let waited = tokio::time::timeout(Duration::from_secs(10), async {
             while count("/karmadaquotas") + count("/karmadaclusterquotas") < 2 {
@@ -178,6 +184,15 @@ mod tests {
             1,
             "namespaces are not re-listed: {lists:?}"
         );
+        // Every list consistent (docs/reservations.md R23): no resourceVersion, no page.
+        for (path, queries) in lists.lock().iter() {
+            for q in queries {
+                assert!(
+                    !q.contains("resourceVersion") && !q.contains("limit"),
+                    "{path}?{q} is not a consistent list"
+                );
+            }
+        }
     }
 
     #[test]
