@@ -161,17 +161,6 @@ pub fn key_of(meta: &kube::core::ObjectMeta) -> String {
 impl Apiserver {
     /// An apiserver holding `quotas`.
     pub fn new(quotas: &[KarmadaQuota]) -> Self {
-        let store = FakeStore::with(&[]);
-        let quota_log: Shared<KarmadaQuota> = Arc::default();
-        for q in quotas {
-            store.put(q.clone());
-            let stored = store.object(
-                q.metadata.namespace.as_deref().unwrap_or_default(),
-                q.metadata.name.as_deref().unwrap_or_default(),
-            );
-            lock(&quota_log).push(key_of(&stored.metadata), Change::Put(stored));
-        }
-        lock(&quota_log).settle();
         let batches = Arc::new(FakeBatchStore::new());
         let batch_log: Shared<KarmadaQuotaReservation> = Arc::default();
         let feed = batch_log.clone();
@@ -182,14 +171,19 @@ impl Apiserver {
             };
             lock(&feed).push(key, change);
         });
-        Self {
-            quotas: store,
-            quota_log,
+        let api = Self {
+            quotas: FakeStore::with(&[]),
+            quota_log: Arc::default(),
             batches,
             batch_log,
             bindings: Mutex::default(),
             binding_log: Arc::default(),
+        };
+        for q in quotas {
+            api.create_quota(q.clone());
         }
+        lock(&api.quota_log).settle();
+        api
     }
 
     /// A status write succeeded: its object is the quota's newest change.
@@ -197,7 +191,8 @@ impl Apiserver {
         lock(&self.quota_log).push(key_of(&q.metadata), Change::Put(q.clone()));
     }
 
-    /// Create a quota while the run goes on: it is the newest change of the quota log.
+    /// Create a quota (before the run, or while it goes on): the newest change of the
+    /// quota log.
     pub fn create_quota(&self, q: KarmadaQuota) {
         let (namespace, name) = (
             q.metadata.namespace.clone().unwrap_or_default(),

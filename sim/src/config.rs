@@ -162,8 +162,9 @@ pub struct Config {
     /// its own (so a seed without a standby runs as it did before the standby existed).
     pub standby: Option<bool>,
     /// The last namespace's quota is created while the run goes on (0.3–3 s in) rather
-    /// than before it: replicas learn of it from their quota watches, and a list older
-    /// than its creation (`stale_lists`) or a replica's first list can miss it. Clients
+    /// than before it: replicas learn of it from their quota watches (a list older than
+    /// its creation would miss it; R23's consistent lists never are, which
+    /// `revert-consistent-quota-lists` undoes). Clients
     /// use the namespace once every running replica holds the quota (then it is in force:
     /// an admission there that it does not charge is an over-commit). `None`: the seed
     /// picks, one run in four with two quotas or more, from a draw of its own (a seed
