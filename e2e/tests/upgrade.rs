@@ -1,5 +1,5 @@
 //! `helm upgrade` from the previous release of the chart (0.1.0, packaged in
-//! testdata/charts from this repository's own history by hack/previous-chart.sh) to this
+//! testdata/charts from this repository's own history by hack/previous-release.sh) to this
 //! checkout's chart, with quotas, pending reservations and bindings live and creates
 //! continuing the whole time, on a control plane of the test's own (the previous CRDs must
 //! replace the current ones, which the shared control plane's other tests rely on).
@@ -76,7 +76,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-/// The previous release, packaged (hack/previous-chart.sh d14ad1f).
+/// The previous release, packaged (hack/previous-release.sh d14ad1f).
 const PREVIOUS_CHART: &str = "testdata/charts/karmada-quota-0.1.0.tgz";
 /// A directory holding the previous release's binaries, to run them as N.
 const ENV_FROM_BIN_DIR: &str = "KQ_UPGRADE_FROM_BIN_DIR";
@@ -387,7 +387,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     let previous = Env::repo_root().join(PREVIOUS_CHART);
     ensure!(
         previous.is_file(),
-        "{} is missing (hack/previous-chart.sh makes it)",
+        "{} is missing (hack/previous-release.sh makes it)",
         previous.display()
     );
     let Some(old_bins) = from_bin_dir() else {
