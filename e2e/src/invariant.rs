@@ -125,22 +125,18 @@ pub async fn needed_cpu_milli(client: &Client, ns: &str) -> Result<i128> {
 
 /// The stored bindings of `ns`.
 pub async fn stored(client: &Client, ns: &str) -> Result<Stored> {
-    stored_where(client, ns, &|_| true).await
-}
-
-/// The stored bindings of `ns` that `charged` keeps (a binding waiting in a quota's line
-/// is stored and charged nothing).
-async fn stored_where(
-    client: &Client,
-    ns: &str,
-    charged: &(dyn Fn(&DynamicObject) -> bool + Sync),
-) -> Result<Stored> {
     let list = bindings(client, ns)
         .list(&ListParams::default())
         .await
         .with_context(|| format!("listing the bindings of {ns}"))?;
+    stored_of(ns, list.items.iter())
+}
+
+/// The need and the generations of `items`, bindings of `ns` a caller listed (and kept:
+/// a binding waiting in a quota's line is stored and charged nothing).
+pub fn stored_of<'a>(ns: &str, items: impl Iterator<Item = &'a DynamicObject>) -> Result<Stored> {
     let mut out = Stored::default();
-    for b in list.items.iter().filter(|b| charged(b)) {
+    for b in items {
         let spec = &b.data["spec"];
         let replicas = i128::from(spec["replicas"].as_i64().unwrap_or(0));
         let cpu = spec["replicaRequirements"]["resourceRequest"]["cpu"]
@@ -225,22 +221,22 @@ fn joined<E: ToString>(what: &str, errs: &[E]) -> anyhow::Error {
 
 /// One sample of every watched quota, read in the order the module docs give.
 pub async fn read(client: &Client, watched: &Watched) -> Result<Vec<Reading>> {
-    read_where(client, watched, &|_| true).await
-}
-
-/// [`read`], with only the stored bindings `charged` keeps in the need (the others, e.g.
-/// waiting in a quota's line, are charged nothing and hold no entry).
-pub async fn read_where(
-    client: &Client,
-    watched: &Watched,
-    charged: &(dyn Fn(&DynamicObject) -> bool + Sync),
-) -> Result<Vec<Reading>> {
     let mut per_ns: BTreeMap<String, Stored> = BTreeMap::new();
     for (ns, _) in &watched.quotas {
         if !per_ns.contains_key(ns) {
-            per_ns.insert(ns.clone(), stored_where(client, ns, charged).await?);
+            per_ns.insert(ns.clone(), stored(client, ns).await?);
         }
     }
+    read_after(client, watched, &per_ns).await
+}
+
+/// The rest of a sample (T1 the batches, T2 the quotas) once its caller listed the
+/// bindings (T0) of every watched namespace into `per_ns` ([`stored_of`]).
+pub async fn read_after(
+    client: &Client,
+    watched: &Watched,
+    per_ns: &BTreeMap<String, Stored>,
+) -> Result<Vec<Reading>> {
     let view = batch_view(client, &watched.batches).await?;
     let reading = |quota: String, state: &QuotaState, folded, stored: &Stored| {
         let (effective, committed, pending) = counts(state, folded, &view, stored);
@@ -262,7 +258,10 @@ pub async fn read_where(
             .with_context(|| format!("reading KarmadaQuota {label}"))?;
         let folded = q.status.as_ref().and_then(|s| s.folded_through);
         let state = quota_state(&q).map_err(|e| joined(&label, &e))?;
-        out.push(reading(label, &state, folded, &per_ns[ns])?);
+        let stored = per_ns
+            .get(ns)
+            .with_context(|| format!("no binding list of {ns} for {label}"))?;
+        out.push(reading(label, &state, folded, stored)?);
     }
     if let Some(name) = &watched.cluster_quota {
         let label = format!("KarmadaClusterQuota {name}");

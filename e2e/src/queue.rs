@@ -20,7 +20,7 @@ use anyhow::{Context, Result, anyhow};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use karmada_quota_core::queue::{ANNOTATION_QUEUED_AT, is_waiting};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::env::cleanup_from_drop;
@@ -145,15 +145,19 @@ pub async fn binding_states(client: &Client, ns: &str) -> Result<BTreeMap<String
         .list(&ListParams::default())
         .await
         .with_context(|| format!("listing ResourceBindings in {ns}"))?;
-    Ok(list
-        .items
-        .into_iter()
+    Ok(states_of(&list.items))
+}
+
+/// Whether each of `items` (listed bindings) is waiting, by name.
+pub fn states_of(items: &[DynamicObject]) -> BTreeMap<String, bool> {
+    items
+        .iter()
         .map(|o| {
             let name = o.metadata.name.clone().unwrap_or_default();
-            let v = serde_json::to_value(&o).unwrap_or_default();
+            let v = serde_json::to_value(o).unwrap_or_default();
             (name, waiting(&v))
         })
-        .collect())
+        .collect()
 }
 
 /// Dry-run creates a 1m-cpu binding in `ns` until it is admitted without waiting: the

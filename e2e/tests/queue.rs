@@ -18,14 +18,14 @@ use karmada_quota_e2e::commands::plugin;
 use karmada_quota_e2e::controller::{Controller, milli, wait_quota};
 use karmada_quota_e2e::invariant::{self, Watched};
 use karmada_quota_e2e::queue::{
-    Arrivals, binding_states, marked, unplaced, wait_until_arrivals_fit, waiting,
+    Arrivals, binding_states, marked, states_of, unplaced, wait_until_arrivals_fit, waiting,
 };
 use karmada_quota_e2e::setup::{WebhookSetup, step};
 use karmada_quota_e2e::test_hook::{HookKind, TestHook, allow};
 use karmada_quota_e2e::webhook::{bindings, create, create_with, expect_admitted, quota};
 use karmada_quota_e2e::{accepts, wait_for};
 use kube::Client;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -224,6 +224,41 @@ struct Samples {
 }
 
 impl Samples {
+    /// Check one sample: what the quota committed (`readings`) against its hard, the
+    /// bindings not waiting (`states`: name → waiting) at what the test asked for them
+    /// (`asks`) against `hard_milli`.
+    fn check(
+        &mut self,
+        states: &BTreeMap<String, bool>,
+        readings: &[invariant::Reading],
+        asks: &BTreeMap<String, i128>,
+        hard_milli: i128,
+    ) {
+        for r in readings {
+            self.max_status = self.max_status.max(r.effective);
+            if r.committed > r.hard {
+                self.violations.push(format!(
+                    "status: committed {}m (bindings not waiting {}m + entries no such \
+                     binding holds) > hard {}m; effective {}m",
+                    r.committed, r.need, r.hard, r.effective
+                ));
+            } else if invariant::counted_over_hard(r).is_some() {
+                self.counted_over += 1;
+            }
+        }
+        let running: i128 = states
+            .iter()
+            .filter(|(_, w)| !**w)
+            .map(|(n, _)| asks.get(n).copied().unwrap_or(0))
+            .sum();
+        self.max_running = self.max_running.max(running);
+        if running > hard_milli {
+            self.violations.push(format!(
+                "bindings: {running}m not waiting > {hard_milli}m: {states:?}"
+            ));
+        }
+    }
+
     /// One line for a test's result.
     fn summary(&self) -> String {
         format!(
@@ -266,9 +301,10 @@ impl Sampling {
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 const SAMPLE_CROWD_EVERY: Duration = Duration::from_millis(200);
 
-/// Sample `l`'s quota `every` until [`Sampling::finish`], two ways:
-/// - what is committed (`karmada_quota_e2e::invariant::read_where`: the bindings not
-///   waiting, plus the entries no such binding holds) never exceeds the quota's hard;
+/// Sample `l`'s quota `every` until [`Sampling::finish`], from one list of its bindings
+/// per sample, two ways:
+/// - what is committed (`karmada_quota_e2e::invariant`: the bindings not waiting, plus
+///   the entries no such binding holds) never exceeds the quota's hard;
 /// - the cpu of the bindings not waiting, as the test asked for them (`asks`), never
 ///   exceeds `hard_milli`.
 fn sampler(l: &Line, hard_milli: i128, asks: BTreeMap<String, i128>, every: Duration) -> Sampling {
@@ -283,38 +319,14 @@ fn sampler(l: &Line, hard_milli: i128, asks: BTreeMap<String, i128>, every: Dura
     let task = tokio::spawn(async move {
         let stop = stopped;
         let mut out = Samples::default();
-        let not_waiting =
-            |b: &DynamicObject| !waiting(&serde_json::to_value(b).unwrap_or_default());
         while !stop.load(Ordering::Relaxed) {
-            let read = {
+            let sample = {
                 let _no_delete = deletes.lock().await;
-                invariant::read_where(&client, &watched, &not_waiting).await
+                sample(&client, &watched).await
             };
-            out.read_errors += usize::from(read.is_err());
-            for r in read.iter().flatten() {
-                out.max_status = out.max_status.max(r.effective);
-                if r.committed > r.hard {
-                    out.violations.push(format!(
-                        "status: committed {}m (bindings not waiting {}m + entries no such \
-                         binding holds) > hard {}m; effective {}m",
-                        r.committed, r.need, r.hard, r.effective
-                    ));
-                } else if invariant::counted_over_hard(r).is_some() {
-                    out.counted_over += 1;
-                }
-            }
-            if let Ok(states) = binding_states(&client, &ns).await {
-                let running: i128 = states
-                    .iter()
-                    .filter(|(_, w)| !**w)
-                    .map(|(n, _)| asks.get(n).copied().unwrap_or(0))
-                    .sum();
-                out.max_running = out.max_running.max(running);
-                if running > hard_milli {
-                    out.violations.push(format!(
-                        "bindings: {running}m not waiting > {hard_milli}m: {states:?}"
-                    ));
-                }
+            match sample {
+                Ok((states, readings)) => out.check(&states, &readings, &asks, hard_milli),
+                Err(_) => out.read_errors += 1,
             }
             out.count += 1;
             tokio::time::sleep(every).await;
@@ -322,6 +334,27 @@ fn sampler(l: &Line, hard_milli: i128, asks: BTreeMap<String, i128>, every: Dura
         out
     });
     Sampling { stop, task }
+}
+
+/// One sample of `watched`'s quota, read in `invariant`'s order: its namespace's bindings
+/// listed once (T0: each one's waiting state, and those not waiting as the need), then the
+/// batches and the quota.
+async fn sample(
+    client: &Client,
+    watched: &Watched,
+) -> Result<(BTreeMap<String, bool>, Vec<invariant::Reading>)> {
+    let (ns, _) = &watched.quotas[0];
+    let list = bindings(client, ns).list(&ListParams::default()).await?;
+    let states = states_of(&list.items);
+    let charged = list
+        .items
+        .iter()
+        .filter(|b| states.get(b.metadata.name.as_deref().unwrap_or_default()) == Some(&false));
+    let per_ns = [(ns.clone(), invariant::stored_of(ns, charged)?)].into();
+    Ok((
+        states,
+        invariant::read_after(client, watched, &per_ns).await?,
+    ))
 }
 
 /// The expected order of a strict line: priority (higher first), then arrival.
