@@ -52,7 +52,7 @@ fi
 # after). KQ_UPGRADE_FROM_BIN_DIR names binaries built elsewhere instead.
 if [ -z "${KQ_UPGRADE_FROM_BIN_DIR:-}" ]; then
   step "build the previous release's webhook and controller (testdata/previous-release)"
-  previous=0.1.0
+  previous=0.2.0
   previous_src=testdata/previous-release/karmada-quota-$previous-src.tar.gz
   previous_dir="${CARGO_TARGET_DIR:-$root/target}/previous-release/$previous"
   stamp=$(sha256sum "$previous_src" | cut -d' ' -f1)

@@ -55,7 +55,7 @@ pub use registration::{
     BINDING_WEBHOOK, CLUSTER_QUOTA_WEBHOOK, NS_LABEL, QUOTA_WEBHOOK, Registration, VWC_MANIFEST,
     binding_denied, quota_denied, vwc_from_manifest, wait_called,
 };
-pub use review::{binding_review, post_review, review_client};
+pub use review::{binding_review, post_review, review_client, review_client_as};
 pub use status::{
     QuotaUsage, quota_usage, seed_used, unfolded_entries, wait_until_dry_run_refused,
     wait_until_status_seen,

@@ -60,14 +60,14 @@ use karmada_quota_e2e::queue::{unplaced, wait_until_arrivals_fit, waiting};
 use karmada_quota_e2e::viewer::Viewer;
 use karmada_quota_e2e::webhook::{
     Rb, binding_review, create, create_with, expect_admitted, post_review, quota, review_client,
-    seed_used, update,
+    review_client_as, seed_used, update,
 };
 use karmada_quota_e2e::{
     Env, TestNs, accepts, free_port, http_get, http_get_ok, http_get_with, metric_sum,
     try_wait_for, wait_for,
 };
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, Config, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 const CRD_NAME: &str = "karmadaquotas.quota.karmada.io";
@@ -285,20 +285,7 @@ impl ApiserverClientCert {
 
     /// A client of the webhook at `base` presenting this certificate, as the apiserver does.
     fn review_client(&self, base: &str, serving_ca: &Path) -> Result<Client> {
-        use rustls::pki_types::CertificateDer;
-        use rustls::pki_types::pem::PemObject;
-        let roots = CertificateDer::pem_file_iter(serving_ca)
-            .with_context(|| format!("reading {}", serving_ca.display()))?
-            .map(|c| c.map(|c| c.as_ref().to_vec()))
-            .collect::<Result<Vec<_>, _>>()
-            .with_context(|| format!("parsing {}", serving_ca.display()))?;
-        let mut config = Config::new(base.parse().with_context(|| format!("url {base}"))?);
-        config.root_cert = Some(roots);
-        config.auth_info.client_certificate = Some(self.cert.display().to_string());
-        config.auth_info.client_key = Some(self.key.display().to_string());
-        config.read_timeout = Some(Duration::from_secs(10));
-        config.default_retry = false;
-        Client::try_from(config).context("building a client with the apiserver's certificate")
+        review_client_as(base, serving_ca, &self.cert, &self.key)
     }
 }
 

@@ -1,4 +1,4 @@
-//! `helm upgrade` from the previous release of the chart (0.1.0, packaged in
+//! `helm upgrade` from the previous release of the chart (0.2.0, packaged in
 //! testdata/charts from this repository's own history by hack/previous-release.sh) to this
 //! checkout's chart, with quotas, pending reservations and bindings live and creates
 //! continuing the whole time, on a control plane of the test's own (the previous CRDs must
@@ -6,7 +6,9 @@
 //!
 //! ```text
 //!  own control plane: apiserver 0 (Karmada), apiserver 1 (host); project CRDs removed
-//!  N   = testdata/charts/karmada-quota-0.1.0.tgz   host part + apiserver part (its CRDs)
+//!  N   = testdata/charts/karmada-quota-0.2.0.tgz   host part + apiserver part (its CRDs)
+//!        reservationStore: status (0.2.0's default: each admission a compare-and-swap
+//!        on the quota's status), client authentication on
 //!        webhook-old-0 ◀── Service 127.0.0.1:<port> ◀── apiserver 0 (webhook.url)
 //!        controller-old-0 (Lease holder)
 //!        KarmadaQuota compute (cpu 4), KarmadaClusterQuota over the namespace (cpu 100)
@@ -14,17 +16,17 @@
 //!        oldest deleted past 24 live; sampler every 250 ms: used + reservations ≥ what the
 //!        stored bindings need, ≤ hard
 //!  N+1 = charts/karmada-quota, the operator's order (docs/upgrade.md):
-//!    1. helm upgrade the apiserver part: CRDs (templates, so Helm applies them),
-//!       RBAC, webhook configuration without the waiting line's mutating webhook (0.1.0's
-//!       pods do not serve its path); the dashboard's new identity gets its kubeconfig
-//!    2. helm upgrade the host part, then the rollout as the Deployment controller does it
+//!    1. helm upgrade the apiserver part: CRDs (templates, so Helm applies them), RBAC
+//!       (the batches' Roles), webhook configuration
+//!    2. helm upgrade the host part (values: `reservationStore` dropped, the batches'
+//!       namespace named), then the rollout as the Deployment controller does it
 //!       (maxSurge 1, maxUnavailable 0): the new pod's process started from the upgraded
 //!       Deployment, ready, added to the Service; the old one removed and sent SIGTERM.
 //!       Webhook and controller roll at once; the old controller releases the Lease on
 //!       SIGTERM and the new one takes it
-//!    3. helm upgrade the apiserver part again, the waiting line's webhook on
 //!  then: the load goes on, stops; the quota converges (no reservation left, used = need);
-//!        the N-era objects take the new fields; the cluster quota gets its share
+//!        both quotas hold the reservation-store fence; the new CRD schema holds for the
+//!        N-era quota
 //! ```
 //!
 //! Checked: every create admitted or refused for the quota (none refused because the
@@ -32,22 +34,21 @@
 //! design's: 504 while the CRDs change, and 503 `no reservation-store fence yet` from the
 //! new webhook between its start and the new controller's fence (docs/reservations.md
 //! R22: the old webhooks reserve in the quotas' status, the new ones in batches, and the
-//! fence keeps them from admitting side by side); and one that is 0.1.0's: 500 `EOF` for a
-//! review sent on the old webhook's connection as it exits (it does not drain; at most
-//! one per connection it held, docs/upgrade.md); no sample with an admitted binding
-//! uncounted or usage over hard, in the namespace's quota or the cluster quota (the
-//! sampler counts status entries and batch entries alike); both old and new webhook
-//! processes served; the Lease changed hands and the new controller wrote status and
-//! folded every reservation; stored objects read by the new binaries, the new CRD fields
-//! accepted on them.
+//! fence keeps them from admitting side by side: from the fence on, an old webhook refuses
+//! every increase for quota); no sample with an admitted binding uncounted or usage over
+//! hard, in the namespace's quota or the cluster quota (the sampler counts status entries
+//! and batch entries alike); both old and new webhook processes served; the Lease changed
+//! hands and the new controller wrote status, fenced both quotas and folded every
+//! reservation; stored objects read by the new binaries, the new CRD schema applied to
+//! them.
 //!
-//! **What runs as N.** `KQ_UPGRADE_FROM_BIN_DIR` names a directory holding the 0.1.0
+//! **What runs as N.** `KQ_UPGRADE_FROM_BIN_DIR` names a directory holding the 0.2.0
 //! binaries (`make test` builds them from testdata/previous-release, the source of
-//! d14ad1f; docs/upgrade.md); the N processes run them, exactly the N Deployments'
+//! 6a3b0bb; docs/upgrade.md); the N processes run them, exactly the N Deployments'
 //! command, args and Secrets, under N's RBAC, CRDs and webhook configuration. Without it
 //! the test fails unless `KQ_ALLOW_SKIP` names `previous-release` (e2e/src/skip.rs); then
 //! the skip is recorded and nothing runs: this checkout's binaries cannot stand in for
-//! N's (they reserve in batches, which N's chart neither configures nor grants).
+//! N's (they reserve in batches, and refuse 0.2.0's `--reservation-store=status`).
 //! upgrade_checks.rs shows the checks bite.
 
 use std::net::SocketAddr;
@@ -58,7 +59,8 @@ use anyhow::{Context, Result, anyhow, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use karmada_quota_crds::{KarmadaClusterQuota, KarmadaClusterQuotaShare, KarmadaQuota};
+use karmada_quota_crds::quota::MAX_SCOPE_EXPRESSIONS;
+use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
 use karmada_quota_e2e::chart::{Helm, chart_dir};
 use karmada_quota_e2e::controller::ensure_namespace;
 use karmada_quota_e2e::install::{
@@ -68,16 +70,18 @@ use karmada_quota_e2e::load::{Attempt, CPU, Load, LoadSpec, Sampler, Verdict, ne
 use karmada_quota_e2e::own_controlplane::OwnControlPlane;
 use karmada_quota_e2e::service::Service;
 use karmada_quota_e2e::skip::{PREVIOUS_RELEASE, prerequisite};
-use karmada_quota_e2e::webhook::{quota, quota_usage};
+use karmada_quota_e2e::webhook::{
+    Rb, binding_review, post_review, quota, quota_usage, review_client_as,
+};
 use karmada_quota_e2e::{
     Binary, Env, WebhookClientCert, accepts, free_port, http_get_ok, metric_sum, wait_for,
 };
+use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-/// The previous release, packaged (hack/previous-release.sh d14ad1f).
-const PREVIOUS_CHART: &str = "testdata/charts/karmada-quota-0.1.0.tgz";
+/// The previous release, packaged (hack/previous-release.sh 6a3b0bb).
+const PREVIOUS_CHART: &str = "testdata/charts/karmada-quota-0.2.0.tgz";
 /// A directory holding the previous release's binaries, to run them as N.
 const ENV_FROM_BIN_DIR: &str = "KQ_UPGRADE_FROM_BIN_DIR";
 const QUOTA_CRDS: [&str; 4] = [
@@ -161,41 +165,50 @@ impl Part {
     }
 }
 
-/// The values an operator keeps for N (what 0.1.0's schema accepts).
-fn values_n(fullname: &str, host_ns: &str, lease_ns: &str, webhook_url: &str) -> Value {
-    json!({
+/// The values an operator keeps for N (what 0.2.0's schema accepts): the webhook requires
+/// the client certificate the apiserver presents (bring your own CA), and reserves in the
+/// quotas' status, 0.2.0's default, named as an operator may have named it.
+fn values_n(
+    fullname: &str,
+    host_ns: &str,
+    lease_ns: &str,
+    webhook_url: &str,
+    client: &WebhookClientCert,
+) -> Result<Value> {
+    let ca = std::fs::read_to_string(&client.ca)
+        .with_context(|| format!("reading {}", client.ca.display()))?;
+    Ok(json!({
         "installMode": "karmada",
         "fullnameOverride": fullname,
         "logFormat": "plain",
         "logLevel": "info,karmada_quota_webhook=debug,karmada_quota_controller=debug",
         "certs": {"mode": "auto", "extraIPs": ["127.0.0.1"]},
         "karmada": {"hostNamespace": host_ns},
+        "reservationStore": "status",
         "webhook": {
             "replicas": 1,
             "url": webhook_url,
             "reservationTTL": "10m",
-            // One identity per component, as 0.1.0's README advised.
-            "kubeconfigSecret": {"name": format!("{fullname}-webhook-kubeconfig")},
+            "clientAuth": {"caBundle": ca, "allowedNames": [WebhookClientCert::CN]},
         },
         "controller": {
             "replicas": 1,
             "leaderElection": {"namespace": lease_ns, "createNamespace": true},
-            "kubeconfigSecret": {"name": format!("{fullname}-controller-kubeconfig")},
         },
-    })
+    }))
 }
 
-/// The same values edited for N+1: the webhook requires the client certificate the
-/// apiserver already presents (bring your own CA: no outage, docs/upgrade.md), and both
-/// parts name the apiserver part's namespace, `system_ns`, as the reservation batches'
-/// (the host part cannot know it; docs/upgrade.md, "One reservation store").
-fn values_n1(n: &Value, client: &WebhookClientCert, system_ns: &str) -> Result<Value> {
+/// The same values edited for N+1 (docs/upgrade.md, "One reservation store"): the store
+/// is no longer named (`status` fails the chart's schema), and both parts name the
+/// apiserver part's namespace, `system_ns`, as the reservation batches' (the host part
+/// cannot know it).
+fn values_n1(n: &Value, system_ns: &str) -> Value {
     let mut v = n.clone();
+    if let Some(top) = v.as_object_mut() {
+        top.remove("reservationStore");
+    }
     v["reservationNamespace"] = json!(system_ns);
-    let ca = std::fs::read_to_string(&client.ca)
-        .with_context(|| format!("reading {}", client.ca.display()))?;
-    v["webhook"]["clientAuth"] = json!({"caBundle": ca, "allowedNames": [WebhookClientCert::CN]});
-    Ok(v)
+    v
 }
 
 /// Where N's binaries come from: `KQ_UPGRADE_FROM_BIN_DIR`, else today's (stand-ins).
@@ -308,8 +321,9 @@ async fn wait_holder(karmada: &Client, lease_ns: &str, want: &str) -> Result<()>
     .await
 }
 
-/// The CRD's openAPI schema has `path` (dot-separated property names under spec.versions[0]).
-async fn crd_has_field(karmada: &Client, crd: &str, path: &[&str]) -> Result<bool> {
+/// The schema of CRD `crd` at `path` (property names under spec.versions[0]'s
+/// openAPIV3Schema; null where absent).
+async fn crd_schema_at(karmada: &Client, crd: &str, path: &[&str]) -> Result<Value> {
     let c = Api::<CustomResourceDefinition>::all(karmada.clone())
         .get(crd)
         .await
@@ -319,8 +333,72 @@ async fn crd_has_field(karmada: &Client, crd: &str, path: &[&str]) -> Result<boo
     for p in path {
         at = &at["properties"][*p];
     }
-    Ok(!at.is_null())
+    Ok(at.clone())
 }
+
+/// Where the KarmadaQuota CRD of N+1 differs from N's: a bound on the scope selector's
+/// expressions (`maxItems`, crds::quota::MAX_SCOPE_EXPRESSIONS).
+const SCOPE_EXPRESSIONS: [&str; 3] = ["spec", "scopeSelector", "matchExpressions"];
+
+/// Whether the KarmadaQuota CRD served is N+1's (it bounds the scope expressions).
+async fn serves_new_quota_crd(karmada: &Client) -> Result<bool> {
+    let at = crd_schema_at(karmada, QUOTA_CRDS[0], &SCOPE_EXPRESSIONS).await?;
+    Ok(at["maxItems"].as_u64() == Some(MAX_SCOPE_EXPRESSIONS as u64))
+}
+
+/// R22 on 0.2.0's own code: once the new controller has fenced `<ns>/compute`, the old
+/// webhook (out of the Service, still running) refuses any increase there. Asked
+/// straight, as the apiserver asks (its client certificate), as a dry run (nothing is
+/// reserved), until its quota watch shows the fence; its answer's message.
+async fn old_webhook_refuses_once_fenced(
+    (karmada, old, serving_ca, client, ns): (&Client, SocketAddr, &Path, &WebhookClientCert, &str),
+) -> Result<String> {
+    wait_for(
+        &format!("the new controller's fence in {ns}/compute"),
+        API_TIMEOUT,
+        || async {
+            let q = Api::<KarmadaQuota>::namespaced(karmada.clone(), ns)
+                .get("compute")
+                .await
+                .ok()?;
+            q.status?
+                .reservations
+                .iter()
+                .any(karmada_quota_crds::convert::is_fence)
+                .then_some(())
+        },
+    )
+    .await?;
+    let reviews = review_client_as(
+        &format!("https://{old}"),
+        serving_ca,
+        &client.cert,
+        &client.key,
+    )?;
+    let binding = Rb::deployment("fence-probe", 1)
+        .request(CPU, "100m")
+        .json(ns);
+    let review = binding_review(&binding, "fence-probe-0000", true);
+    wait_for(
+        "webhook-old-0 to refuse an increase of the fenced quota",
+        OLD_SEES_FENCE,
+        || async {
+            let r = post_review(&reviews, "/validate/resourcebinding", &review)
+                .await
+                .ok()?;
+            (r["allowed"] == false && r["status"]["code"] == 403).then(|| {
+                r["status"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+        },
+    )
+    .await
+}
+
+/// How long the old webhook's quota watch may take to show the fence.
+const OLD_SEES_FENCE: Duration = Duration::from_secs(15);
 
 /// How long after the new CRDs are Established a create caught in their storage swap may
 /// still be answered (the chart's webhook.timeoutSeconds).
@@ -340,19 +418,6 @@ fn is_not_fenced_yet(a: &Attempt) -> bool {
 /// How long after the new controller took the Lease its first writes (the fences) may
 /// take to reach the new webhook's cache.
 const FENCE_SLACK: Duration = Duration::from_secs(5);
-
-/// The apiserver's call broken by 0.1.0's webhook as it exits: its shutdown closes its
-/// kept-alive connections at once, and a review sent on one just then fails (`EOF`, or a
-/// reset) — the apiserver does not resend a POST. This version answers with
-/// `Connection: close` for `shell::listener::SHUTDOWN_DRAIN` before it closes.
-fn is_cut_by_old_exit(a: &Attempt) -> bool {
-    matches!(&a.verdict, Verdict::Refused { code: 500, message }
-        if message.contains("failed calling webhook")
-            && (message.ends_with(": EOF") || message.contains("connection reset")))
-}
-
-/// How long after the old webhook exited a call it broke may still be answered.
-const OLD_EXIT_SLACK: Duration = Duration::from_secs(1);
 
 /// Notes `what` at the load's clock.
 fn mark(timeline: &mut Vec<(Duration, String)>, load: &Load, what: &str) {
@@ -394,9 +459,9 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         prerequisite(
             PREVIOUS_RELEASE,
             format!(
-                "0.1.0's own binaries as the old pods: {ENV_FROM_BIN_DIR} names none, and \
-                 this checkout's cannot stand in (they reserve in batches, which 0.1.0's \
-                 chart neither configures nor grants); docs/upgrade.md builds 0.1.0's"
+                "0.2.0's own binaries as the old pods: {ENV_FROM_BIN_DIR} names none, and \
+                 this checkout's cannot stand in (they reserve in batches and refuse \
+                 0.2.0's --reservation-store=status); docs/upgrade.md builds 0.2.0's"
             ),
         )?;
         return Ok(());
@@ -433,13 +498,13 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     let lease_ns = format!("{fullname}-leases");
     let service = Service::start(Vec::new()).await?;
     let webhook_url = format!("https://{}", service.addr());
-    let values = values_n(&fullname, &host_ns, &lease_ns, &webhook_url);
-    let values_file_n = work.join("values-0.1.0.yaml");
+    let values = values_n(&fullname, &host_ns, &lease_ns, &webhook_url, &client_cert)?;
+    let values_file_n = work.join("values-n.yaml");
     std::fs::write(&values_file_n, serde_json::to_string_pretty(&values)?)?;
-    let values_file_n1 = work.join("values-0.2.0.yaml");
+    let values_file_n1 = work.join("values-n1.yaml");
     std::fs::write(
         &values_file_n1,
-        serde_json::to_string_pretty(&values_n1(&values, &client_cert, &system_ns)?)?,
+        serde_json::to_string_pretty(&values_n1(&values, &system_ns))?,
     )?;
     let helm = Helm::new()?;
     let host_part = Part {
@@ -456,7 +521,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     let chart_n1 = chart_dir().display().to_string();
     let host_set = vec!["--set".to_owned(), "karmada.part=host".to_owned()];
 
-    step("[Create] helm install 0.1.0: the host part, then the apiserver part (its CRDs)");
+    step("[Create] helm install 0.2.0: the host part, then the apiserver part (its CRDs)");
     host_part
         .helm("install", &chart_n, &values_file_n, &host_set)
         .await?;
@@ -497,16 +562,17 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
             component,
         )
     };
-    for component in ["webhook", "controller"] {
+    for component in ["webhook", "controller", "dashboard"] {
         identity(component).await?;
     }
     ensure!(
-        !crd_has_field(&karmada, QUOTA_CRDS[0], &["spec", "drainingReplicas"]).await?
-            && crds.get_opt(QUOTA_CRDS[2]).await?.is_none(),
-        "the control plane serves today's CRDs, not 0.1.0's"
+        !serves_new_quota_crd(&karmada).await?,
+        "the control plane serves today's CRDs, not 0.2.0's"
     );
 
-    step("[Create] the 0.1.0 pods: webhook-old-0 behind the Service, controller-old-0");
+    // N's dashboard (a Deployment of its own since 0.2.0) is not in the admission path and
+    // is not run; the new one is, from the upgraded Deployment.
+    step("[Create] the 0.2.0 pods: webhook-old-0 behind the Service, controller-old-0");
     let kubelet = Kubelet {
         host: &host,
         ns: &host_ns,
@@ -522,15 +588,11 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     };
     let controller_old = {
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-        let dashboard = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let mut spec = kubelet
             .spec(
                 "controller",
                 "controller-old-0",
-                &[
-                    ("--admin-listen", admin.to_string()),
-                    ("--dashboard-listen", dashboard.to_string()),
-                ],
+                &[("--admin-listen", admin.to_string())],
             )
             .await?;
         spec.bin_dir = Some(old_bins.clone());
@@ -566,7 +628,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     )
     .await?;
     wait_for(
-        "the 0.1.0 controller to sync both quotas",
+        "the 0.2.0 controller to sync both quotas",
         API_TIMEOUT,
         || async {
             let q = Api::<KarmadaQuota>::namespaced(karmada.clone(), &ns)
@@ -609,43 +671,24 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     let mut timeline: Vec<(Duration, String)> = Vec::new();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (admitted, _, _) = summary(&load.attempts());
-    ensure!(admitted > 0, "nothing admitted under 0.1.0");
-    mark(&mut timeline, &load, "steady under 0.1.0");
+    ensure!(admitted > 0, "nothing admitted under 0.2.0");
+    mark(&mut timeline, &load, "steady under 0.2.0");
 
     step(
         "[Update] 1. helm upgrade the apiserver part to this chart (CRDs, RBAC, webhook configuration)",
     );
     let api_upgrade_start = load.elapsed();
     mark(&mut timeline, &load, "apiserver part upgrade starts");
-    // The waiting line's mutating webhook stays off until every webhook pod serves its
-    // path (0.1.0's do not): the operator turns it on once the host part rolled.
-    let mut api_set_no_line = api_set.clone();
-    api_set_no_line.extend([
-        "--set".to_owned(),
-        "webhook.queueing.enabled=false".to_owned(),
-    ]);
     api_part
-        .helm("upgrade", &chart_n1, &values_file_n1, &api_set_no_line)
+        .helm("upgrade", &chart_n1, &values_file_n1, &api_set)
         .await?;
     mark(&mut timeline, &load, "apiserver part upgraded");
     wait_for("the new CRDs served", API_TIMEOUT, || async {
-        let draining = crd_has_field(&karmada, QUOTA_CRDS[0], &["spec", "drainingReplicas"])
-            .await
-            .ok()?;
-        let shares = crds.get_opt(QUOTA_CRDS[2]).await.ok()??;
-        let established = shares
-            .status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        (draining && established).then_some(())
+        serves_new_quota_crd(&karmada).await.ok()?.then_some(())
     })
     .await?;
     let crds_established = load.elapsed();
     mark(&mut timeline, &load, "new CRDs established");
-    // The dashboard runs as an identity of its own from 0.2.0 on: its kubeconfig Secret
-    // must exist before its pod starts (docs/upgrade.md).
-    identity("dashboard").await?;
     let pending_before = quota_usage(&karmada, &ns, "compute").await?.reservations;
     eprintln!(
         "pending reservations before the rollout: {}",
@@ -707,10 +750,19 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         tokio::time::sleep(OVERLAP).await;
         svc.set_endpoints(vec![webhook_new_addr]);
         let removed = ld.elapsed();
+        let probe = (
+            kd,
+            webhook_old_addr,
+            ca_file.as_path(),
+            &client_cert,
+            lns_quota.0,
+        );
+        let refusal = old_webhook_refuses_once_fenced(probe).await?;
+        let fenced = ld.elapsed();
         let old_decisions = webhook_old.metric("kq_webhook_decisions_total").await?;
         webhook_old.terminate().await?;
         let gone = ld.elapsed();
-        Ok::<_, anyhow::Error>((new, ready, removed, gone, old_decisions))
+        Ok::<_, anyhow::Error>((new, ready, removed, fenced, refusal, gone, old_decisions))
     };
     let controller_roll = async move {
         let new = start_pod(env, "controller-new-0", cn_spec, controller_new_admin).await?;
@@ -731,13 +783,18 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     };
     let dashboard_roll = start_pod(env, "dashboard-new-0", &dashboard_spec, dashboard_admin);
     let (w, c, d) = tokio::join!(webhook_roll, controller_roll, dashboard_roll);
-    let (webhook_new, w_ready, w_removed, w_gone, old_decisions) = w?;
+    let (webhook_new, w_ready, w_removed, w_fenced, refusal, w_gone, old_decisions) = w?;
+    eprintln!("webhook-old-0 (0.2.0) on the fenced quota: {refusal}");
     let (controller_new, c_ready, c_gone, c_led, old_writes, inherited) = c?;
     let _dashboard = d?;
     let rollout = [
         (started, "rollout starts"),
         (w_ready, "webhook-new-0 ready, added to the Service"),
-        (w_removed, "webhook-old-0 removed from the Service, SIGTERM"),
+        (w_removed, "webhook-old-0 removed from the Service"),
+        (
+            w_fenced,
+            "webhook-old-0 refuses an increase of the fenced quota, SIGTERM",
+        ),
         (w_gone, "webhook-old-0 exited"),
         (
             c_ready,
@@ -753,13 +810,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     ensure!(old_decisions > 0, "webhook-old-0 decided nothing");
     ensure!(old_writes > 0, "controller-old-0 wrote no status");
 
-    step("[Update] 3. helm upgrade the apiserver part again: the waiting line's webhook on");
-    api_part
-        .helm("upgrade", &chart_n1, &values_file_n1, &api_set)
-        .await?;
-    mark(&mut timeline, &load, "waiting line's webhook registered");
-
-    step("the load goes on under 0.2.0 for 5 s, then stops");
+    step("the load goes on under this release for 5 s, then stops");
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after_rollout = load.elapsed();
     let attempts = load.stop().await?;
@@ -824,11 +875,6 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     let (before_fence, unexplained): (Vec<&Attempt>, Vec<&Attempt>) = unexplained
         .into_iter()
         .partition(|a| is_not_fenced_yet(a) && a.at >= fencing.0 && a.at <= fencing.1);
-    // A call 0.1.0's webhook broke as it exited: at most one per connection it held.
-    let exiting = (w_removed, w_gone + OLD_EXIT_SLACK);
-    let (cut_by_exit, unexplained): (Vec<&Attempt>, Vec<&Attempt>) = unexplained
-        .into_iter()
-        .partition(|a| is_cut_by_old_exit(a) && a.at >= exiting.0 && a.at <= exiting.1);
     let show = |list: &[&Attempt]| {
         list.iter()
             .map(|a| format!("{:.1?} {} {:?}", a.at, a.name, a.verdict))
@@ -853,17 +899,6 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         "refused by the new webhook until the new controller's fence",
         fencing,
         &before_fence,
-    );
-    allowed(
-        "broken by webhook-old-0's exit (0.1.0 closes kept-alive connections without draining)",
-        exiting,
-        &cut_by_exit,
-    );
-    ensure!(
-        cut_by_exit.len() as u64 <= service.connections_to(webhook_old_addr),
-        "{} calls broken by webhook-old-0's exit, more than the {} connection(s) it held",
-        cut_by_exit.len(),
-        service.connections_to(webhook_old_addr)
     );
     ensure!(
         unexplained.is_empty(),
@@ -913,7 +948,9 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         "the load must run past the hand-over"
     );
 
-    step("the quotas converge under 0.2.0: no reservation left, used = what the bindings need");
+    step(
+        "the quotas converge under this release: no reservation left, used = what the bindings need",
+    );
     let need = needed_cpu_milli(&karmada, &ns).await?;
     wait_for(
         "the new controller to fold every reservation",
@@ -950,36 +987,44 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     })
     .await?;
 
-    step("the 0.1.0-era objects under 0.2.0: the share appears, the new fields are stored");
-    wait_for(
-        "the KarmadaClusterQuotaShare of the 0.1.0-era cluster quota",
-        API_TIMEOUT,
-        || async {
-            Api::<KarmadaClusterQuotaShare>::namespaced(karmada.clone(), &ns)
-                .get_opt(&cluster_quota)
-                .await
-                .ok()?
-        },
-    )
-    .await?;
-    let quotas: Api<KarmadaQuota> = Api::namespaced(karmada.clone(), &ns);
-    quotas
+    step("the 0.2.0-era objects under this release: fenced, the new schema applies");
+    // R22: the new controller keeps the fence in both quotas' status, so a 0.2.0 webhook
+    // that still served would see no room for any increase.
+    let q = Api::<KarmadaQuota>::namespaced(karmada.clone(), &ns)
+        .get("compute")
+        .await?;
+    let c = Api::<KarmadaClusterQuota>::all(karmada.clone())
+        .get(&cluster_quota)
+        .await?;
+    let fenced = |s: Option<&karmada_quota_crds::quota::KarmadaQuotaStatus>| {
+        s.is_some_and(|s| {
+            s.reservations
+                .iter()
+                .any(karmada_quota_crds::convert::is_fence)
+        })
+    };
+    ensure!(
+        fenced(q.status.as_ref()) && fenced(c.status.as_ref().map(|s| &s.quota)),
+        "the new controller left a quota without the reservation-store fence: {ns}/compute {:?}, {cluster_quota} {:?}",
+        q.status.map(|s| s.reservations),
+        c.status.map(|s| s.quota.reservations)
+    );
+    // The 0.2.0-era quota is validated by this release's schema: one scope expression
+    // over the bound is refused by the apiserver.
+    let expressions: Vec<Value> = (0..=MAX_SCOPE_EXPRESSIONS)
+        .map(|_| json!({"scopeName": "PriorityClass", "operator": "Exists"}))
+        .collect();
+    let over = Api::<KarmadaQuota>::namespaced(karmada.clone(), &ns)
         .patch(
             "compute",
             &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"drainingReplicas": "Count", "observedLimit": "Ignore"}}),
-            ),
+            &Patch::Merge(json!({"spec": {"scopeSelector": {"matchExpressions": expressions}}})),
         )
-        .await
-        .context("setting 0.2.0's fields on the 0.1.0-era KarmadaQuota")?;
-    let q = quotas.get("compute").await?;
+        .await;
     ensure!(
-        q.spec.draining_replicas.as_deref() == Some("Count")
-            && q.spec.observed_limit.as_deref() == Some("Ignore"),
-        "the new fields were pruned from {}: {:?}",
-        q.name_any(),
-        q.spec
+        matches!(&over, Err(kube::Error::Api(s)) if s.code == 422 && s.message.contains("at most 32 items")),
+        "{} scope expressions on the 0.2.0-era quota: want 422 from the new schema, got {over:?}",
+        MAX_SCOPE_EXPRESSIONS + 1
     );
     karmada_quota_e2e::controller::wait_synced(&karmada, &ns, "compute").await?;
 
@@ -987,46 +1032,4 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     drop(controller_new);
     drop(cp);
     Ok(())
-}
-
-/// The one answer allowed as 0.1.0's exit is the apiserver's broken call, as it read in a
-/// run (the EOF of a kept-alive connection, or a reset); any other 500 is not.
-#[test]
-fn only_a_call_broken_by_the_old_webhooks_exit_is_put_down_to_it() {
-    let attempt = |code, message: &str| Attempt {
-        at: Duration::from_secs(13),
-        answered: Duration::from_secs(13),
-        name: "load-00093".into(),
-        op: karmada_quota_e2e::load::Op::Create,
-        big: false,
-        verdict: Verdict::Refused {
-            code,
-            message: message.into(),
-        },
-    };
-    let url = "https://127.0.0.1:43715/validate/resourcebinding?timeout=3s";
-    let called =
-        "Internal error occurred: failed calling webhook \"resourcebindings.quota.karmada.io\"";
-    assert!(is_cut_by_old_exit(&attempt(
-        500,
-        &format!("{called}: Post \"{url}\": EOF")
-    )));
-    assert!(is_cut_by_old_exit(&attempt(
-        500,
-        &format!(
-            "{called}: Post \"{url}\": read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"
-        )
-    )));
-    assert!(!is_cut_by_old_exit(&attempt(
-        500,
-        &format!("{called}: Post \"{url}\": context deadline exceeded")
-    )));
-    assert!(!is_cut_by_old_exit(&attempt(
-        500,
-        "ResourceBinding x: internal error"
-    )));
-    assert!(!is_cut_by_old_exit(&attempt(
-        503,
-        &format!("{called}: Post \"{url}\": EOF")
-    )));
 }

@@ -13,6 +13,19 @@ use serde_json::{Value, json};
 /// `ca_pem` (a file): kube's client (hyper + rustls, ring), HTTP/1.1 with a connection
 /// pool, used as a plain HTTPS client.
 pub fn review_client(base: &str, ca_pem: &Path) -> Result<Client> {
+    Client::try_from(review_config(base, ca_pem)?).context("building the review client")
+}
+
+/// [`review_client`] presenting the client certificate `cert` with its key `key` (PEM
+/// files), as the apiserver does to a webhook that requires one.
+pub fn review_client_as(base: &str, ca_pem: &Path, cert: &Path, key: &Path) -> Result<Client> {
+    let mut config = review_config(base, ca_pem)?;
+    config.auth_info.client_certificate = Some(cert.display().to_string());
+    config.auth_info.client_key = Some(key.display().to_string());
+    Client::try_from(config).context("building a review client with a client certificate")
+}
+
+fn review_config(base: &str, ca_pem: &Path) -> Result<kube::Config> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let certs = CertificateDer::pem_file_iter(ca_pem)
@@ -24,7 +37,7 @@ pub fn review_client(base: &str, ca_pem: &Path) -> Result<Client> {
     config.root_cert = Some(certs);
     config.read_timeout = Some(Duration::from_secs(10));
     config.default_retry = false;
-    Client::try_from(config).context("building the review client")
+    Ok(config)
 }
 
 /// An AdmissionReview (admission.k8s.io/v1) of a ResourceBinding CREATE as the apiserver
