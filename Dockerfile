@@ -10,8 +10,8 @@
 #
 # By hand, from a context hack/image.sh staged (`hack/image.sh stage DIR`):
 #
-#   docker build -t karmada-quota:0.2.0 -f Dockerfile DIR
-#   buildah --storage-driver vfs bud --isolation chroot -t karmada-quota:0.2.0 -f Dockerfile DIR
+#   docker build -t karmada-quota:0.3.0 -f Dockerfile DIR
+#   buildah --storage-driver vfs bud --isolation chroot -t karmada-quota:0.3.0 -f Dockerfile DIR
 #
 # The chart deploys karmada-quota:<appVersion> (or image.digest) and runs
 # /usr/local/bin/<binary>; e2e/tests/chart.rs checks that the two agree, and
@@ -20,7 +20,7 @@
 FROM scratch
 LABEL org.opencontainers.image.title="karmada-quota" \
       org.opencontainers.image.description="Global quotas for Karmada: admission webhook and controller" \
-      org.opencontainers.image.version="0.2.0" \
+      org.opencontainers.image.version="0.3.0" \
       org.opencontainers.image.licenses="Apache-2.0"
 # passwd/group: uid and gid 65532 ("nonroot", as distroless names them). nsswitch.conf:
 # /etc/hosts before DNS (glibc's default without the file asks DNS first and stops on
