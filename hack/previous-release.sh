@@ -10,9 +10,8 @@
 #     testdata/charts/karmada-quota-<chart version>.tgz
 #     testdata/previous-release/karmada-quota-<version>-src.tar.gz
 #
-# The previous release, 0.1.0, is commit d14ad1f (the end of the second round of work:
-# before the KarmadaClusterQuotaShare CRD, spec.drainingReplicas, observedLimit,
-# unaccountedWorkloads, client authentication and the separate dashboard). helm comes
+# The previous release, 0.2.0, is commit 6a3b0bb (the status store's last release: its
+# default `reservationStore: status`, batches opt-in); 0.1.0 was d14ad1f. helm comes
 # from hack/tools.sh (or $KQ_TOOLS_BIN).
 set -euo pipefail
 cd "$(dirname "$0")/.."
