@@ -170,6 +170,15 @@ pub struct Config {
     /// picks, one run in four with two quotas or more, from a draw of its own (a seed
     /// without it runs as before).
     pub late_quota: Option<bool>,
+    /// With a late quota: clients use its namespace from its creation on, before every
+    /// replica holds it. A replica that does not hold it yet admits there uncharged (a
+    /// quota applies once seen, as a ResourceQuota does), and batches of the replicas that
+    /// hold it name a quota the others lack (R9's tombstones). Until every running replica
+    /// holds the quota, the invariant leaves out the bindings a replica without it
+    /// admitted (they stand for usage that predates the quota); from then on every
+    /// admission there counts. `None`: the seed picks, one late-quota run in two, from a
+    /// draw of its own (a seed without it runs as before).
+    pub early_use: Option<bool>,
 }
 
 impl Config {
@@ -189,6 +198,15 @@ impl Config {
             })
     }
 
+    /// Whether this run's clients use the late quota's namespace from its creation on:
+    /// [`Config::early_use`], or the seed's own draw; never without a late quota.
+    pub fn with_early_use(&self) -> bool {
+        self.with_late_quota()
+            && self.early_use.unwrap_or_else(|| {
+                crate::rng::Rng::new(self.seed ^ 0x4541_524c_5955_5345).chance(500)
+            })
+    }
+
     /// The defaults for `seed`.
     pub fn new(seed: u64) -> Self {
         Self {
@@ -203,6 +221,7 @@ impl Config {
             hand_deletes_newest: false,
             standby: None,
             late_quota: None,
+            early_use: None,
         }
     }
 }

@@ -60,6 +60,10 @@ struct Args {
     /// quotas or more); default: each seed picks, one run in four.
     #[arg(long, value_parser = ["on", "off"])]
     late_quota: Option<String>,
+    /// With a late quota, clients use its namespace from its creation on, before every
+    /// replica holds it (`on`, `off`); default: each seed picks, one late-quota run in two.
+    #[arg(long, value_parser = ["on", "off"])]
+    early_use: Option<String>,
     /// Print the whole trace of each run.
     #[arg(long)]
     trace: bool,
@@ -125,6 +129,9 @@ fn replay(outcome: &Outcome, faults_given: bool) -> String {
             " --late-quota off"
         });
     }
+    if c.early_use == Some(true) {
+        cmd.push_str(" --early-use on");
+    }
     cmd
 }
 
@@ -176,6 +183,7 @@ fn main() -> ExitCode {
             hand_deletes_newest: args.hand_deletes_newest,
             standby: args.standby.as_deref().map(|s| s == "on"),
             late_quota: args.late_quota.as_deref().map(|s| s == "on"),
+            early_use: args.early_use.as_deref().map(|s| s == "on"),
             ..Config::new(seed)
         };
         let outcome = run(&config);

@@ -100,6 +100,7 @@ async fn simulate(mut config: Config) -> Outcome {
     }
     clock::start(skews);
     config.late_quota = Some(config.with_late_quota());
+    config.early_use = Some(config.with_early_use());
     let mut truth = Truth::default();
     let mut quotas = Vec::new();
     let namespaces: Vec<String> = (0..config.quotas).map(|i| format!("ns-{i}")).collect();

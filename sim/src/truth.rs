@@ -11,7 +11,9 @@
 //! generations from the newest observed one on.
 //!
 //! The invariant, per quota: the charges of its namespace's admitted, not-yet-released
-//! bindings never exceed `hard`. After every admission it is checked against the highest
+//! bindings never exceed `hard` — leaving out a binding a replica admitted without
+//! holding the quota while not every replica held it yet (`Config::early_use`: usage
+//! that predates the quota, as far as that replica could know). After every admission it is checked against the highest
 //! `hard` the quota had since [`EDIT_GRACE_MS`] before the request was sent (a decision
 //! may read a copy that old); after every step, for a quota whose `hard` was never
 //! lowered, against the current `hard`.
@@ -43,6 +45,8 @@ struct BindingTruth {
     deleted: bool,
     /// The controller observed it gone after it was deleted.
     released: bool,
+    /// A replica admitted it without holding the quota, before every replica held it.
+    before_quota: bool,
 }
 
 impl BindingTruth {
@@ -129,14 +133,26 @@ impl Truth {
             .sum()
     }
 
+    /// What the invariant bounds: [`Truth::charged`] without the bindings admitted
+    /// before the quota.
+    fn enforced(&self, namespace: &str) -> i64 {
+        self.bindings
+            .values()
+            .filter(|b| b.namespace == namespace && !b.before_quota)
+            .map(BindingTruth::charged)
+            .sum()
+    }
+
     /// The webhook answered generation `generation` of binding `uid` allowed, charged
-    /// `charge`, for a request sent at `sent`. Checks the invariant; returns a violation.
+    /// `charge`, for a request sent at `sent`; `before_quota`: by a replica that did not
+    /// hold the quota yet, while not every replica did. Checks the invariant; returns a
+    /// violation.
     pub fn admitted(
         &mut self,
         (namespace, name, uid): (&str, &str, &str),
         generation: i64,
         charge: i64,
-        sent: u64,
+        (sent, before_quota): (u64, bool),
     ) -> Option<String> {
         let b = self
             .bindings
@@ -148,14 +164,16 @@ impl Truth {
                 observed: 0,
                 deleted: false,
                 released: false,
+                before_quota: false,
             });
+        b.before_quota |= before_quota;
         let before = b.charged();
         b.generations.push((generation, charge));
         if b.charged() > before {
             self.admissions += 1;
         }
         let (charged, bound) = (
-            self.charged(namespace),
+            self.enforced(namespace),
             self.hard_since(namespace, sent.saturating_sub(EDIT_GRACE_MS)),
         );
         (charged > bound).then(|| {
@@ -222,7 +240,7 @@ impl Truth {
             .filter(|(_, q)| !q.lowered)
             .filter_map(|(ns, q)| {
                 let hard = q.hard.last().map_or(0, |(_, h)| *h);
-                let charged = self.charged(ns);
+                let charged = self.enforced(ns);
                 (charged > hard).then(|| {
                     format!("OVER-COMMIT quota {ns}/compute: {charged} cpu charged of {hard}")
                 })
@@ -242,13 +260,13 @@ mod tests {
     fn a_charge_counts_until_its_release_is_observed() {
         let mut t = Truth::default();
         t.quota("a", 4);
-        assert_eq!(t.admitted(("a", "x", "u1"), 1, 3, 0), None);
-        assert!(t.admitted(("a", "y", "u2"), 1, 2, 0).is_some(), "5 of 4");
+        assert_eq!(t.admitted(("a", "x", "u1"), 1, 3, (0, false)), None);
+        assert!(t.admitted(("a", "y", "u2"), 1, 2, (0, false)).is_some(), "5 of 4");
         t.not_stored("u2", 1);
         assert_eq!(t.charged("a"), 3);
         // A scale-down counts the old charge until observed.
         t.observed("u1", Seen::At(1));
-        assert_eq!(t.admitted(("a", "x", "u1"), 2, 1, 0), None);
+        assert_eq!(t.admitted(("a", "x", "u1"), 2, 1, (0, false)), None);
         assert_eq!(t.charged("a"), 3);
         t.observed("u1", Seen::At(2));
         assert_eq!(t.charged("a"), 1);
@@ -267,12 +285,12 @@ mod tests {
         t.quota("a", 4);
         t.hard_changed("a", 2, 1000);
         assert_eq!(
-            t.admitted(("a", "x", "u1"), 1, 3, 1000),
+            t.admitted(("a", "x", "u1"), 1, 3, (1000, false)),
             None,
             "read before"
         );
         assert!(
-            t.admitted(("a", "y", "u2"), 1, 1, 1000 + EDIT_GRACE_MS + 1)
+            t.admitted(("a", "y", "u2"), 1, 1, (1000 + EDIT_GRACE_MS + 1, false))
                 .is_some()
         );
         assert_eq!(
@@ -280,5 +298,22 @@ mod tests {
             None,
             "a lowered quota is checked at admissions"
         );
+    }
+
+    #[test]
+    fn a_binding_admitted_before_the_quota_is_left_out_of_the_bound_but_not_of_the_usage() {
+        let mut t = Truth::default();
+        t.quota("a", 4);
+        // Admitted by a replica that did not hold the quota yet: usage, not an admission on it.
+        assert_eq!(t.admitted(("a", "x", "u1"), 1, 3, (0, true)), None);
+        assert_eq!(t.admitted(("a", "y", "u2"), 1, 4, (0, false)), None);
+        assert_eq!(t.charged("a"), 7, "liveness sees all the usage");
+        assert_eq!(t.check_all(), None);
+        assert!(t.admitted(("a", "z", "u3"), 1, 1, (0, false)).is_some(), "5 of 4 on it");
+        // Scaled up later by a replica that holds it: still usage from before the quota.
+        let mut t = Truth::default();
+        t.quota("a", 2);
+        assert_eq!(t.admitted(("a", "x", "u1"), 1, 3, (0, true)), None);
+        assert_eq!(t.admitted(("a", "x", "u1"), 2, 4, (0, false)), None);
     }
 }

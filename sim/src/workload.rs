@@ -84,9 +84,11 @@ pub struct Sim {
     next: AtomicU64,
     /// The namespaces, one quota `compute` each.
     pub namespaces: Vec<String>,
-    /// The namespaces whose quota is not in force yet (`Config::late_quota`): clients
-    /// leave them alone.
+    /// The namespaces clients leave alone: a late quota not created yet, or not in force
+    /// yet (`Config::late_quota`, `Config::early_use`).
     pending: Mutex<BTreeSet<String>>,
+    /// The namespaces whose quota not every running replica holds yet.
+    unheld: Mutex<BTreeSet<String>>,
 }
 
 impl Sim {
@@ -105,6 +107,7 @@ impl Sim {
             busy: Mutex::default(),
             next: AtomicU64::new(0),
             namespaces,
+            unheld: Mutex::new(pending.clone()),
             pending: Mutex::new(pending),
             world,
         });
@@ -132,12 +135,14 @@ impl Sim {
 
     /// The namespaces whose quota never came into force.
     pub fn never_in_force(&self) -> Vec<String> {
-        lock(&self.pending).iter().cloned().collect()
+        lock(&self.unheld).iter().cloned().collect()
     }
 
     /// The operator creates `quota` (of `hard` cpu) over `namespace` at `at_ms`; it is in
     /// force once every running replica's cache holds it: from then on the truth checks
-    /// `namespace` and clients use it.
+    /// `namespace` and clients use it. With `Config::early_use`, the truth checks it and
+    /// clients use it from its creation on, and a binding a replica admits without
+    /// holding it while it is not in force is left out of the bound (`Truth::admitted`).
     pub async fn create_late_quota(
         self: Arc<Self>,
         namespace: String,
@@ -150,6 +155,10 @@ impl Sim {
         self.world.trace(format!(
             "operator: created {namespace}/compute, hard = {hard} cpu"
         ));
+        if self.world.config.early_use == Some(true) {
+            lock(&self.world.truth).quota(&namespace, hard);
+            lock(&self.pending).remove(&namespace);
+        }
         loop {
             let held = lock(&self.replicas)
                 .iter()
@@ -159,8 +168,11 @@ impl Sim {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        lock(&self.world.truth).quota(&namespace, hard);
-        lock(&self.pending).remove(&namespace);
+        if self.world.config.early_use != Some(true) {
+            lock(&self.world.truth).quota(&namespace, hard);
+            lock(&self.pending).remove(&namespace);
+        }
+        lock(&self.unheld).remove(&namespace);
         self.world.trace(format!(
             "{namespace}/compute in force: every running replica holds it"
         ));
@@ -177,16 +189,21 @@ impl Sim {
         (id, lock(&self.replicas)[id].1.clone())
     }
 
-    /// Ask a replica to review `request`: its answer, or an error the client retries.
-    async fn review(&self, request: &BindingRequest) -> Result<Decision, String> {
+    /// Ask a replica to review `request`: its answer, or an error the client retries;
+    /// with whether the replica lacked the namespace's quota when asked while not every
+    /// replica held it (an admission before the quota, `Truth::admitted`).
+    async fn review(&self, request: &BindingRequest) -> (Result<Decision, String>, bool) {
         let (id, replica) = self.route();
         let Some(r) = replica else {
-            return Err(format!("replica r{id} is down"));
+            return (Err(format!("replica r{id} is down")), false);
         };
-        match r.review(request.clone()).await {
+        let before_quota = lock(&self.unheld).contains(&request.namespace)
+            && !r.holds_quota(&request.namespace);
+        let answer = match r.review(request.clone()).await {
             Some(answer) => answer,
             None => Err(format!("{} crashed during the review", r.name)),
-        }
+        };
+        (answer, before_quota)
     }
 
     /// One client request for `rb` (`old`: the stored one), stored once allowed.
@@ -207,13 +224,22 @@ impl Sim {
         };
         let cpu = rb.spec.replicas.into();
         let sent = clock::now_ms();
-        let answer = self.review(&request).await;
+        let (answer, before_quota) = self.review(&request).await;
         let what = format!("{ns}/{name} gen {generation} ({cpu} cpu, uid {uid})");
         match answer {
             Ok(Decision::Allow(_)) => {
-                self.world.trace(format!("client: {what} allowed"));
-                let violation =
-                    lock(&self.world.truth).admitted((&ns, &name, &uid), generation, cpu, sent);
+                let before = if before_quota {
+                    " by a replica without its quota"
+                } else {
+                    ""
+                };
+                self.world.trace(format!("client: {what} allowed{before}"));
+                let violation = lock(&self.world.truth).admitted(
+                    (&ns, &name, &uid),
+                    generation,
+                    cpu,
+                    (sent, before_quota),
+                );
                 if let Some(v) = violation {
                     self.world.trace(v);
                 }

@@ -14,6 +14,7 @@ fn as_found(seed: u64) -> Config {
     Config {
         standby: Some(false),
         late_quota: Some(false),
+        early_use: Some(false),
         ..Config::new(seed)
     }
 }
@@ -209,12 +210,17 @@ const HAND_SEEDS: u64 = 100;
 /// `--features revert-leader-fence` both over-commit.
 #[test]
 fn a_new_leader_writes_only_from_bindings_listed_after_it_took_the_lease() {
+    // As found: before clients used a late quota early (`Config::early_use`).
     let configs = [
-        Config::new(7),
+        Config {
+            early_use: Some(false),
+            ..Config::new(7)
+        },
         Config {
             replicas: 3,
             quotas: 3,
             steps: 120,
+            early_use: Some(false),
             ..Config::new(213)
         },
     ];
@@ -248,11 +254,13 @@ fn a_new_leader_writes_only_from_bindings_listed_after_it_took_the_lease() {
 fn a_quota_created_late_never_vanishes_from_a_replicas_view() {
     let found = Config {
         late_quota: Some(true),
+        early_use: Some(false),
         ..Config::new(255)
     };
     let faults = Faults::parse("delays,watch_errors,stale_lists,crashes").unwrap();
     let runs = std::iter::once(found).chain((0..130).map(|seed| Config {
         late_quota: Some(true),
+        early_use: Some(false),
         faults: Some(faults),
         ..Config::new(seed)
     }));
@@ -278,6 +286,34 @@ fn a_quota_created_late_never_vanishes_from_a_replicas_view() {
     );
 }
 
+/// A late quota used from its creation on (`Config::early_use`): while some replica does
+/// not hold it yet, that replica admits in its namespace uncharged, and the others' batches
+/// name a quota it lacks — its tombstones of them must not settle as folded (R9). 200
+/// seeds: none over-commits or fails its liveness, and many admit before every replica
+/// holds the quota. With `--features revert-5f5c1c5,revert-8ed74ef,revert-consistent-quota-lists`
+/// seed 113 over-commits where the last two reverts alone do not (bench/sim.md).
+#[test]
+fn a_quota_used_before_every_replica_holds_it_never_over_commits() {
+    let mut before_quota = 0;
+    for seed in 0..200 {
+        let outcome = passes(&Config {
+            late_quota: Some(true),
+            early_use: Some(true),
+            ..Config::new(seed)
+        });
+        before_quota += usize::from(
+            outcome
+                .trace
+                .iter()
+                .any(|l| l.contains("allowed by a replica without its quota")),
+        );
+    }
+    assert!(
+        before_quota >= 25,
+        "only {before_quota} of 200 seeds admit before every replica holds the late quota"
+    );
+}
+
 /// The long run's one failure on the code with R23 (2 replicas, seed 81643, a late quota
 /// and a standby): the old leader folded and deleted batch 4; a replica whose view lagged
 /// took 4 again, for the late quota, and crashed; the standby, its watches stalled, took
@@ -287,7 +323,10 @@ fn a_quota_created_late_never_vanishes_from_a_replicas_view() {
 /// R17); with `--features revert-sweep-uid` this seed fails its liveness again.
 #[test]
 fn a_sweep_behind_the_store_never_deletes_a_later_batch_of_a_freed_number() {
-    let outcome = passes(&Config::new(81643));
+    let outcome = passes(&Config {
+        early_use: Some(false),
+        ..Config::new(81643)
+    });
     assert_eq!(
         (outcome.config.late_quota, outcome.config.standby),
         (Some(true), Some(true)),
