@@ -36,6 +36,9 @@
 #   BENCH_THROTTLE         default | lifted | both (default both)
 #   BENCH_MODES            default "none project karmada-frq" (also: hop; none is required)
 #   BENCH_TIMEOUT          seconds one round may take before it counts as failed (default 600)
+#   BENCH_ARRIVALS         1 (default): the waiting line's mutating webhook is registered
+#                          too, as the chart does by default; 0: the validating ones alone
+#                          (as runs before 2026-11-29 measured)
 #   BENCH_DIR              work directory (default target/bench-karmada)
 #   BIN_DIR                the project's binaries to run (default: release build, made here)
 #   BENCH_RECORD_REVIEWS   a file: the webhook is registered through bench/review-recorder.py,
@@ -60,6 +63,7 @@ ROUNDS=${BENCH_ROUNDS:-3}
 THROTTLE=${BENCH_THROTTLE:-both}
 read -r -a MODES <<<"${BENCH_MODES:-none project karmada-frq}"
 TIMEOUT=${BENCH_TIMEOUT:-600}
+ARRIVALS=${BENCH_ARRIVALS:-1}
 WORK=${BENCH_DIR:-$root/target/bench-karmada}
 # The reservation batches live in kq-bench-batches; the store is named for builds from
 # before the one store (BIN_DIR), whose default was the status store.
@@ -195,13 +199,22 @@ stop_controller() {
     wait "$CONTROLLER_PID" 2>/dev/null || true
     CONTROLLER_PID=
 }
+# The webhooks the chart registers: the validating ones and, with the waiting line on (the
+# chart's default, webhook.queueing.enabled), the mutating one of arrivals.
 register_webhook() {
-    sed -e "s#\${WEBHOOK_URL}#https://127.0.0.1:$HOOK_PORT#" -e "s#\${CA_BUNDLE}#$(base64 -w0 <"$TLS/ca.pem")#" \
-        -e 's/^  name: karmada-quota$/  name: kq-bench/' webhook/manifests/validatingwebhookconfiguration.yaml \
-        >"$WORK/vwc.yaml"
-    k 0 apply -f "$WORK/vwc.yaml" >/dev/null
+    local manifests=(webhook/manifests/validatingwebhookconfiguration.yaml) m i=0
+    [[ $ARRIVALS == 1 ]] && manifests+=(webhook/manifests/mutatingwebhookconfiguration.yaml)
+    for m in "${manifests[@]}"; do
+        sed -e "s#\${WEBHOOK_URL}#https://127.0.0.1:$HOOK_PORT#" -e "s#\${CA_BUNDLE}#$(base64 -w0 <"$TLS/ca.pem")#" \
+            -e 's/^  name: karmada-quota$/  name: kq-bench/' "$m" >"$WORK/webhooks-$i.yaml"
+        k 0 apply -f "$WORK/webhooks-$i.yaml" >/dev/null
+        i=$((i + 1))
+    done
 }
-unregister_webhook() { k 0 delete validatingwebhookconfiguration kq-bench --ignore-not-found >/dev/null; }
+unregister_webhook() {
+    k 0 delete validatingwebhookconfiguration kq-bench --ignore-not-found >/dev/null
+    k 0 delete mutatingwebhookconfiguration kq-bench --ignore-not-found >/dev/null
+}
 
 # The workload of one round: namespace, policy (Divided by static weight 1:1 over both
 # members), the mode's quota, N Deployments of 1 replica × 100m.

@@ -47,7 +47,7 @@ fn invalid<T: Resource, E: ToString>(
 
 /// The object of a CREATE or UPDATE of the main resource whose spec changed, or the answer
 /// that ends its review here: `NotChecked` (CONNECT, subresources — `status` included:
-/// every reservation is a status write, guarded by RBAC alone), 403 (a change only quota
+/// written by the controller, guarded by RBAC alone), 403 (a change only quota
 /// administrators may make, by someone else: [`crate::tenancy`]), an allowed DELETE (by an
 /// administrator; its `oldObject` is not needed), 400 (no object; `key` names it),
 /// `Unchanged` (edits of annotations or finalizers of an existing quota are not
