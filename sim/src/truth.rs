@@ -261,7 +261,10 @@ mod tests {
         let mut t = Truth::default();
         t.quota("a", 4);
         assert_eq!(t.admitted(("a", "x", "u1"), 1, 3, (0, false)), None);
-        assert!(t.admitted(("a", "y", "u2"), 1, 2, (0, false)).is_some(), "5 of 4");
+        assert!(
+            t.admitted(("a", "y", "u2"), 1, 2, (0, false)).is_some(),
+            "5 of 4"
+        );
         t.not_stored("u2", 1);
         assert_eq!(t.charged("a"), 3);
         // A scale-down counts the old charge until observed.
@@ -309,7 +312,10 @@ mod tests {
         assert_eq!(t.admitted(("a", "y", "u2"), 1, 4, (0, false)), None);
         assert_eq!(t.charged("a"), 7, "liveness sees all the usage");
         assert_eq!(t.check_all(), None);
-        assert!(t.admitted(("a", "z", "u3"), 1, 1, (0, false)).is_some(), "5 of 4 on it");
+        assert!(
+            t.admitted(("a", "z", "u3"), 1, 1, (0, false)).is_some(),
+            "5 of 4 on it"
+        );
         // Scaled up later by a replica that holds it: still usage from before the quota.
         let mut t = Truth::default();
         t.quota("a", 2);

@@ -197,8 +197,8 @@ impl Sim {
         let Some(r) = replica else {
             return (Err(format!("replica r{id} is down")), false);
         };
-        let before_quota = lock(&self.unheld).contains(&request.namespace)
-            && !r.holds_quota(&request.namespace);
+        let before_quota =
+            lock(&self.unheld).contains(&request.namespace) && !r.holds_quota(&request.namespace);
         let answer = match r.review(request.clone()).await {
             Some(answer) => answer,
             None => Err(format!("{} crashed during the review", r.name)),
