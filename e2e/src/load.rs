@@ -347,16 +347,24 @@ pub struct Samples {
 }
 
 /// Whether a failed read is the apiserver not answering (away, busy: a transport error,
-/// 429, 5xx) rather than an answer the sampler could not use.
+/// 429, 5xx; or starting: the plain `404 page not found` of a custom resource whose route
+/// a restarted apiserver has not installed yet, not a Status) rather than an answer the
+/// sampler could not use.
 fn unanswered(e: &anyhow::Error) -> bool {
     e.chain()
         .find_map(|c| c.downcast_ref::<kube::Error>())
         .is_some_and(|k| match k {
-            kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+            kube::Error::Api(s) => {
+                s.code == 429 || s.code >= 500 || (s.code == 404 && s.message == NO_ROUTE_YET)
+            }
             kube::Error::SerdeError(_) => false,
             _ => true,
         })
 }
+
+/// The body (not a Status) a starting apiserver answers for a resource it has no route
+/// for yet: a CRD's, until its apiextensions controller installed it after a restart.
+const NO_ROUTE_YET: &str = "404 page not found";
 
 /// The invariants, sampled until stopped.
 pub struct Sampler {
@@ -441,5 +449,32 @@ impl Sampler {
         self.task
             .await
             .map_err(|e| anyhow!("the sampler task: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, message: &str) -> anyhow::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": code, "message": message,
+        }))
+        .unwrap();
+        anyhow::Error::new(kube::Error::Api(Box::new(status))).context("listing the bindings")
+    }
+
+    /// Read in a fault run: two samples as a restarted apiserver came back, before it
+    /// served the ResourceBinding CRD's route.
+    #[test]
+    fn a_starting_apiserver_is_unanswered_and_a_refusal_is_not() {
+        assert!(unanswered(&api(404, "404 page not found")));
+        assert!(unanswered(&api(503, "the server is currently unable to handle the request")));
+        assert!(unanswered(&api(429, "too many requests")));
+        assert!(!unanswered(&api(
+            404,
+            "resourcebindings.work.karmada.io \"x\" not found"
+        )));
+        assert!(!unanswered(&api(403, "forbidden")));
     }
 }
