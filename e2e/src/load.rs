@@ -469,7 +469,10 @@ mod tests {
     #[test]
     fn a_starting_apiserver_is_unanswered_and_a_refusal_is_not() {
         assert!(unanswered(&api(404, "404 page not found")));
-        assert!(unanswered(&api(503, "the server is currently unable to handle the request")));
+        assert!(unanswered(&api(
+            503,
+            "the server is currently unable to handle the request"
+        )));
         assert!(unanswered(&api(429, "too many requests")));
         assert!(!unanswered(&api(
             404,
