@@ -10,6 +10,9 @@
 #   hop          (opt-in: BENCH_MODES) the project's webhook and controller running as in
 #                project, but no quota in the namespace: what the admission hop and the
 #                controller's watches cost alone, so project − hop is what the quota costs
+#   project-validating  (opt-in: BENCH_MODES) project with the validating webhooks alone,
+#                the waiting line's mutating webhook not registered: project − this is
+#                what the arrivals review costs
 #   karmada-frq  Karmada's own FederatedResourceQuota (spec.overall) that fits, with its
 #                FederatedQuotaEnforcement gate on (the gate is on for every mode: it costs
 #                nothing where no FederatedResourceQuota exists)
@@ -87,7 +90,7 @@ esac
 case $THROTTLE in default | lifted) throttles=("$THROTTLE") ;; both) throttles=(default lifted) ;;
 *) die "BENCH_THROTTLE must be default, lifted or both, not '$THROTTLE'" ;; esac
 for m in "${MODES[@]}"; do
-    case $m in none | project | hop | karmada-frq) ;; *) die "unknown mode '$m' in BENCH_MODES" ;; esac
+    case $m in none | project | project-validating | hop | karmada-frq) ;; *) die "unknown mode '$m' in BENCH_MODES" ;; esac
 done
 [[ " ${MODES[*]} " == *" none "* ]] || die "BENCH_MODES must hold none: every ratio is to none"
 [[ $N =~ ^[0-9]+$ && $N -ge 1 && $N -le 5000 ]] || die "BENCH_N must be 1..5000, not '$N'"
@@ -201,9 +204,11 @@ stop_controller() {
 }
 # The webhooks the chart registers: the validating ones and, with the waiting line on (the
 # chart's default, webhook.queueing.enabled), the mutating one of arrivals.
-register_webhook() {
+# The project's processes run in these modes.
+runs_project() { [[ $1 == project || $1 == hop || $1 == project-validating ]]; }
+register_webhook() { # arrivals: 1 registers the mutating webhook too
     local manifests=(webhook/manifests/validatingwebhookconfiguration.yaml) m i=0
-    [[ $ARRIVALS == 1 ]] && manifests+=(webhook/manifests/mutatingwebhookconfiguration.yaml)
+    [[ $1 == 1 ]] && manifests+=(webhook/manifests/mutatingwebhookconfiguration.yaml)
     for m in "${manifests[@]}"; do
         sed -e "s#\${WEBHOOK_URL}#https://127.0.0.1:$HOOK_PORT#" -e "s#\${CA_BUNDLE}#$(base64 -w0 <"$TLS/ca.pem")#" \
             -e 's/^  name: karmada-quota$/  name: kq-bench/' "$m" >"$WORK/webhooks-$i.yaml"
@@ -240,7 +245,7 @@ spec:
 EOF
     k 0 apply -f "$f" >/dev/null
     case $mode in
-    project)
+    project | project-validating)
         k 0 apply -f - >/dev/null <<EOF
 apiVersion: quota.karmada.io/v1alpha1
 kind: KarmadaQuota
@@ -317,9 +322,9 @@ cleanup_round() { # ns
 run_round() { # throttle round mode
     local throttle=$1 round=$2 mode=$3 ns="bk-${1}-r$2-$3"
     log "[$throttle round $round] $mode: $N Deployments in $ns"
-    if [[ $mode == project || $mode == hop ]]; then
+    if runs_project "$mode"; then
         start_controller "$throttle"
-        register_webhook
+        if [[ $mode == project-validating ]]; then register_webhook 0; else register_webhook "$ARRIVALS"; fi
     else
         unregister_webhook
     fi
@@ -349,7 +354,7 @@ run_round() { # throttle round mode
     after=$(cpu_ticks "$api_pid")
     scrape_all "$WORK/scrape/$ns-after"
     local m='{}'
-    if [[ $mode == project || $mode == hop ]]; then
+    if runs_project "$mode"; then
         m=$("$BIN/kq-bench" metrics-delta --before "$WORK/scrape/$ns-before/webhook.prom" \
             --after "$WORK/scrape/$ns-after/webhook.prom" --counter reviews=kq_webhook_decisions_total \
             --counter batches=kq_webhook_reservation_batch_creates_total \
@@ -376,7 +381,7 @@ run_round() { # throttle round mode
     cleanup_round "$ns"
     d1=$(date +%s.%N)
     c1=$(cpu_ticks "$api_pid")
-    if [[ $mode == project || $mode == hop ]]; then
+    if runs_project "$mode"; then
         scrape_all "$WORK/scrape/$ns-deleted"
         calls=$("$BIN/kq-bench" metrics-delta --before "$WORK/scrape/$ns-after/apiserver.prom" \
             --after "$WORK/scrape/$ns-deleted/apiserver.prom" \
@@ -388,7 +393,7 @@ run_round() { # throttle round mode
         --argjson calls "$calls" '. + {deletion: {seconds: $secs, apiserver_cpu_s_per_binding: $cpu, calls: $calls}}' <<<"$line")
     echo "$line" >>"$RESULTS"
     log "    deleted in $(jq -r '"\(.deletion.seconds) s, apiserver \(.deletion.apiserver_cpu_s_per_binding * 1000 | floor) ms CPU/binding"' <<<"$line")"
-    if [[ $mode == project || $mode == hop ]]; then
+    if runs_project "$mode"; then
         unregister_webhook
         stop_controller
     fi
