@@ -126,19 +126,20 @@ impl Truth {
 
     /// The charges of `namespace`'s admitted, not released bindings.
     pub fn charged(&self, namespace: &str) -> i64 {
-        self.bindings
-            .values()
-            .filter(|b| b.namespace == namespace)
-            .map(BindingTruth::charged)
-            .sum()
+        self.sum(namespace, |_| true)
     }
 
     /// What the invariant bounds: [`Truth::charged`] without the bindings admitted
     /// before the quota.
     fn enforced(&self, namespace: &str) -> i64 {
+        self.sum(namespace, |b| !b.before_quota)
+    }
+
+    /// The charges of `namespace`'s bindings that `keep` keeps.
+    fn sum(&self, namespace: &str, keep: impl Fn(&BindingTruth) -> bool) -> i64 {
         self.bindings
             .values()
-            .filter(|b| b.namespace == namespace && !b.before_quota)
+            .filter(|b| b.namespace == namespace && keep(b))
             .map(BindingTruth::charged)
             .sum()
     }
