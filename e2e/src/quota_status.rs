@@ -38,6 +38,15 @@ pub async fn replace_quota_status(
     .await
 }
 
+/// Whether `status` holds the reservation-store fence (core's `fence`, docs/reservations.md
+/// R22).
+pub fn fenced(status: &KarmadaQuotaStatus) -> bool {
+    status
+        .reservations
+        .iter()
+        .any(karmada_quota_crds::convert::is_fence)
+}
+
 /// The entries of `status` that stand for admissions: every one but the reservation-store
 /// fence (core's `fence`, docs/reservations.md R22), which the controller of the batch
 /// store keeps in every quota.

@@ -59,6 +59,7 @@ use anyhow::{Context, Result, anyhow, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use karmada_quota_core::Quantity;
 use karmada_quota_crds::quota::MAX_SCOPE_EXPRESSIONS;
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
 use karmada_quota_e2e::chart::{Helm, chart_dir};
@@ -68,6 +69,7 @@ use karmada_quota_e2e::install::{
 };
 use karmada_quota_e2e::load::{Attempt, CPU, Load, LoadSpec, Sampler, Verdict, needed_cpu_milli};
 use karmada_quota_e2e::own_controlplane::OwnControlPlane;
+use karmada_quota_e2e::quota_status::fenced;
 use karmada_quota_e2e::service::Service;
 use karmada_quota_e2e::skip::{PREVIOUS_RELEASE, prerequisite};
 use karmada_quota_e2e::webhook::{
@@ -361,11 +363,7 @@ async fn old_webhook_refuses_once_fenced(
                 .get("compute")
                 .await
                 .ok()?;
-            q.status?
-                .reservations
-                .iter()
-                .any(karmada_quota_crds::convert::is_fence)
-                .then_some(())
+            fenced(&q.status?).then_some(())
         },
     )
     .await?;
@@ -379,6 +377,10 @@ async fn old_webhook_refuses_once_fenced(
         .request(CPU, "100m")
         .json(ns);
     let review = binding_review(&binding, "fence-probe-0000", true);
+    // The fence reserves core's largest quantity, 2⁶³−1 units, of every name; a usage
+    // that counts it reads as those digits, the last few moved by what else it adds.
+    let max = Quantity::MAX_UNITS.to_string();
+    let fence_digits = &max[..max.len() - 3];
     wait_for(
         "webhook-old-0 to refuse an increase of the fenced quota",
         OLD_SEES_FENCE,
@@ -389,18 +391,12 @@ async fn old_webhook_refuses_once_fenced(
             let message = r["status"]["message"].as_str().unwrap_or_default();
             // Refused for the fence, not for a quota the load filled: the usage it
             // reports holds the fence's saturated quantity.
-            (r["allowed"] == false
-                && r["status"]["code"] == 403
-                && message.contains(FENCE_QUANTITY))
-            .then(|| message.to_owned())
+            (r["allowed"] == false && r["status"]["code"] == 403 && message.contains(fence_digits))
+                .then(|| message.to_owned())
         },
     )
     .await
 }
-
-/// The largest Kubernetes quantity, which the fence reserves of every name of `hard`
-/// (core's `fence`): in any usage that counts the fence.
-const FENCE_QUANTITY: &str = "9223372036854775";
 
 /// How long the old webhook's quota watch may take to show the fence.
 const OLD_SEES_FENCE: Duration = Duration::from_secs(15);
@@ -984,10 +980,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         let s = c.status?;
         let used = s.quota.used.get(CPU)?;
         (karmada_quota_e2e::quota_status::pending(&s.quota).is_empty()
-            && karmada_quota_core::Quantity::parse(&used.0)
-                .ok()?
-                .milli_value()
-                == need)
+            && Quantity::parse(&used.0).ok()?.milli_value() == need)
             .then_some(())
     })
     .await?;
@@ -1001,15 +994,9 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
     let c = Api::<KarmadaClusterQuota>::all(karmada.clone())
         .get(&cluster_quota)
         .await?;
-    let fenced = |s: Option<&karmada_quota_crds::quota::KarmadaQuotaStatus>| {
-        s.is_some_and(|s| {
-            s.reservations
-                .iter()
-                .any(karmada_quota_crds::convert::is_fence)
-        })
-    };
     ensure!(
-        fenced(q.status.as_ref()) && fenced(c.status.as_ref().map(|s| &s.quota)),
+        q.status.as_ref().is_some_and(fenced)
+            && c.status.as_ref().is_some_and(|s| fenced(&s.quota)),
         "the new controller left a quota without the reservation-store fence: {ns}/compute {:?}, {cluster_quota} {:?}",
         q.status.map(|s| s.reservations),
         c.status.map(|s| s.quota.reservations)
