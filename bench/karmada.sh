@@ -42,6 +42,12 @@
 #   BENCH_ARRIVALS         1 (default): the waiting line's mutating webhook is registered
 #                          too, as the chart does by default; 0: the validating ones alone
 #                          (as runs before 2026-11-29 measured)
+#   BENCH_BATCH_NAMESPACE  where the reservation batches live (default karmada-system, where
+#                          the chart's apiserver part puts them in a Karmada install: a
+#                          namespace Karmada's resource detector leaves alone; any other makes
+#                          the detector read back every deleted batch, one GET each)
+#   BENCH_KARMADA_ARGS     extra karmada-controller-manager flags for every mode (e.g.
+#                          --skipped-propagating-apis=quota.karmada.io, docs/karmada.md)
 #   BENCH_DIR              work directory (default target/bench-karmada)
 #   BIN_DIR                the project's binaries to run (default: release build, made here)
 #   BENCH_RECORD_REVIEWS   a file: the webhook is registered through bench/review-recorder.py,
@@ -68,9 +74,10 @@ read -r -a MODES <<<"${BENCH_MODES:-none project karmada-frq}"
 TIMEOUT=${BENCH_TIMEOUT:-600}
 ARRIVALS=${BENCH_ARRIVALS:-1}
 WORK=${BENCH_DIR:-$root/target/bench-karmada}
-# The reservation batches live in kq-bench-batches; the store is named for builds from
-# before the one store (BIN_DIR), whose default was the status store.
-STORE_FLAGS=(--reservation-store batches --reservation-namespace kq-bench-batches)
+# The reservation batches live where the chart puts them (BENCH_BATCH_NAMESPACE); the store
+# is named for builds from before the one store (BIN_DIR), whose default was the status store.
+BATCH_NS=${BENCH_BATCH_NAMESPACE:-karmada-system}
+STORE_FLAGS=(--reservation-store batches --reservation-namespace "$BATCH_NS")
 BIN=${BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}
 RESULTS=$WORK/results.jsonl
 KDIR=$WORK/karmada
@@ -144,10 +151,10 @@ wait_200() { # url what
 start_karmada() { # throttle
     local extra=""
     [[ $1 == lifted ]] && extra="--kube-api-qps=1000 --kube-api-burst=2000"
-    log "Karmada $KARMADA_VERSION (gates $KARMADA_FEATURE_GATES, throttle $1) in $KDIR"
+    log "Karmada $KARMADA_VERSION (gates $KARMADA_FEATURE_GATES, throttle $1${BENCH_KARMADA_ARGS:+, $BENCH_KARMADA_ARGS}) in $KDIR"
     rm -rf "$KDIR"
     KARMADA_RUN_DIR=$KDIR KARMADA_SKIP_BUILD=1 \
-        KARMADA_CONTROLLER_MANAGER_ARGS=$extra KARMADA_SCHEDULER_ARGS=$extra \
+        KARMADA_CONTROLLER_MANAGER_ARGS="$extra ${BENCH_KARMADA_ARGS:-}" KARMADA_SCHEDULER_ARGS=$extra \
         setsid hack/e2e-karmada.sh --up-only >"$LOGS/karmada-up-$1.log" 2>&1 &
     KARMADA_PID=$!
     for _ in $(seq 1 600); do
@@ -403,7 +410,7 @@ run_round() { # throttle round mode
 make_certs
 for throttle in "${throttles[@]}"; do
     start_karmada "$throttle"
-    k 0 create namespace kq-bench-batches >/dev/null
+    k 0 get namespace "$BATCH_NS" >/dev/null 2>&1 || k 0 create namespace "$BATCH_NS" >/dev/null
     start_webhook "$throttle"
     for round in $(seq 1 "$ROUNDS"); do
         # Alternate the order round by round, so that no mode always runs first.
