@@ -20,13 +20,28 @@ use serde_json::{Value, json};
 const BASE: &str = "ci/karmada-host-auto-values.yaml";
 const DIR: &str = "/etc/karmada-quota/prometheus";
 
-/// Writes `values` to a file of this test run; its path.
-fn values_file(name: &str, values: &Value) -> Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("kq-chart-prometheus-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, serde_json::to_string_pretty(values)?)?;
-    Ok(path)
+/// The values files of one test, in a directory of its own that goes when the test ends.
+struct ValuesDir(std::path::PathBuf);
+
+impl ValuesDir {
+    fn new() -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!("kq-chart-prometheus-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self(dir))
+    }
+
+    /// Writes `values` to `<name>.yaml` in this directory; its path.
+    fn file(&self, name: &str, values: &Value) -> Result<std::path::PathBuf> {
+        let path = self.0.join(format!("{name}.yaml"));
+        std::fs::write(&path, serde_json::to_string_pretty(values)?)?;
+        Ok(path)
+    }
+}
+
+impl Drop for ValuesDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 async fn render(helm: &Helm, extra: &Path) -> Result<Vec<Value>> {
@@ -172,9 +187,10 @@ fn basic_auth_values() -> Value {
 #[ignore = "needs the chart tools of hack/tools.sh: make test runs it"]
 async fn prometheus_credentials_are_mounted_and_passed_to_the_dashboard_with_both_helms()
 -> Result<()> {
-    let token = values_file("token", &token_values(true))?;
-    let token_in_controller = values_file("token-controller", &token_values(false))?;
-    let basic = values_file("basic", &basic_auth_values())?;
+    let values = ValuesDir::new()?;
+    let token = values.file("token", &token_values(true))?;
+    let token_in_controller = values.file("token-controller", &token_values(false))?;
+    let basic = values.file("basic", &basic_auth_values())?;
     let token_files = [
         (
             "--prometheus-bearer-token-file",
@@ -303,8 +319,9 @@ async fn incomplete_or_conflicting_prometheus_credentials_are_refused() -> Resul
         ),
     ];
     let helm = Helm::new()?;
+    let values = ValuesDir::new()?;
     for (what, dashboard, message) in cases {
-        let f = values_file("refused", &json!({"dashboard": dashboard}))?;
+        let f = values.file("refused", &json!({"dashboard": dashboard}))?;
         match render(&helm, &f).await {
             Ok(_) => bail!("{what}: rendered; the chart must refuse it"),
             Err(e) => {
@@ -323,8 +340,9 @@ async fn incomplete_or_conflicting_prometheus_credentials_are_refused() -> Resul
 #[tokio::test]
 #[ignore = "needs the chart tools of hack/tools.sh and the binaries: make test runs it"]
 async fn every_prometheus_flag_the_chart_renders_is_a_flag_of_the_controller() -> Result<()> {
-    let f = values_file("flags", &token_values(true))?;
-    let basic = values_file("flags-basic", &basic_auth_values())?;
+    let values = ValuesDir::new()?;
+    let f = values.file("flags", &token_values(true))?;
+    let basic = values.file("flags-basic", &basic_auth_values())?;
     let helm = Helm::new()?;
     let mut names = std::collections::BTreeSet::new();
     for values in [&f, &basic] {
