@@ -41,6 +41,9 @@ bench_up() {
     "$REPO/e2e/controlplane/controlplane.sh" up "$CP" 1 >"$LOGS/controlplane-up.log" 2>&1 ||
         die "controlplane.sh up failed; see $LOGS/controlplane-up.log"
     export KUBECONFIG=$CP/kubeconfig-0
+    # Where the binaries keep their reservation batches unless a bench names another
+    # namespace (--reservation-namespace's default): without it every admission fails.
+    kubectl_ create namespace karmada-quota-system
 }
 
 bench_cleanup() {

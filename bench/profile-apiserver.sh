@@ -82,6 +82,10 @@ else
     log "warning: the creates finished before the profile did (raise COUNT): the profile includes idle time"
 fi
 wait "$load" || die "kq-load creates failed"
+# Every create fits (or no webhook is called): a refusal or an error means the profile is
+# of something else.
+jq -e --argjson n "$COUNT" '.ok == $n' "$OUT/creates-$MODE.json" >/dev/null ||
+    die "not every create was admitted: $(jq -c '{ok, refused, errors, samples: .samples[:2]}' "$OUT/creates-$MODE.json")"
 
 pprof() { "$GO" tool pprof "$@" "$APISERVER" "$OUT/apiserver-$MODE.pb.gz" 2>/dev/null; }
 # share REGEX [FRAME]: the share of all samples whose stack contains a frame matching
@@ -105,13 +109,14 @@ total=$(pprof -top -nodecount=1 | sed -n 's/.*of \([^ ]*\) total.*/\1/p' | head 
     printf '%-58s %s\n' "frame (regex)" share
     # "focus regex@frame regex (optional)@label"
     for f in \
-        'handlers.UpdateResource@@KarmadaQuota status PUT (every update here)' \
+        'handlers.UpdateResource@@KarmadaQuota status PUT (the controller'"'"'s writes)' \
         'handlers.UpdateResource@schemaSliceValidator@  of which: schema validation of lists (reservations)' \
         'handlers.UpdateResource@customresource.statusStrategy.ValidateUpdate@  of which: validation, all of it' \
         'handlers.UpdateResource@etcd3.decode@  of which: decoding the stored object' \
         'handlers.UpdateResource@UpdatedObject@  of which: decode request + field manager' \
-        'handlers.createHandler@@ResourceBinding create (POST)' \
+        'handlers.createHandler@@creates (POST: bindings and reservation batches)' \
         'handlers.createHandler@validatingDispatcher@  of which: the admission webhook call' \
+        'handlers.DeleteResource@@reservation batch deletes (the controller'"'"'s sweep)' \
         'handlers.GetResource@@GET (re-reads after a 409)' \
         'serveWatch|WatchServer@@watch fan-out (encoding events to watchers)' \
         'fieldmanager@@managedFields (field manager), all requests' \

@@ -44,6 +44,7 @@ pub trait BatchStore: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct KubeBatchStore {
     api: kube::Api<KarmadaQuotaReservation>,
+    namespace: String,
 }
 
 impl KubeBatchStore {
@@ -51,13 +52,23 @@ impl KubeBatchStore {
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
             api: kube::Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
         }
     }
 }
 
-fn create_error(e: kube::Error) -> StoreError {
+/// What a create's error means. A 404 on a create is never the batch: the namespace is
+/// missing (or the CRD is), which no retry mends, so the error says what to fix.
+fn create_error(e: kube::Error, namespace: &str) -> StoreError {
     match e {
         kube::Error::Api(s) if s.is_already_exists() || s.is_conflict() => StoreError::Conflict,
+        kube::Error::Api(s) if s.is_not_found() => StoreError::Api(format!(
+            "namespace {namespace} does not exist, or the KarmadaQuotaReservation CRD is not \
+             installed: create it, or point --reservation-namespace (env \
+             KQ_RESERVATION_NAMESPACE) of the webhook and the controller at an existing one \
+             (the apiserver said: {})",
+            s.message
+        )),
         other => other.into(),
     }
 }
@@ -71,7 +82,7 @@ impl BatchStore for KubeBatchStore {
             self.api
                 .create(&PostParams::default(), batch)
                 .await
-                .map_err(create_error)
+                .map_err(|e| create_error(e, &self.namespace))
         })
     }
 
@@ -258,6 +269,41 @@ impl BatchStore for FakeBatchStore {
 mod tests {
     use super::*;
     use karmada_quota_crds::reservation_batch::{batch_name, batch_object};
+
+    fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn a_create_answered_404_names_the_missing_namespace_and_the_flag() {
+        let e = create_error(
+            api_error(
+                404,
+                "NotFound",
+                "namespaces \"karmada-quota-system\" not found",
+            ),
+            "karmada-quota-system",
+        );
+        let StoreError::Api(message) = e else {
+            panic!("a missing namespace is not the batch's absence: {e:?}");
+        };
+        for part in [
+            "namespace karmada-quota-system does not exist",
+            "--reservation-namespace",
+            "KQ_RESERVATION_NAMESPACE",
+            "namespaces \"karmada-quota-system\" not found",
+        ] {
+            assert!(message.contains(part), "{part:?} missing from {message:?}");
+        }
+        assert!(matches!(
+            create_error(api_error(409, "AlreadyExists", "taken"), "ns"),
+            StoreError::Conflict
+        ));
+    }
 
     #[tokio::test]
     async fn a_delete_by_uid_takes_only_that_batch() {
