@@ -143,6 +143,9 @@ async fn a_duplicate_create_leaves_no_reservation_behind() -> Result<()> {
     let web = Rb::deployment("web-deployment", 1)
         .request("cpu", "1")
         .json(ns);
+    // The controller's status (with the fence) is in the apiserver; the webhook decides
+    // once its own watch has it.
+    wait_until_status_seen(c, &web).await?;
     expect_admitted(create(c, &web).await?)?;
     settled(1, Duration::from_secs(30)).await?;
 
