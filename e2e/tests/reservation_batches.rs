@@ -14,7 +14,9 @@ use karmada_quota_e2e::controller::{
     Controller, reservation, reservation_of, used_is, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::quota_status::pending;
-use karmada_quota_e2e::webhook::{Rb, create, expect_admitted, quota, update};
+use karmada_quota_e2e::webhook::{
+    Rb, create, expect_admitted, quota, update, wait_until_status_seen,
+};
 use karmada_quota_e2e::{Env, TestNs, accepts, wait_for};
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
@@ -262,6 +264,8 @@ async fn webhook_and_controller_with_batches_admit_exactly_the_limit_across_fold
             .clusters(&[("member1", 1)])
             .json(t)
     };
+    // The webhook decides once its own watch holds the controller's status (the fence).
+    wait_until_status_seen(&client, &one(0)).await?;
     let wave = |from: usize| {
         let client = client.clone();
         async move {
@@ -489,6 +493,7 @@ async fn a_webhook_whose_batch_watch_missed_batches_reads_the_quotas_again_befor
             .clusters(&[("member1", 1)])
             .json(t)
     };
+    wait_until_status_seen(&client, &binding("a")).await?;
 
     step("[Create] a: 1 of 2 cpu, through the webhook (batch 1)");
     expect_admitted(create(&client, &binding("a")).await?)?;

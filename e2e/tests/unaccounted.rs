@@ -20,7 +20,9 @@ use karmada_quota_e2e::controller::{
     Controller, ensure_namespace, member_apis, milli, wait_quota, wait_synced,
 };
 use karmada_quota_e2e::setup::{WebhookSetup, step};
-use karmada_quota_e2e::webhook::{Rb, create, expect_admitted, quota, update};
+use karmada_quota_e2e::webhook::{
+    Rb, create, expect_admitted, quota, update, wait_until_status_seen,
+};
 use karmada_quota_e2e::{accepts, apply_json};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -96,6 +98,12 @@ async fn run(s: &WebhookSetup, ns: &str, members: &[kube::Client]) -> Result<()>
     )
     .await?;
     wait_synced(client, ns, "q").await?;
+    // The webhook decides once its own watch holds the controller's status (the fence).
+    let probe = Rb::deployment("web", 2)
+        .request("cpu", "500m")
+        .clusters(&[("member1", 2)])
+        .json(ns);
+    wait_until_status_seen(client, &probe).await?;
 
     step("[Create] a DaemonSet's binding (no replicas): refused, nothing counts its pods");
     let ds = Rb::template("gpu-agent", "apps/v1", "DaemonSet")
