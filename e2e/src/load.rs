@@ -457,11 +457,8 @@ mod tests {
     use super::*;
 
     fn api(code: u16, message: &str) -> anyhow::Error {
-        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
-            "status": "Failure", "code": code, "message": message,
-        }))
-        .unwrap();
-        anyhow::Error::new(kube::Error::Api(Box::new(status))).context("listing the bindings")
+        let status = kube::core::Status::failure(message, "").with_code(code);
+        anyhow::Error::new(kube::Error::Api(status.boxed())).context("listing the bindings")
     }
 
     /// Read in a fault run: two samples as a restarted apiserver came back, before it

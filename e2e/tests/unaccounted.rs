@@ -98,12 +98,13 @@ async fn run(s: &WebhookSetup, ns: &str, members: &[kube::Client]) -> Result<()>
     )
     .await?;
     wait_synced(client, ns, "q").await?;
+    let web = |n: i32| {
+        Rb::deployment("web", n)
+            .request("cpu", "500m")
+            .clusters(&[("member1", n)])
+    };
     // The webhook decides once its own watch holds the controller's status (the fence).
-    let probe = Rb::deployment("web", 2)
-        .request("cpu", "500m")
-        .clusters(&[("member1", 2)])
-        .json(ns);
-    wait_until_status_seen(client, &probe).await?;
+    wait_until_status_seen(client, &web(2).json(ns)).await?;
 
     step("[Create] a DaemonSet's binding (no replicas): refused, nothing counts its pods");
     let ds = Rb::template("gpu-agent", "apps/v1", "DaemonSet")
@@ -159,11 +160,6 @@ async fn run(s: &WebhookSetup, ns: &str, members: &[kube::Client]) -> Result<()>
     .await?;
 
     step("[Create] Deployment web 2 × 500m: admitted");
-    let web = |n: i32| {
-        Rb::deployment("web", n)
-            .request("cpu", "500m")
-            .clusters(&[("member1", n)])
-    };
     expect_admitted(create(client, &web(2).json(ns)).await?)?;
 
     step("[Create] 2 × 2 cpu of pods made directly in member2: observed cpu 4200m > 4");

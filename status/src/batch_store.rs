@@ -44,7 +44,6 @@ pub trait BatchStore: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct KubeBatchStore {
     api: kube::Api<KarmadaQuotaReservation>,
-    namespace: String,
 }
 
 impl KubeBatchStore {
@@ -52,7 +51,6 @@ impl KubeBatchStore {
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
             api: kube::Api::namespaced(client, namespace),
-            namespace: namespace.to_owned(),
         }
     }
 }
@@ -82,7 +80,7 @@ impl BatchStore for KubeBatchStore {
             self.api
                 .create(&PostParams::default(), batch)
                 .await
-                .map_err(|e| create_error(e, &self.namespace))
+                .map_err(|e| create_error(e, self.api.namespace().unwrap_or_default()))
         })
     }
 
