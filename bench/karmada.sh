@@ -54,6 +54,12 @@
 #                          which appends every AdmissionReview sent to it and the answer (a
 #                          record of what the apiserver sends, for the matchConditions replay;
 #                          the recorder's own hop is in the times of such a run)
+#   BENCH_PPROF_SECONDS    take a CPU profile of the measured apiserver for this many seconds
+#                          from the start of each round's creates (its /debug/pprof/profile,
+#                          read by `kubectl get --raw`; the apiservers then start with
+#                          --profiling=true), saved as $BENCH_DIR/pprof/<ns>.pb.gz (read
+#                          with `go tool pprof`; the profile's own cost is in the round's
+#                          CPU, the same in every mode)
 #
 # Results: one JSON line per round in $BENCH_DIR/results.jsonl and a Markdown table on
 # stdout (paste it into bench/RESULTS.md with the machine and the command). Everything
@@ -73,6 +79,11 @@ THROTTLE=${BENCH_THROTTLE:-both}
 read -r -a MODES <<<"${BENCH_MODES:-none project karmada-frq}"
 TIMEOUT=${BENCH_TIMEOUT:-600}
 ARRIVALS=${BENCH_ARRIVALS:-1}
+PPROF_SECONDS=${BENCH_PPROF_SECONDS:-}
+if [[ -n $PPROF_SECONDS ]]; then
+    # e2e/controlplane starts the apiservers with --profiling=false; the last flag wins.
+    export APISERVER_EXTRA_ARGS="${APISERVER_EXTRA_ARGS:-} --profiling=true"
+fi
 WORK=${BENCH_DIR:-$root/target/bench-karmada}
 # The reservation batches live where the chart puts them (BENCH_BATCH_NAMESPACE); the store
 # is named for builds from before the one store (BIN_DIR), whose default was the status store.
@@ -342,6 +353,12 @@ run_round() { # throttle round mode
     scrape_all "$WORK/scrape/$ns-before"
     before=$(cpu_ticks "$api_pid")
     t0=$(date +%s.%N)
+    local pprof_pid=
+    if [[ -n $PPROF_SECONDS ]]; then
+        mkdir -p "$WORK/pprof"
+        k 0 get --raw "/debug/pprof/profile?seconds=$PPROF_SECONDS" >"$WORK/pprof/$ns.pb.gz" 2>/dev/null &
+        pprof_pid=$!
+    fi
     k 0 create -f "$WORK/$ns-deployments.yaml" >/dev/null
     local ok=0
     while true; do
@@ -359,6 +376,9 @@ run_round() { # throttle round mode
     done
     t1=$(date +%s.%N)
     after=$(cpu_ticks "$api_pid")
+    if [[ -n $pprof_pid ]] && ! wait "$pprof_pid"; then
+        log "    no CPU profile of the apiserver (/debug/pprof/profile failed)"
+    fi
     scrape_all "$WORK/scrape/$ns-after"
     local m='{}'
     if runs_project "$mode"; then

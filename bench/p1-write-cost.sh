@@ -18,6 +18,9 @@
 #                 entries created under the next number of the worker's sequence, and
 #                 the previous batch deleted: a reservation store outside the quota's
 #                 status, whose write carries only its own admissions (batches)     b(k)
+#   slot:k        the worker's one object of the batch kind rewritten in place with k
+#                 new entries (PUT with its resourceVersion): what a fixed ring of
+#                 ledger objects would write per admission instead                  s(k)
 #
 # and charges each cell the apiserver's and etcd's CPU time (/proc/<pid>/stat) per
 # operation, less their idle rate measured in the second before the cell. A create cell
@@ -28,7 +31,8 @@
 #
 # Usage: bench/p1-write-cost.sh [ROUNDS (default 3)]
 # Environment: OPS (300), CONCURRENCY (4), ENTRIES ("0,1,10,100,500"), BATCH (14: the k
-# of the one-namespace bound), BATCHES ("1,14,32": the k of the batch cells; "" for none), BIN_DIR (target/release), BENCH_DIR (target/bench).
+# of the one-namespace bound), BATCHES ("1,14,32": the k of the batch cells; "" for none),
+# SLOTS ("": the k of the slot cells, e.g. "1"), BIN_DIR (target/release), BENCH_DIR (target/bench).
 # Needs: cargo build --release -p karmada-quota-bench; controlplane.sh install.
 # Output: a table per round on stdout; raw JSON in $BENCH_DIR/write-cost.json.
 # RENDER_ONLY=1 prints the tables again from that JSON (no control plane, no run).
@@ -42,6 +46,7 @@ CONCURRENCY=${CONCURRENCY:-4}
 ENTRIES=${ENTRIES:-0,1,10,100,500}
 BATCH=${BATCH:-14}
 BATCHES=${BATCHES-1,14,32}
+SLOTS=${SLOTS-}
 OUT=$WORK/write-cost.json
 
 [[ -n ${RENDER_ONLY:-} || -x $KQ_BENCH ]] || die "$KQ_BENCH missing: cargo build --release -p karmada-quota-bench"
@@ -55,7 +60,7 @@ if [[ -z ${RENDER_ONLY:-} ]]; then
     [[ $(cat "/proc/$api/comm" 2>/dev/null) == kube-apiserver* ]] || die "pid $api is not the apiserver"
     log "write-cost: $ROUNDS rounds, $OPS ops per cell, $CONCURRENCY workers, N in $ENTRIES (apiserver pid $api, etcd $etcd)"
     "$KQ_BENCH" write-cost --kubeconfig "$KUBECONFIG" --apiserver-pid "$api" --etcd-pid "$etcd" \
-        --rounds "$ROUNDS" --ops "$OPS" --concurrency "$CONCURRENCY" --entries "$ENTRIES" --batch-sizes "$BATCHES" >"$OUT"
+        --rounds "$ROUNDS" --ops "$OPS" --concurrency "$CONCURRENCY" --entries "$ENTRIES" --batch-sizes "$BATCHES" --slot-sizes "$SLOTS" >"$OUT"
 fi
 
 # From the cells: each cell's CPU per op net of its round's median idle rate (one idle
@@ -89,6 +94,7 @@ jq -r --argjson k "$BATCH" '
       | ((net("create#\($g)") + (net("create#\($g + 1)") // net("create#\($g)"))) / 2) as $cb
       | {round: $round, idle: $ia, creates: $creates, c: ($creates | med),
          batches: [$cells[] | select(.kind == "batch") | {k: .n, c: $cb, b: .net, kb: (.body_bytes / 1024), p50: .p50_ms}],
+         slots: [$cells[] | select(.kind == "slot") | {k: .n, c: $cb, s: .net, kb: (.body_bytes / 1024), p50: .p50_ms}],
          by_n: [$puts | to_entries[] | .key as $g | .value as $w
            | ((net("create#\($g)") + (net("create#\($g + 1)") // net("create#\($g)"))) / 2) as $c
            | {n: $w.n, kb: ($w.body_bytes / 1024), c: $c, w: $w.net, u: net("put-free:\($w.n)"),
@@ -107,6 +113,13 @@ jq -r --argjson k "$BATCH" '
     "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ($rounds[] | .round as $r | .batches[]
      | "| \($r) | \(.k) | \(.kb | f) | \(.c | f) | \(.b | f) | \(.b / .k | f) | \(.b / .k / .c | f) | \(b(.c; .b; .k) | f) | \(.p50 | f) |"),
+    "",
+    "ledger slots: s(k) = one in-place PUT of k entries; b(k) the batch cell of the same k in the round (– when none)",
+    "| round | k | body KB | c (around) | s(k) | s/c | b(k) | b/c | b − s | b p50 | s p50 ms |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ($rounds[] | .round as $r | .batches as $bs | .slots[]
+     | .k as $k | (first($bs[] | select(.k == $k)) // null) as $b
+     | "| \($r) | \(.k) | \(.kb | f) | \(.c | f) | \(.s | f) | \(.s / .c | f) | \($b.b | f) | \(if $b then $b.b / .c else null end | f) | \(if $b then $b.b - .s else null end | f) | \($b.p50 | f) | \(.p50 | f) |"),
     "",
     "errors: \([$all.cells[].errors] | add)",
     "",

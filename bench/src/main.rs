@@ -159,6 +159,12 @@ enum Command {
             default_value = "1,14,32"
         )]
         batch_sizes: Vec<usize>,
+        /// Entries per ledger slot of the `slot:k` cells, comma-separated: one object per
+        /// worker rewritten in place (PUT with its resourceVersion), the write a fixed ring
+        /// of ledger objects would make per admission instead of a batch's create and
+        /// delete (empty: no slot cells).
+        #[arg(long, env = "KQ_SLOT_SIZES", value_delimiter = ',', default_value = "")]
+        slot_sizes: Vec<usize>,
     },
     /// Counters and histograms between two scrapes of a /metrics endpoint.
     MetricsDelta {
@@ -246,6 +252,7 @@ async fn main() -> Result<()> {
             binding_watchers,
             idle_seconds,
             batch_sizes,
+            slot_sizes,
         } => {
             write_cost::run(&write_cost::Config {
                 kubeconfig,
@@ -260,6 +267,7 @@ async fn main() -> Result<()> {
                 binding_watchers,
                 idle: Duration::from_secs(idle_seconds.max(1)),
                 batch_sizes,
+                slot_sizes,
             })
             .await?
         }

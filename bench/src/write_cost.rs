@@ -16,6 +16,10 @@
 //!                created (its name the next number of the worker's sequence, so a
 //!                second writer of the same number gets 409: the compare-and-swap), and
 //!                the previous batch deleted (as a controller would once it folded it)  b(k)
+//!  slot:k        a ledger *slot*: the worker's one schema-less object of the batch kind
+//!                rewritten in place with k new entries (PUT with its resourceVersion,
+//!                so a second writer gets 409): what a fixed ring of ledger objects
+//!                would write per admission instead of a batch's create and delete      s(k)
 //! ```
 //!
 //! `batch:k` prototypes a reservation store outside the quota's status (the batches): a
@@ -92,6 +96,8 @@ pub struct Config {
     pub idle: Duration,
     /// Entries per reservation batch of the `batch:k` cells (empty: none).
     pub batch_sizes: Vec<usize>,
+    /// Entries per ledger slot of the `slot:k` cells (empty: none).
+    pub slot_sizes: Vec<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +107,7 @@ enum Kind {
     PutFree,
     JsonPatch,
     Batch,
+    Slot,
 }
 
 impl Kind {
@@ -111,6 +118,7 @@ impl Kind {
             Kind::PutFree => "put-free",
             Kind::JsonPatch => "jsonpatch",
             Kind::Batch => "batch",
+            Kind::Slot => "slot",
         }
     }
 }
@@ -150,6 +158,11 @@ struct Worker {
     made: u64,
     /// The number of the worker's last reservation batch (0: none yet).
     batches: u64,
+    /// The resourceVersion of the worker's ledger slot (`slot:k`), once created.
+    slot_rv: Option<String>,
+    /// Writes of the worker's slot so far (its own count: a batch cell deletes the
+    /// previous *batch*, which a slot write is not).
+    slot_writes: u64,
 }
 
 #[derive(Deserialize)]
@@ -344,6 +357,33 @@ fn batch_object(ns: &str, seq: u64, entries: &[Value]) -> Value {
         "metadata": {"name": format!("b-{seq:08}"), "namespace": ns},
         "spec": {"quota": "q", "entries": entries},
     })
+}
+
+/// The name of a worker's ledger slot (`slot:k`): one object, rewritten in place.
+const SLOT_NAME: &str = "slot-0";
+
+/// The ledger slot's body for its `seq`-th write: a batch of the same kind and shape under
+/// the slot's fixed name, with the resourceVersion it replaces (None: its create).
+fn slot_object(ns: &str, seq: u64, entries: &[Value], rv: Option<&str>) -> Value {
+    let mut o = batch_object(ns, seq, entries);
+    o["metadata"]["name"] = json!(SLOT_NAME);
+    o["spec"]["sequence"] = json!(seq);
+    if let Some(rv) = rv {
+        o["metadata"]["resourceVersion"] = json!(rv);
+    }
+    o
+}
+
+/// `k` new entries of admissions of worker `w` (numbered on from its last one).
+fn new_entries(q: &QuotaState, w: &mut Worker, windex: usize, k: usize) -> Result<Vec<Value>> {
+    let now = now_unix();
+    let mut entries = Vec::with_capacity(k);
+    for _ in 0..k {
+        w.made += 1;
+        let name = format!("rb-{:05}", w.made);
+        entries.push(webhook_entry(q, &w.ns, &name, &uid(windex, w.made), now)?);
+    }
+    Ok(entries)
 }
 
 async fn client(kubeconfig: &PathBuf) -> Result<Client> {
@@ -546,13 +586,7 @@ async fn op(
             Ok(took)
         }
         Kind::Batch => {
-            let now = now_unix();
-            let mut entries = Vec::with_capacity(cell.n);
-            for _ in 0..cell.n {
-                w.made += 1;
-                let name = format!("rb-{:05}", w.made);
-                entries.push(webhook_entry(q, &w.ns, &name, &uid(windex, w.made), now)?);
-            }
+            let entries = new_entries(q, w, windex, cell.n)?;
             w.batches += 1;
             let body = serde_json::to_vec(&batch_object(&w.ns, w.batches, &entries))?;
             let coll = format!(
@@ -566,6 +600,21 @@ async fn op(
                 let old = format!("{coll}/b-{:08}", w.batches - 1);
                 send(client, "DELETE", &old, "application/json", Vec::new()).await?;
             }
+            Ok(took)
+        }
+        Kind::Slot => {
+            let entries = new_entries(q, w, windex, cell.n)?;
+            w.slot_writes += 1;
+            let rv = w.slot_rv.clone().context("the worker's slot was not created")?;
+            let body = serde_json::to_vec(&slot_object(&w.ns, w.slot_writes, &entries, Some(&rv)))?;
+            let url = format!(
+                "/apis/{FREE_GROUP}/v1alpha1/namespaces/{}/{BATCH_PLURAL}/{SLOT_NAME}",
+                w.ns
+            );
+            let start = Instant::now();
+            let text = send(client, "PUT", &url, "application/json", body).await?;
+            let took = start.elapsed();
+            w.slot_rv = Some(rv_of(&text)?);
             Ok(took)
         }
         Kind::JsonPatch => {
@@ -658,6 +707,8 @@ pub async fn run(cfg: &Config) -> Result<Value> {
             free: Vec::new(),
             made: 0,
             batches: 0,
+            slot_rv: None,
+            slot_writes: 0,
         };
         let qs = decision_quota(&ns)?;
         for &n in &cfg.entries {
@@ -677,6 +728,12 @@ pub async fn run(cfg: &Config) -> Result<Value> {
             };
             let t = make_target(&client, &qs, &mut w, windex, &res, n).await?;
             w.free.push(t);
+        }
+        if !cfg.slot_sizes.is_empty() {
+            // The slot exists before the cells: they measure its rewrites, not its create.
+            let coll = format!("/apis/{free_api}/namespaces/{ns}/{BATCH_PLURAL}");
+            let text = post(&client, &coll, &slot_object(&ns, 0, &[], None)).await?;
+            w.slot_rv = Some(rv_of(&text)?);
         }
         workers.push(w);
     }
@@ -727,14 +784,13 @@ fn round_cells(cfg: &Config) -> Vec<Cell> {
         }
         cells.extend(kinds.into_iter().map(|kind| Cell { kind, n, slot }));
     }
-    if !cfg.batch_sizes.is_empty() {
-        cells.push(create(cfg.entries.len()));
-        cells.extend(cfg.batch_sizes.iter().map(|&n| Cell {
-            kind: Kind::Batch,
-            n,
-            slot: cfg.entries.len(),
-        }));
-        cells.push(create(cfg.entries.len() + 1));
+    if !cfg.batch_sizes.is_empty() || !cfg.slot_sizes.is_empty() {
+        let slot = cfg.entries.len();
+        cells.push(create(slot));
+        let batches = cfg.batch_sizes.iter().map(|&n| (Kind::Batch, n));
+        let slots = cfg.slot_sizes.iter().map(|&n| (Kind::Slot, n));
+        cells.extend(batches.chain(slots).map(|(kind, n)| Cell { kind, n, slot }));
+        cells.push(create(slot + 1));
     } else {
         cells.push(create(cfg.entries.len()));
     }
@@ -885,19 +941,37 @@ fn sample_body_bytes(workers: &[Worker], cell: Cell) -> usize {
             .free
             .get(cell.slot)
             .map_or(0, |t| put_body(t, "write 1").len()),
-        Kind::Batch => {
+        Kind::Batch | Kind::Slot => {
             let Some(e) = w.quotas.iter().find_map(|t| t.entries.front()) else {
                 return 0;
             };
-            serde_json::to_vec(&batch_object(&w.ns, 1, &vec![e.clone(); cell.n]))
-                .map_or(0, |b| b.len())
+            let entries = vec![e.clone(); cell.n];
+            let body = if cell.kind == Kind::Batch {
+                batch_object(&w.ns, 1, &entries)
+            } else {
+                slot_object(&w.ns, 1, &entries, w.slot_rv.as_deref())
+            };
+            serde_json::to_vec(&body).map_or(0, |b| b.len())
         }
     }
 }
 
 async fn refresh_rv(client: &Client, w: &mut Worker, cell: Cell) {
-    if cell.kind == Kind::Batch {
-        return;
+    match cell.kind {
+        Kind::Batch => return,
+        Kind::Slot => {
+            let url = format!(
+                "/apis/{FREE_GROUP}/v1alpha1/namespaces/{}/{BATCH_PLURAL}/{SLOT_NAME}",
+                w.ns
+            );
+            if let Ok(text) = send(client, "GET", &url, "application/json", Vec::new()).await
+                && let Ok(rv) = rv_of(&text)
+            {
+                w.slot_rv = Some(rv);
+            }
+            return;
+        }
+        _ => {}
     }
     let list = if cell.kind == Kind::PutFree {
         &mut w.free
@@ -945,6 +1019,7 @@ mod tests {
             binding_watchers: 0,
             idle: Duration::from_secs(1),
             batch_sizes: vec![1, 14],
+            slot_sizes: vec![1],
         };
         let names: Vec<String> = round_cells(&cfg).into_iter().map(Cell::name).collect();
         assert_eq!(
@@ -961,11 +1036,13 @@ mod tests {
                 "create#2",
                 "batch:1",
                 "batch:14",
+                "slot:1",
                 "create#3"
             ]
         );
         let no_batches = Config {
             batch_sizes: Vec::new(),
+            slot_sizes: Vec::new(),
             ..cfg
         };
         let names: Vec<String> = round_cells(&no_batches)
@@ -990,6 +1067,21 @@ mod tests {
             v["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"],
             true
         );
+    }
+
+    #[test]
+    fn a_slot_is_rewritten_under_one_name_with_the_version_it_replaces() {
+        let q = decision_quota("ns1").unwrap();
+        let e = webhook_entry(&q, "ns1", "rb-00001", &uid(0, 1), 1_000).unwrap();
+        let created = slot_object("ns1", 0, &[], None);
+        let next = slot_object("ns1", 7, &[e], Some("42"));
+        assert_eq!(created["metadata"]["name"], SLOT_NAME);
+        assert_eq!(next["metadata"]["name"], SLOT_NAME);
+        assert!(created["metadata"].get("resourceVersion").is_none());
+        assert_eq!(next["metadata"]["resourceVersion"], "42");
+        assert_eq!(next["spec"]["sequence"], 7);
+        assert_eq!(next["spec"]["entries"].as_array().map(Vec::len), Some(1));
+        assert_eq!(next["kind"], BATCH_KIND);
     }
 
     #[test]
