@@ -605,7 +605,10 @@ async fn op(
         Kind::Slot => {
             let entries = new_entries(q, w, windex, cell.n)?;
             w.slot_writes += 1;
-            let rv = w.slot_rv.clone().context("the worker's slot was not created")?;
+            let rv = w
+                .slot_rv
+                .clone()
+                .context("the worker's slot was not created")?;
             let body = serde_json::to_vec(&slot_object(&w.ns, w.slot_writes, &entries, Some(&rv)))?;
             let url = format!(
                 "/apis/{FREE_GROUP}/v1alpha1/namespaces/{}/{BATCH_PLURAL}/{SLOT_NAME}",

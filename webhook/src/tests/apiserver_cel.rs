@@ -45,9 +45,41 @@ pub fn run_rule(rule: &str, value: &Value) -> Result<bool, String> {
     run(&program, &[("self", value)])
 }
 
+/// Kubernetes' `<list>.sum()` (its CEL list library, in every environment the apiserver
+/// evaluates matchConditions in): the sum of a list of ints as an int, of doubles as a
+/// double, 0 for an empty list; any other element, or an int sum past 64 bits, is an error.
+fn sum(
+    cel::extractors::This(list): cel::extractors::This<Arc<Vec<cel::Value>>>,
+) -> Result<cel::Value, cel::ExecutionError> {
+    let fail = |why: String| cel::ExecutionError::function_error("sum", why);
+    match list.first() {
+        None | Some(cel::Value::Int(_)) => list
+            .iter()
+            .try_fold(0i64, |acc, v| match v {
+                cel::Value::Int(i) => acc.checked_add(*i).ok_or_else(|| fail("overflow".into())),
+                other => Err(fail(format!(
+                    "no such overload: an int list holds {other:?}"
+                ))),
+            })
+            .map(cel::Value::Int),
+        Some(cel::Value::Float(_)) => list
+            .iter()
+            .try_fold(0f64, |acc, v| match v {
+                cel::Value::Float(f) => Ok(acc + f),
+                other => Err(fail(format!(
+                    "no such overload: a double list holds {other:?}"
+                ))),
+            })
+            .map(cel::Value::Float),
+        Some(other) => Err(fail(format!("no such overload for a list of {other:?}"))),
+    }
+}
+
 /// `program` run with `vars` bound: its bool, or why it has none.
 fn run(program: &cel::Program, vars: &[(&str, &Value)]) -> Result<bool, String> {
     let mut ctx = cel::Context::default();
+    ctx.add_function("sum", sum)
+        .expect("the standard CEL functions have no `sum`");
     for (name, value) in vars {
         ctx.add_variable_from_value(*name, to_cel(value));
     }

@@ -1,8 +1,10 @@
 //! The chart's matchConditions on the ResourceBinding webhook, evaluated as kube-apiserver
 //! 1.28+ does, against the webhook's real answers: a review the conditions hold back
-//! (never sent) must be one the webhook answers early — allowed, its charge unchanged,
-//! nothing written. A table names the cases of the early answer's own tests and the
-//! fields the charge reads; a property test draws pairs of stored and new bindings.
+//! (never sent) must be one the webhook allows without charging anything more — answered
+//! early (its charge unchanged), or allowed by a quota with no room left (a placement that
+//! cannot raise the charge) — so that a real review would write nothing. A table names the
+//! cases of the early answer's own tests, the fields the charge reads and the scheduler's
+//! placements; a property test draws pairs of stored and new bindings.
 
 use std::sync::atomic::Ordering;
 
@@ -30,6 +32,29 @@ fn quota() -> KarmadaQuota {
             ("count/deployments.apps", "1"),
         ],
     )
+}
+
+/// [`quota`] with every name of `hard` used up: the webhook refuses any review that charges
+/// more, so one it allows charges nothing more (and, not a dry run, writes nothing).
+fn full_quota() -> KarmadaQuota {
+    mk_quota(
+        "compute",
+        &[
+            ("requests.cpu", "10"),
+            ("pods", "20"),
+            ("count/deployments.apps", "5"),
+        ],
+        &[
+            ("requests.cpu", "10"),
+            ("pods", "20"),
+            ("count/deployments.apps", "5"),
+        ],
+    )
+}
+
+/// Whether the webhook allows `review` under [`full_quota`]: it charges nothing more.
+async fn charges_nothing_more(full: &Harness, review: Value) -> bool {
+    verdict(&full.review_binding(review).await).0
 }
 
 /// What the webhook makes of `review`: (answered early, allowed).
@@ -61,6 +86,10 @@ fn placed() -> Value {
 enum Want {
     /// Held back: the charge cannot change (the saving matchConditions are for).
     Skipped,
+    /// Held back: the charge changes but cannot rise (the scheduler's placement of a
+    /// single-template workload onto no more replicas than it has); the webhook allows it
+    /// even with no room left.
+    SkippedNoRise,
     /// Sent, and the webhook does not answer it early: it must be sent.
     Sent,
     /// Sent although the webhook answers it early (a difference the conditions do not
@@ -164,6 +193,89 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
             "rescheduled m2 → m3",
             placed(),
             with(&|b| b["spec"]["clusters"][1]["name"] = json!("m3")),
+            SkippedNoRise,
+        ),
+        // The scheduler's placement (spec.clusters alone): held back when it cannot
+        // raise the charge max(spec.replicas, Σ clusters[].replicas).
+        (
+            "scheduled: divided over two members (Karmada's scheduler update)",
+            with(&|b| {
+                b["spec"].as_object_mut().unwrap().remove("clusters");
+            }),
+            placed(),
+            SkippedNoRise,
+        ),
+        (
+            "scheduled: both replicas on one member, the replicas field left out",
+            with(&|b| {
+                b["spec"].as_object_mut().unwrap().remove("clusters");
+            }),
+            with(&|b| {
+                b["spec"]["clusters"] = json!([{"name": "m1", "replicas": 2}, {"name": "m2"}])
+            }),
+            SkippedNoRise,
+        ),
+        (
+            "moved onto fewer replicas than the binding has",
+            placed(),
+            with(&|b| b["spec"]["clusters"] = json!([{"name": "m3", "replicas": 1}])),
+            SkippedNoRise,
+        ),
+        (
+            "scheduled: duplicated, each member runs every replica",
+            with(&|b| {
+                b["spec"].as_object_mut().unwrap().remove("clusters");
+            }),
+            with(&|b| {
+                b["spec"]["clusters"] =
+                    json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 2}])
+            }),
+            Sent,
+        ),
+        (
+            "placed onto more replicas than before and than the binding has",
+            placed(),
+            with(&|b| {
+                b["spec"]["clusters"] =
+                    json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}])
+            }),
+            Sent,
+        ),
+        (
+            "a negative replica count (the charge counts it as 0)",
+            with(&|b| {
+                b["spec"].as_object_mut().unwrap().remove("clusters");
+            }),
+            with(&|b| {
+                b["spec"]["clusters"] =
+                    json!([{"name": "m1", "replicas": 3}, {"name": "m2", "replicas": -1}])
+            }),
+            Sent,
+        ),
+        (
+            "scheduled without replica requirements",
+            with(&|b| {
+                let spec = b["spec"].as_object_mut().unwrap();
+                spec.remove("clusters");
+                spec.remove("replicaRequirements");
+            }),
+            with(&|b| {
+                b["spec"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("replicaRequirements");
+            }),
+            Sent,
+        ),
+        (
+            "scheduled during a graceful eviction",
+            with(&|b| {
+                b["spec"].as_object_mut().unwrap().remove("clusters");
+                b["spec"]["gracefulEvictionTasks"] = json!([{"fromCluster": "m3", "replicas": 1}]);
+            }),
+            with(&|b| {
+                b["spec"]["gracefulEvictionTasks"] = json!([{"fromCluster": "m3", "replicas": 1}])
+            }),
             Sent,
         ),
         (
@@ -280,6 +392,7 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
 #[tokio::test]
 async fn the_match_conditions_hold_back_only_updates_the_webhook_answers_early() {
     let h = Harness::new(&[quota()]);
+    let full = Harness::new(&[full_quota()]);
     let conditions = MatchConditions::binding();
     let mut skipped = 0;
     for (what, old, new, want) in cases() {
@@ -287,27 +400,32 @@ async fn the_match_conditions_hold_back_only_updates_the_webhook_answers_early()
         let sent = conditions
             .sent(&review)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let (early, allowed) = webhook_answer(&h, review).await;
+        let (early, allowed) = webhook_answer(&h, review.clone()).await;
         let got = match (sent, early) {
-            (false, _) => Want::Skipped,
+            (false, true) => Want::Skipped,
+            (false, false) => Want::SkippedNoRise,
             (true, false) => Want::Sent,
             (true, true) => Want::SentAnyway,
         };
         assert_eq!(got, want, "{what}: sent {sent}, answered early {early}");
         if !sent {
+            assert!(allowed, "{what}: held back, yet the webhook refuses it");
             assert!(
-                early && allowed,
-                "{what}: held back, yet the webhook would not allow it at once"
+                early || charges_nothing_more(&full, review).await,
+                "{what}: held back, yet it charges more than the stored binding"
             );
             skipped += 1;
         }
     }
-    assert_eq!(
-        h.store.writes.load(Ordering::SeqCst),
-        0,
-        "dry runs write nothing"
-    );
-    assert_eq!(skipped, 9);
+    for harness in [&h, &full] {
+        assert_eq!(
+            harness.store.writes.load(Ordering::SeqCst)
+                + harness.batches.creates.load(Ordering::SeqCst),
+            0,
+            "dry runs write nothing"
+        );
+    }
+    assert_eq!(skipped, 13);
 }
 
 #[test]
@@ -384,8 +502,13 @@ fn fields() -> Vec<Field> {
                 .prop_map(|(name, replicas, req)| json!({"name": name, "replicas": replicas, "replicaRequirements": req})),
             0..3,
         ).prop_map(Value::from)),
+        // Replicas from −1 (counted as 0 by the charge) and sometimes left out, as Karmada
+        // leaves out a 0.
         field(&["spec", "clusters"], prop::collection::vec(
-            (member(), 0..3i32).prop_map(|(name, replicas)| json!({"name": name, "replicas": replicas})),
+            (member(), proptest::option::of(-1..4i32)).prop_map(|(name, replicas)| match replicas {
+                Some(r) => json!({"name": name, "replicas": r}),
+                None => json!({"name": name}),
+            }),
             0..3,
         ).prop_map(Value::from)),
         field(&["spec", "placement"], (prop::sample::select(vec!["Duplicated", "Divided"]), 1..4usize).prop_map(|(kind, n)| {
@@ -464,7 +587,8 @@ fn whatever_the_match_conditions_hold_back_the_webhook_answers_early() {
         .enable_all()
         .build()
         .unwrap();
-    let h = rt.block_on(async { Harness::new(&[quota()]) });
+    let (h, full) =
+        rt.block_on(async { (Harness::new(&[quota()]), Harness::new(&[full_quota()])) });
     let conditions = MatchConditions::binding();
     let mut runner = TestRunner::new(Config {
         cases: 512,
@@ -481,8 +605,8 @@ fn whatever_the_match_conditions_hold_back_the_webhook_answers_early() {
             if !sent {
                 held.set(held.get() + 1);
                 prop_assert!(
-                    early && allowed,
-                    "held back, yet the webhook answers otherwise: {}",
+                    allowed && (early || rt.block_on(charges_nothing_more(&full, review.clone()))),
+                    "held back, yet the webhook refuses it or it charges more: {}",
                     review["request"]
                 );
             }
