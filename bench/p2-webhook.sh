@@ -8,9 +8,11 @@
 #   passthrough  the webhook, bindings of a namespace without a quota
 #   quota        the webhook, a namespace with a quota that admits all, dryRun=true: the
 #                whole decision (cache lookup, charge, core decide) without a status write
-#   quota-write  the webhook, a namespace with a quota, dryRun=false: the reservation is
-#                written (batched CAS status replaces) — fewer reviews per run (WRITES), a
-#                fresh namespace each round, since without a controller every entry stays
+#   quota-write  the webhook, a namespace with a quota, dryRun=false: each decision is
+#                made durable in a reservation batch (one create per decision, shared by
+#                the reviews decided together) and confirmed in the webhook's watch —
+#                fewer reviews per run (WRITES), a fresh namespace each round, since
+#                without a controller no batch is folded and every entry stays
 #
 # Usage: bench/p2-webhook.sh [ROUNDS (default 3)]
 # Environment: COUNT (50000 reviews per run), WRITES (1000), CONCURRENCY (32), BIN_DIR,

@@ -1,7 +1,8 @@
 //! A typed, tolerant view of Karmada's ResourceBinding (work.karmada.io/v1alpha2).
 //!
 //! Field names exactly as Karmada's `pkg/apis/work/v1alpha2/binding_types.go`; unknown
-//! fields are ignored, absent fields default (Karmada omits `replicas` when it is 0).
+//! fields are ignored, absent fields default (Karmada omits `replicas` when it is 0), and
+//! its `int32` fields read any integer, saturated ([`crate::int32`]).
 
 use crate::placement::Placement;
 use crate::resources::ResourceList;
@@ -13,6 +14,7 @@ pub struct ResourceBindingSpec {
     /// The resource template this binding propagates.
     pub resource: ObjectReference,
     /// Desired replicas of the template (0/absent for non-workloads).
+    #[serde(deserialize_with = "crate::int32::saturating")]
     pub replicas: i32,
     /// Per-replica requirements of a single-component workload.
     pub replica_requirements: Option<ReplicaRequirements>,
@@ -53,6 +55,7 @@ pub struct Suspension {
 #[serde(rename_all = "camelCase", default)]
 pub struct SchedulePriority {
     /// Higher values first; 0 when absent.
+    #[serde(deserialize_with = "crate::int32::saturating")]
     pub priority: i32,
 }
 
@@ -69,7 +72,10 @@ pub struct GracefulEvictionTask {
     /// Replicas that ran in `fromCluster` when it was evicted. Karmada sets it whenever
     /// that member held replicas of a single-template workload; absent otherwise (a
     /// non-workload, a multi-template workload, or a producer that did not say).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::int32::saturating_option"
+    )]
     pub replicas: Option<i32>,
     /// `Directly`, `Gracefully` or `Never`.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -84,7 +90,10 @@ pub struct GracefulEvictionTask {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub producer: String,
     /// Longest wait before the old replicas are removed (overrides Karmada's timeout).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::int32::saturating_option"
+    )]
     pub grace_period_seconds: Option<i32>,
     /// The old replicas are kept until someone stops it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -134,6 +143,7 @@ pub struct Component {
     /// Component name, unique within the binding.
     pub name: String,
     /// Replicas of this component.
+    #[serde(deserialize_with = "crate::int32::saturating")]
     pub replicas: i32,
     /// Per-replica requirements of this component.
     pub replica_requirements: Option<ComponentReplicaRequirements>,
@@ -156,6 +166,7 @@ pub struct TargetCluster {
     /// Member cluster name.
     pub name: String,
     /// Replicas placed there (0/absent for non-workloads or Duplicated without count).
+    #[serde(deserialize_with = "crate::int32::saturating")]
     pub replicas: i32,
     /// Per-cluster component replicas, when the scheduler split components.
     pub components: Vec<ComponentReplicas>,
@@ -168,5 +179,6 @@ pub struct ComponentReplicas {
     /// Component name (matches `spec.components[].name`).
     pub name: String,
     /// Replicas of that component in this cluster.
+    #[serde(deserialize_with = "crate::int32::saturating")]
     pub replicas: i32,
 }

@@ -36,6 +36,7 @@ pub mod decision;
 pub mod failover;
 pub mod fence;
 pub mod field;
+pub mod int32;
 pub mod ledger;
 pub mod placement;
 pub mod pod_kinds;

@@ -103,8 +103,10 @@ pub struct SpreadConstraint {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub spread_by_label: String,
     /// At most this many groups.
+    #[serde(deserialize_with = "crate::int32::saturating")]
     pub max_groups: i32,
     /// At least this many groups.
+    #[serde(deserialize_with = "crate::int32::saturating")]
     pub min_groups: i32,
 }
 
