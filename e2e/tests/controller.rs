@@ -285,6 +285,57 @@ async fn used_and_cluster_usage_follow_bindings_created_scaled_and_deleted() -> 
     s.teardown().await
 }
 
+/// A binding `name` whose counts pass int32: kube-apiserver stores them (it does not
+/// enforce a custom resource's `format: int32`), so whoever may write bindings can.
+fn past_int32(ns: &str, name: &str) -> Value {
+    let mut b = rb(name, "1m", &[("m1", 1)]).json(ns);
+    b["spec"]["replicas"] = json!(2_147_483_648_i64);
+    b["spec"]["clusters"] = json!([{"name": "m1", "replicas": 9_223_372_036_854_775_807_i64}]);
+    b["spec"]["schedulePriority"] = json!({"priority": -2_147_483_649_i64});
+    b
+}
+
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_binding_with_counts_past_int32_is_charged_not_skipped() -> Result<()> {
+    let s = Setup::new("controller::past_int32").await?;
+    step("[Create] binding big before the controller starts (its first list reads it)");
+    expect_admitted(create(&s.client, &past_int32(s.ns(), "big")).await?)?;
+    let stored = Api::<karmada_quota_crds::ResourceBinding>::namespaced(s.client.clone(), s.ns())
+        .get("big")
+        .await
+        .context("the stored binding must decode")?;
+    ensure!(
+        stored.spec.replicas == i32::MAX,
+        "the stored binding reads saturated, got replicas {}",
+        stored.spec.replicas
+    );
+    let ctl = s.controller().await?;
+    step("[Create] quota q: pods 10, requests.cpu 1");
+    s.quota(&[("pods", "10"), ("requests.cpu", "1")]).await?;
+    // Read saturated: i32::MAX replicas (its clusters' sum is larger still, saturated to
+    // i32::MAX as well), 1m each. Skipped, as before, it would count 0.
+    s.wait("big is charged i32::MAX pods", |q| {
+        used_is(
+            q,
+            &[("pods", "2147483647"), ("requests.cpu", "2147483647m")],
+        )
+    })
+    .await?;
+
+    step("[Create] binding big2 while the controller watches (a watch event)");
+    expect_admitted(create(&s.client, &past_int32(s.ns(), "big2")).await?)?;
+    s.wait("both are charged", |q| {
+        used_is(
+            q,
+            &[("pods", "4294967294"), ("requests.cpu", "4294967294m")],
+        )
+    })
+    .await?;
+    drop(ctl);
+    s.teardown().await
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. reservations: pruned once observed, expired and read not stored when never observed
 // ---------------------------------------------------------------------------------------
