@@ -2,7 +2,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
@@ -42,11 +42,7 @@ pub fn use_bin_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A free TCP port on 127.0.0.1 (free when asked; bind it soon).
-pub fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
+pub use crate::ports::free_port;
 
 /// A plain HTTP/1.0 GET on loopback (a binary's admin port): (status code, body).
 pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {

@@ -69,6 +69,7 @@ pub mod load;
 mod metrics;
 mod ns;
 pub mod own_controlplane;
+mod ports;
 pub mod prometheus;
 pub mod prometheus_gateway;
 pub mod proxy;

@@ -1499,3 +1499,36 @@ async fn rotated_certificate_is_served_without_restart() -> Result<()> {
     ns.delete(&c).await?;
     Ok(())
 }
+
+/// A webhook that cannot bind its admin address ends at once, naming the address: it
+/// does not go on serving reviews with no /readyz and no /metrics (a readiness probe that
+/// fails for a reason its log never gives), nor answer for another process that holds
+/// the port.
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_webhook_whose_admin_address_is_taken_ends_naming_it() -> Result<()> {
+    let env = Env::get().await?;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = taken.local_addr()?;
+    step(&format!(
+        "[Create] the webhook with --admin-listen={addr}, held by this test"
+    ));
+    let mut webhook = Webhook::builder()
+        .arg(format!("--admin-listen={addr}"))
+        .spawn(env)
+        .await?;
+    let message = webhook
+        .binary()
+        .exit_message(Duration::from_secs(20))
+        .await?;
+    step(&format!(
+        "[Result] {}",
+        message.lines().next().unwrap_or_default()
+    ));
+    ensure!(
+        message.contains(&format!("cannot listen on admin address {addr}")),
+        "the webhook did not say which address it could not bind: {message}"
+    );
+    drop(taken);
+    Ok(())
+}

@@ -158,9 +158,10 @@ async fn main() -> anyhow::Result<()> {
         stopped(),
     );
     let https = server::serve_https(args.listen, app(state), tls, limits, stopped());
-    let (admin, https) = tokio::join!(admin, https);
-    admin?;
-    https.context("admission server")?;
+    // Either ending in an error ends the process with it: a webhook whose admin port
+    // cannot be bound must not go on serving reviews with no /readyz, /metrics or word
+    // of why (the other server is dropped).
+    tokio::try_join!(admin, async { https.await.context("admission server") })?;
     Ok(())
 }
 
