@@ -71,13 +71,9 @@ async fn a_client_ca_without_allowed_names_refuses_to_start() -> Result<()> {
     let env = Env::get().await?;
     let id = client_identity(env)?;
     step("[Create] the webhook with --client-ca-file and no --client-allowed-names");
-    let mut webhook = Webhook::builder()
+    let message = Webhook::builder()
         .arg(format!("--client-ca-file={}", id.ca.display()))
-        .spawn(env)
-        .await?;
-    let message = webhook
-        .binary()
-        .exit_message(Duration::from_secs(20))
+        .refused(env)
         .await?;
     step(&format!("[Result] {message}"));
     ensure!(

@@ -1513,13 +1513,9 @@ async fn a_webhook_whose_admin_address_is_taken_ends_naming_it() -> Result<()> {
     step(&format!(
         "[Create] the webhook with --admin-listen={addr}, held by this test"
     ));
-    let mut webhook = Webhook::builder()
+    let message = Webhook::builder()
         .arg(format!("--admin-listen={addr}"))
-        .spawn(env)
-        .await?;
-    let message = webhook
-        .binary()
-        .exit_message(Duration::from_secs(20))
+        .refused(env)
         .await?;
     step(&format!(
         "[Result] {}",

@@ -62,6 +62,13 @@ impl WebhookBuilder {
         Ok(webhook)
     }
 
+    /// Starts a webhook that must refuse to start: its exit and whole log once it exits,
+    /// within 20 s; an error if it still runs then.
+    pub async fn refused(self, env: &Env) -> Result<String> {
+        let mut webhook = self.spawn(env).await?;
+        webhook.binary().exit_message(Duration::from_secs(20)).await
+    }
+
     /// Starts the webhook without waiting for anything.
     pub async fn spawn(self, env: &Env) -> Result<Webhook> {
         let tls = WebhookTls::get(env).await?;

@@ -104,6 +104,15 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
         f(&mut b);
         b
     };
+    // The binding before the scheduler placed it (no spec.clusters), changed by `f`.
+    let unscheduled = |f: &dyn Fn(&mut Value)| {
+        with(&|b| {
+            b["spec"].as_object_mut().unwrap().remove("clusters");
+            f(b);
+        })
+    };
+    // The binding placed on `clusters`.
+    let on = |clusters: Value| with(&|b| b["spec"]["clusters"] = clusters.clone());
     let queued = |b: &mut Value| {
         b["metadata"]["annotations"] =
             json!({"quota.karmada.io/queued-at": "2026-01-01T00:00:00.000Z"});
@@ -199,65 +208,47 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
         // raise the charge max(spec.replicas, Σ clusters[].replicas).
         (
             "scheduled: divided over two members (Karmada's scheduler update)",
-            with(&|b| {
-                b["spec"].as_object_mut().unwrap().remove("clusters");
-            }),
+            unscheduled(&|_| {}),
             placed(),
             SkippedNoRise,
         ),
         (
             "scheduled: both replicas on one member, the replicas field left out",
-            with(&|b| {
-                b["spec"].as_object_mut().unwrap().remove("clusters");
-            }),
-            with(&|b| {
-                b["spec"]["clusters"] = json!([{"name": "m1", "replicas": 2}, {"name": "m2"}])
-            }),
+            unscheduled(&|_| {}),
+            on(json!([{"name": "m1", "replicas": 2}, {"name": "m2"}])),
             SkippedNoRise,
         ),
         (
             "moved onto fewer replicas than the binding has",
             placed(),
-            with(&|b| b["spec"]["clusters"] = json!([{"name": "m3", "replicas": 1}])),
+            on(json!([{"name": "m3", "replicas": 1}])),
             SkippedNoRise,
         ),
         (
             "scheduled: duplicated, each member runs every replica",
-            with(&|b| {
-                b["spec"].as_object_mut().unwrap().remove("clusters");
-            }),
-            with(&|b| {
-                b["spec"]["clusters"] =
-                    json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 2}])
-            }),
+            unscheduled(&|_| {}),
+            on(json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 2}])),
             Sent,
         ),
         (
             "placed onto more replicas than before and than the binding has",
             placed(),
-            with(&|b| {
-                b["spec"]["clusters"] =
-                    json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}])
-            }),
+            on(json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}])),
             Sent,
         ),
         (
             "a negative replica count (the charge counts it as 0)",
-            with(&|b| {
-                b["spec"].as_object_mut().unwrap().remove("clusters");
-            }),
-            with(&|b| {
-                b["spec"]["clusters"] =
-                    json!([{"name": "m1", "replicas": 3}, {"name": "m2", "replicas": -1}])
-            }),
+            unscheduled(&|_| {}),
+            on(json!([{"name": "m1", "replicas": 3}, {"name": "m2", "replicas": -1}])),
             Sent,
         ),
         (
             "scheduled without replica requirements",
-            with(&|b| {
-                let spec = b["spec"].as_object_mut().unwrap();
-                spec.remove("clusters");
-                spec.remove("replicaRequirements");
+            unscheduled(&|b| {
+                b["spec"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("replicaRequirements");
             }),
             with(&|b| {
                 b["spec"]
@@ -271,10 +262,7 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
         // `format: int32`) and the webhook reads saturated.
         (
             "a spec.replicas past int32 the clusters' sum stays under",
-            with(&|b| {
-                b["spec"].as_object_mut().unwrap().remove("clusters");
-                b["spec"]["replicas"] = json!(2_147_483_648_i64);
-            }),
+            unscheduled(&|b| b["spec"]["replicas"] = json!(2_147_483_648_i64)),
             with(&|b| {
                 b["spec"]["replicas"] = json!(2_147_483_648_i64);
                 b["spec"]["clusters"] = json!([{"name": "m1", "replicas": 2_147_483_647}, {"name": "m2", "replicas": 1}]);
@@ -283,12 +271,8 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
         ),
         (
             "a cluster's replicas past int32, their sum no higher than before",
-            with(&|b| {
-                b["spec"]["clusters"] = json!([{"name": "m1", "replicas": 2_147_483_647}, {"name": "m2", "replicas": 1}])
-            }),
-            with(&|b| {
-                b["spec"]["clusters"] = json!([{"name": "m1", "replicas": 2_147_483_648_i64}])
-            }),
+            on(json!([{"name": "m1", "replicas": 2_147_483_647}, {"name": "m2", "replicas": 1}])),
+            on(json!([{"name": "m1", "replicas": 2_147_483_648_i64}])),
             Sent,
         ),
         (
@@ -299,32 +283,23 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
         ),
         (
             "scheduled, the stored binding's schedulePriority past int32",
-            with(&|b| {
-                b["spec"].as_object_mut().unwrap().remove("clusters");
-                b["spec"]["schedulePriority"] = json!({"priority": 2_147_483_648_i64});
+            unscheduled(&|b| {
+                b["spec"]["schedulePriority"] = json!({"priority": 2_147_483_648_i64})
             }),
             with(&|b| b["spec"]["schedulePriority"] = json!({"priority": 2_147_483_648_i64})),
             SkippedNoRise,
         ),
         (
             "scheduled during a graceful eviction",
-            with(&|b| {
-                b["spec"].as_object_mut().unwrap().remove("clusters");
-                b["spec"]["gracefulEvictionTasks"] = json!([{"fromCluster": "m3", "replicas": 1}]);
+            unscheduled(&|b| {
+                b["spec"]["gracefulEvictionTasks"] = json!([{"fromCluster": "m3", "replicas": 1}])
             }),
             with(&|b| {
                 b["spec"]["gracefulEvictionTasks"] = json!([{"fromCluster": "m3", "replicas": 1}])
             }),
             Sent,
         ),
-        (
-            "unscheduled",
-            placed(),
-            with(&|b| {
-                b["spec"].as_object_mut().unwrap().remove("clusters");
-            }),
-            Sent,
-        ),
+        ("unscheduled", placed(), unscheduled(&|_| {}), Sent),
         (
             "cpu request",
             placed(),
