@@ -272,8 +272,38 @@ impl BatchGate {
         self.counts.allowed.load(Ordering::SeqCst)
     }
 
-    async fn stop(self) -> Result<()> {
-        self.hook.stop().await
+    /// Deletes the gate's configuration and stops its server, then waits until a batch
+    /// create passes again: each apiserver drops a deleted webhook configuration only once
+    /// its own watch delivers the delete, and until then a call may still reach the gate
+    /// (its refusal), or its stopped server (a failed call).
+    async fn stop(self, c: &Client, env: &Env) -> Result<()> {
+        self.hook.stop().await?;
+        let batches =
+            Api::<KarmadaQuotaReservation>::namespaced(c.clone(), env.reservation_namespace());
+        let probe = probe_batch(env);
+        wait_for(
+            "batch creates pass again with the gate gone",
+            Duration::from_secs(20),
+            || async { batches.create(&dry_run(), &probe).await.ok().map(|_| ()) },
+        )
+        .await
+    }
+}
+
+/// A valid, empty batch on the last number, for dry-run creates (never stored, never
+/// counted).
+fn probe_batch(env: &Env) -> KarmadaQuotaReservation {
+    karmada_quota_crds::reservation_batch::batch_object(
+        env.reservation_namespace(),
+        karmada_quota_crds::reservation_batch::LAST_SEQUENCE,
+        Vec::new(),
+    )
+}
+
+fn dry_run() -> PostParams {
+    PostParams {
+        dry_run: true,
+        ..PostParams::default()
     }
 }
 
@@ -282,16 +312,7 @@ impl BatchGate {
 async fn wait_routed(c: &Client, env: &Env, gate: &BatchGate) -> Result<()> {
     let batches =
         Api::<KarmadaQuotaReservation>::namespaced(c.clone(), env.reservation_namespace());
-    // A valid, empty batch on the last number (a dry run: never stored, never counted).
-    let probe = karmada_quota_crds::reservation_batch::batch_object(
-        env.reservation_namespace(),
-        karmada_quota_crds::reservation_batch::LAST_SEQUENCE,
-        Vec::new(),
-    );
-    let dry = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
+    let (probe, dry) = (probe_batch(env), dry_run());
     let before = gate.seen();
     wait_for(
         "the apiserver routes batch creates to the gate",
@@ -342,7 +363,7 @@ async fn a_refused_batch_create_admits_nothing_and_pins_nothing() -> Result<()> 
     );
 
     step("[Delete] the refuser; 2 × 1 cpu fit a-cpu (nothing pinned)");
-    refuser.stop().await?;
+    refuser.stop(c, s.env).await?;
     for name in ["rb-2", "rb-3"] {
         expect_admitted(create(c, &one(name)).await?)
             .with_context(|| format!("creating {name} after the refusal"))?;
@@ -420,6 +441,6 @@ async fn an_unchanged_update_is_answered_while_a_reservation_write_is_held() -> 
         Ok(_) => step("[Result] rb-new admitted"),
         Err(status) => step(&format!("[Result] rb-new refused: {}", status.message)),
     }
-    gate.stop().await?;
+    gate.stop(c, s.env).await?;
     s.teardown().await
 }
