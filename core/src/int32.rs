@@ -44,26 +44,14 @@ pub fn saturating<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
     d.deserialize_any(Saturating)
 }
 
+/// An `i32` read by [`saturating`], for serde's own `Option` to wrap.
+#[derive(serde::Deserialize)]
+struct Saturated(#[serde(deserialize_with = "saturating")] i32);
+
 /// The same for an `Option<i32>` field (`null` or absent: `None`; with
 /// `#[serde(default)]`).
 pub fn saturating_option<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
-    struct Opt;
-    impl<'de> Visitor<'de> for Opt {
-        type Value = Option<i32>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an integer or null")
-        }
-        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            saturating(d).map(Some)
-        }
-    }
-    d.deserialize_option(Opt)
+    Ok(<Option<Saturated> as serde::Deserialize>::deserialize(d)?.map(|s| s.0))
 }
 
 #[cfg(test)]

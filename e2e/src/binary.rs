@@ -42,8 +42,6 @@ pub fn use_bin_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub use crate::ports::free_port;
-
 /// A plain HTTP/1.0 GET on loopback (a binary's admin port): (status code, body).
 pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
     http_get_with(addr, path, &[]).await

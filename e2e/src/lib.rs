@@ -84,12 +84,11 @@ mod wait;
 pub mod webhook;
 
 pub use apply::{accepts, apply_json, apply_yaml, rejects, resolve, yaml_documents};
-pub use binary::{
-    Binary, BinaryBuilder, free_port, http_get, http_get_ok, http_get_with, use_bin_dir,
-};
+pub use binary::{Binary, BinaryBuilder, http_get, http_get_ok, http_get_with, use_bin_dir};
 pub use env::{Env, EnvSource, WebhookClientCert};
 pub use metrics::metric_sum;
 pub use ns::TestNs;
+pub use ports::free_port;
 pub use quota_status::replace_quota_status;
 pub use wait::{try_wait_for, wait_for};
 

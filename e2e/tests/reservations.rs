@@ -278,47 +278,43 @@ impl BatchGate {
     /// (its refusal), or its stopped server (a failed call).
     async fn stop(self, c: &Client, env: &Env) -> Result<()> {
         self.hook.stop().await?;
-        let batches =
-            Api::<KarmadaQuotaReservation>::namespaced(c.clone(), env.reservation_namespace());
-        let probe = probe_batch(env);
         wait_for(
             "batch creates pass again with the gate gone",
             Duration::from_secs(20),
-            || async { batches.create(&dry_run(), &probe).await.ok().map(|_| ()) },
+            || async { probe_create(c, env).await.ok() },
         )
         .await
     }
 }
 
-/// A valid, empty batch on the last number, for dry-run creates (never stored, never
-/// counted).
-fn probe_batch(env: &Env) -> KarmadaQuotaReservation {
-    karmada_quota_crds::reservation_batch::batch_object(
+/// A dry-run create of a valid, empty batch on the last number in `env`'s reservation
+/// namespace (never stored, never counted): what the apiserver's admission makes of a
+/// batch create now.
+async fn probe_create(c: &Client, env: &Env) -> Result<(), kube::Error> {
+    let probe = karmada_quota_crds::reservation_batch::batch_object(
         env.reservation_namespace(),
         karmada_quota_crds::reservation_batch::LAST_SEQUENCE,
         Vec::new(),
-    )
-}
-
-fn dry_run() -> PostParams {
-    PostParams {
+    );
+    let dry = PostParams {
         dry_run: true,
         ..PostParams::default()
-    }
+    };
+    Api::<KarmadaQuotaReservation>::namespaced(c.clone(), env.reservation_namespace())
+        .create(&dry, &probe)
+        .await
+        .map(drop)
 }
 
 /// Waits until the apiserver routes batch creates in `env`'s reservation namespace to
-/// `gate`: a dry-run create of a batch (nothing is stored) reaches it.
+/// `gate`: a probe create reaches it.
 async fn wait_routed(c: &Client, env: &Env, gate: &BatchGate) -> Result<()> {
-    let batches =
-        Api::<KarmadaQuotaReservation>::namespaced(c.clone(), env.reservation_namespace());
-    let (probe, dry) = (probe_batch(env), dry_run());
     let before = gate.seen();
     wait_for(
         "the apiserver routes batch creates to the gate",
         Duration::from_secs(20),
         || async {
-            let _ = batches.create(&dry, &probe).await;
+            let _ = probe_create(c, env).await;
             (gate.seen() > before).then_some(())
         },
     )

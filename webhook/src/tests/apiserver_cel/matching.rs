@@ -16,16 +16,19 @@ use super::super::*;
 use super::MatchConditions;
 use crate::admission::REASON_CHARGE_UNCHANGED;
 
-/// Requests and object counts, so that both the per-replica charge and the template's
-/// kind matter; every quota enforceable and synced.
+/// The quotas' limits: requests and object counts, so that both the per-replica charge
+/// and the template's kind matter.
+const HARD: &[(&str, &str)] = &[
+    ("requests.cpu", "10"),
+    ("pods", "20"),
+    ("count/deployments.apps", "5"),
+];
+
+/// [`HARD`] with room left; every quota enforceable and synced.
 fn quota() -> KarmadaQuota {
     mk_quota(
         "compute",
-        &[
-            ("requests.cpu", "10"),
-            ("pods", "20"),
-            ("count/deployments.apps", "5"),
-        ],
+        HARD,
         &[
             ("requests.cpu", "2"),
             ("pods", "2"),
@@ -37,19 +40,7 @@ fn quota() -> KarmadaQuota {
 /// [`quota`] with every name of `hard` used up: the webhook refuses any review that charges
 /// more, so one it allows charges nothing more (and, not a dry run, writes nothing).
 fn full_quota() -> KarmadaQuota {
-    mk_quota(
-        "compute",
-        &[
-            ("requests.cpu", "10"),
-            ("pods", "20"),
-            ("count/deployments.apps", "5"),
-        ],
-        &[
-            ("requests.cpu", "10"),
-            ("pods", "20"),
-            ("count/deployments.apps", "5"),
-        ],
-    )
+    mk_quota("compute", HARD, HARD)
 }
 
 /// Whether the webhook allows `review` under [`full_quota`]: it charges nothing more.

@@ -64,17 +64,16 @@ fn into_harness(mut review: Value) -> Value {
     review
 }
 
-/// A quota of `used` against the same hard limits, generous enough for the recording.
+/// Hard limits generous enough for the recording.
+const HARD: &[(&str, &str)] = &[
+    ("requests.cpu", "1000"),
+    ("pods", "2000"),
+    ("count/deployments.apps", "1000"),
+];
+
+/// A quota of [`HARD`] with `used`.
 fn quota_using(used: &[(&str, &str)]) -> KarmadaQuota {
-    mk_quota(
-        "roomy",
-        &[
-            ("requests.cpu", "1000"),
-            ("pods", "2000"),
-            ("count/deployments.apps", "1000"),
-        ],
-        used,
-    )
+    mk_quota("roomy", HARD, used)
 }
 
 #[tokio::test]
@@ -87,11 +86,7 @@ async fn captured_reviews_held_back_charge_nothing_more() {
     );
     let h = Harness::new(&[quota_using(&[])]);
     // Every name used up: a review the webhook allows here charges nothing more.
-    let full = Harness::new(&[quota_using(&[
-        ("requests.cpu", "1000"),
-        ("pods", "2000"),
-        ("count/deployments.apps", "1000"),
-    ])]);
+    let full = Harness::new(&[quota_using(HARD)]);
     let conditions = MatchConditions::binding();
     // (operation, user) → [sent, held back].
     let mut tally: BTreeMap<(String, String), [usize; 2]> = BTreeMap::new();
