@@ -102,6 +102,13 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
             f(b);
         })
     };
+    // Without spec.replicaRequirements.
+    let no_requirements = |b: &mut Value| {
+        b["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("replicaRequirements");
+    };
     // The binding placed on `clusters`.
     let on = |clusters: Value| with(&|b| b["spec"]["clusters"] = clusters.clone());
     let queued = |b: &mut Value| {
@@ -235,18 +242,8 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
         ),
         (
             "scheduled without replica requirements",
-            unscheduled(&|b| {
-                b["spec"]
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("replicaRequirements");
-            }),
-            with(&|b| {
-                b["spec"]
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("replicaRequirements");
-            }),
+            unscheduled(&no_requirements),
+            with(&no_requirements),
             Sent,
         ),
         // Counts past int32, which the apiserver stores (it does not enforce the schema's
@@ -306,12 +303,7 @@ fn cases() -> Vec<(&'static str, Value, Value, Want)> {
         (
             "replicaRequirements dropped",
             placed(),
-            with(&|b| {
-                b["spec"]
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("replicaRequirements");
-            }),
+            with(&no_requirements),
             Sent,
         ),
         (
