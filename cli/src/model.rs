@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use karmada_quota_core::ledger::effective_usage;
 use karmada_quota_core::{Quantity, ResourceList};
-use karmada_quota_crds::convert::{list_from_api, parse_status};
+use karmada_quota_crds::convert::{list_from_api, parse_status, stored_list_from_api};
 use karmada_quota_crds::{KarmadaClusterQuota, KarmadaQuota};
 use kube::ResourceExt;
 use serde::Serialize;
@@ -144,15 +144,15 @@ impl QuotaSummary {
             .clusters
             .iter()
             .map(|c| {
-                let placed = list_from_api(&c.used, "used").unwrap_or_default();
+                let placed = stored_list_from_api(&c.used, "used").unwrap_or_default();
                 let observed = c
                     .observed
                     .as_ref()
-                    .map(|o| list_from_api(o, "observed").unwrap_or_default());
+                    .map(|o| stored_list_from_api(o, "observed").unwrap_or_default());
                 let draining = c
                     .draining
                     .as_ref()
-                    .map(|d| list_from_api(d, "draining").unwrap_or_default());
+                    .map(|d| stored_list_from_api(d, "draining").unwrap_or_default());
                 let drift = karmada_quota_core::status::member_drift(
                     &placed,
                     observed.as_ref(),

@@ -16,7 +16,7 @@ use parking_lot::{RwLock, RwLockReadGuard};
 use tokio::sync::watch;
 
 use karmada_quota_core::status::ClusterView;
-use karmada_quota_crds::convert::list_from_api;
+use karmada_quota_crds::convert::stored_list_from_api;
 use karmada_quota_crds::{KarmadaQuotaStatus, QuotaObject};
 use karmada_quota_dashboard::model::{ClusterUsage, Condition, Line, Quota, Reservation, Waiting};
 use kube::ResourceExt;
@@ -166,7 +166,7 @@ fn line<K: QuotaObject>(quota: &K, status: &KarmadaQuotaStatus, namespace: &str)
         return None;
     }
     // The controller wrote these values: one that does not parse shows as nothing asked.
-    let list = |map, field| list_from_api(map, field).unwrap_or_default();
+    let list = |map, field| stored_list_from_api(map, field).unwrap_or_default();
     let queue = queue.cloned().unwrap_or_default();
     Some(Line {
         queueing,

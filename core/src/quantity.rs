@@ -37,14 +37,18 @@
 //! `Value()`), i.e. at most 9 223 372 036 854 775 807 × 10⁹ nanos. With that cap, about
 //! 18 billion maximal values can be summed before an `i128` would overflow, so the quota
 //! arithmetic of this project cannot overflow in practice; arithmetic nonetheless
-//! saturates at the `i128` bounds instead of wrapping.
+//! saturates at the `i128` bounds instead of wrapping, and so does [`Quantity::read`] of a
+//! stored value past the cap.
 //!
 //! # Deliberate deviations from Kubernetes
 //!
 //! 1. A **decimal** quantity (DecimalSI or DecimalExponent) whose magnitude exceeds the cap
-//!    is rejected with [`QuantityError::OutOfRange`]; Kubernetes keeps it (`12E`, `1e21`,
-//!    `18446744073709551616`). A **BinarySI** quantity beyond the cap is clamped to
-//!    2⁶³−1 silently, which *is* Kubernetes' behaviour (`9Ei` → `9223372036854775807`).
+//!    is rejected by [`Quantity::parse`] with [`QuantityError::OutOfRange`]; Kubernetes
+//!    keeps it (`12E`, `1e21`, `18446744073709551616`). A value already stored is read
+//!    with [`Quantity::read`] (serde's `Deserialize` too), which keeps it exactly, up to
+//!    the `i128` bounds where it saturates: a binding asking `12E` is charged `12E`, not
+//!    left unread. A **BinarySI** quantity beyond the cap is clamped to 2⁶³−1 silently by
+//!    both, which *is* Kubernetes' behaviour (`9Ei` → `9223372036854775807`).
 //! 2. Arithmetic saturates at ±(2¹²⁷−1) nanos (≈1.7 × 10²⁹ units); Kubernetes never
 //!    saturates. Values beyond the cap, reachable only through arithmetic, print with a
 //!    suffix that keeps their magnitude: `1e21` for a decimal value past `E`, plain
@@ -107,6 +111,20 @@ const MAX_NANOS: u128 = (i64::MAX as u128) * (NANOS_PER_UNIT as u128);
 
 /// Decimal digits of [`MAX_NANOS`]: an integer with more digits is certainly beyond it.
 const MAX_NANOS_DIGITS: i64 = 28;
+
+/// Decimal digits of the largest magnitude [`Quantity::read`] keeps exactly: 10³⁸ − 1
+/// nanos fits an `i128` (whose bound is ≈ 1.7 × 10³⁸); a larger one saturates there.
+const READ_NANOS_DIGITS: i64 = 38;
+
+/// What parsing does with a decimal magnitude past [`Quantity::MAX_UNITS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PastCap {
+    /// [`QuantityError::OutOfRange`]: a value a user writes ([`Quantity::parse`]).
+    Refuse,
+    /// The exact value, saturated at the `i128` bounds: a value already stored
+    /// ([`Quantity::read`]).
+    Keep,
+}
 
 /// How a quantity was written; formatting keeps it (Kubernetes' `Format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -179,9 +197,20 @@ impl Quantity {
     /// Kubernetes); decimal inputs beyond it are rejected (see the module doc).
     pub const MAX_UNITS: i64 = i64::MAX;
 
-    /// Parses a quantity exactly like Kubernetes' `ParseQuantity` (within the cap).
+    /// Parses a quantity exactly like Kubernetes' `ParseQuantity` (within the cap): what
+    /// a user writes (a quota's `hard`, a flag). A decimal value past the cap is
+    /// [`QuantityError::OutOfRange`].
     pub fn parse(s: &str) -> Result<Quantity, QuantityError> {
-        parse_quantity(s)
+        parse_quantity(s, PastCap::Refuse)
+    }
+
+    /// Reads a quantity already stored (a binding's requests, a pod's, a status's `used`):
+    /// like [`Quantity::parse`], except that a decimal value past the cap, which
+    /// Kubernetes stores as given, is kept exactly (saturated at the `i128` bounds,
+    /// ≈ 1.7 × 10²⁹ units) instead of refused. Refusing it would leave the object it is
+    /// part of unread — a binding left out of `used`, a quota not enforced.
+    pub fn read(s: &str) -> Result<Quantity, QuantityError> {
+        parse_quantity(s, PastCap::Keep)
     }
 
     /// A quantity of `nanos` × 10⁻⁹ (no cap is applied).
@@ -425,7 +454,7 @@ impl<'a> std::iter::Sum<&'a Quantity> for Quantity {
 impl FromStr for Quantity {
     type Err = QuantityError;
     fn from_str(s: &str) -> Result<Quantity, QuantityError> {
-        parse_quantity(s)
+        parse_quantity(s, PastCap::Refuse)
     }
 }
 
@@ -476,7 +505,7 @@ fn interpret_suffix(suffix: &str) -> Option<(Base, i64, Format)> {
     Some((base, exp, format))
 }
 
-fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
+fn parse_quantity(s: &str, past_cap: PastCap) -> Result<Quantity, QuantityError> {
     let lexed = lex(s)?;
     let (base, exponent, mut format) =
         interpret_suffix(lexed.suffix).ok_or(QuantityError::Suffix)?;
@@ -501,16 +530,22 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
     if base == Base::Two {
         multiply_digits(&mut digits, 1u64 << (exponent as u32));
     }
-    let magnitude = match nanos_of(&digits, exp10) {
-        Some(m) if m <= MAX_NANOS => m,
+    let max_digits = match past_cap {
+        PastCap::Refuse => MAX_NANOS_DIGITS,
+        PastCap::Keep => READ_NANOS_DIGITS,
+    };
+    let magnitude = match (nanos_of(&digits, exp10, max_digits), past_cap) {
+        (Some(m), _) if m <= MAX_NANOS => m,
         // Kubernetes caps BinarySI at 2^63-1 silently; decimal is our deviation.
         _ if format == Format::BinarySI => MAX_NANOS,
-        _ => return Err(QuantityError::OutOfRange),
+        (Some(m), PastCap::Keep) => m, // < 10^38 ≤ i128::MAX
+        (None, PastCap::Keep) => i128::MAX as u128,
+        (_, PastCap::Refuse) => return Err(QuantityError::OutOfRange),
     };
     if format == Format::BinarySI && magnitude < NANOS_PER_UNIT as u128 {
         format = Format::DecimalSI;
     }
-    let nanos = magnitude as i128; // ≤ MAX_NANOS < i128::MAX
+    let nanos = magnitude as i128; // ≤ i128::MAX
     Ok(Quantity {
         nanos: if lexed.negative { -nanos } else { nanos },
         format,
@@ -593,11 +628,12 @@ fn significant(lexed: &Lexed<'_>, base: Base, exponent: i64) -> (Vec<u8>, i64) {
 }
 
 /// ceil(digits × 10^(exp10 + 9)), computed on the digit string so that any number of
-/// fraction digits and any exponent is exact; `None` past what nanos can hold.
-fn nanos_of(digits: &[u8], exp10: i64) -> Option<u128> {
+/// fraction digits and any exponent is exact; `None` past `max_digits` integer digits
+/// (at most 38, so the result fits an `i128`).
+fn nanos_of(digits: &[u8], exp10: i64, max_digits: i64) -> Option<u128> {
     let shift = exp10 + 9;
     let int_len = digits.len() as i64 + shift;
-    if int_len > MAX_NANOS_DIGITS {
+    if int_len > max_digits {
         return None;
     }
     if int_len <= 0 {
@@ -710,7 +746,8 @@ impl serde::Serialize for Quantity {
 
 impl<'de> serde::Deserialize<'de> for Quantity {
     /// A string (surrounding whitespace trimmed, like Kubernetes' `UnmarshalJSON`), a
-    /// bare number, or null (zero).
+    /// bare number, or null (zero), read with [`Quantity::read`]: what is deserialized was
+    /// stored, so a decimal value past the cap is kept, not refused.
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(QuantityVisitor)
     }
@@ -720,7 +757,7 @@ struct QuantityVisitor;
 
 impl QuantityVisitor {
     fn from_text<E: serde::de::Error>(s: &str) -> Result<Quantity, E> {
-        parse_quantity(s.trim()).map_err(E::custom)
+        Quantity::read(s.trim()).map_err(E::custom)
     }
 }
 
@@ -1519,15 +1556,18 @@ mod tests {
             let q: Quantity = serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"));
             assert_eq!(q.to_string(), want, "{json}");
         }
-        for json in [
-            r#""1.1.M""#,
-            r#""""#,
-            "true",
-            "[]",
-            "18446744073709551615",
-            "1e300",
-        ] {
+        for json in [r#""1.1.M""#, r#""""#, "true", "[]"] {
             assert!(serde_json::from_str::<Quantity>(json).is_err(), "{json}");
+        }
+        // Past the cap: kept (stored values are read, not parsed: `Quantity::read`).
+        for (json, nanos) in [
+            ("18446744073709551615", 18_446_744_073_709_551_615 * NANOS_PER_UNIT),
+            (r#""12E""#, 12 * 10i128.pow(27)),
+            ("1e300", i128::MAX),
+            ("-1e300", -i128::MAX),
+        ] {
+            let q: Quantity = serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            assert_eq!(q.nanos(), nanos, "{json}");
         }
         let err = serde_json::from_str::<Quantity>(r#""0.1mi""#).unwrap_err();
         assert!(
@@ -1535,6 +1575,40 @@ mod tests {
                 .contains("unable to parse quantity's suffix"),
             "{err}"
         );
+    }
+
+    /// What Kubernetes stores past the cap is read, not refused: exactly within the `i128`
+    /// bounds, saturated beyond, and what it prints reads back the same. `parse` (what a
+    /// user writes) still refuses it; BinarySI is clamped by both, like Kubernetes.
+    #[test]
+    fn reads_stored_values_past_the_cap_that_parse_refuses() {
+        for (text, printed) in [
+            ("12E", "12E"),
+            ("-12E", "-12E"),
+            ("9223372036854775808", "9223372036854775808"),
+            ("18446744073709551616", "18446744073709551616"),
+            ("13835058055282163712", "13835058055282163712"), // 12Ei summed, printed
+            ("1e21", "1e21"),
+            ("1.5e28", "15e27"),
+        ] {
+            assert_eq!(Quantity::parse(text), Err(QuantityError::OutOfRange), "{text}");
+            let q = Quantity::read(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(q.to_string(), printed, "{text}");
+            assert_eq!(Quantity::read(printed), Ok(q), "{text} reads back");
+            assert!(q.nanos().unsigned_abs() > MAX_NANOS, "{text}");
+        }
+        for text in ["1e29", "1e30", "1e2147483647", "999999999999999999999999999999999"] {
+            let q = Quantity::read(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(q.nanos(), i128::MAX, "{text} saturates");
+            assert_eq!(Quantity::read(&q.to_string()), Ok(q), "{text} reads back");
+            assert_eq!(Quantity::read(&format!("-{text}")).map(|q| q.nanos()), Ok(-i128::MAX));
+        }
+        for text in ["16Ei", "1", "1.5Gi", "9223372036854775807", "-9223372036854775807"] {
+            assert_eq!(Quantity::read(text), Quantity::parse(text), "{text}");
+        }
+        for bad in ["", "1.1.M", "0.1mi", "1e"] {
+            assert_eq!(Quantity::read(bad), Quantity::parse(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use karmada_quota_core::quota::{
 };
 use karmada_quota_core::scope::RawRequirement;
 use karmada_quota_core::selection::Covers;
-use karmada_quota_core::{Quantity, ResourceList};
+use karmada_quota_core::{Quantity, QuantityError, ResourceList};
 use kube::ResourceExt;
 
 use crate::cluster_quota::KarmadaClusterQuota;
@@ -241,11 +241,12 @@ pub fn members_of(status: Option<&KarmadaQuotaStatus>) -> Vec<MemberUsage> {
                 .iter()
                 .map(|c| MemberUsage {
                     name: c.name.clone(),
-                    placed: list_from_api(&c.used, "status.clusters.used").unwrap_or_default(),
+                    placed: stored_list_from_api(&c.used, "status.clusters.used")
+                        .unwrap_or_default(),
                     observed: c
                         .observed
                         .as_ref()
-                        .and_then(|o| list_from_api(o, "status.clusters.observed").ok()),
+                        .and_then(|o| stored_list_from_api(o, "status.clusters.observed").ok()),
                 })
                 .collect()
         })
@@ -288,14 +289,33 @@ pub fn cluster_quota_state(q: &KarmadaClusterQuota) -> Result<QuotaState, Vec<Fi
     })
 }
 
-/// Parse an API resource map; the error names `field[resource]`.
+/// Parse an API resource map a user writes (`spec.hard`) with [`Quantity::parse`]; the
+/// error names `field[resource]`.
 pub fn list_from_api(
     map: &BTreeMap<String, ApiQuantity>,
     field: &str,
 ) -> Result<ResourceList, FieldError> {
+    list_with(map, field, Quantity::parse)
+}
+
+/// Parse an API resource map already stored — a status's usage, a pod's requests — with
+/// [`Quantity::read`]: a value past the largest quantity this project parses, which
+/// Kubernetes stores as given, is kept, so the object is not left unread.
+pub fn stored_list_from_api(
+    map: &BTreeMap<String, ApiQuantity>,
+    field: &str,
+) -> Result<ResourceList, FieldError> {
+    list_with(map, field, Quantity::read)
+}
+
+fn list_with(
+    map: &BTreeMap<String, ApiQuantity>,
+    field: &str,
+    parse: fn(&str) -> Result<Quantity, QuantityError>,
+) -> Result<ResourceList, FieldError> {
     let mut out = BTreeMap::new();
     for (name, q) in map {
-        let parsed = Quantity::parse(&q.0).map_err(|e| FieldError {
+        let parsed = parse(&q.0).map_err(|e| FieldError {
             field: format!("{field}[{name}]"),
             message: format!("Invalid value: {:?}: {e}", q.0),
         })?;
@@ -311,7 +331,7 @@ fn usage_from_api(
     map: &BTreeMap<String, ApiQuantity>,
     field: &str,
 ) -> Result<ResourceList, FieldError> {
-    let list = list_from_api(map, field)?;
+    let list = stored_list_from_api(map, field)?;
     match list.0.keys().find(|name| list.0[*name].is_negative()) {
         Some(name) => Err(FieldError::invalid(
             format!("{field}[{name}]"),
@@ -561,6 +581,40 @@ mod tests {
         );
         assert!(errs[0].message.contains("\"-1\""), "{}", errs[0].message);
         assert!(errs[1].message.contains("greater than or equal to 0"));
+    }
+
+    /// A status whose usage passed the largest quantity `hard` may hold (bindings that
+    /// existed before the quota, summed) is read as written, so the quota stays enforced
+    /// — full — instead of refused as unreadable; `spec.hard` past it is still refused.
+    #[test]
+    fn status_usage_past_the_largest_quantity_is_read_and_hard_past_it_is_refused() {
+        let mut q = example();
+        let st = q.status.as_mut().unwrap();
+        st.used.insert("requests.cpu".into(), ApiQuantity("12E".into()));
+        st.reservations[0]
+            .reserved
+            .insert("requests.cpu".into(), ApiQuantity("1e21".into()));
+        st.clusters = vec![serde_json::from_value(serde_json::json!({
+            "name": "member1", "used": {"requests.cpu": "13835058055282163712"}
+        }))
+        .unwrap()];
+        let state = quota_state(&q).expect("a stored usage past the cap is read");
+        let used = state.used.expect("used");
+        assert_eq!(used.get_or_zero("requests.cpu").to_string(), "12E");
+        assert_eq!(
+            state.reservations[0].reserved.get_or_zero("requests.cpu").to_string(),
+            "1e21"
+        );
+        assert_eq!(
+            state.clusters[0].placed.get_or_zero("requests.cpu").to_string(),
+            "13835058055282163712"
+        );
+        q.spec
+            .hard
+            .insert("requests.cpu".into(), ApiQuantity("12E".into()));
+        let errs = validate_spec(&q.spec).unwrap_err();
+        assert_eq!(errs[0].field, "spec.hard[requests.cpu]", "{errs:?}");
+        assert!(errs[0].message.contains("out of range"), "{errs:?}");
     }
 
     #[test]

@@ -691,7 +691,7 @@ pub fn cluster_usage<'a>(q: &'a KarmadaQuota, name: &str) -> Option<&'a ClusterU
 /// Milli-units of `name` in a list (absent = 0; unparseable = -1, which matches nothing).
 pub fn milli(list: &std::collections::BTreeMap<String, ApiQuantity>, name: &str) -> i128 {
     list.get(name)
-        .map(|q| Quantity::parse(&q.0).map_or(-1, |q| q.milli_value()))
+        .map(|q| Quantity::read(&q.0).map_or(-1, |q| q.milli_value()))
         .unwrap_or(0)
 }
 
@@ -699,7 +699,7 @@ pub fn milli(list: &std::collections::BTreeMap<String, ApiQuantity>, name: &str)
 /// names are not looked at), compared as quantities (`1500m` = `1.5`).
 pub fn has(list: &std::collections::BTreeMap<String, ApiQuantity>, want: &[(&str, &str)]) -> bool {
     want.iter()
-        .all(|(name, q)| Quantity::parse(q).is_ok_and(|q| milli(list, name) == q.milli_value()))
+        .all(|(name, q)| Quantity::read(q).is_ok_and(|q| milli(list, name) == q.milli_value()))
 }
 
 /// `status.used` holds `want`.

@@ -336,6 +336,51 @@ async fn a_binding_with_counts_past_int32_is_charged_not_skipped() -> Result<()>
     s.teardown().await
 }
 
+/// A binding asking more than the largest quantity a quota's `hard` may hold (2⁶³−1;
+/// Kubernetes stores `12E` as given, and only a binding stored past the webhook has one):
+/// the controller charges it as asked instead of skipping it as undecodable, and a webhook
+/// that starts afterwards reads the quota's `used` (`12E`) and refuses what no longer fits.
+#[tokio::test]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_binding_asking_past_the_largest_quantity_is_charged_not_skipped() -> Result<()> {
+    let s = Setup::new("controller::past_cap").await?;
+    step("[Create] binding huge: 1 × 12E cpu in member1, straight into the control plane");
+    expect_admitted(
+        create(
+            &s.client,
+            &rb("huge", "12E", &[("member1", 1)]).json(s.ns()),
+        )
+        .await?,
+    )?;
+    let ctl = s.controller().await?;
+    step("[Create] quota q: requests.cpu 10, pods 10");
+    s.quota(&[("requests.cpu", "10"), ("pods", "10")]).await?;
+    s.wait("huge is charged 12E cpu", |q| {
+        used_is(q, &[("requests.cpu", "12E"), ("pods", "1")])
+    })
+    .await?;
+
+    step("[Setup] a webhook for the namespace; [Create] small: 1 × 1 cpu is refused, q is full");
+    let webhook = Webhook::start(s.env).await?;
+    let _registration =
+        Registration::register(&s.client, &webhook.url(), &[s.ns()], &[&webhook]).await?;
+    let small = rb("small", "1", &[("member1", 1)]).json(s.ns());
+    wait_until_status_seen(&s.client, &small).await?;
+    match create(&s.client, &small).await? {
+        Ok(_) => anyhow::bail!("small was admitted although q is full (used 12E, hard 10)"),
+        Err(st) => ensure!(
+            st.code == 403
+                && st.message.starts_with("exceeded quota: q, requested: ")
+                && st.message.contains("used: requests.cpu=12E"),
+            "small must be refused as over q's hard, got {} {}",
+            st.code,
+            st.message
+        ),
+    }
+    drop(ctl);
+    s.teardown().await
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. reservations: pruned once observed, expired and read not stored when never observed
 // ---------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-//! `quantity`: [`Quantity::parse`] on any UTF-8 text (spec.hard, status, binding requests).
+//! `quantity`: [`Quantity::parse`] and [`Quantity::read`] on any UTF-8 text (spec.hard, status,
+//! binding requests).
 //!
 //! Laws, for every input `s` that parses to `q`:
 //! - the magnitude is within the cap (|q| ≤ 2⁶³−1 units);
@@ -6,12 +7,16 @@
 //!   the identity on values) and prints as `p` again in `q`'s format (the canonical form
 //!   is a fixed point; read back without its format, a BinarySI value that is no multiple
 //!   of 1024 becomes DecimalSI, as in Kubernetes, and is a fixed point from then on);
-//! - `FromStr` and a JSON string deserialize to the same value, and serializing gives `p`.
+//! - `FromStr`, [`Quantity::read`] and a JSON string deserialize to the same value, and
+//!   serializing gives `p`.
 //!
-//! For input that does not parse, a JSON string of it is refused too (unless only
-//! surrounding whitespace, which JSON decoding trims like Kubernetes, made the difference).
+//! For input that does not parse because it is past the cap, [`Quantity::read`] (and a JSON
+//! string, which is read) keeps it beyond the cap, and what it prints reads back to the
+//! same value. For any other input that does not parse, `read` and a JSON string of it are
+//! refused too (unless only surrounding whitespace, which JSON decoding trims like
+//! Kubernetes, made the difference).
 
-use karmada_quota_core::Quantity;
+use karmada_quota_core::{Quantity, QuantityError};
 
 /// Nano units per unit.
 const NANOS_PER_UNIT: u128 = 1_000_000_000;
@@ -30,11 +35,34 @@ pub fn run(data: &[u8]) {
                 s.parse::<Quantity>().as_ref() == Err(&e),
                 "FromStr disagrees with parse on {s:?}"
             );
-            if s.trim() == s {
+            let read = Quantity::read(s);
+            if e == QuantityError::OutOfRange {
+                let kept = read.unwrap_or_else(|e| panic!("{s:?} past the cap is not read: {e}"));
                 assert!(
-                    from_json.is_err(),
-                    "{s:?} is refused by parse ({e}) but accepted from JSON"
+                    kept.nanos().unsigned_abs() > Quantity::MAX_UNITS as u128 * NANOS_PER_UNIT,
+                    "{s:?} is refused as past the cap but reads as {kept}"
                 );
+                let printed = kept.to_string();
+                assert_eq!(
+                    Quantity::read(&printed).map(|k| k.nanos()),
+                    Ok(kept.nanos()),
+                    "{s:?} reads as {printed:?}, which reads back to another value"
+                );
+                if s.trim() == s {
+                    assert_eq!(
+                        from_json.map(|q| q.nanos()).ok(),
+                        Some(kept.nanos()),
+                        "{s:?} is read but not from JSON"
+                    );
+                }
+            } else {
+                assert_eq!(read, Err(e.clone()), "read disagrees with parse on {s:?}");
+                if s.trim() == s {
+                    assert!(
+                        from_json.is_err(),
+                        "{s:?} is refused by parse ({e}) but accepted from JSON"
+                    );
+                }
             }
             return;
         }
@@ -72,6 +100,11 @@ pub fn run(data: &[u8]) {
         s.parse::<Quantity>().map(|p| p.nanos()),
         Ok(q.nanos()),
         "FromStr disagrees with parse on {s:?}"
+    );
+    assert_eq!(
+        Quantity::read(s).map(|p| p.nanos()),
+        Ok(q.nanos()),
+        "read disagrees with parse on {s:?}"
     );
     let from_json =
         from_json.unwrap_or_else(|e| panic!("{s:?} parses but not as a JSON string: {e}"));
@@ -111,6 +144,8 @@ mod tests {
             "1e2147483647",
             "1e-2147483647",
             "12E",
+            "-12E",
+            "1e300",
             "9223372036854775807",
             "9223372036854775808",
             "1.0000000001",

@@ -26,7 +26,7 @@ use karmada_quota_core::quota::{FieldError, QuotaState};
 use karmada_quota_core::status::{self as core_status, ObservedPods, QuotaView};
 use karmada_quota_core::top;
 use karmada_quota_crds::convert::{
-    list_from_api, list_to_api, parse_status, reservation_to_api, summary, validate_spec,
+    list_to_api, parse_status, reservation_to_api, stored_list_from_api, summary, validate_spec,
 };
 use karmada_quota_crds::quota::{
     CONDITION_DRIFT, CONDITION_MEMBERS_REACHABLE, CONDITION_READY, ClusterUsage, Reservation,
@@ -202,7 +202,7 @@ pub fn compute_over<K: QuotaObject>(
     if !incomplete.is_empty() {
         let last_known = quota
             .quota_status()
-            .and_then(|s| list_from_api(&s.used, "status.used").ok());
+            .and_then(|s| stored_list_from_api(&s.used, "status.used").ok());
         complete::hold_view(&mut view, last_known.as_ref(), &incomplete);
     }
     Computed::Valid {

@@ -8,7 +8,7 @@ use karmada_quota_core::pod_requests::{
     ContainerStatusView, ContainerView, PodView, pod_usage, resize_infeasible,
 };
 use karmada_quota_core::status::{ObservedPod, PodOwner};
-use karmada_quota_crds::convert::list_from_api;
+use karmada_quota_crds::convert::stored_list_from_api;
 use karmada_quota_shell::relist::{Relist, Step};
 use kube::runtime::watcher::Event;
 
@@ -100,13 +100,13 @@ fn container_view(c: &Container, statuses: &[&ContainerStatus]) -> ContainerView
 fn parse_lenient(
     map: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 ) -> ResourceList {
-    match list_from_api(map, "requests") {
+    match stored_list_from_api(map, "requests") {
         Ok(l) => l,
         Err(_) => map
             .iter()
             .filter_map(|(k, v)| {
                 let one = BTreeMap::from([(k.clone(), v.clone())]);
-                list_from_api(&one, "requests").ok()
+                stored_list_from_api(&one, "requests").ok()
             })
             .fold(ResourceList::new(), |mut acc, l| {
                 acc.0.extend(l.0);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use karmada_quota_core::ResourceList;
 use karmada_quota_crds::KarmadaQuota;
-use karmada_quota_crds::convert::{list_from_api, quota_state};
+use karmada_quota_crds::convert::{quota_state, stored_list_from_api};
 use kube::Client;
 use kube::api::Api;
 use serde_json::Value;
@@ -89,7 +89,7 @@ pub async fn quota_usage(client: &Client, ns: &str, quota: &str) -> Result<Quota
         .await
         .with_context(|| format!("reading KarmadaQuota {ns}/{quota}"))?;
     let status = object.status.clone().unwrap_or_default();
-    let used = list_from_api(&status.used, "status.used").map_err(|e| anyhow!("{e}"))?;
+    let used = stored_list_from_api(&status.used, "status.used").map_err(|e| anyhow!("{e}"))?;
     // quota_state validates the entries; its errors name the field.
     let state = quota_state(&object).map_err(|errs| {
         anyhow!(
