@@ -13,6 +13,9 @@
 #   project-validating  (opt-in: BENCH_MODES) project with the validating webhooks alone,
 #                the waiting line's mutating webhook not registered: project − this is
 #                what the arrivals review costs
+#   project-linger  (opt-in: BENCH_MODES) project with the webhook's --batch-linger
+#                $BENCH_LINGER: project − this is what gathering admissions into fewer
+#                batches saves (the webhook is restarted when the mode's flags change)
 #   karmada-frq  Karmada's own FederatedResourceQuota (spec.overall) that fits, with its
 #                FederatedQuotaEnforcement gate on (the gate is on for every mode: it costs
 #                nothing where no FederatedResourceQuota exists)
@@ -39,6 +42,7 @@
 #   BENCH_THROTTLE         default | lifted | both (default both)
 #   BENCH_MODES            default "none project karmada-frq" (also: hop; none is required)
 #   BENCH_TIMEOUT          seconds one round may take before it counts as failed (default 600)
+#   BENCH_LINGER           the webhook's --batch-linger in project-linger (default 50ms)
 #   BENCH_ARRIVALS         1 (default): the waiting line's mutating webhook is registered
 #                          too, as the chart does by default; 0: the validating ones alone
 #                          (as runs before 2026-11-29 measured)
@@ -79,6 +83,7 @@ THROTTLE=${BENCH_THROTTLE:-both}
 read -r -a MODES <<<"${BENCH_MODES:-none project karmada-frq}"
 TIMEOUT=${BENCH_TIMEOUT:-600}
 ARRIVALS=${BENCH_ARRIVALS:-1}
+LINGER=${BENCH_LINGER:-50ms}
 PPROF_SECONDS=${BENCH_PPROF_SECONDS:-}
 if [[ -n $PPROF_SECONDS ]]; then
     # e2e/controlplane starts the apiservers with --profiling=false; the last flag wins.
@@ -108,7 +113,7 @@ esac
 case $THROTTLE in default | lifted) throttles=("$THROTTLE") ;; both) throttles=(default lifted) ;;
 *) die "BENCH_THROTTLE must be default, lifted or both, not '$THROTTLE'" ;; esac
 for m in "${MODES[@]}"; do
-    case $m in none | project | project-validating | hop | karmada-frq) ;; *) die "unknown mode '$m' in BENCH_MODES" ;; esac
+    case $m in none | project | project-validating | project-linger | hop | karmada-frq) ;; *) die "unknown mode '$m' in BENCH_MODES" ;; esac
 done
 [[ " ${MODES[*]} " == *" none "* ]] || die "BENCH_MODES must hold none: every ratio is to none"
 [[ $N =~ ^[0-9]+$ && $N -ge 1 && $N -le 5000 ]] || die "BENCH_N must be 1..5000, not '$N'"
@@ -182,13 +187,14 @@ start_karmada() { # throttle
 # The project's webhook (lib.sh's serving certificate for 127.0.0.1) and, for project
 # rounds, its controller, both against the Karmada apiserver with the admin kubeconfig.
 WEBHOOK_PID=
+WEBHOOK_FLAGS_NOW=
 CONTROLLER_PID=
-start_webhook() {
+start_webhook() { # log-name extra-flags...
     WEBHOOK_PORT=$(free_port)
     WEBHOOK_ADMIN=$(free_port)
     "$BIN/karmada-quota-webhook" --listen "127.0.0.1:$WEBHOOK_PORT" --admin-listen "127.0.0.1:$WEBHOOK_ADMIN" \
         --kubeconfig "$KDIR/kubeconfig-0" --tls-cert-file "$TLS/tls.pem" --tls-private-key-file "$TLS/tls.key" \
-        --log warn "${STORE_FLAGS[@]}" >"$LOGS/webhook-$1.log" 2>&1 &
+        --log warn "${STORE_FLAGS[@]}" "${@:2}" >>"$LOGS/webhook-$1.log" 2>&1 &
     WEBHOOK_PID=$!
     PIDS+=("$WEBHOOK_PID")
     wait_200 "http://127.0.0.1:$WEBHOOK_ADMIN/readyz" webhook
@@ -204,6 +210,23 @@ start_webhook() {
         sleep 0.2
     done
     die "bench/review-recorder.py never answered on 127.0.0.1:$HOOK_PORT"
+}
+stop_webhook() {
+    [[ -n $WEBHOOK_PID ]] || return 0
+    kill "$WEBHOOK_PID" 2>/dev/null || true
+    wait "$WEBHOOK_PID" 2>/dev/null || true
+    WEBHOOK_PID=
+}
+# The webhook with the flags of a mode, restarted only when they differ from the running one's.
+webhook_flags() { [[ $1 == project-linger ]] && echo "--batch-linger $LINGER" || true; }
+ensure_webhook() { # throttle mode
+    local want
+    want=$(webhook_flags "$2")
+    [[ -n $WEBHOOK_PID && $want == "$WEBHOOK_FLAGS_NOW" ]] && return 0
+    stop_webhook
+    # shellcheck disable=SC2086 # the flags are words
+    start_webhook "$1" $want
+    WEBHOOK_FLAGS_NOW=$want
 }
 start_controller() {
     CONTROLLER_ADMIN=$(free_port)
@@ -223,7 +246,7 @@ stop_controller() {
 # The webhooks the chart registers: the validating ones and, with the waiting line on (the
 # chart's default, webhook.queueing.enabled), the mutating one of arrivals.
 # The project's processes run in these modes.
-runs_project() { [[ $1 == project || $1 == hop || $1 == project-validating ]]; }
+runs_project() { [[ $1 == project || $1 == hop || $1 == project-validating || $1 == project-linger ]]; }
 register_webhook() { # arrivals: 1 registers the mutating webhook too
     local manifests=(webhook/manifests/validatingwebhookconfiguration.yaml) m i=0
     [[ $1 == 1 ]] && manifests+=(webhook/manifests/mutatingwebhookconfiguration.yaml)
@@ -263,7 +286,7 @@ spec:
 EOF
     k 0 apply -f "$f" >/dev/null
     case $mode in
-    project | project-validating)
+    project | project-validating | project-linger)
         k 0 apply -f - >/dev/null <<EOF
 apiVersion: quota.karmada.io/v1alpha1
 kind: KarmadaQuota
@@ -341,6 +364,7 @@ run_round() { # throttle round mode
     local throttle=$1 round=$2 mode=$3 ns="bk-${1}-r$2-$3"
     log "[$throttle round $round] $mode: $N Deployments in $ns"
     if runs_project "$mode"; then
+        ensure_webhook "$throttle" "$mode"
         start_controller "$throttle"
         if [[ $mode == project-validating ]]; then register_webhook 0; else register_webhook "$ARRIVALS"; fi
     else
@@ -431,7 +455,6 @@ make_certs
 for throttle in "${throttles[@]}"; do
     start_karmada "$throttle"
     k 0 get namespace "$BATCH_NS" >/dev/null 2>&1 || k 0 create namespace "$BATCH_NS" >/dev/null
-    start_webhook "$throttle"
     for round in $(seq 1 "$ROUNDS"); do
         # Alternate the order round by round, so that no mode always runs first.
         ordered=("${MODES[@]}")
@@ -441,6 +464,7 @@ for throttle in "${throttles[@]}"; do
         fi
         for mode in "${ordered[@]}"; do run_round "$throttle" "$round" "$mode"; done
     done
+    stop_webhook
     stop_karmada
 done
 trap - EXIT

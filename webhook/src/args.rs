@@ -78,6 +78,13 @@ pub struct Args {
     #[arg(long, env = "KQ_RESERVATION_TTL", default_value = "60s", value_parser = karmada_quota_shell::duration::parse)]
     pub reservation_ttl: Duration,
 
+    /// How long a reservation batch waits, when a request finds the queue idle, for
+    /// others to join it before it is decided and written: one batch create and one
+    /// delete then carry several admissions instead of one each. Every request waits up
+    /// to this much longer; 0 decides at once. Keep it well below --decision-timeout.
+    #[arg(long, env = "KQ_BATCH_LINGER", default_value = "0s", value_parser = karmada_quota_shell::duration::parse)]
+    pub batch_linger: Duration,
+
     /// A quota holding this many pending reservation entries refuses new ones (retryable),
     /// rather than grow toward etcd's object size limit.
     #[arg(long, env = "KQ_MAX_RESERVATIONS", default_value_t = 1000)]
@@ -269,7 +276,7 @@ pub struct Args {
     #[allow(missing_docs)]
     pub client: ClientArgs,
 
-    /// Where reservations are made durable (status or batches).
+    /// Where reservations are made durable (the batches) and their namespace.
     #[command(flatten)]
     pub reservations: ReservationArgs,
 }
@@ -349,6 +356,7 @@ mod tests {
         assert_eq!(a.decision_timeout, Duration::from_millis(500));
         assert_eq!(a.reservation_ttl, Duration::from_secs(60));
         assert_eq!(a.max_reservations, 1000);
+        assert_eq!(a.batch_linger, Duration::ZERO);
         assert_eq!(a.max_body_bytes, 3 * 1024 * 1024);
         assert!(a.events);
         assert_eq!(a.event_interval, Duration::from_secs(10));

@@ -65,6 +65,7 @@ async fn main() -> anyhow::Result<()> {
         BatcherConfig {
             reservation_ttl: args.reservation_ttl,
             max_reservations: args.max_reservations,
+            linger: args.batch_linger,
             unaccounted_default: args.unaccounted_workloads.into(),
             ..BatcherConfig::default()
         },

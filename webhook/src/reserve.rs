@@ -81,6 +81,9 @@ pub struct BatcherConfig {
     pub max_attempts: u32,
     /// Most requests decided in one batch; the rest wait for the next one.
     pub max_batch: usize,
+    /// How long a worker that finds the queue idle waits for more requests before its
+    /// first batch (`--batch-linger`); zero takes what is there at once.
+    pub linger: Duration,
     /// The `unaccountedWorkloads` policy of a quota that does not set one
     /// (`--unaccounted-workloads`).
     pub unaccounted_default: Unaccounted,
@@ -97,6 +100,7 @@ impl Default for BatcherConfig {
             // Bounds the work (and latency) of one round; 512 requests of one namespace
             // in flight at once is far beyond what one apiserver sends.
             max_batch: 512,
+            linger: Duration::ZERO,
             unaccounted_default: Unaccounted::Deny,
         }
     }

@@ -1,7 +1,9 @@
-//! The queue's worker: spawned by the first request that finds the queue idle, it takes up
+//! The queue's worker: spawned by the first request that finds the queue idle, it waits
+//! `linger` for others to join (unless the queue already holds `max_batch`), then takes up
 //! to `max_batch` pending requests at a time and processes them as one batch
-//! ([`super::batch`]) until the queue is empty, then exits. A worker that unwinds (a bug)
-//! resets the queue.
+//! ([`super::batch`]) until the queue is empty, then exits. Only the first batch waits:
+//! the requests of the next ones queued while the previous batch was written. A worker
+//! that unwinds (a bug) resets the queue.
 
 use std::sync::Arc;
 
@@ -28,6 +30,10 @@ pub(super) async fn worker(inner: Arc<Inner>) {
     let _guard = WorkerGuard {
         inner: inner.clone(),
     };
+    let max_batch = inner.config.max_batch.max(1);
+    if !inner.config.linger.is_zero() && lock(&inner.queue).pending.len() < max_batch {
+        tokio::time::sleep(inner.config.linger).await;
+    }
     loop {
         let jobs: Vec<Job> = {
             let mut queue = lock(&inner.queue);
@@ -35,7 +41,7 @@ pub(super) async fn worker(inner: Arc<Inner>) {
                 queue.running = false;
                 return;
             }
-            let n = queue.pending.len().min(inner.config.max_batch.max(1));
+            let n = queue.pending.len().min(max_batch);
             queue.pending.drain(..n).collect()
         };
         inner.process(jobs).await;

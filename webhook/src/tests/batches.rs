@@ -47,6 +47,15 @@ fn harness(quotas: &[KarmadaQuota], batches: &Arc<FakeBatchStore>) -> (Harness, 
 
 /// Another webhook replica over the same cache and the same batch store (its own view).
 fn replica(h: &Harness, batches: &Arc<FakeBatchStore>) -> (Batcher, Arc<Ledger>) {
+    replica_with(h, batches, BatcherConfig::default())
+}
+
+/// [`replica`] with `config`.
+fn replica_with(
+    h: &Harness,
+    batches: &Arc<FakeBatchStore>,
+    config: BatcherConfig,
+) -> (Batcher, Arc<Ledger>) {
     let ledger = watching_ledger(batches, h.state.cache.relists());
     let no_cluster_quotas: &[karmada_quota_crds::KarmadaClusterQuota] = &[];
     let batcher = Batcher::with_stores(
@@ -57,7 +66,7 @@ fn replica(h: &Harness, batches: &Arc<FakeBatchStore>) -> (Batcher, Arc<Ledger>)
         },
         h.state.cache.clone(),
         h.state.metrics.clone(),
-        BatcherConfig::default(),
+        config,
         clock,
     );
     (batcher, ledger)
@@ -190,6 +199,38 @@ async fn requests_of_sixteen_namespaces_share_batches() {
     for i in 0..16 {
         assert_eq!(stored_entries(&batches, &format!("ns-{i}")), 4);
     }
+}
+
+/// `--batch-linger`: requests arriving one at a time 5 ms apart (as Karmada's detector
+/// sends its CREATEs) share one batch when the first waits 20 ms, and take one batch each
+/// when it does not; a request after the window starts the next batch.
+#[tokio::test(start_paused = true)]
+async fn a_lingering_batch_gathers_requests_that_arrive_one_at_a_time() {
+    async fn batches_for(linger: Duration) -> (usize, Vec<bool>) {
+        let batches = Arc::new(FakeBatchStore::new());
+        let h = Harness::new(&[twenty_cpu()]);
+        let config = BatcherConfig {
+            linger,
+            ..BatcherConfig::default()
+        };
+        let (batcher, _) = replica_with(&h, &batches, config);
+        let start = Instant::now();
+        let admitted = join_all([0, 5, 10, 15, 40].into_iter().map(|ms| {
+            let batcher = &batcher;
+            async move {
+                tokio::time::sleep_until(start + Duration::from_millis(ms)).await;
+                allowed(batcher, request(NS, &format!("rb-{ms}"), "1")).await
+            }
+        }))
+        .await;
+        (batches.creates.load(Ordering::SeqCst), admitted)
+    }
+    assert_eq!(
+        batches_for(Duration::from_millis(20)).await,
+        (2, vec![true; 5]),
+        "0-15 ms in one batch, 40 ms in the next"
+    );
+    assert_eq!(batches_for(Duration::ZERO).await, (5, vec![true; 5]));
 }
 
 #[tokio::test]
