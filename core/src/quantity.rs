@@ -1561,7 +1561,10 @@ mod tests {
         }
         // Past the cap: kept (stored values are read, not parsed: `Quantity::read`).
         for (json, nanos) in [
-            ("18446744073709551615", 18_446_744_073_709_551_615 * NANOS_PER_UNIT),
+            (
+                "18446744073709551615",
+                18_446_744_073_709_551_615 * NANOS_PER_UNIT,
+            ),
             (r#""12E""#, 12 * 10i128.pow(27)),
             ("1e300", i128::MAX),
             ("-1e300", -i128::MAX),
@@ -1591,19 +1594,37 @@ mod tests {
             ("1e21", "1e21"),
             ("1.5e28", "15e27"),
         ] {
-            assert_eq!(Quantity::parse(text), Err(QuantityError::OutOfRange), "{text}");
+            assert_eq!(
+                Quantity::parse(text),
+                Err(QuantityError::OutOfRange),
+                "{text}"
+            );
             let q = Quantity::read(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(q.to_string(), printed, "{text}");
             assert_eq!(Quantity::read(printed), Ok(q), "{text} reads back");
             assert!(q.nanos().unsigned_abs() > MAX_NANOS, "{text}");
         }
-        for text in ["1e29", "1e30", "1e2147483647", "999999999999999999999999999999999"] {
+        for text in [
+            "1e29",
+            "1e30",
+            "1e2147483647",
+            "999999999999999999999999999999999",
+        ] {
             let q = Quantity::read(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(q.nanos(), i128::MAX, "{text} saturates");
             assert_eq!(Quantity::read(&q.to_string()), Ok(q), "{text} reads back");
-            assert_eq!(Quantity::read(&format!("-{text}")).map(|q| q.nanos()), Ok(-i128::MAX));
+            assert_eq!(
+                Quantity::read(&format!("-{text}")).map(|q| q.nanos()),
+                Ok(-i128::MAX)
+            );
         }
-        for text in ["16Ei", "1", "1.5Gi", "9223372036854775807", "-9223372036854775807"] {
+        for text in [
+            "16Ei",
+            "1",
+            "1.5Gi",
+            "9223372036854775807",
+            "-9223372036854775807",
+        ] {
             assert_eq!(Quantity::read(text), Quantity::parse(text), "{text}");
         }
         for bad in ["", "1.1.M", "0.1mi", "1e"] {

@@ -590,23 +590,32 @@ mod tests {
     fn status_usage_past_the_largest_quantity_is_read_and_hard_past_it_is_refused() {
         let mut q = example();
         let st = q.status.as_mut().unwrap();
-        st.used.insert("requests.cpu".into(), ApiQuantity("12E".into()));
+        st.used
+            .insert("requests.cpu".into(), ApiQuantity("12E".into()));
         st.reservations[0]
             .reserved
             .insert("requests.cpu".into(), ApiQuantity("1e21".into()));
-        st.clusters = vec![serde_json::from_value(serde_json::json!({
-            "name": "member1", "used": {"requests.cpu": "13835058055282163712"}
-        }))
-        .unwrap()];
+        st.clusters = vec![
+            serde_json::from_value(serde_json::json!({
+                "name": "member1", "used": {"requests.cpu": "13835058055282163712"}
+            }))
+            .unwrap(),
+        ];
         let state = quota_state(&q).expect("a stored usage past the cap is read");
         let used = state.used.expect("used");
         assert_eq!(used.get_or_zero("requests.cpu").to_string(), "12E");
         assert_eq!(
-            state.reservations[0].reserved.get_or_zero("requests.cpu").to_string(),
+            state.reservations[0]
+                .reserved
+                .get_or_zero("requests.cpu")
+                .to_string(),
             "1e21"
         );
         assert_eq!(
-            state.clusters[0].placed.get_or_zero("requests.cpu").to_string(),
+            state.clusters[0]
+                .placed
+                .get_or_zero("requests.cpu")
+                .to_string(),
             "13835058055282163712"
         );
         q.spec

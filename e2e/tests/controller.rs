@@ -370,8 +370,10 @@ async fn a_binding_asking_past_the_largest_quantity_is_charged_not_skipped() -> 
         Ok(_) => anyhow::bail!("small was admitted although q is full (used 12E, hard 10)"),
         Err(st) => ensure!(
             st.code == 403
-                && st.message.starts_with("exceeded quota: q, requested: ")
-                && st.message.contains("used: requests.cpu=12E"),
+                && st.message.ends_with(
+                    "exceeded quota: q, requested: requests.cpu=1, used: requests.cpu=12E, \
+                     limited: requests.cpu=10"
+                ),
             "small must be refused as over q's hard, got {} {}",
             st.code,
             st.message
