@@ -85,7 +85,7 @@ fn quantity_arg(function: &str, i: usize, a: &LuaValue) -> mlua::Result<Option<Q
         LuaValue::Nil => Ok(None),
         LuaValue::String(s) => {
             let text = s.to_string_lossy();
-            Quantity::parse(&text)
+            Quantity::read(&text)
                 .map(Some)
                 .map_err(|e| fail(function, &format!("argument {}: {text:?}: {e}", i + 1)))
         }

@@ -72,7 +72,7 @@ impl RawQuantity {
             RawQuantity::Text(t) => t.clone(),
             RawQuantity::Number(n) => n.to_string(),
         };
-        Quantity::parse(&text).map_err(|e| format!("{text:?}: {e}"))
+        Quantity::read(&text).map_err(|e| format!("{text:?}: {e}"))
     }
 }
 

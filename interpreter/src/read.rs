@@ -157,8 +157,7 @@ fn request_and_class(map: &Map<String, Value>, path: &str) -> Result<(ResourceLi
                 Value::Number(n) => n.to_string(),
                 other => return Err((field, format!("expected a quantity, got {}", kind(other)))),
             };
-            let q =
-                Quantity::parse(&text).map_err(|e| (field.clone(), format!("{text:?}: {e}")))?;
+            let q = Quantity::read(&text).map_err(|e| (field.clone(), format!("{text:?}: {e}")))?;
             request.insert(name, q);
         }
     }

@@ -196,6 +196,33 @@ end
     assert_eq!(rr.priority_class_name, "high");
 }
 
+/// A request past 2⁶³−1 (Kubernetes stores `12E` as given), from a template or a script,
+/// is priced as asked, not refused: a workload asking it must be charged (core's
+/// `Quantity::read`).
+#[test]
+fn a_request_past_the_largest_quantity_is_priced_as_asked() {
+    let got = run(r#"
+local kube = require("kube")
+function GetReplicas(obj)
+  local cpu = kube.resourceAdd("6E", "6E")
+  local pod = kube.accuratePodRequirements({spec = {containers = {
+    {name = "c", resources = {requests = {memory = "12E"}}}}}})
+  return 1, {resourceRequest = {cpu = cpu, memory = pod.resourceRequest.memory}}
+end
+"#)
+    .expect("interpreted");
+    let rr = got.replica_requirements.expect("requirements");
+    assert_eq!(rr.resource_request.get_or_zero("cpu").to_string(), "12E");
+    // The per-replica rule sums a pod's requests in int64 as Karmada's does: the largest
+    // quantity, the same as core's built-in rule, not an error.
+    let template = serde_json::json!({"spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"memory": "12E"}}}
+    ]}});
+    let built_in = core_request(&template).get_or_zero("memory");
+    assert_eq!(built_in.to_string(), "9223372036854775807");
+    assert_eq!(rr.resource_request.get_or_zero("memory"), built_in);
+}
+
 #[test]
 fn get_components_prices_each_component() {
     let got = interpret(
