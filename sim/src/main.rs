@@ -64,6 +64,9 @@ struct Args {
     /// replica holds it (`on`, `off`); default: each seed picks, one late-quota run in two.
     #[arg(long, value_parser = ["on", "off"])]
     early_use: Option<String>,
+    /// The webhook replicas' --batch-linger in ms (default 0, the webhook's default).
+    #[arg(long)]
+    linger_ms: Option<u64>,
     /// Print the whole trace of each run.
     #[arg(long)]
     trace: bool,
@@ -132,6 +135,9 @@ fn replay(outcome: &Outcome, faults_given: bool) -> String {
     if c.early_use == Some(true) {
         cmd.push_str(" --early-use on");
     }
+    if let Some(ms) = c.linger_ms {
+        cmd.push_str(&format!(" --linger-ms {ms}"));
+    }
     cmd
 }
 
@@ -184,6 +190,7 @@ fn main() -> ExitCode {
             standby: args.standby.as_deref().map(|s| s == "on"),
             late_quota: args.late_quota.as_deref().map(|s| s == "on"),
             early_use: args.early_use.as_deref().map(|s| s == "on"),
+            linger_ms: args.linger_ms,
             ..Config::new(seed)
         };
         let outcome = run(&config);

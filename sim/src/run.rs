@@ -134,6 +134,9 @@ async fn simulate(mut config: Config) -> Outcome {
             ""
         }
     ));
+    if let Some(ms) = config.linger_ms.filter(|ms| *ms > 0) {
+        world.trace(format!("webhook replicas linger {ms} ms"));
+    }
     let pending = late.iter().map(|(ns, _, _)| ns.clone()).collect();
     let sim = Sim::start(world.clone(), namespaces, pending);
     if let Some((ns, hard, at)) = late {

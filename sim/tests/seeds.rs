@@ -61,6 +61,43 @@ fn a_thousand_seeds_never_over_commit_and_admit_what_fits_once_the_faults_stop()
     );
 }
 
+/// Seeds the suite runs with the webhook's `--batch-linger` on.
+const LINGER_SEEDS: u64 = 300;
+
+/// `--batch-linger` (off by default) delays when a batch is decided, never what it
+/// decides: seeds with a linger of 1–300 ms keep the invariant and liveness too.
+#[test]
+fn seeds_with_a_batch_linger_never_over_commit_and_admit_what_fits() {
+    let mut failed = Vec::new();
+    let mut admissions = 0;
+    for seed in 0..LINGER_SEEDS {
+        let linger = 1 + (seed * 37) % 300;
+        let outcome = run(&Config {
+            linger_ms: Some(linger),
+            ..Config::new(seed)
+        });
+        admissions += outcome.admissions;
+        if outcome.failed() {
+            failed.push(format!(
+                "seed {seed} (faults {}): {:?}\n  replay: cargo run -p karmada-quota-sim -- --seed {seed} --linger-ms {linger}\n{}",
+                outcome.faults.describe(),
+                outcome.violations,
+                outcome.tail(40).join("\n")
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {LINGER_SEEDS} seeds failed:\n{}",
+        failed.len(),
+        failed.join("\n\n")
+    );
+    assert!(
+        admissions > 5 * LINGER_SEEDS,
+        "only {admissions} admissions in {LINGER_SEEDS} runs"
+    );
+}
+
 #[test]
 fn one_seed_gives_one_trace() {
     for seed in [3, 38, 171] {
