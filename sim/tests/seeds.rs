@@ -32,69 +32,63 @@ fn passes(config: &Config) -> Outcome {
     outcome
 }
 
-#[test]
-fn a_thousand_seeds_never_over_commit_and_admit_what_fits_once_the_faults_stop() {
+/// Runs seeds `0..count`, each with `config(seed)` and `replay(seed)` the flags that
+/// replay it; fails with every failing seed's violations, trace tail and replay command,
+/// or when the runs admitted too little to prove anything.
+fn every_seed_passes(count: u64, config: impl Fn(u64) -> Config, replay: impl Fn(u64) -> String) {
     let mut failed = Vec::new();
     let mut admissions = 0;
-    for seed in 0..SEEDS {
-        let outcome = run(&Config::new(seed));
+    for seed in 0..count {
+        let outcome = run(&config(seed));
         admissions += outcome.admissions;
         if outcome.failed() {
             failed.push(format!(
-                "seed {seed} (faults {}): {:?}\n  replay: cargo run -p karmada-quota-sim -- --seed {seed}\n{}",
+                "seed {seed} (faults {}): {:?}\n  replay: cargo run -p karmada-quota-sim -- --seed {seed}{}\n{}",
                 outcome.faults.describe(),
                 outcome.violations,
+                replay(seed),
                 outcome.tail(40).join("\n")
             ));
         }
     }
     assert!(
         failed.is_empty(),
-        "{} of {SEEDS} seeds failed:\n{}",
+        "{} of {count} seeds failed:\n{}",
         failed.len(),
         failed.join("\n\n")
     );
     // The runs did admit: an invariant over nothing would prove nothing.
     assert!(
-        admissions > 5 * SEEDS,
-        "only {admissions} admissions in {SEEDS} runs"
+        admissions > 5 * count,
+        "only {admissions} admissions in {count} runs"
     );
+}
+
+#[test]
+fn a_thousand_seeds_never_over_commit_and_admit_what_fits_once_the_faults_stop() {
+    every_seed_passes(SEEDS, Config::new, |_| String::new());
 }
 
 /// Seeds the suite runs with the webhook's `--batch-linger` on.
 const LINGER_SEEDS: u64 = 300;
 
+/// The linger of seed `seed` in [`seeds_with_a_batch_linger_never_over_commit_and_admit_what_fits`]:
+/// 1–300 ms.
+fn linger_of(seed: u64) -> u64 {
+    1 + (seed * 37) % 300
+}
+
 /// `--batch-linger` (off by default) delays when a batch is decided, never what it
 /// decides: seeds with a linger of 1–300 ms keep the invariant and liveness too.
 #[test]
 fn seeds_with_a_batch_linger_never_over_commit_and_admit_what_fits() {
-    let mut failed = Vec::new();
-    let mut admissions = 0;
-    for seed in 0..LINGER_SEEDS {
-        let linger = 1 + (seed * 37) % 300;
-        let outcome = run(&Config {
-            linger_ms: Some(linger),
+    every_seed_passes(
+        LINGER_SEEDS,
+        |seed| Config {
+            linger_ms: Some(linger_of(seed)),
             ..Config::new(seed)
-        });
-        admissions += outcome.admissions;
-        if outcome.failed() {
-            failed.push(format!(
-                "seed {seed} (faults {}): {:?}\n  replay: cargo run -p karmada-quota-sim -- --seed {seed} --linger-ms {linger}\n{}",
-                outcome.faults.describe(),
-                outcome.violations,
-                outcome.tail(40).join("\n")
-            ));
-        }
-    }
-    assert!(
-        failed.is_empty(),
-        "{} of {LINGER_SEEDS} seeds failed:\n{}",
-        failed.len(),
-        failed.join("\n\n")
-    );
-    assert!(
-        admissions > 5 * LINGER_SEEDS,
-        "only {admissions} admissions in {LINGER_SEEDS} runs"
+        },
+        |seed| format!(" --linger-ms {}", linger_of(seed)),
     );
 }
 
