@@ -35,25 +35,27 @@
 //! Kubernetes stores an arbitrary-precision `inf.Dec`; we deliberately **cap parsed
 //! magnitudes at 2⁶³−1 units** ([`Quantity::MAX_UNITS`], what fits Kubernetes' `int64`
 //! `Value()`), i.e. at most 9 223 372 036 854 775 807 × 10⁹ nanos. With that cap, about
-//! 18 billion maximal values can be summed before an `i128` would overflow, so the quota
-//! arithmetic of this project cannot overflow in practice; arithmetic nonetheless
-//! saturates at the `i128` bounds instead of wrapping, and so does [`Quantity::read`] of a
-//! stored value past the cap.
+//! 18 billion maximal values can be summed before an `i128` would overflow. A stored value
+//! read past the cap ([`Quantity::read`]) is kept exactly below 10²⁹ units and saturated at
+//! the `i128` bound (≈ 1.7 × 10²⁹ units) beyond; arithmetic saturates at the `i128` bounds
+//! instead of wrapping.
 //!
 //! # Deliberate deviations from Kubernetes
 //!
 //! 1. A **decimal** quantity (DecimalSI or DecimalExponent) whose magnitude exceeds the cap
 //!    is rejected by [`Quantity::parse`] with [`QuantityError::OutOfRange`]; Kubernetes
 //!    keeps it (`12E`, `1e21`, `18446744073709551616`). A value already stored is read
-//!    with [`Quantity::read`] (serde's `Deserialize` too), which keeps it exactly, up to
-//!    the `i128` bounds where it saturates: a binding asking `12E` is charged `12E`, not
-//!    left unread. A **BinarySI** quantity beyond the cap is clamped to 2⁶³−1 silently by
-//!    both, which *is* Kubernetes' behaviour (`9Ei` → `9223372036854775807`).
+//!    with [`Quantity::read`] (serde's `Deserialize` too), which keeps it exactly below
+//!    10²⁹ units and saturated beyond: a binding asking `12E` is charged `12E`, not left
+//!    unread. A **BinarySI** quantity beyond the cap is clamped to 2⁶³−1 silently by both,
+//!    which *is* Kubernetes' behaviour (`9Ei` → `9223372036854775807`). So a BinarySI sum
+//!    past the cap that prints with a suffix (`12Ei`) reads back as the cap: still at or
+//!    above every `hard` a user may write, so a quota holding it reads as full.
 //! 2. Arithmetic saturates at ±(2¹²⁷−1) nanos (≈1.7 × 10²⁹ units); Kubernetes never
-//!    saturates. Values beyond the cap, reachable only through arithmetic, print with a
-//!    suffix that keeps their magnitude: `1e21` for a decimal value past `E`, plain
-//!    decimal digits for a BinarySI value past `Ei` (`1Ei` × 1024 →
-//!    `1180591620717411303424`); such strings do not parse back (deviation 1).
+//!    saturates. Values beyond the cap (from arithmetic, or read) print with a suffix that
+//!    keeps their magnitude: `1e21` for a decimal value past `E`, plain decimal digits for
+//!    a BinarySI value past `Ei` (`1Ei` × 1024 → `1180591620717411303424`); such strings
+//!    are refused by `parse` and kept by `read` (deviation 1).
 //!    Kubernetes 1.20 — and every release up to 1.37.0-beta.0 — ignores the suffix it
 //!    cannot find and prints the bare mantissa: 10²¹ in DecimalSI (`1000E`) and 2⁷⁰ in
 //!    BinarySI both print `1`. Kubernetes' main branch prints them as this project does
@@ -112,8 +114,9 @@ const MAX_NANOS: u128 = (i64::MAX as u128) * (NANOS_PER_UNIT as u128);
 /// Decimal digits of [`MAX_NANOS`]: an integer with more digits is certainly beyond it.
 const MAX_NANOS_DIGITS: i64 = 28;
 
-/// Decimal digits of the largest magnitude [`Quantity::read`] keeps exactly: 10³⁸ − 1
-/// nanos fits an `i128` (whose bound is ≈ 1.7 × 10³⁸); a larger one saturates there.
+/// Integer digits of nanos [`Quantity::read`] keeps exactly: up to 10³⁸ − 1 nanos (10²⁹
+/// units), which fits an `i128`; a longer number saturates at the `i128` bound
+/// (≈ 1.7 × 10³⁸ nanos), which is close enough above it for a quota.
 const READ_NANOS_DIGITS: i64 = 38;
 
 /// What parsing does with a decimal magnitude past [`Quantity::MAX_UNITS`].
@@ -206,8 +209,8 @@ impl Quantity {
 
     /// Reads a quantity already stored (a binding's requests, a pod's, a status's `used`):
     /// like [`Quantity::parse`], except that a decimal value past the cap, which
-    /// Kubernetes stores as given, is kept exactly (saturated at the `i128` bounds,
-    /// ≈ 1.7 × 10²⁹ units) instead of refused. Refusing it would leave the object it is
+    /// Kubernetes stores as given, is kept — exactly below 10²⁹ units, saturated at the
+    /// `i128` bounds beyond — instead of refused. Refusing it would leave the object it is
     /// part of unread — a binding left out of `used`, a quota not enforced.
     pub fn read(s: &str) -> Result<Quantity, QuantityError> {
         parse_quantity(s, PastCap::Keep)

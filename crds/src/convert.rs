@@ -324,7 +324,7 @@ fn list_with(
     Ok(ResourceList(out))
 }
 
-/// Parse a usage map of the status (`used`, an entry's `reserved`): like [`list_from_api`],
+/// Parse a usage map of the status (`used`, an entry's `reserved`): like [`stored_list_from_api`],
 /// and no value may be negative — this project never writes one, and a negative value
 /// would lower effective usage (an over-commit), so it is an error naming `field[resource]`.
 fn usage_from_api(
@@ -624,6 +624,17 @@ mod tests {
         let errs = validate_spec(&q.spec).unwrap_err();
         assert_eq!(errs[0].field, "spec.hard[requests.cpu]", "{errs:?}");
         assert!(errs[0].message.contains("out of range"), "{errs:?}");
+        // Read, a negative usage past the cap is still refused as negative.
+        let mut q = example();
+        let st = q.status.as_mut().unwrap();
+        st.used
+            .insert("requests.cpu".into(), ApiQuantity("-12E".into()));
+        let errs = quota_state(&q).unwrap_err();
+        assert_eq!(errs[0].field, "status.used[requests.cpu]", "{errs:?}");
+        assert!(
+            errs[0].message.contains("greater than or equal to 0"),
+            "{errs:?}"
+        );
     }
 
     #[test]

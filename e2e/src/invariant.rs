@@ -142,9 +142,11 @@ pub fn stored_of<'a>(ns: &str, items: impl Iterator<Item = &'a DynamicObject>) -
         let cpu = spec["replicaRequirements"]["resourceRequest"]["cpu"]
             .as_str()
             .unwrap_or("0");
-        let cpu = Quantity::parse(cpu)
+        let cpu = Quantity::read(cpu)
             .map_err(|e| anyhow!("binding {ns}/{:?}: cpu {cpu}: {e}", b.metadata.name))?;
-        out.need += replicas * cpu.milli_value();
+        out.need = out
+            .need
+            .saturating_add(replicas.saturating_mul(cpu.milli_value()));
         if let Some(uid) = &b.metadata.uid {
             out.generations
                 .insert(uid.clone(), b.metadata.generation.unwrap_or(0));

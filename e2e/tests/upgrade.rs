@@ -980,7 +980,7 @@ async fn helm_upgrade_from_the_previous_release_under_load_keeps_every_reservati
         let s = c.status?;
         let used = s.quota.used.get(CPU)?;
         (karmada_quota_e2e::quota_status::pending(&s.quota).is_empty()
-            && Quantity::parse(&used.0).ok()?.milli_value() == need)
+            && Quantity::read(&used.0).ok()?.milli_value() == need)
             .then_some(())
     })
     .await?;

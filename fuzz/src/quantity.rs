@@ -42,6 +42,11 @@ pub fn run(data: &[u8]) {
                     kept.nanos().unsigned_abs() > Quantity::MAX_UNITS as u128 * NANOS_PER_UNIT,
                     "{s:?} is refused as past the cap but reads as {kept}"
                 );
+                assert_eq!(
+                    kept.is_negative(),
+                    s.starts_with('-'),
+                    "{s:?} reads as {kept}: the sign is lost"
+                );
                 let printed = kept.to_string();
                 assert_eq!(
                     Quantity::read(&printed).map(|k| k.nanos()),

@@ -50,9 +50,8 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
             let mut sum = Quantity::default();
             for (i, a) in args.iter().enumerate() {
                 if let Some(q) = quantity_arg("resourceAdd", i, a)? {
-                    sum = sum
-                        .checked_add(q)
-                        .ok_or_else(|| fail("resourceAdd", "the sum overflows"))?;
+                    // Saturates past ≈ 1.7 × 10²⁹ units, as every sum of quantities here.
+                    sum = sum.saturating_add(q);
                 }
             }
             Ok(sum.to_string())

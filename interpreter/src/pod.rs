@@ -108,20 +108,21 @@ fn container_requests(c: &Container, field: &str) -> Result<ResourceList, (Strin
     Ok(out)
 }
 
-/// Karmada's rounding: cpu up to millicores, everything else up to whole units.
+/// Karmada's rounding: cpu up to millicores, everything else up to whole units (away from
+/// zero). Karmada holds the result in an int64; a value past it (a stored `12E`) is kept
+/// whole here rather than cut to the int64 bound, which would price it below a hard limit
+/// a user may write.
 fn rounded(name: &str, q: Quantity) -> Quantity {
     if name == "cpu" {
-        let milli = i64::try_from(q.milli_value()).unwrap_or(i64::MAX);
-        Quantity::from_milli(milli, Format::DecimalSI)
+        Quantity::from_nanos(q.milli_value().saturating_mul(1_000_000), Format::DecimalSI)
     } else {
-        let units = i64::try_from(q.value()).unwrap_or(i64::MAX);
         let format =
             if matches!(name, "memory" | "ephemeral-storage") || name.starts_with("hugepages-") {
                 Format::BinarySI
             } else {
                 Format::DecimalSI
             };
-        Quantity::from_units(units, format)
+        Quantity::from_nanos(q.value().saturating_mul(1_000_000_000), format)
     }
 }
 

@@ -369,8 +369,9 @@ fn flink_component(
         let q = cpu
             .parse()
             .map_err(|e| (format!("{path}.resource.cpu"), e))?;
-        let milli = i64::try_from(q.milli_value()).unwrap_or(i64::MAX);
-        request.insert("cpu", Quantity::from_milli(milli, Format::DecimalSI));
+        // Up to millicores, kept whole past int64 (as `pod::rounded`).
+        let nanos = q.milli_value().saturating_mul(1_000_000);
+        request.insert("cpu", Quantity::from_nanos(nanos, Format::DecimalSI));
     }
     if let Some(memory) = &c.resource.memory {
         let bytes = flink_memory(memory).map_err(|e| (format!("{path}.resource.memory"), e))?;

@@ -204,23 +204,43 @@ fn a_request_past_the_largest_quantity_is_priced_as_asked() {
     let got = run(r#"
 local kube = require("kube")
 function GetReplicas(obj)
-  local cpu = kube.resourceAdd("6E", "6E")
+  local cpu = kube.resourceAdd("12E", "1")
+  assert(kube.resourceAdd("1e300", "1") == kube.resourceAdd("1e300"), "a sum saturates")
+  assert(kube.getResourceQuantity("12E") == 1.2e19, "getResourceQuantity")
   local pod = kube.accuratePodRequirements({spec = {containers = {
-    {name = "c", resources = {requests = {memory = "12E"}}}}}})
-  return 1, {resourceRequest = {cpu = cpu, memory = pod.resourceRequest.memory}}
+    {name = "c", resources = {requests = {memory = "12E", cpu = "-12E"}}}}}})
+  return 1, {resourceRequest = {cpu = cpu, memory = pod.resourceRequest.memory,
+    ["example.com/widget"] = pod.resourceRequest.cpu}}
 end
 "#)
     .expect("interpreted");
     let rr = got.replica_requirements.expect("requirements");
-    assert_eq!(rr.resource_request.get_or_zero("cpu").to_string(), "12E");
-    // The per-replica rule sums a pod's requests in int64 as Karmada's does: the largest
-    // quantity, the same as core's built-in rule, not an error.
+    assert_eq!(
+        rr.resource_request.get_or_zero("cpu").to_string(),
+        "12000000000000000001"
+    );
+    // The per-replica rule keeps a request past int64 whole (Karmada would hold it in an
+    // int64), the same as the built-in rule; a negative one stays negative.
     let template = serde_json::json!({"spec": {"containers": [
-        {"name": "c", "resources": {"requests": {"memory": "12E"}}}
+        {"name": "c", "resources": {"requests": {"memory": "12E", "cpu": "-12E"}}}
     ]}});
-    let built_in = core_request(&template).get_or_zero("memory");
-    assert_eq!(built_in.to_string(), "9223372036854775807");
-    assert_eq!(rr.resource_request.get_or_zero("memory"), built_in);
+    let built_in = core_request(&template);
+    let twelve_e = karmada_quota_core::Quantity::read("12E").unwrap();
+    assert_eq!(built_in.get_or_zero("memory"), twelve_e); // printed 11444091796875Mi
+    // Through Lua it travels as the string `11444091796875Mi`, which reads back clamped to
+    // the largest quantity as Kubernetes reads a BinarySI past it: still above any `hard`.
+    assert_eq!(
+        rr.resource_request.get_or_zero("memory"),
+        karmada_quota_core::Quantity::from_units(
+            karmada_quota_core::Quantity::MAX_UNITS,
+            karmada_quota_core::Format::BinarySI
+        )
+    );
+    assert_eq!(built_in.get_or_zero("cpu"), -twelve_e);
+    assert_eq!(
+        rr.resource_request.get_or_zero("example.com/widget"),
+        built_in.get_or_zero("cpu")
+    );
 }
 
 #[test]
