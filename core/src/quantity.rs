@@ -287,6 +287,25 @@ impl Quantity {
         div_away_from_zero(self.nanos, 1_000_000)
     }
 
+    /// This value rounded away from zero to whole milli units ([`Quantity::milli_value`]),
+    /// in `format` (Karmada's rounding of cpu). Nothing is cut to an int64: a value past it
+    /// stays whole, saturated at the `i128` bounds.
+    pub const fn rounded_to_milli(self, format: Format) -> Quantity {
+        Quantity {
+            nanos: self.milli_value().saturating_mul(1_000_000),
+            format,
+        }
+    }
+
+    /// This value rounded away from zero to whole units ([`Quantity::value`]), in `format`
+    /// (Karmada's rounding of every resource but cpu); as [`Quantity::rounded_to_milli`].
+    pub const fn rounded_to_units(self, format: Format) -> Quantity {
+        Quantity {
+            nanos: self.value().saturating_mul(NANOS_PER_UNIT),
+            format,
+        }
+    }
+
     /// Sum; keeps `self`'s format unless `self` is zero, then takes `other`'s
     /// (Kubernetes' `Add`). Saturates at the `i128` nano bounds.
     pub const fn saturating_add(self, other: Quantity) -> Quantity {
@@ -1222,7 +1241,25 @@ mod tests {
             let q = p(input);
             assert_eq!(q.value(), value, "{input}");
             assert_eq!(q.milli_value(), milli, "{input}");
+            assert_eq!(
+                q.rounded_to_units(DSI).nanos(),
+                value * NANOS_PER_UNIT,
+                "{input}"
+            );
+            assert_eq!(
+                q.rounded_to_milli(DSI).nanos(),
+                milli * 1_000_000,
+                "{input}"
+            );
         }
+        // Past int64 a rounded value stays whole, its sign kept; saturated at i128.
+        for (input, nanos) in [("12E", 12 * 10i128.pow(27)), ("-12E", -12 * 10i128.pow(27))] {
+            let q = Quantity::read(input).unwrap();
+            assert_eq!(q.rounded_to_milli(DSI).nanos(), nanos, "{input}");
+            assert_eq!(q.rounded_to_units(Bin).nanos(), nanos, "{input}");
+        }
+        let max = Quantity::read("1e300").unwrap();
+        assert_eq!(max.rounded_to_units(DSI).nanos(), i128::MAX);
     }
 
     /// TestQuantityCmp and the nano-representable rows of TestQuantityCmpInt64AndDec.

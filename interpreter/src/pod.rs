@@ -114,7 +114,7 @@ fn container_requests(c: &Container, field: &str) -> Result<ResourceList, (Strin
 /// a user may write.
 fn rounded(name: &str, q: Quantity) -> Quantity {
     if name == "cpu" {
-        Quantity::from_nanos(q.milli_value().saturating_mul(1_000_000), Format::DecimalSI)
+        q.rounded_to_milli(Format::DecimalSI)
     } else {
         let format =
             if matches!(name, "memory" | "ephemeral-storage") || name.starts_with("hugepages-") {
@@ -122,7 +122,7 @@ fn rounded(name: &str, q: Quantity) -> Quantity {
             } else {
                 Format::DecimalSI
             };
-        Quantity::from_nanos(q.value().saturating_mul(1_000_000_000), format)
+        q.rounded_to_units(format)
     }
 }
 

@@ -369,9 +369,7 @@ fn flink_component(
         let q = cpu
             .parse()
             .map_err(|e| (format!("{path}.resource.cpu"), e))?;
-        // Up to millicores, kept whole past int64 (as `pod::rounded`).
-        let nanos = q.milli_value().saturating_mul(1_000_000);
-        request.insert("cpu", Quantity::from_nanos(nanos, Format::DecimalSI));
+        request.insert("cpu", q.rounded_to_milli(Format::DecimalSI));
     }
     if let Some(memory) = &c.resource.memory {
         let bytes = flink_memory(memory).map_err(|e| (format!("{path}.resource.memory"), e))?;

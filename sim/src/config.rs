@@ -179,10 +179,10 @@ pub struct Config {
     /// admission there counts. `None`: the seed picks, one late-quota run in two, from a
     /// draw of its own (a seed without it runs as before).
     pub early_use: Option<bool>,
-    /// The webhook replicas' `--batch-linger`, ms. `None`: 0, the product's default (so
-    /// every recorded seed replays as before the flag existed); the suite runs seeds with
-    /// 1–300 ms too.
-    pub linger_ms: Option<u64>,
+    /// The webhook replicas' `--batch-linger`, ms; 0 (the product's default, so every
+    /// recorded seed replays as before the flag existed) unless set. The suite runs seeds
+    /// with 1–300 ms too.
+    pub linger_ms: u64,
 }
 
 impl Config {
@@ -226,7 +226,7 @@ impl Config {
             standby: None,
             late_quota: None,
             early_use: None,
-            linger_ms: None,
+            linger_ms: 0,
         }
     }
 }

@@ -64,9 +64,9 @@ struct Args {
     /// replica holds it (`on`, `off`); default: each seed picks, one late-quota run in two.
     #[arg(long, value_parser = ["on", "off"])]
     early_use: Option<String>,
-    /// The webhook replicas' --batch-linger in ms (default 0, the webhook's default).
-    #[arg(long)]
-    linger_ms: Option<u64>,
+    /// The webhook replicas' --batch-linger in ms (0: the webhook's default).
+    #[arg(long, default_value_t = 0)]
+    linger_ms: u64,
     /// Print the whole trace of each run.
     #[arg(long)]
     trace: bool,
@@ -135,8 +135,8 @@ fn replay(outcome: &Outcome, faults_given: bool) -> String {
     if c.early_use == Some(true) {
         cmd.push_str(" --early-use on");
     }
-    if let Some(ms) = c.linger_ms {
-        cmd.push_str(&format!(" --linger-ms {ms}"));
+    if c.linger_ms > 0 {
+        cmd.push_str(&format!(" --linger-ms {}", c.linger_ms));
     }
     cmd
 }

@@ -262,7 +262,7 @@ impl Replica {
         });
         let config = BatcherConfig {
             reservation_ttl: TTL,
-            linger: std::time::Duration::from_millis(world.config.linger_ms.unwrap_or(0)),
+            linger: std::time::Duration::from_millis(world.config.linger_ms),
             ..BatcherConfig::default()
         };
         let no_cluster_quotas: &[KarmadaClusterQuota] = &[];

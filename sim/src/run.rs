@@ -134,8 +134,8 @@ async fn simulate(mut config: Config) -> Outcome {
             ""
         }
     ));
-    if let Some(ms) = config.linger_ms.filter(|ms| *ms > 0) {
-        world.trace(format!("webhook replicas linger {ms} ms"));
+    if config.linger_ms > 0 {
+        world.trace(format!("webhook replicas linger {} ms", config.linger_ms));
     }
     let pending = late.iter().map(|(ns, _, _)| ns.clone()).collect();
     let sim = Sim::start(world.clone(), namespaces, pending);

@@ -85,7 +85,7 @@ fn seeds_with_a_batch_linger_never_over_commit_and_admit_what_fits() {
     every_seed_passes(
         LINGER_SEEDS,
         |seed| Config {
-            linger_ms: Some(linger_of(seed)),
+            linger_ms: linger_of(seed),
             ..Config::new(seed)
         },
         |seed| format!(" --linger-ms {}", linger_of(seed)),
