@@ -1028,28 +1028,44 @@ async fn webhook_killed_and_restarted_mid_run_loses_nothing_admitted() -> Result
 
     // The stream: 8 workers create until RESTART_DECIDED creates were decided; a create
     // the apiserver could not get decided (webhook down: failurePolicy Fail) is counted
-    // apart and the stream goes on. Bounded by time and attempts.
+    // apart and the stream goes on. Bounded by time and attempts. Once KILL_AFTER are
+    // admitted the workers hold until the kill, so the quota still has room after the
+    // restart (at most KILL_AFTER + 8 admitted before it, of RESTART_LIMIT).
     let stats = Arc::new(Stats::default());
     let stop = Arc::new(AtomicBool::new(false));
+    let killed = Arc::new(AtomicBool::new(false));
     step("[Create] a stream of 1-cpu bindings, 8 at a time");
     let stream = tokio::spawn({
-        let (c, stats, stop, one) = (c.clone(), stats.clone(), stop.clone(), one.clone());
+        let (c, stats, stop, one, killed) = (
+            c.clone(),
+            stats.clone(),
+            stop.clone(),
+            one.clone(),
+            killed.clone(),
+        );
         async move {
             let next = Arc::new(AtomicUsize::new(0));
             let deadline = Instant::now() + Duration::from_secs(40);
             let workers = (0..8).map(|_| {
-                let (c, stats, stop, one, next) = (
+                let (c, stats, stop, one, next, killed) = (
                     c.clone(),
                     stats.clone(),
                     stop.clone(),
                     one.clone(),
                     next.clone(),
+                    killed.clone(),
                 );
                 async move {
                     while stats.decided() < RESTART_DECIDED
                         && Instant::now() < deadline
                         && !stop.load(Ordering::Relaxed)
                     {
+                        if !killed.load(Ordering::Relaxed)
+                            && stats.admitted.lock().len() >= KILL_AFTER
+                        {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= 2000 {
                             break;
@@ -1101,6 +1117,7 @@ async fn webhook_killed_and_restarted_mid_run_loses_nothing_admitted() -> Result
         )
         .await?;
         let admitted_at_kill = stats.admitted.lock().len();
+        killed.store(true, Ordering::Relaxed);
         step(&format!(
             "[Restart] a new webhook process on the same port {port}"
         ));
