@@ -83,6 +83,24 @@ pub struct Args {
     )]
     pub cluster_quota_shares: bool,
 
+    /// Keep the label `quota.karmada.io/waiting-line=true` on every namespace a quota in
+    /// `spec.admission.mode: Queue` covers, and off every other (the leader adds and
+    /// removes it; it owns the label). The chart registers the waiting line's arrivals
+    /// review only for namespaces that carry it (`webhook.queueing.labelNamespaces`), so
+    /// a binding elsewhere costs one review fewer. Needs patch on namespaces, and a
+    /// controller that sees every quota: refused with --namespace,
+    /// --namespaced-quotas=false, --cluster-quota-selector or --role=dashboard.
+    #[arg(
+        long,
+        env = "KQ_LABEL_LINE_NAMESPACES",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        default_missing_value = "true",
+        num_args = 0..=1,
+        value_name = "BOOL"
+    )]
+    pub label_line_namespaces: bool,
+
     /// Reconcile KarmadaQuotas (true) or only KarmadaClusterQuotas (false), e.g. to run
     /// the cluster quotas in a replica set of their own.
     #[arg(
@@ -298,7 +316,30 @@ impl Args {
                     .join(", ")
             ));
         }
-        Ok(())
+        self.check_line_labels()
+    }
+
+    /// `--label-line-namespaces` removes the label from every namespace no `Queue` quota
+    /// it sees covers: it must see every quota.
+    fn check_line_labels(&self) -> Result<(), String> {
+        if !self.label_line_namespaces {
+            return Ok(());
+        }
+        let partial = [
+            (!self.controls(), "--role=dashboard (it writes nothing)"),
+            (self.watch_namespace().is_some(), "--namespace"),
+            (!self.namespaced_quotas, "--namespaced-quotas=false"),
+            (
+                !self.cluster_quota_selector.trim().is_empty(),
+                "--cluster-quota-selector",
+            ),
+        ];
+        match partial.iter().find(|(set, _)| *set) {
+            Some((_, flag)) => Err(format!(
+                "--label-line-namespaces keeps the waiting-line label on every namespace from                  every quota, so it cannot run with {flag}: this controller would not see every                  quota and would take the label off namespaces another one queues in"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// `--allow-insecure-members` as the member tasks read it.
@@ -428,6 +469,31 @@ mod tests {
             Args::try_parse_from(["karmada-quota-controller", "--role=viewer"]).is_err(),
             "an unknown role is refused"
         );
+    }
+
+    #[test]
+    fn the_waiting_line_labels_need_a_controller_that_sees_every_quota() {
+        assert!(!parse(&[]).label_line_namespaces, "off unless asked");
+        assert!(parse(&["--label-line-namespaces"]).label_line_namespaces);
+        assert_eq!(parse(&["--label-line-namespaces"]).check_role(), Ok(()));
+        for (flags, named) in [
+            (&["--namespace=team-a"][..], "--namespace"),
+            (
+                &["--namespaced-quotas=false"][..],
+                "--namespaced-quotas=false",
+            ),
+            (
+                &["--cluster-quota-selector=tier=gold"][..],
+                "--cluster-quota-selector",
+            ),
+            (&["--role=dashboard"][..], "--role=dashboard"),
+        ] {
+            let mut args = vec!["--label-line-namespaces=true"];
+            args.extend_from_slice(flags);
+            let refused = parse(&args).check_role().unwrap_err();
+            assert!(refused.contains(named), "{refused}");
+            assert!(refused.contains("--label-line-namespaces"), "{refused}");
+        }
     }
 
     #[test]

@@ -90,6 +90,8 @@ pub(crate) struct NamespaceWatch {
     pub(crate) cluster_quotas: bool,
     /// The dashboard's team label (`kq_namespace_labels`); empty: none.
     pub(crate) team_label: String,
+    /// The waiting-line labels are kept (`--label-line-namespaces`).
+    pub(crate) line_labels: bool,
 }
 
 impl Config {
@@ -133,6 +135,7 @@ impl Config {
                 } else {
                     String::new()
                 },
+                line_labels: args.label_line_namespaces,
             },
             reservation_ttl: args.reservation_ttl,
             fold_scope: crate::batches::folds::Scope {

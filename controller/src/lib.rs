@@ -175,6 +175,9 @@ pub async fn run_until(
     }
     if let Some(unaccounted) = config.releaser {
         spawn_releaser(unaccounted, &client, &shared, &watched, &election, &events);
+        if config.namespaces.line_labels {
+            spawn_marker(&client, &shared, &watched, &election);
+        }
     }
     if let Some(dashboard) = config.dashboard {
         spawn_dashboard(dashboard, &client, &shared, (&election, &watched), &stop);
@@ -442,6 +445,29 @@ fn spawn_releaser(
             metrics: shared.queue_metrics.clone(),
             client: client.clone(),
             events: Some(events.clone()),
+        }
+        .run(),
+    );
+}
+
+/// The waiting-line labels of the namespaces (`--label-line-namespaces`; the leader
+/// keeps them).
+fn spawn_marker(client: &Client, shared: &Shared, watched: &Watched, election: &Election) {
+    tracing::info!(
+        label = karmada_quota_core::queue::LABEL_WAITING_LINE,
+        "keeping the waiting-line label on the namespaces a Queue-mode quota covers"
+    );
+    tokio::spawn(
+        queue::marks::Marker {
+            quotas: Arc::new(queue::quotas::WatchedQuotas {
+                quotas: watched.quotas.store.clone(),
+                line: shared.line.clone(),
+                index: shared.index.clone(),
+            }),
+            line: shared.line.clone(),
+            namespace_changes: watched.namespaces.changes(),
+            leader: election.leader.clone(),
+            client: client.clone(),
         }
         .run(),
     );

@@ -50,6 +50,45 @@ pub const LINE_ANNOTATIONS: [&str; 3] = [
 
 pub use crate::quota::{Admission, AdmissionMode, QueueOrder};
 
+/// The label the controller keeps on every namespace where a binding may have to wait: the
+/// namespaces a quota in `Queue` mode covers ([`line_namespaces`]). The chart registers the
+/// arrivals review (the mutating webhook) only for namespaces that carry it with
+/// [`LABEL_WAITING_LINE_VALUE`], so a binding elsewhere costs the apiserver one review
+/// fewer. The controller owns it: it adds it and removes it as quotas change.
+pub const LABEL_WAITING_LINE: &str = "quota.karmada.io/waiting-line";
+/// The value of [`LABEL_WAITING_LINE`] on a namespace where a line can form.
+pub const LABEL_WAITING_LINE_VALUE: &str = "true";
+
+/// The namespaces of `namespaces` (name, labels) that a quota in `Queue` mode covers.
+/// A cluster quota's selector is matched against the labels without
+/// [`LABEL_WAITING_LINE`]: a selector that names the label cannot select by the
+/// controller's own mark, so the result never depends on the last one.
+pub fn line_namespaces<'a>(
+    quotas: &[QuotaState],
+    namespaces: &'a [(String, Labels)],
+) -> BTreeSet<&'a str> {
+    let queueing: Vec<&QuotaState> = quotas
+        .iter()
+        .filter(|q| q.spec.policy.admission.mode == AdmissionMode::Queue)
+        .collect();
+    if queueing.is_empty() {
+        return BTreeSet::new();
+    }
+    namespaces
+        .iter()
+        .filter(|(name, labels)| {
+            let unmarked = (labels.contains_key(LABEL_WAITING_LINE)).then(|| {
+                let mut l = labels.clone();
+                l.remove(LABEL_WAITING_LINE);
+                l
+            });
+            let labels = unmarked.as_ref().unwrap_or(labels);
+            queueing.iter().any(|q| q.covers.covers(name, Some(labels)))
+        })
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
 /// Whether scheduling of the binding is suspended (by anyone).
 pub fn suspended(spec: &ResourceBindingSpec) -> bool {
     spec.suspension.as_ref().and_then(|s| s.scheduling) == Some(true)
@@ -233,12 +272,6 @@ pub fn arrival(
     if queueing.is_empty() {
         return Arrival::Admit;
     }
-    let jumps = |q: &QuotaState| {
-        q.spec.policy.admission.order == QueueOrder::StrictFifo
-            && lines
-                .get(&q.key())
-                .is_some_and(|l| l.waiting > 0 && l.head_priority >= binding.priority)
-    };
     // A quota that refuses rather than queues, and that it does not fit: refused as before.
     if quotas.iter().any(|q| {
         q.spec.policy.admission.mode == AdmissionMode::Refuse
@@ -247,11 +280,7 @@ pub fn arrival(
     }) {
         return Arrival::Admit;
     }
-    let mut waits: BTreeSet<QuotaKey> = queueing
-        .iter()
-        .filter(|q| jumps(q))
-        .map(|q| q.key())
-        .collect();
+    let mut waits = jumped_lines(quotas, lines, binding);
     if let Decision::Deny(d) = decide(quotas, &binding.request(now))
         && waits_for_room(d.reason)
     {
@@ -277,6 +306,30 @@ pub fn arrival(
     } else {
         Arrival::Wait(waits.into_iter().collect())
     }
+}
+
+/// The lines `binding` would jump if it started now: those of the quotas in `Queue` mode
+/// and strict order that it takes a place in ([`in_line`]) where a binding of equal or
+/// higher priority waits (`lines`, by key). [`arrival`] makes it wait behind them; the
+/// validating webhook refuses a CREATE that jumps one without having waited (the arrivals
+/// review did not see it).
+pub fn jumped_lines(
+    quotas: &[QuotaState],
+    lines: &BTreeMap<QuotaKey, LineHead>,
+    binding: &Waiting,
+) -> BTreeSet<QuotaKey> {
+    quotas
+        .iter()
+        .filter(|q| {
+            q.spec.policy.admission.mode == AdmissionMode::Queue
+                && q.spec.policy.admission.order == QueueOrder::StrictFifo
+                && in_line(q, &binding.charge)
+                && lines
+                    .get(&q.key())
+                    .is_some_and(|l| l.waiting > 0 && l.head_priority >= binding.priority)
+        })
+        .map(QuotaState::key)
+        .collect()
 }
 
 /// Refusals that room can end (a binding waits through them); the others never pass.

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use crate::env::cleanup_from_drop;
 use crate::setup::WebhookSetup;
-use crate::webhook::{NS_LABEL, Rb, WebhookTls, bindings, create_with};
+use crate::webhook::{NS_LABEL, Rb, Webhook, WebhookTls, bindings, create_with};
 use crate::{Env, try_wait_for, yaml_documents};
 
 /// The arrivals' manifest.
@@ -42,24 +42,46 @@ pub struct Arrivals {
 impl Arrivals {
     /// Register the arrivals for `setup`'s namespaces at its webhook.
     pub async fn register(client: &Client, setup: &WebhookSetup) -> Result<Arrivals> {
+        let arrivals =
+            Self::register_where(client, &setup.webhook, setup.registration.name(), &[]).await?;
+        arrivals
+            .wait_called(client, setup.ns(), &setup.webhook)
+            .await?;
+        Ok(arrivals)
+    }
+
+    /// Register the arrivals at `webhook` for the namespaces labelled
+    /// `NS_LABEL=<selector>` that also carry every label of `also` (the chart's
+    /// `quota.karmada.io/waiting-line=true`, say), without waiting for the apiserver to
+    /// call it ([`Arrivals::wait_called`]).
+    pub async fn register_where(
+        client: &Client,
+        webhook: &Webhook,
+        selector: &str,
+        also: &[(&str, &str)],
+    ) -> Result<Arrivals> {
         let tls = WebhookTls::get(Env::get().await?).await?;
-        let selector = setup.registration.name().to_owned();
         let name = format!("{selector}-arrivals");
         let path = Env::repo_root().join(MWC_MANIFEST);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?
-            .replace("${WEBHOOK_URL}", &setup.webhook.url())
+            .replace("${WEBHOOK_URL}", &webhook.url())
             .replace("${CA_BUNDLE}", &tls.ca_bundle);
         let mut doc = yaml_documents(&text)?
             .into_iter()
             .next()
             .ok_or_else(|| anyhow!("{} is empty", path.display()))?;
         doc["metadata"]["name"] = json!(name);
+        let mut labels = serde_json::Map::new();
+        labels.insert(NS_LABEL.to_owned(), json!(selector));
+        for (k, v) in also {
+            labels.insert((*k).to_owned(), json!(v));
+        }
         for hook in doc["webhooks"]
             .as_array_mut()
             .ok_or_else(|| anyhow!("{} has no webhooks", path.display()))?
         {
-            hook["namespaceSelector"] = json!({"matchLabels": {NS_LABEL: selector}});
+            hook["namespaceSelector"] = json!({"matchLabels": labels});
         }
         let mwc: MutatingWebhookConfiguration = serde_json::from_value(doc)
             .context("the manifest is not a MutatingWebhookConfiguration")?;
@@ -67,23 +89,24 @@ impl Arrivals {
             .create(&PostParams::default(), &mwc)
             .await
             .with_context(|| format!("creating MutatingWebhookConfiguration {name}"))?;
-        let arrivals = Arrivals { name, armed: true };
-        // The apiserver's configuration informer lags: wait until a dry-run create in the
-        // first namespace reaches the arrivals' path.
-        let probe = Rb::configmap("kq-arrivals-probe").json(setup.ns());
+        Ok(Arrivals { name, armed: true })
+    }
+
+    /// Wait until a dry-run create in `ns` reaches `webhook`'s arrivals path (the
+    /// apiserver's configuration informer lags).
+    pub async fn wait_called(&self, client: &Client, ns: &str, webhook: &Webhook) -> Result<()> {
+        let probe = Rb::configmap("kq-arrivals-probe").json(ns);
         try_wait_for(
             "the apiserver to call the arrivals webhook",
             std::time::Duration::from_secs(30),
             || async {
-                let kind = ["kind=\"resourcebinding_arrival\""];
-                let before = setup.webhook.decisions(&kind).await?;
+                let before = arrival_reviews(webhook).await?;
                 let _ = create_with(client, &probe, true).await?;
-                let after = setup.webhook.decisions(&kind).await?;
+                let after = arrival_reviews(webhook).await?;
                 Ok::<_, anyhow::Error>((after > before).then_some(()))
             },
         )
-        .await?;
-        Ok(arrivals)
+        .await
     }
 
     /// Delete the configuration.
@@ -113,6 +136,13 @@ async fn delete_mwc(client: Client, name: &str) -> Result<()> {
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e).with_context(|| format!("deleting MutatingWebhookConfiguration {name}")),
     }
+}
+
+/// How many arrivals reviews `webhook` has decided.
+pub async fn arrival_reviews(webhook: &Webhook) -> Result<u64> {
+    webhook
+        .decisions(&["kind=\"resourcebinding_arrival\""])
+        .await
 }
 
 /// A Deployment's binding as the detector creates it: `cpu` cores × 1 replica, no cluster

@@ -144,6 +144,11 @@ async fn schema_refuses_bad_values() -> Result<()> {
         ("networkPolicy.apiserver.ipBlocks={10.0.0.1}", "ipBlocks"),
         ("listenerLimits.headerReadTimeout=5", "headerReadTimeout"),
         ("unknownValue=1", "unknownValue"),
+        // One namespace's controller cannot keep the waiting-line labels.
+        (
+            "controller.watchNamespace=team-a",
+            "webhook.queueing.labelNamespaces",
+        ),
     ] {
         let err = helm
             .template(

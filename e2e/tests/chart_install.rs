@@ -354,6 +354,9 @@ async fn chart_installs_into_karmada_and_its_identities_run_the_binaries() -> Re
             // webhook (its AdmissionConfiguration): the chart trusts that CA (bring your
             // own) and only that certificate's name.
             "clientAuth": {"caBundle": apiserver_client.ca_pem, "allowedNames": [apiserver_client.cn]},
+            // The controller watches one namespace (the control plane is shared), and the
+            // waiting-line labels need one that sees every quota: the chart refuses both.
+            "queueing": {"labelNamespaces": false},
         },
         "controller": {
             "replicas": 1,
@@ -1340,10 +1343,36 @@ async fn bindings_through_both_webhooks(
         "[Create] the rendered MutatingWebhookConfiguration (the waiting line's arrivals), a Queue quota of 1 cpu",
     );
     let mwc = rendered(objects, "MutatingWebhookConfiguration", fullname)?.clone();
+    // webhook.queueing.labelNamespaces (the default): only where the controller keeps the
+    // waiting-line label.
+    let line_term = json!({
+        "key": karmada_quota_core::queue::LABEL_WAITING_LINE,
+        "operator": "In",
+        "values": [karmada_quota_core::queue::LABEL_WAITING_LINE_VALUE],
+    });
+    ensure!(
+        mwc["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+            .as_array()
+            .is_some_and(|terms| terms.contains(&line_term)),
+        "the rendered arrivals webhook does not select the waiting-line label: {}",
+        mwc["webhooks"][0]["namespaceSelector"]
+    );
     karmada_quota_e2e::apply_json(kube, "", mwc).await?;
     let mut q = quota(ns, "line", &[("requests.cpu", "1")]);
     q["spec"]["admission"] = json!({"mode": "Queue", "order": "BestEffortFIFO"});
     accepts(kube, &q).await?;
+    // What the controller (--label-line-namespaces) does for a Queue quota; there is none
+    // in this test (queue::the_arrivals_review_runs_only_where_… runs it).
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(kube.clone())
+        .patch(
+            ns,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {
+                karmada_quota_core::queue::LABEL_WAITING_LINE:
+                    karmada_quota_core::queue::LABEL_WAITING_LINE_VALUE
+            }}})),
+        )
+        .await?;
     // What the controller writes first; there is none in this test.
     seed_used(kube, ns, "line", &[("requests.cpu", "0")]).await?;
     wait_until_arrivals_fit(kube, ns).await?;

@@ -14,16 +14,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use karmada_quota_core::queue::{LABEL_WAITING_LINE, LABEL_WAITING_LINE_VALUE};
 use karmada_quota_e2e::commands::plugin;
 use karmada_quota_e2e::controller::{Controller, milli, wait_quota};
 use karmada_quota_e2e::invariant::{self, Watched};
+use karmada_quota_e2e::own_controlplane::OwnControlPlane;
 use karmada_quota_e2e::queue::{
-    Arrivals, binding_states, marked, states_of, unplaced, wait_until_arrivals_fit, waiting,
+    Arrivals, arrival_reviews, binding_states, marked, states_of, unplaced,
+    wait_until_arrivals_fit, waiting,
 };
 use karmada_quota_e2e::setup::{WebhookSetup, step};
 use karmada_quota_e2e::test_hook::{HookKind, TestHook, allow};
-use karmada_quota_e2e::webhook::{bindings, create, create_with, expect_admitted, quota};
-use karmada_quota_e2e::{accepts, wait_for};
+use karmada_quota_e2e::webhook::{
+    Registration, Webhook, bindings, create, create_with, expect_admitted, quota,
+};
+use karmada_quota_e2e::{TestNs, accepts, wait_for};
 use kube::Client;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -1526,4 +1531,205 @@ async fn the_line_is_released_without_leader_election() -> Result<()> {
     )
     .await?;
     l.teardown().await
+}
+
+/// Whether namespace `ns` carries the waiting-line label, as the controller keeps it.
+async fn line_label(c: &Client, ns: &str) -> Result<bool> {
+    let got = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
+        .get(ns)
+        .await
+        .with_context(|| format!("reading namespace {ns}"))?;
+    Ok(got
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_WAITING_LINE))
+        .is_some_and(|v| v == LABEL_WAITING_LINE_VALUE))
+}
+
+/// Wait until `ns`'s waiting-line label is `on`.
+async fn expect_line_label(c: &Client, ns: &str, on: bool, why: &str) -> Result<()> {
+    let started = Instant::now();
+    wait_for(
+        &format!("namespace {ns}: waiting-line label {on} ({why})"),
+        Duration::from_secs(30),
+        || async { line_label(c, ns).await.ok().filter(|l| *l == on) },
+    )
+    .await?;
+    eprintln!(
+        "[Result] {ns}: label {} after {:?}",
+        if on { "added" } else { "removed" },
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// Whether a dry-run binding create in `ns` reaches the arrivals review, checked
+/// `tries` times (the apiserver's namespace informer may lag a label change).
+async fn reaches_arrivals(c: &Client, ns: &str, webhook: &Webhook) -> Result<bool> {
+    let before = arrival_reviews(webhook).await?;
+    let probe = unplaced(ns, "probe", "1", 0);
+    let _ = create_with(c, &probe, true).await?;
+    Ok(arrival_reviews(webhook).await? > before)
+}
+
+/// webhook.queueing.labelNamespaces, end to end: the controller (`--label-line-namespaces`)
+/// keeps `quota.karmada.io/waiting-line=true` on the namespaces a Queue-mode quota covers
+/// and off the others, and the arrivals review, registered with that label in its
+/// namespace selector as the chart registers it, runs there and nowhere else. A binding
+/// that does not fit still waits where the label is; where it is not, the arrivals review
+/// is not called at all. On a control plane of the test's own: the flag needs a
+/// controller that sees every quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn the_arrivals_review_runs_only_where_the_controller_keeps_the_waiting_line_label()
+-> Result<()> {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("queue-line-labels-{}", std::process::id()));
+    step("[Setup] a control plane of the test's own (the controller sees every quota)");
+    let cp = OwnControlPlane::up(&dir, 1, "").await?;
+    let env = cp.env();
+    let c = env.client()?;
+    let line_ns = TestNs::new(&c, "line_labels").await?;
+    let plain_ns = TestNs::new(&c, "line_labels").await?;
+    let (line, plain) = (line_ns.name().to_owned(), plain_ns.name().to_owned());
+    let webhook = Webhook::builder().start(env).await?;
+    let registration =
+        Registration::register(&c, &webhook.url(), &[&line, &plain], &[&webhook]).await?;
+    step(&format!(
+        "[Setup] quota q in {line}: 1 cpu, Queue; quota q in {plain}: 1 cpu, Refuse"
+    ));
+    accepts(&c, &queueing_quota(&line, "1", "BestEffortFIFO")).await?;
+    accepts(&c, &quota(&plain, "q", &[("requests.cpu", "1")])).await?;
+    step(
+        "[Setup] the arrivals registered only where the waiting-line label is (the chart's selector)",
+    );
+    let arrivals = Arrivals::register_where(
+        &c,
+        &webhook,
+        registration.name(),
+        &[(LABEL_WAITING_LINE, LABEL_WAITING_LINE_VALUE)],
+    )
+    .await?;
+    ensure!(
+        !line_label(&c, &line).await? && !line_label(&c, &plain).await?,
+        "no namespace carries the label before the controller runs"
+    );
+    step("[Setup] the controller, every namespace, --label-line-namespaces");
+    let ctl = Controller::builder()
+        .clusters_from_api(false)
+        .arg("--label-line-namespaces")
+        .start(env)
+        .await?;
+    for ns in [&line, &plain] {
+        wait_quota(&c, ns, "q", "synced", Duration::from_secs(30), |q| {
+            q.status
+                .as_ref()
+                .is_some_and(|st| st.used.contains_key("requests.cpu"))
+        })
+        .await?;
+    }
+    expect_line_label(&c, &line, true, "a Queue quota covers it").await?;
+    arrivals.wait_called(&c, &line, &webhook).await?;
+    ensure!(
+        !line_label(&c, &plain).await?,
+        "{plain} has only a Refuse quota, yet carries the label"
+    );
+
+    step(&format!(
+        "[Create] in {plain}: a binding that fits, and one that does not: the arrivals review is not called"
+    ));
+    let before = arrival_reviews(&webhook).await?;
+    expect_admitted(create(&c, &unplaced(&plain, "fits", "1", 0)).await?)?;
+    match create(&c, &unplaced(&plain, "big", "1", 0)).await? {
+        Ok(o) => bail!("a binding past a Refuse quota was admitted: {o:?}"),
+        Err(s) => ensure!(s.message.contains("requests.cpu"), "{}", s.message),
+    }
+    ensure!(
+        arrival_reviews(&webhook).await? == before,
+        "the arrivals review was called in {plain}, which carries no label"
+    );
+
+    step(&format!(
+        "[Create] in {line}: 1 cpu fits; another 1 cpu waits (held by the arrivals review)"
+    ));
+    let first = expect_admitted(create(&c, &unplaced(&line, "first", "1", 0)).await?)?;
+    ensure!(
+        !waiting(&serde_json::to_value(&first)?),
+        "first fits: {first:?}"
+    );
+    let second = expect_admitted(create(&c, &unplaced(&line, "second", "1", 0)).await?)?;
+    ensure!(
+        waiting(&serde_json::to_value(&second)?),
+        "second does not fit and must wait: {second:?}"
+    );
+    ensure!(
+        arrival_reviews(&webhook).await? >= before + 2,
+        "the arrivals review was not called in {line}"
+    );
+
+    step(&format!(
+        "[Update] {line}'s quota back to Refuse: the label goes, the arrivals review stops there"
+    ));
+    kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), &line)
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"admission": {"mode": "Refuse"}}})),
+        )
+        .await?;
+    expect_line_label(&c, &line, false, "no Queue quota covers it any more").await?;
+    wait_for(
+        &format!("a create in {line} no longer reaching the arrivals review"),
+        Duration::from_secs(30),
+        || async {
+            reaches_arrivals(&c, &line, &webhook)
+                .await
+                .ok()
+                .filter(|r| !r)
+        },
+    )
+    .await?;
+
+    step(&format!(
+        "[Update] {plain}'s quota to Queue: the label comes, the arrivals review runs there"
+    ));
+    kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), &plain)
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"admission": {"mode": "Queue"}}})),
+        )
+        .await?;
+    expect_line_label(&c, &plain, true, "a Queue quota covers it now").await?;
+    wait_for(
+        &format!("a create in {plain} reaching the arrivals review"),
+        Duration::from_secs(30),
+        || async {
+            reaches_arrivals(&c, &plain, &webhook)
+                .await
+                .ok()
+                .filter(|r| *r)
+        },
+    )
+    .await?;
+
+    step("[Update] someone takes the label off: the controller puts it back");
+    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
+        .patch(
+            &plain,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {LABEL_WAITING_LINE: null}}})),
+        )
+        .await?;
+    expect_line_label(&c, &plain, true, "the controller owns it").await?;
+
+    arrivals.cleanup().await?;
+    registration.cleanup().await?;
+    drop(ctl);
+    drop(webhook);
+    drop(cp);
+    // A passing run leaves nothing behind (a failing one keeps the logs and etcd).
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }

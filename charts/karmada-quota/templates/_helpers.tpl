@@ -55,6 +55,19 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* "true" when this release renders the apiserver part (API objects). */}}
+{{- /*
+The waiting-line labels (webhook.queueing.labelNamespaces): the controller keeps them and
+the arrivals review is registered only where they are. "true" or empty.
+*/ -}}
+{{- define "karmada-quota.lineLabels" -}}
+{{- if and .Values.webhook.queueing.enabled .Values.webhook.queueing.labelNamespaces -}}
+{{- if .Values.controller.watchNamespace -}}
+{{- fail "webhook.queueing.labelNamespaces needs a controller that sees every quota: unset controller.watchNamespace, or set webhook.queueing.labelNamespaces=false" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{- define "karmada-quota.apiserverPart" -}}
 {{- if eq .Values.installMode "standalone" -}}true
 {{- else if and (eq .Values.installMode "karmada") (eq .Values.karmada.part "apiserver") -}}true

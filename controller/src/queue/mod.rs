@@ -12,12 +12,15 @@
 //!      │   refusal leaves it waiting in its place
 //!      └─► each quota's line ─► Line::status_of ─► the quota's status.queue, written by
 //!          the reconcilers (the one status writer) at their next turn (triggered here)
+//!  marks::Marker (leader only, --label-line-namespaces): the waiting-line label on the
+//!      namespaces a Queue-mode quota covers, where the chart registers the arrivals review
 //! ```
 //!
 //! Nothing here is persistent: the line is rebuilt from the bindings' marks after any
 //! restart or change of leader (arrival = creationTimestamp, then the mark's time).
 
 pub mod line;
+pub mod marks;
 pub mod metrics;
 pub mod quotas;
 pub mod release;

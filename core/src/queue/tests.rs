@@ -346,3 +346,46 @@ fn the_line_orders_by_the_priority_a_binding_joined_with() {
     assert_eq!(line_priority(Some(&BTreeMap::new()), &spec(None)), 0);
     assert_eq!(line_priority(Some(&marks("high")), &spec(Some(2))), 2);
 }
+
+#[test]
+fn a_line_can_form_only_where_a_queue_mode_quota_covers_the_namespace() {
+    let labels = |pairs: &[(&str, &str)]| -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let namespaces = vec![
+        ("team-a".to_owned(), labels(&[])),
+        ("team-b".to_owned(), labels(&[("business", "ai")])),
+        (
+            "team-c".to_owned(),
+            labels(&[(LABEL_WAITING_LINE, LABEL_WAITING_LINE_VALUE)]),
+        ),
+        ("team-d".to_owned(), labels(&[("business", "web")])),
+    ];
+    let queued = quota("q", "4", "0", QueueOrder::StrictFifo);
+    let mut refusing = queued.clone();
+    refusing.spec.policy.admission.mode = AdmissionMode::Refuse;
+    refusing.covers = Covers::Namespace("team-d".into());
+    let mut business = queued.clone();
+    business.covers = Covers::Selected(crate::placement::LabelSelector {
+        match_labels: BTreeMap::from([("business".to_owned(), "ai".to_owned())]),
+        ..Default::default()
+    });
+    // No quota queues: no line anywhere, a stale mark included.
+    assert!(line_namespaces(&[refusing.clone()], &namespaces).is_empty());
+    // A KarmadaQuota in Queue mode: its namespace; a cluster quota: what it selects.
+    let got = line_namespaces(&[queued, refusing, business], &namespaces);
+    assert_eq!(got.into_iter().collect::<Vec<_>>(), ["team-a", "team-b"]);
+    // A selector naming the mark itself selects nothing by it.
+    let mut by_mark = quota("m", "4", "0", QueueOrder::BestEffortFifo);
+    by_mark.covers = Covers::Selected(crate::placement::LabelSelector {
+        match_labels: BTreeMap::from([(
+            LABEL_WAITING_LINE.to_owned(),
+            LABEL_WAITING_LINE_VALUE.to_owned(),
+        )]),
+        ..Default::default()
+    });
+    assert!(line_namespaces(&[by_mark], &namespaces).is_empty());
+}

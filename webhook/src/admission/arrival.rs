@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use tracing::field::Empty;
 
 use super::answer::{Answer, allowed, error_answer, finish};
-use super::covering::prepare;
+use super::covering::{Prepared, prepare};
 use super::decode::{BINDING, Decoded, decode};
 use super::review_span::record_binding;
 use super::{AppState, RESOURCEBINDING_PATH};
@@ -75,20 +75,7 @@ async fn review_arrival(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         Err(answer) => return strip_mark(&req, *answer),
     };
     let now_ms = jiff::Timestamp::now().as_millisecond();
-    let binding = Waiting {
-        namespace: p.namespace.clone(),
-        name: p.name.clone(),
-        uid: p.uid.clone(),
-        generation: p.new.metadata.generation.unwrap_or(0),
-        priority: priority(&p.new.spec),
-        created: now_ms.div_euclid(1000),
-        queued_at: now_ms,
-        charge: BindingCharge::compute_with(
-            &p.new.spec,
-            p.count.as_deref(),
-            &st.settings.pod_less_groups,
-        ),
-    };
+    let binding = waiting(st, &p, now_ms);
     match st
         .batcher
         .arrival(&binding, &p.quotas, &p.clusters, req.dry_run)
@@ -110,6 +97,24 @@ async fn review_arrival(st: &AppState, body: &[u8], deadline: Instant) -> Answer
             );
             with_patch(allowed(&req, "Queued"), patch)
         }
+    }
+}
+
+/// The binding of a CREATE as the line sees it, arriving at `now_ms`: priced in full.
+pub(super) fn waiting(st: &AppState, p: &Prepared<'_>, now_ms: i64) -> Waiting {
+    Waiting {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        uid: p.uid.clone(),
+        generation: p.new.metadata.generation.unwrap_or(0),
+        priority: priority(&p.new.spec),
+        created: now_ms.div_euclid(1000),
+        queued_at: now_ms,
+        charge: BindingCharge::compute_with(
+            &p.new.spec,
+            p.count.as_deref(),
+            &st.settings.pod_less_groups,
+        ),
     }
 }
 

@@ -5,6 +5,9 @@
 //!  2. which quotas cover it  covering::prepare             allow (not judged, no quota), 400, 503
 //!  3. who may change a line  line_guard                    403 (a waiting binding released
 //!                                                          or re-annotated by a tenant)
+//!     who may start ahead   arrival_guard                 403 (a CREATE jumping a strict
+//!                                                          line the arrivals review did
+//!                                                          not see)
 //!  4. what it charges        charge::charges               403 (paused after creation), 504
 //!  5. early answers          early_answer                  allow: an UPDATE whose charge
 //!                                                          did not change, without queueing
@@ -21,7 +24,9 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use karmada_quota_core::decision::{CODE_FORBIDDEN, Decision};
-use karmada_quota_core::queue::is_waiting;
+use karmada_quota_core::queue::{
+    LABEL_WAITING_LINE, LABEL_WAITING_LINE_VALUE, is_waiting, suspended,
+};
 use karmada_quota_crds::ResourceBinding;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
@@ -69,6 +74,9 @@ async fn review_binding(st: &AppState, body: &[u8], deadline: Instant) -> Answer
         Err(answer) => return *answer,
     };
     if let Err(answer) = line_guard(st, &req, &p) {
+        return *answer;
+    }
+    if let Err(answer) = arrival_guard(st, &req, &p) {
         return *answer;
     }
     let charges = match charges(st, &req, &p, deadline).await {
@@ -125,6 +133,49 @@ fn line_guard(
             "ResourceBinding {} waits in a quota's line: only the quota controller releases \
              it, in line order; user \"{who}\" may not {what} (--queue-releasers, \
              --quota-admin-users and --quota-admin-groups name who may)",
+            p.key
+        ),
+        DENIED,
+        "LineJumped",
+    )))
+}
+
+/// A CREATE that is not suspended, where a quota in `Queue` mode and strict order has a
+/// line it would jump: refused (403). The arrivals review would have held it; it did not
+/// see it (the chart registers it only for namespaces with core's `LABEL_WAITING_LINE`,
+/// which the controller adds once a `Queue` quota covers the namespace, or the chart's
+/// `webhook.queueing` is off). Karmada's detector retries it, and once the arrivals
+/// review runs there it waits in its place.
+fn arrival_guard(
+    st: &AppState,
+    req: &AdmissionRequest<ResourceBinding>,
+    p: &Prepared<'_>,
+) -> Result<(), Box<Answer>> {
+    if req.operation != Operation::Create || suspended(&p.new.spec) {
+        return Ok(());
+    }
+    let binding = super::arrival::waiting(st, p, jiff::Timestamp::now().as_millisecond());
+    let jumped = match st.batcher.jumped_lines(&binding, &p.quotas, &p.clusters) {
+        Ok(jumped) if jumped.is_empty() => return Ok(()),
+        Ok(jumped) => jumped,
+        Err(e) => return Err(Box::new(error_answer(st, req, &p.key, e))),
+    };
+    let lines = jumped
+        .iter()
+        .map(|k| format!("{} {}", k.noun(), k.name()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(Box::new(refused(
+        req,
+        CODE_FORBIDDEN,
+        REASON_FORBIDDEN,
+        &format!(
+            "ResourceBinding {} would start ahead of the bindings waiting in the line of \
+             {lines} (spec.admission.order StrictFIFO), and the waiting line's review did not \
+             see it: its namespace lacks the label {LABEL_WAITING_LINE}={LABEL_WAITING_LINE_VALUE} \
+             the controller adds where a Queue-mode quota applies (--label-line-namespaces), or \
+             the MutatingWebhookConfiguration is not installed. Karmada retries it; once the \
+             namespace carries the label it waits in its place",
             p.key
         ),
         DENIED,

@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use karmada_quota_core::queue::{Arrival, LineHead, Waiting, arrival};
+use karmada_quota_core::queue::{
+    AdmissionMode, Arrival, LineHead, QueueOrder, Waiting, arrival, jumped_lines,
+};
 use karmada_quota_core::quota::QuotaState;
 use karmada_quota_core::selection::QuotaKey;
 use karmada_quota_crds::QuotaObject;
@@ -17,6 +19,9 @@ use super::copy::QuotaCopy;
 use super::{Batcher, lock};
 use crate::cache::{CachedClusterQuota, CachedQuota};
 use crate::error::Result;
+
+/// The newest copy of each quota object, by key.
+type Copies = BTreeMap<QuotaKey, QuotaCopy>;
 
 /// How long a suspension of ours counts in a quota's line without the controller's status
 /// showing it (its status write follows the binding's creation within about a second).
@@ -56,6 +61,24 @@ impl Recent {
                 .push((priority, now));
             self.len += 1;
         }
+    }
+
+    /// Each quota's line: what its copy's `status.queue` shows, widened by what this
+    /// webhook suspended lately.
+    fn lines(
+        &self,
+        states: &[QuotaState],
+        copies: &Copies,
+        now: Instant,
+    ) -> BTreeMap<QuotaKey, LineHead> {
+        states
+            .iter()
+            .filter_map(|s| {
+                let key = s.key();
+                let shown = copies.get(&key).and_then(line_of);
+                self.widen(&key, shown, now).map(|l| (key, l))
+            })
+            .collect()
     }
 
     /// `line` widened by what this webhook suspended lately in the same quota.
@@ -111,24 +134,12 @@ impl Batcher {
         clusters: &[Arc<CachedClusterQuota>],
         dry_run: bool,
     ) -> Result<Arrival> {
-        let ns = &binding.namespace;
-        let (copies, labels) = self.inner.newest(ns, quotas, clusters)?;
-        let states: Vec<QuotaState> = self
-            .inner
-            .enforced(&copies)?
-            .into_iter()
-            .filter(|s| s.covers.covers(ns, labels.get(ns)))
-            .collect();
+        let (states, copies) = self.covering(binding, quotas, clusters)?;
         let now = Instant::now();
+        // Held until the Wait is remembered: one replica's arrivals are decided one at a
+        // time, each against the suspensions before it.
         let mut recent = lock(&self.inner.arrivals);
-        let lines: BTreeMap<QuotaKey, LineHead> = states
-            .iter()
-            .filter_map(|s| {
-                let key = s.key();
-                let shown = copies.get(&key).and_then(line_of);
-                recent.widen(&key, shown, now).map(|l| (key, l))
-            })
-            .collect();
+        let lines = recent.lines(&states, &copies, now);
         let out = arrival(&states, &lines, binding, (self.inner.clock)());
         if let Arrival::Wait(keys) = &out
             && !dry_run
@@ -137,6 +148,51 @@ impl Batcher {
         }
         Ok(out)
     }
+
+    /// The strict lines `binding` (a CREATE that is not waiting) would jump, against the
+    /// same copies and lines as [`Batcher::arrival`]; none without a quota in `Queue` mode
+    /// and strict order (nothing is copied then).
+    pub fn jumped_lines(
+        &self,
+        binding: &Waiting,
+        quotas: &[Arc<CachedQuota>],
+        clusters: &[Arc<CachedClusterQuota>],
+    ) -> Result<Vec<QuotaKey>> {
+        if !quotas.iter().any(strict_line) && !clusters.iter().any(strict_line) {
+            return Ok(Vec::new());
+        }
+        let (states, copies) = self.covering(binding, quotas, clusters)?;
+        let lines = lock(&self.inner.arrivals).lines(&states, &copies, Instant::now());
+        Ok(jumped_lines(&states, &lines, binding).into_iter().collect())
+    }
+
+    /// The engine's view of the quotas covering `binding`'s namespace, from the newest
+    /// copies (also returned: their status shows the lines).
+    fn covering(
+        &self,
+        binding: &Waiting,
+        quotas: &[Arc<CachedQuota>],
+        clusters: &[Arc<CachedClusterQuota>],
+    ) -> Result<(Vec<QuotaState>, Copies)> {
+        let ns = &binding.namespace;
+        let (copies, labels) = self.inner.newest(ns, quotas, clusters)?;
+        let states: Vec<QuotaState> = self
+            .inner
+            .enforced(&copies)?
+            .into_iter()
+            .filter(|s| s.covers.covers(ns, labels.get(ns)))
+            .collect();
+        Ok((states, copies))
+    }
+}
+
+/// Whether a cached quota object queues in strict order (its cached copy; the newest copy
+/// decides).
+fn strict_line<K>(cached: &Arc<crate::cache::Cached<K>>) -> bool {
+    cached.parsed.as_ref().is_ok_and(|p| {
+        let admission = &p.state.spec.policy.admission;
+        admission.mode == AdmissionMode::Queue && admission.order == QueueOrder::StrictFifo
+    })
 }
 
 #[cfg(test)]

@@ -99,6 +99,20 @@ async fn a_create_that_does_not_fit_is_suspended_marked_and_charged_nothing() {
 
 #[tokio::test]
 async fn a_create_that_fits_waits_when_it_would_jump_a_strict_line() {
+    let q = strict_with_one_waiting();
+    let h = Harness::new(&[q]);
+    let rb = mk_binding("late", "u1", 1, 1, "1", "");
+    let r = mutate(&h, create_rb(rb.clone())).await;
+    assert!(waits(&patched(rb.clone(), &r)), "{r}");
+    // A higher priority passes a line of lower ones when it fits.
+    let mut urgent = rb;
+    urgent["spec"]["schedulePriority"] = json!({"priority": 10});
+    let r = mutate(&h, create_rb(urgent.clone())).await;
+    assert!(!waits(&patched(urgent, &r)), "{r}");
+}
+
+/// A strict quota whose status shows one binding of priority 0 waiting.
+fn strict_with_one_waiting() -> karmada_quota_crds::KarmadaQuota {
     let mut q = queueing("4", "0", "StrictFIFO");
     q.status.as_mut().unwrap().queue = Some(karmada_quota_crds::quota::QueueStatus {
         total: 1,
@@ -115,15 +129,45 @@ async fn a_create_that_fits_waits_when_it_would_jump_a_strict_line() {
             stuck: None,
         }],
     });
-    let h = Harness::new(&[q]);
+    q
+}
+
+#[tokio::test]
+async fn a_create_the_arrivals_review_did_not_see_cannot_jump_a_strict_line() {
+    // The namespace lacks the waiting-line label (or the mutating webhook is not
+    // installed): the CREATE reaches the validating webhook neither suspended nor marked.
+    let h = Harness::new(&[strict_with_one_waiting()]);
     let rb = mk_binding("late", "u1", 1, 1, "1", "");
+    let v = h.review_binding(create_rb(rb.clone())).await;
+    let (allowed, code, _, message) = verdict(&v);
+    assert!(!allowed, "it would start ahead of the line: {v}");
+    assert_eq!(code, 403);
+    for part in [
+        "quota q",
+        "StrictFIFO",
+        karmada_quota_core::queue::LABEL_WAITING_LINE,
+        "--label-line-namespaces",
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    assert_eq!(h.entries("q"), 0, "nothing reserved");
+    // Through the arrivals review it waits in its place, charged nothing.
     let r = mutate(&h, create_rb(rb.clone())).await;
-    assert!(waits(&patched(rb.clone(), &r)), "{r}");
-    // A higher priority passes a line of lower ones when it fits.
-    let mut urgent = rb;
+    let held = patched(rb, &r);
+    assert!(waits(&held), "{r}");
+    assert!(verdict(&h.review_binding(create_rb(held)).await).0);
+    // One of higher priority may pass the line (as the arrivals review decides), and a
+    // line in best-effort order is no line to jump.
+    let mut urgent = mk_binding("urgent", "u2", 1, 1, "1", "");
     urgent["spec"]["schedulePriority"] = json!({"priority": 10});
-    let r = mutate(&h, create_rb(urgent.clone())).await;
-    assert!(!waits(&patched(urgent, &r)), "{r}");
+    assert!(verdict(&h.review_binding(create_rb(urgent)).await).0);
+    let mut best = strict_with_one_waiting();
+    best.spec.admission.as_mut().unwrap().order = Some("BestEffortFIFO".into());
+    let h = Harness::new(&[best]);
+    let v = h
+        .review_binding(create_rb(mk_binding("late", "u1", 1, 1, "1", "")))
+        .await;
+    assert!(verdict(&v).0, "{v}");
 }
 
 #[tokio::test]
