@@ -46,6 +46,12 @@
 #   BENCH_ARRIVALS         1 (default): the waiting line's mutating webhook is registered
 #                          too, as the chart does by default; 0: the validating ones alone
 #                          (as runs before 2026-11-29 measured)
+#   BENCH_LINE_LABELS      1 (default): as the chart's webhook.queueing.labelNamespaces, the
+#                          mutating webhook only for namespaces labelled
+#                          quota.karmada.io/waiting-line=true and the controller keeping that
+#                          label (--label-line-namespaces; no quota here queues, so no
+#                          namespace gets it); 0: every namespace (runs before 2026-11-30,
+#                          and binaries without the flag)
 #   BENCH_BATCH_NAMESPACE  where the reservation batches live (default karmada-system, where
 #                          the chart's apiserver part puts them in a Karmada install: a
 #                          namespace Karmada's resource detector leaves alone; any other makes
@@ -83,6 +89,9 @@ THROTTLE=${BENCH_THROTTLE:-both}
 read -r -a MODES <<<"${BENCH_MODES:-none project karmada-frq}"
 TIMEOUT=${BENCH_TIMEOUT:-600}
 ARRIVALS=${BENCH_ARRIVALS:-1}
+LINE_LABELS=${BENCH_LINE_LABELS:-1}
+CONTROLLER_FLAGS=()
+[[ $LINE_LABELS == 1 ]] && CONTROLLER_FLAGS+=(--label-line-namespaces)
 LINGER=${BENCH_LINGER:-50ms}
 PPROF_SECONDS=${BENCH_PPROF_SECONDS:-}
 if [[ -n $PPROF_SECONDS ]]; then
@@ -231,7 +240,7 @@ ensure_webhook() { # throttle mode
 start_controller() {
     CONTROLLER_ADMIN=$(free_port)
     "$BIN/karmada-quota-controller" --kubeconfig "$KDIR/kubeconfig-0" --admin-listen "127.0.0.1:$CONTROLLER_ADMIN" \
-        --dashboard-listen "127.0.0.1:$(free_port)" --no-leader-election --log warn "${STORE_FLAGS[@]}" \
+        --dashboard-listen "127.0.0.1:$(free_port)" --no-leader-election --log warn "${STORE_FLAGS[@]}" "${CONTROLLER_FLAGS[@]}" \
         >>"$LOGS/controller-$1.log" 2>&1 &
     CONTROLLER_PID=$!
     PIDS+=("$CONTROLLER_PID")
@@ -253,6 +262,14 @@ register_webhook() { # arrivals: 1 registers the mutating webhook too
     for m in "${manifests[@]}"; do
         sed -e "s#\${WEBHOOK_URL}#https://127.0.0.1:$HOOK_PORT#" -e "s#\${CA_BUNDLE}#$(base64 -w0 <"$TLS/ca.pem")#" \
             -e 's/^  name: karmada-quota$/  name: kq-bench/' "$m" >"$WORK/webhooks-$i.yaml"
+        if [[ $m == *mutating* && $LINE_LABELS == 1 ]]; then
+            # The chart's selector with webhook.queueing.labelNamespaces (its default).
+            cat >>"$WORK/webhooks-$i.yaml" <<'EOF'
+    namespaceSelector:
+      matchExpressions:
+        - {key: quota.karmada.io/waiting-line, operator: In, values: ["true"]}
+EOF
+        fi
         k 0 apply -f "$WORK/webhooks-$i.yaml" >/dev/null
         i=$((i + 1))
     done
