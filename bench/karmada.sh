@@ -13,6 +13,13 @@
 #   project-validating  (opt-in: BENCH_MODES) project with the validating webhooks alone,
 #                the waiting line's mutating webhook not registered: project − this is
 #                what the arrivals review costs
+#   project-creates-only  (opt-in: BENCH_MODES) project with the binding webhook registered
+#                for CREATE alone: what a kube-apiserver 1.28+ sends for this workload with the
+#                chart's matchConditions (charge-may-rise), which hold back every UPDATE of it
+#                (the scheduler's placement, Karmada's finalizers: the replay of its recorded
+#                reviews, bench/RESULTS.md "Which reviews matchConditions hold back"). An
+#                emulation: this bench's kube-apiserver is 1.20, which evaluates no
+#                matchConditions
 #   project-linger  (opt-in: BENCH_MODES) project with the webhook's --batch-linger
 #                $BENCH_LINGER: project − this is what gathering admissions into fewer
 #                batches saves (the webhook is restarted when the mode's flags change)
@@ -122,7 +129,7 @@ esac
 case $THROTTLE in default | lifted) throttles=("$THROTTLE") ;; both) throttles=(default lifted) ;;
 *) die "BENCH_THROTTLE must be default, lifted or both, not '$THROTTLE'" ;; esac
 for m in "${MODES[@]}"; do
-    case $m in none | project | project-validating | project-linger | hop | karmada-frq) ;; *) die "unknown mode '$m' in BENCH_MODES" ;; esac
+    case $m in none | project | project-validating | project-linger | project-creates-only | hop | karmada-frq) ;; *) die "unknown mode '$m' in BENCH_MODES" ;; esac
 done
 [[ " ${MODES[*]} " == *" none "* ]] || die "BENCH_MODES must hold none: every ratio is to none"
 [[ $N =~ ^[0-9]+$ && $N -ge 1 && $N -le 5000 ]] || die "BENCH_N must be 1..5000, not '$N'"
@@ -255,13 +262,15 @@ stop_controller() {
 # The webhooks the chart registers: the validating ones and, with the waiting line on (the
 # chart's default, webhook.queueing.enabled), the mutating one of arrivals.
 # The project's processes run in these modes.
-runs_project() { [[ $1 == project || $1 == hop || $1 == project-validating || $1 == project-linger ]]; }
-register_webhook() { # arrivals: 1 registers the mutating webhook too
-    local manifests=(webhook/manifests/validatingwebhookconfiguration.yaml) m i=0
+runs_project() { [[ $1 == project || $1 == hop || $1 == project-validating || $1 == project-linger || $1 == project-creates-only ]]; }
+register_webhook() { # arrivals (1: the mutating webhook too), creates_only (1: bindings' CREATE alone)
+    local manifests=(webhook/manifests/validatingwebhookconfiguration.yaml) m i=0 ops=()
     [[ $1 == 1 ]] && manifests+=(webhook/manifests/mutatingwebhookconfiguration.yaml)
+    # The first rule of the manifest is the bindings' (CREATE, UPDATE).
+    [[ ${2:-0} == 1 ]] && ops=(-e '0,/operations: \["CREATE", "UPDATE"\]/s//operations: ["CREATE"]/')
     for m in "${manifests[@]}"; do
         sed -e "s#\${WEBHOOK_URL}#https://127.0.0.1:$HOOK_PORT#" -e "s#\${CA_BUNDLE}#$(base64 -w0 <"$TLS/ca.pem")#" \
-            -e 's/^  name: karmada-quota$/  name: kq-bench/' "$m" >"$WORK/webhooks-$i.yaml"
+            -e 's/^  name: karmada-quota$/  name: kq-bench/' "${ops[@]}" "$m" >"$WORK/webhooks-$i.yaml"
         if [[ $m == *mutating* && $LINE_LABELS == 1 ]]; then
             # The chart's selector with webhook.queueing.labelNamespaces (its default).
             cat >>"$WORK/webhooks-$i.yaml" <<'EOF'
@@ -303,7 +312,7 @@ spec:
 EOF
     k 0 apply -f "$f" >/dev/null
     case $mode in
-    project | project-validating | project-linger)
+    project | project-validating | project-linger | project-creates-only)
         k 0 apply -f - >/dev/null <<EOF
 apiVersion: quota.karmada.io/v1alpha1
 kind: KarmadaQuota
@@ -383,7 +392,11 @@ run_round() { # throttle round mode
     if runs_project "$mode"; then
         ensure_webhook "$throttle" "$mode"
         start_controller "$throttle"
-        if [[ $mode == project-validating ]]; then register_webhook 0; else register_webhook "$ARRIVALS"; fi
+        case $mode in
+        project-validating) register_webhook 0 ;;
+        project-creates-only) register_webhook "$ARRIVALS" 1 ;;
+        *) register_webhook "$ARRIVALS" ;;
+        esac
     else
         unregister_webhook
     fi

@@ -1564,13 +1564,40 @@ async fn expect_line_label(c: &Client, ns: &str, on: bool, why: &str) -> Result<
     Ok(())
 }
 
-/// Whether a dry-run binding create in `ns` reaches the arrivals review, checked
-/// `tries` times (the apiserver's namespace informer may lag a label change).
+/// Whether a dry-run binding create in `ns` reaches the arrivals review now (the
+/// apiserver's namespace informer may lag a label change: callers poll).
 async fn reaches_arrivals(c: &Client, ns: &str, webhook: &Webhook) -> Result<bool> {
     let before = arrival_reviews(webhook).await?;
     let probe = unplaced(ns, "probe", "1", 0);
     let _ = create_with(c, &probe, true).await?;
     Ok(arrival_reviews(webhook).await? > before)
+}
+
+/// Set quota `q` of `ns` to admission `mode`, then wait until the controller has the
+/// namespace's label follow (on for `Queue`) and creates there reach the arrivals review
+/// (or no longer do).
+async fn switch_mode(c: &Client, ns: &str, mode: &str, webhook: &Webhook) -> Result<()> {
+    kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), ns)
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"admission": {"mode": mode}}})),
+        )
+        .await?;
+    let queues = mode == "Queue";
+    expect_line_label(c, ns, queues, &format!("its quota is {mode} now")).await?;
+    wait_for(
+        &format!("creates in {ns} reaching the arrivals review: {queues}"),
+        Duration::from_secs(30),
+        || async {
+            reaches_arrivals(c, ns, webhook)
+                .await
+                .ok()
+                .filter(|r| *r == queues)
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// webhook.queueing.labelNamespaces, end to end: the controller (`--label-line-namespaces`)
@@ -1671,48 +1698,12 @@ async fn the_arrivals_review_runs_only_where_the_controller_keeps_the_waiting_li
     step(&format!(
         "[Update] {line}'s quota back to Refuse: the label goes, the arrivals review stops there"
     ));
-    kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), &line)
-        .patch(
-            "q",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"admission": {"mode": "Refuse"}}})),
-        )
-        .await?;
-    expect_line_label(&c, &line, false, "no Queue quota covers it any more").await?;
-    wait_for(
-        &format!("a create in {line} no longer reaching the arrivals review"),
-        Duration::from_secs(30),
-        || async {
-            reaches_arrivals(&c, &line, &webhook)
-                .await
-                .ok()
-                .filter(|r| !r)
-        },
-    )
-    .await?;
+    switch_mode(&c, &line, "Refuse", &webhook).await?;
 
     step(&format!(
         "[Update] {plain}'s quota to Queue: the label comes, the arrivals review runs there"
     ));
-    kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), &plain)
-        .patch(
-            "q",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"admission": {"mode": "Queue"}}})),
-        )
-        .await?;
-    expect_line_label(&c, &plain, true, "a Queue quota covers it now").await?;
-    wait_for(
-        &format!("a create in {plain} reaching the arrivals review"),
-        Duration::from_secs(30),
-        || async {
-            reaches_arrivals(&c, &plain, &webhook)
-                .await
-                .ok()
-                .filter(|r| *r)
-        },
-    )
-    .await?;
+    switch_mode(&c, &plain, "Queue", &webhook).await?;
 
     step("[Update] someone takes the label off: the controller puts it back");
     kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())

@@ -179,7 +179,7 @@ fn arrival_guard(
             p.key
         ),
         DENIED,
-        "LineJumped",
+        "NotInLine",
     )))
 }
 
