@@ -468,6 +468,7 @@ fn spawn_marker(client: &Client, shared: &Shared, watched: &Watched, election: &
             namespace_changes: watched.namespaces.changes(),
             leader: election.leader.clone(),
             client: client.clone(),
+            metrics: shared.queue_metrics.clone(),
         }
         .run(),
     );

@@ -565,6 +565,7 @@ async fn alert_rules_pass_promtool() -> Result<()> {
         "KarmadaQuotaDrift",
         "KarmadaQuotaNoLeader",
         "KarmadaQuotaReservationsFull",
+        "KarmadaQuotaWaitingLineLabelFailing",
         "KarmadaQuotaWebhookErrors",
         "KarmadaQuotaWebhookSlow",
     ]
@@ -578,7 +579,7 @@ async fn alert_rules_pass_promtool() -> Result<()> {
     );
     ensure!(text.contains(">= 0.9"), "the usage threshold is not 0.9");
     let out = promtool_check_rules("alerts", &json!({"groups": groups})).await?;
-    ensure!(out.contains("SUCCESS: 6 rules found"), "{out}");
+    ensure!(out.contains("SUCCESS: 7 rules found"), "{out}");
     Ok(())
 }
 

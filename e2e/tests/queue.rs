@@ -1714,6 +1714,27 @@ async fn the_arrivals_review_runs_only_where_the_controller_keeps_the_waiting_li
         )
         .await?;
     expect_line_label(&c, &plain, true, "the controller owns it").await?;
+    let patches = |result: &'static str| {
+        let ctl = &ctl;
+        async move {
+            ctl.metric(
+                "kq_waiting_line_label_patches_total",
+                &[&format!("result=\"{result}\"")],
+            )
+            .await
+        }
+    };
+    let (added, removed, failed) = (
+        patches("added").await?,
+        patches("removed").await?,
+        patches("failed").await?,
+    );
+    eprintln!("[Result] label patches: {added} added, {removed} removed, {failed} failed");
+    ensure!(
+        added == 3 && removed == 1 && failed == 0,
+        "the controller's label patches: {added} added (want 3), {removed} removed (want 1), \
+         {failed} failed (want 0)"
+    );
 
     arrivals.cleanup().await?;
     registration.cleanup().await?;

@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::line::Line;
+use super::metrics::{QueueMetrics, ResultLabel};
 use super::quotas::QuotaSource;
 
 /// A round without a wake-up at least this often (a quota's mode changed: the quota
@@ -55,6 +56,8 @@ pub struct Marker {
     pub leader: watch::Receiver<bool>,
     /// API client (namespace patches).
     pub client: Client,
+    /// `kq_waiting_line_label_patches_total`.
+    pub metrics: Arc<QueueMetrics>,
 }
 
 /// One label change: the namespace, and whether it gets the label (`true`) or loses it.
@@ -130,6 +133,11 @@ impl Marker {
             .await
         {
             Ok(_) => {
+                let result = if on { "added" } else { "removed" };
+                self.metrics
+                    .labels
+                    .get_or_create(&ResultLabel { result })
+                    .inc();
                 tracing::info!(
                     namespace,
                     label = LABEL_WAITING_LINE,
@@ -140,6 +148,10 @@ impl Marker {
                 true
             }
             Err(e) => {
+                self.metrics
+                    .labels
+                    .get_or_create(&ResultLabel { result: "failed" })
+                    .inc();
                 tracing::warn!(
                     namespace,
                     label = LABEL_WAITING_LINE,

@@ -1,7 +1,9 @@
 //! The line's series: `kq_quota_queue_length{namespace, quota}` (bindings waiting in each
 //! quota's line; a KarmadaClusterQuota's with `namespace=""`), and
 //! `kq_queue_wait_seconds` (how long each released binding waited, from its mark to the
-//! release the webhook admitted) and `kq_queue_releases_total{result}`.
+//! release the webhook admitted) and `kq_queue_releases_total{result}`; and
+//! `kq_waiting_line_label_patches_total{result}`, the waiting-line labels the leader
+//! changed on namespaces (`queue::marks`).
 
 use karmada_quota_core::selection::QuotaKey;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -46,6 +48,8 @@ pub struct QueueMetrics {
     pub wait: Histogram,
     /// Release attempts by outcome.
     pub releases: Family<ResultLabel, Counter>,
+    /// Waiting-line label patches of namespaces: `added`, `removed`, `failed`.
+    pub labels: Family<ResultLabel, Counter>,
 }
 
 impl Default for QueueMetrics {
@@ -54,6 +58,7 @@ impl Default for QueueMetrics {
             length: Family::default(),
             wait: Histogram::new(exponential_buckets(0.5, 2.0, 16)),
             releases: Family::default(),
+            labels: Family::default(),
         }
     }
 }
@@ -76,6 +81,11 @@ impl QueueMetrics {
             "kq_queue_releases",
             "Releases of waiting ResourceBindings, by result",
             m.releases.clone(),
+        );
+        registry.register(
+            "kq_waiting_line_label_patches",
+            "Patches of the label quota.karmada.io/waiting-line on namespaces (--label-line-namespaces), by result: added, removed, failed",
+            m.labels.clone(),
         );
         m
     }
