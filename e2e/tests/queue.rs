@@ -1600,6 +1600,110 @@ async fn switch_mode(c: &Client, ns: &str, mode: &str, webhook: &Webhook) -> Res
     Ok(())
 }
 
+/// The attack on the labels: with the controller stopped and the waiting-line label taken
+/// off `ns` (whose quota `q` queues), a newcomer that fits but would start ahead of a
+/// `StrictFIFO` line is refused by the validating webhook, never admitted; with the
+/// controller back, the label is back and the same newcomer waits in its place. `ns`'s
+/// quota holds 1 cpu of a binding `fits` on entry. The controller running afterwards.
+async fn strict_line_without_its_label(
+    c: &Client,
+    ns: &str,
+    webhook: &Webhook,
+    ctl: Controller,
+    env: &karmada_quota_e2e::Env,
+) -> Result<Controller> {
+    step(&format!(
+        "[Setup] {ns}'s quota: 2 cpu, StrictFIFO; head (2 cpu) waits behind fits (1 cpu)"
+    ));
+    kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), ns)
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {
+                "hard": {"requests.cpu": "2"},
+                "admission": {"mode": "Queue", "order": "StrictFIFO"},
+            }})),
+        )
+        .await?;
+    wait_quota(
+        c,
+        ns,
+        "q",
+        "hard 2 cpu seen",
+        Duration::from_secs(30),
+        |q| q.spec.hard.get("requests.cpu").is_some_and(|h| h.0 == "2"),
+    )
+    .await?;
+    let head = expect_admitted(create(c, &unplaced(ns, "head", "2", 0)).await?)?;
+    ensure!(
+        waiting(&serde_json::to_value(&head)?),
+        "head (2 cpu, 1 free) must wait: {head:?}"
+    );
+    wait_quota(
+        c,
+        ns,
+        "q",
+        "the line shows head",
+        Duration::from_secs(30),
+        |q| {
+            q.status
+                .as_ref()
+                .and_then(|st| st.queue.as_ref())
+                .is_some_and(|line| line.total >= 1)
+        },
+    )
+    .await?;
+
+    step("[Attack] the controller stopped, the waiting-line label taken off by hand");
+    drop(ctl);
+    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {LABEL_WAITING_LINE: null}}})),
+        )
+        .await?;
+    wait_for(
+        &format!("creates in {ns} no longer reaching the arrivals review"),
+        Duration::from_secs(30),
+        || async { reaches_arrivals(c, ns, webhook).await.ok().filter(|r| !r) },
+    )
+    .await?;
+    step("[Create] newcomer (500m): fits the 1 cpu free, but head waits ahead of it: refused");
+    match create(c, &unplaced(ns, "newcomer", "500m", 0)).await? {
+        Ok(o) => bail!("newcomer started ahead of the strict line: {o:?}"),
+        Err(s) => {
+            eprintln!("[Result] refused: {}", s.message);
+            ensure!(
+                s.message.contains("would start ahead") && s.message.contains(LABEL_WAITING_LINE),
+                "refused, but not by the line guard: {} {}",
+                s.code,
+                s.message
+            );
+        }
+    }
+
+    step("[Update] the controller back: the label is back, the newcomer waits in its place");
+    let ctl = Controller::builder()
+        .clusters_from_api(false)
+        .arg("--label-line-namespaces")
+        .start(env)
+        .await?;
+    expect_line_label(c, ns, true, "the controller is back").await?;
+    wait_for(
+        &format!("creates in {ns} reaching the arrivals review again"),
+        Duration::from_secs(30),
+        || async { reaches_arrivals(c, ns, webhook).await.ok().filter(|r| *r) },
+    )
+    .await?;
+    let newcomer = expect_admitted(create(c, &unplaced(ns, "newcomer", "500m", 0)).await?)?;
+    ensure!(
+        waiting(&serde_json::to_value(&newcomer)?),
+        "newcomer must wait behind head: {newcomer:?}"
+    );
+    Ok(ctl)
+}
+
 /// webhook.queueing.labelNamespaces, end to end: the controller (`--label-line-namespaces`)
 /// keeps `quota.karmada.io/waiting-line=true` on the namespaces a Queue-mode quota covers
 /// and off the others, and the arrivals review, registered with that label in its
@@ -1735,6 +1839,7 @@ async fn the_arrivals_review_runs_only_where_the_controller_keeps_the_waiting_li
         "the controller's label patches: {added} added (want 3), {removed} removed (want 1), \
          {failed} failed (want 0)"
     );
+    let ctl = strict_line_without_its_label(&c, &plain, &webhook, ctl, env).await?;
 
     arrivals.cleanup().await?;
     registration.cleanup().await?;
