@@ -154,8 +154,8 @@ fn arrival_guard(
     if req.operation != Operation::Create || suspended(&p.new.spec) {
         return Ok(());
     }
-    let binding = super::arrival::waiting(st, p, jiff::Timestamp::now().as_millisecond());
-    let jumped = match st.batcher.jumped_lines(&binding, &p.quotas, &p.clusters) {
+    let binding = || super::arrival::waiting(st, p, jiff::Timestamp::now().as_millisecond());
+    let jumped = match st.batcher.jumped_lines(binding, &p.quotas, &p.clusters) {
         Ok(jumped) if jumped.is_empty() => return Ok(()),
         Ok(jumped) => jumped,
         Err(e) => return Err(Box::new(error_answer(st, req, &p.key, e))),

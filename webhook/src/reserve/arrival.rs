@@ -149,21 +149,25 @@ impl Batcher {
         Ok(out)
     }
 
-    /// The strict lines `binding` (a CREATE that is not waiting) would jump, against the
-    /// same copies and lines as [`Batcher::arrival`]; none without a quota in `Queue` mode
-    /// and strict order (nothing is copied then).
+    /// The strict lines the binding `binding()` gives (a CREATE that is not waiting) would
+    /// jump, against the same copies and lines as [`Batcher::arrival`]; none without a
+    /// quota in `Queue` mode and strict order, and then neither the binding is priced nor
+    /// anything copied (every CREATE comes here).
     pub fn jumped_lines(
         &self,
-        binding: &Waiting,
+        binding: impl FnOnce() -> Waiting,
         quotas: &[Arc<CachedQuota>],
         clusters: &[Arc<CachedClusterQuota>],
     ) -> Result<Vec<QuotaKey>> {
         if !quotas.iter().any(strict_line) && !clusters.iter().any(strict_line) {
             return Ok(Vec::new());
         }
-        let (states, copies) = self.covering(binding, quotas, clusters)?;
+        let binding = binding();
+        let (states, copies) = self.covering(&binding, quotas, clusters)?;
         let lines = lock(&self.inner.arrivals).lines(&states, &copies, Instant::now());
-        Ok(jumped_lines(&states, &lines, binding).into_iter().collect())
+        Ok(jumped_lines(&states, &lines, &binding)
+            .into_iter()
+            .collect())
     }
 
     /// The engine's view of the quotas covering `binding`'s namespace, from the newest
