@@ -11,7 +11,7 @@
 //!                  ├─ namespaced ────► the KarmadaQuota controller's concurrency
 //!                  ├─ cluster_quotas ► cluster_quotas::Config
 //!                  ├─ namespaces ────► the root's NamespaceWatch
-//!                  ├─ batches, releaser (only a replica that reconciles)
+//!                  ├─ batches, releaser, line labels (only a replica that reconciles)
 //!                  └─ dashboard ─────► dashboard_host::DashboardConfig
 //! ```
 
@@ -61,6 +61,10 @@ pub(crate) struct Config {
     /// The waiting line's releaser, in a replica that reconciles: the
     /// `unaccountedWorkloads` of a quota that sets none.
     pub(crate) releaser: Option<Unaccounted>,
+    /// The leader keeps the namespaces' waiting-line labels beside the releaser
+    /// (`--label-line-namespaces`; `Args::check_role` refused it where the quotas are not
+    /// all seen).
+    pub(crate) line_labels: bool,
     /// The browser dashboard (`--role` all or dashboard).
     pub(crate) dashboard: Option<DashboardConfig>,
 }
@@ -90,8 +94,6 @@ pub(crate) struct NamespaceWatch {
     pub(crate) cluster_quotas: bool,
     /// The dashboard's team label (`kq_namespace_labels`); empty: none.
     pub(crate) team_label: String,
-    /// The waiting-line labels are kept (`--label-line-namespaces`).
-    pub(crate) line_labels: bool,
 }
 
 impl Config {
@@ -135,7 +137,6 @@ impl Config {
                 } else {
                     String::new()
                 },
-                line_labels: args.label_line_namespaces,
             },
             reservation_ttl: args.reservation_ttl,
             fold_scope: crate::batches::folds::Scope {
@@ -146,6 +147,7 @@ impl Config {
             },
             batches: controls.then(|| args.reservations.reservation_namespace.clone()),
             releaser: controls.then(|| args.unaccounted_workloads.into()),
+            line_labels: args.label_line_namespaces,
             dashboard: args.serves_dashboard().then(|| dashboard(args)),
         })
     }

@@ -174,9 +174,15 @@ pub async fn run_until(
         );
     }
     if let Some(unaccounted) = config.releaser {
-        spawn_releaser(unaccounted, &client, &shared, &watched, &election, &events);
-        if config.namespaces.line_labels {
-            spawn_marker(&client, &shared, &watched, &election);
+        let quotas = Arc::new(queue::quotas::WatchedQuotas {
+            quotas: watched.quotas.store.clone(),
+            line: shared.line.clone(),
+            index: shared.index.clone(),
+            cluster_quotas: config.cluster_quotas.is_some(),
+        });
+        spawn_releaser(unaccounted, &client, &shared, &quotas, &election, &events);
+        if config.line_labels {
+            spawn_marker(&client, &shared, (&quotas, &watched), &election);
         }
     }
     if let Some(dashboard) = config.dashboard {
@@ -427,18 +433,14 @@ fn spawn_releaser(
     unaccounted_default: Unaccounted,
     client: &Client,
     shared: &Shared,
-    watched: &Watched,
+    quotas: &Arc<queue::quotas::WatchedQuotas>,
     election: &Election,
     events: &EventQueue<Event>,
 ) {
     tokio::spawn(
         queue::release::Releaser {
             line: shared.line.clone(),
-            quotas: Arc::new(queue::quotas::WatchedQuotas {
-                quotas: watched.quotas.store.clone(),
-                line: shared.line.clone(),
-                index: shared.index.clone(),
-            }),
+            quotas: quotas.clone(),
             leader: election.leader.clone(),
             triggers: shared.triggers.clone(),
             unaccounted_default,
@@ -452,19 +454,19 @@ fn spawn_releaser(
 
 /// The waiting-line labels of the namespaces (`--label-line-namespaces`; the leader
 /// keeps them).
-fn spawn_marker(client: &Client, shared: &Shared, watched: &Watched, election: &Election) {
+fn spawn_marker(
+    client: &Client,
+    shared: &Shared,
+    (quotas, watched): (&Arc<queue::quotas::WatchedQuotas>, &Watched),
+    election: &Election,
+) {
     tracing::info!(
         label = karmada_quota_core::queue::LABEL_WAITING_LINE,
         "keeping the waiting-line label on the namespaces a Queue-mode quota covers"
     );
     tokio::spawn(
         queue::marks::Marker {
-            quotas: Arc::new(queue::quotas::WatchedQuotas {
-                quotas: watched.quotas.store.clone(),
-                line: shared.line.clone(),
-                index: shared.index.clone(),
-            }),
-            line: shared.line.clone(),
+            quotas: quotas.clone(),
             namespace_changes: watched.namespaces.changes(),
             leader: election.leader.clone(),
             client: client.clone(),

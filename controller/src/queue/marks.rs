@@ -30,7 +30,6 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::line::Line;
 use super::metrics::{QueueMetrics, ResultLabel};
 use super::quotas::QuotaSource;
 
@@ -45,11 +44,10 @@ const FIELD_MANAGER: &str = "karmada-quota-controller";
 
 /// What the loop needs.
 pub struct Marker {
-    /// The quotas and the namespaces' labels.
+    /// The quotas and the namespaces' labels (nothing is marked before they were listed,
+    /// the cluster quotas included: without them a cluster quota's namespaces would lose
+    /// their label).
     pub quotas: Arc<dyn QuotaSource>,
-    /// The line, whose cluster view must exist before anything is marked (without it a
-    /// cluster quota's namespaces would lose their label).
-    pub line: Arc<Line>,
     /// Each namespace change.
     pub namespace_changes: watch::Receiver<u64>,
     /// Whether this replica leads.
@@ -107,7 +105,7 @@ impl Marker {
                 sent.clear();
                 continue;
             }
-            if self.line.cluster_view.get().is_none() || !self.quotas.listed() {
+            if !self.quotas.listed() {
                 continue;
             }
             let (states, namespaces) = self.quotas.states();

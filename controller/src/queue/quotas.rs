@@ -38,6 +38,9 @@ pub struct WatchedQuotas {
     pub line: Arc<Line>,
     /// The index.
     pub index: Arc<RwLock<Index>>,
+    /// A cluster quota controller runs in this process: nothing is listed until its view
+    /// exists (`Line::cluster_view`, set when it starts).
+    pub cluster_quotas: bool,
 }
 
 impl QuotaSource for WatchedQuotas {
@@ -47,7 +50,7 @@ impl QuotaSource for WatchedQuotas {
             Some((clusters, labels)) => {
                 labels.ready() && matches!(clusters.wait_until_ready().now_or_never(), Some(Ok(())))
             }
-            None => true,
+            None => !self.cluster_quotas,
         };
         listed && cluster_quotas
     }
@@ -96,16 +99,22 @@ mod tests {
         let (store, _writer) = reflector::store::<KarmadaQuota>();
         let index = Arc::new(RwLock::new(Index::new(600)));
         let line = Arc::new(Line::default());
-        let watched = WatchedQuotas {
+        let mut watched = WatchedQuotas {
             quotas: store,
             line: line.clone(),
             index: index.clone(),
+            cluster_quotas: false,
         };
         assert!(!watched.listed(), "nothing listed yet");
         *index.write() = listed_index();
         assert!(
             watched.listed(),
             "no cluster quota controller: the index decides"
+        );
+        watched.cluster_quotas = true;
+        assert!(
+            !watched.listed(),
+            "a cluster quota controller that has not started yet"
         );
         let (clusters, mut cluster_writer) = reflector::store();
         let (labels, mut label_writer) = NamespaceLabels::with_writer();
@@ -136,6 +145,7 @@ mod tests {
             quotas: store,
             line: line.clone(),
             index: Arc::new(RwLock::new(listed_index())),
+            cluster_quotas: true,
         };
         let (states, labels) = watched.states();
         assert_eq!(states.len(), 1);
