@@ -395,11 +395,10 @@ impl Args {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
 
-    fn parse(args: &[&str]) -> Args {
+    /// `args` parsed as the controller's command line (the dashboard's tests use it too).
+    pub(super) fn parse(args: &[&str]) -> Args {
         Args::try_parse_from(
             std::iter::once("karmada-quota-controller").chain(args.iter().copied()),
         )
@@ -494,160 +493,6 @@ mod tests {
             assert!(refused.contains(named), "{refused}");
             assert!(refused.contains("--label-line-namespaces"), "{refused}");
         }
-    }
-
-    #[test]
-    fn dashboard_auth_takes_none_or_kubernetes() {
-        let a = parse(&[
-            "--dashboard-auth=kubernetes",
-            "--dashboard-auth-cache-ttl=10s",
-        ]);
-        assert_eq!(a.dashboard.dashboard_auth, DashboardAuth::Kubernetes);
-        assert_eq!(
-            a.dashboard.dashboard_auth_cache_ttl,
-            Duration::from_secs(10)
-        );
-        let err = Args::try_parse_from(["c", "--dashboard-auth=basic"]).unwrap_err();
-        assert!(err.to_string().contains("none, kubernetes"), "{err}");
-        use clap::CommandFactory;
-        let help = Args::command().render_long_help().to_string();
-        assert!(help.contains("KQ_DASHBOARD_AUTH"), "{help}");
-        assert!(help.contains("SubjectAccessReview"), "{help}");
-    }
-
-    #[test]
-    fn dashboard_flags_parse() {
-        let a = parse(&[
-            "--dashboard-listen=127.0.0.1:9999",
-            "--dashboard-team-label=",
-            "--dashboard-stale-after=5m",
-        ]);
-        assert_eq!(a.dashboard.dashboard_listen.to_string(), "127.0.0.1:9999");
-        assert!(a.dashboard.dashboard_team_label.is_empty());
-        assert_eq!(a.dashboard.dashboard_stale_after, Duration::from_secs(300));
-        assert!(Args::try_parse_from(["c", "--dashboard-listen=nope"]).is_err());
-    }
-
-    #[test]
-    fn dashboard_tls_takes_a_certificate_and_its_key_together() {
-        let a = parse(&[
-            "--dashboard-tls-cert-file=d.pem",
-            "--dashboard-tls-private-key-file=d.key",
-        ]);
-        let tls = a.dashboard.dashboard_tls().unwrap();
-        assert_eq!(
-            (tls.cert, tls.key),
-            (PathBuf::from("d.pem"), PathBuf::from("d.key"))
-        );
-        for alone in [
-            "--dashboard-tls-cert-file=d.pem",
-            "--dashboard-tls-private-key-file=d.key",
-        ] {
-            assert!(Args::try_parse_from(["c", alone]).is_err(), "{alone} alone");
-        }
-    }
-
-    #[test]
-    fn unauthenticated_dashboard_only_on_loopback_unless_allowed() {
-        let open = parse(&["--dashboard-listen=0.0.0.0:8081", "--dashboard-auth=none"]);
-        let e = open.dashboard.check_dashboard_exposure().unwrap_err();
-        assert!(
-            e.contains("--dashboard-auth=none on --dashboard-listen=0.0.0.0:8081"),
-            "{e}"
-        );
-        assert!(
-            e.contains("--dashboard-allow-unauthenticated-remote"),
-            "{e}"
-        );
-        for ok in [
-            &["--dashboard-listen=127.0.0.1:8081", "--dashboard-auth=none"][..],
-            &["--dashboard-listen=[::1]:8081", "--dashboard-auth=none"],
-            &[
-                "--dashboard-listen=0.0.0.0:8081",
-                "--dashboard-auth=kubernetes",
-            ],
-            &[
-                "--dashboard-listen=10.0.0.1:8081",
-                "--dashboard-auth=none",
-                "--dashboard-allow-unauthenticated-remote",
-            ],
-        ] {
-            assert!(
-                parse(ok).dashboard.check_dashboard_exposure().is_ok(),
-                "{ok:?}"
-            );
-        }
-        assert!(!parse(&[]).dashboard.dashboard_allow_unauthenticated_remote);
-    }
-
-    #[test]
-    fn dashboard_session_stream_and_audience_flags_parse() {
-        let a = parse(&[]);
-        assert_eq!(a.dashboard.dashboard_max_sessions, 10_000);
-        assert_eq!(
-            a.dashboard.dashboard_session_idle_timeout,
-            Duration::from_secs(1800)
-        );
-        assert_eq!(
-            a.dashboard.dashboard_session_max_age,
-            Duration::from_secs(8 * 3600)
-        );
-        assert_eq!(
-            (
-                a.dashboard.dashboard_max_streams,
-                a.dashboard.dashboard_max_streams_per_user
-            ),
-            (256, 8)
-        );
-        assert!(a.dashboard.dashboard_token_audiences.is_empty());
-        assert_eq!(a.dashboard.dashboard_tls_cert_file, None);
-        let a = parse(&[
-            "--dashboard-token-audiences=kq-dashboard,other",
-            "--dashboard-max-streams=10",
-            "--dashboard-max-streams-per-user=2",
-            "--dashboard-max-sessions=5",
-            "--dashboard-session-idle-timeout=5m",
-            "--dashboard-session-max-age=1h",
-        ]);
-        assert_eq!(
-            a.dashboard.dashboard_token_audiences,
-            ["kq-dashboard", "other"]
-        );
-        assert_eq!(
-            (
-                a.dashboard.dashboard_max_streams,
-                a.dashboard.dashboard_max_streams_per_user
-            ),
-            (10, 2)
-        );
-        assert_eq!(a.dashboard.dashboard_max_sessions, 5);
-        assert!(Args::try_parse_from(["c", "--dashboard-max-streams=0"]).is_err());
-        use clap::CommandFactory;
-        let help = Args::command().render_long_help().to_string();
-        for env in [
-            "KQ_DASHBOARD_ALLOW_UNAUTHENTICATED_REMOTE",
-            "KQ_DASHBOARD_TOKEN_AUDIENCES",
-            "KQ_DASHBOARD_MAX_STREAMS",
-            "KQ_DASHBOARD_MAX_STREAMS_PER_USER",
-            "KQ_DASHBOARD_MAX_SESSIONS",
-            "KQ_DASHBOARD_SESSION_IDLE_TIMEOUT",
-            "KQ_DASHBOARD_SESSION_MAX_AGE",
-            "KQ_DASHBOARD_TLS_CERT_FILE",
-        ] {
-            assert!(help.contains(env), "{env}");
-        }
-    }
-
-    #[test]
-    fn dashboard_prometheus_takes_an_http_url() {
-        assert_eq!(parse(&[]).dashboard.dashboard_prometheus, None);
-        let a = parse(&["--dashboard-prometheus=http://127.0.0.1:9090/"]);
-        assert_eq!(
-            a.dashboard.dashboard_prometheus.as_deref(),
-            Some("http://127.0.0.1:9090")
-        );
-        let e = Args::try_parse_from(["c", "--dashboard-prometheus=prometheus:9090"]).unwrap_err();
-        assert!(e.to_string().contains("http://"), "{e}");
     }
 
     #[test]
