@@ -407,12 +407,7 @@ async fn a_full_quota_holds_ten_bindings_and_releases_them_in_order_within_2s() 
         "q",
         "status.queue lists 10",
         Duration::from_secs(10),
-        |q| {
-            q.status
-                .as_ref()
-                .and_then(|st| st.queue.as_ref())
-                .is_some_and(|line| line.total == 10)
-        },
+        |q| line_total(q) == 10,
     )
     .await?;
     let shown: Vec<String> = status_line
@@ -668,12 +663,7 @@ async fn a_controller_restart_loses_no_place_in_line() -> Result<()> {
         "q",
         "status.queue lists 3",
         Duration::from_secs(10),
-        |q| {
-            q.status
-                .as_ref()
-                .and_then(|st| st.queue.as_ref())
-                .is_some_and(|line| line.total == 3)
-        },
+        |q| line_total(q) == 3,
     )
     .await?;
 
@@ -716,14 +706,7 @@ async fn a_quota_switched_back_to_refuse_refuses_arrivals_and_releases_only_what
     ensure!(l.submit("w-b", 2, 0).await?, "w-b must wait");
 
     step("[Patch] spec.admission.mode=Refuse");
-    let api: kube::Api<karmada_quota_crds::KarmadaQuota> =
-        kube::Api::namespaced(l.client().clone(), &ns);
-    api.patch(
-        "q",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"admission": {"mode": "Refuse"}}})),
-    )
-    .await?;
+    patch_quota(l.client(), &ns, json!({"admission": {"mode": "Refuse"}})).await?;
     step(
         "[Create] a new arrival that does not fit is refused (403 QuotaExceeded), never suspended",
     );
@@ -1564,6 +1547,55 @@ async fn expect_line_label(c: &Client, ns: &str, on: bool, why: &str) -> Result<
     Ok(())
 }
 
+/// Merge `spec` into the spec of quota `q` in `ns`.
+async fn patch_quota(c: &Client, ns: &str, spec: Value) -> Result<()> {
+    kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), ns)
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Take the waiting-line label off namespace `ns`, as someone with rights on namespaces
+/// might.
+async fn take_line_label_off(c: &Client, ns: &str) -> Result<()> {
+    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {LABEL_WAITING_LINE: null}}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Wait until creates in `ns` reach the arrivals review (`reach`) or no longer do.
+async fn expect_arrivals(c: &Client, ns: &str, webhook: &Webhook, reach: bool) -> Result<()> {
+    wait_for(
+        &format!("creates in {ns} reaching the arrivals review: {reach}"),
+        Duration::from_secs(30),
+        || async {
+            reaches_arrivals(c, ns, webhook)
+                .await
+                .ok()
+                .filter(|r| *r == reach)
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// How many bindings the quota's `status.queue` says wait (0 without one).
+fn line_total(q: &karmada_quota_crds::KarmadaQuota) -> i64 {
+    q.status
+        .as_ref()
+        .and_then(|st| st.queue.as_ref())
+        .map_or(0, |line| line.total)
+}
+
 /// Whether a dry-run binding create in `ns` reaches the arrivals review now (the
 /// apiserver's namespace informer may lag a label change: callers poll).
 async fn reaches_arrivals(c: &Client, ns: &str, webhook: &Webhook) -> Result<bool> {
@@ -1577,27 +1609,10 @@ async fn reaches_arrivals(c: &Client, ns: &str, webhook: &Webhook) -> Result<boo
 /// namespace's label follow (on for `Queue`) and creates there reach the arrivals review
 /// (or no longer do).
 async fn switch_mode(c: &Client, ns: &str, mode: &str, webhook: &Webhook) -> Result<()> {
-    kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), ns)
-        .patch(
-            "q",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"admission": {"mode": mode}}})),
-        )
-        .await?;
+    patch_quota(c, ns, json!({"admission": {"mode": mode}})).await?;
     let queues = mode == "Queue";
     expect_line_label(c, ns, queues, &format!("its quota is {mode} now")).await?;
-    wait_for(
-        &format!("creates in {ns} reaching the arrivals review: {queues}"),
-        Duration::from_secs(30),
-        || async {
-            reaches_arrivals(c, ns, webhook)
-                .await
-                .ok()
-                .filter(|r| *r == queues)
-        },
-    )
-    .await?;
-    Ok(())
+    expect_arrivals(c, ns, webhook, queues).await
 }
 
 /// The attack on the labels: with the controller stopped and the waiting-line label taken
@@ -1615,16 +1630,15 @@ async fn strict_line_without_its_label(
     step(&format!(
         "[Setup] {ns}'s quota: 2 cpu, StrictFIFO; head (2 cpu) waits behind fits (1 cpu)"
     ));
-    kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), ns)
-        .patch(
-            "q",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {
-                "hard": {"requests.cpu": "2"},
-                "admission": {"mode": "Queue", "order": "StrictFIFO"},
-            }})),
-        )
-        .await?;
+    patch_quota(
+        c,
+        ns,
+        json!({
+            "hard": {"requests.cpu": "2"},
+            "admission": {"mode": "Queue", "order": "StrictFIFO"},
+        }),
+    )
+    .await?;
     wait_quota(
         c,
         ns,
@@ -1645,30 +1659,14 @@ async fn strict_line_without_its_label(
         "q",
         "the line shows head",
         Duration::from_secs(30),
-        |q| {
-            q.status
-                .as_ref()
-                .and_then(|st| st.queue.as_ref())
-                .is_some_and(|line| line.total >= 1)
-        },
+        |q| line_total(q) >= 1,
     )
     .await?;
 
     step("[Attack] the controller stopped, the waiting-line label taken off by hand");
     drop(ctl);
-    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
-        .patch(
-            ns,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {LABEL_WAITING_LINE: null}}})),
-        )
-        .await?;
-    wait_for(
-        &format!("creates in {ns} no longer reaching the arrivals review"),
-        Duration::from_secs(30),
-        || async { reaches_arrivals(c, ns, webhook).await.ok().filter(|r| !r) },
-    )
-    .await?;
+    take_line_label_off(c, ns).await?;
+    expect_arrivals(c, ns, webhook, false).await?;
     step("[Create] newcomer (500m): fits the 1 cpu free, but head waits ahead of it: refused");
     match create(c, &unplaced(ns, "newcomer", "500m", 0)).await? {
         Ok(o) => bail!("newcomer started ahead of the strict line: {o:?}"),
@@ -1690,12 +1688,7 @@ async fn strict_line_without_its_label(
         .start(env)
         .await?;
     expect_line_label(c, ns, true, "the controller is back").await?;
-    wait_for(
-        &format!("creates in {ns} reaching the arrivals review again"),
-        Duration::from_secs(30),
-        || async { reaches_arrivals(c, ns, webhook).await.ok().filter(|r| *r) },
-    )
-    .await?;
+    expect_arrivals(c, ns, webhook, true).await?;
     let newcomer = expect_admitted(create(c, &unplaced(ns, "newcomer", "500m", 0)).await?)?;
     ensure!(
         waiting(&serde_json::to_value(&newcomer)?),
@@ -1810,13 +1803,7 @@ async fn the_arrivals_review_runs_only_where_the_controller_keeps_the_waiting_li
     switch_mode(&c, &plain, "Queue", &webhook).await?;
 
     step("[Update] someone takes the label off: the controller puts it back");
-    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
-        .patch(
-            &plain,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {LABEL_WAITING_LINE: null}}})),
-        )
-        .await?;
+    take_line_label_off(&c, &plain).await?;
     expect_line_label(&c, &plain, true, "the controller owns it").await?;
     let patches = |result: &'static str| {
         let ctl = &ctl;
