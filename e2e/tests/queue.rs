@@ -1547,6 +1547,15 @@ async fn expect_line_label(c: &Client, ns: &str, on: bool, why: &str) -> Result<
     Ok(())
 }
 
+/// A controller over every namespace that keeps the waiting-line labels.
+async fn labelling_controller(env: &karmada_quota_e2e::Env) -> Result<Controller> {
+    Controller::builder()
+        .clusters_from_api(false)
+        .arg("--label-line-namespaces")
+        .start(env)
+        .await
+}
+
 /// Merge `spec` into the spec of quota `q` in `ns`.
 async fn patch_quota(c: &Client, ns: &str, spec: Value) -> Result<()> {
     kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), ns)
@@ -1682,11 +1691,7 @@ async fn strict_line_without_its_label(
     }
 
     step("[Update] the controller back: the label is back, the newcomer waits in its place");
-    let ctl = Controller::builder()
-        .clusters_from_api(false)
-        .arg("--label-line-namespaces")
-        .start(env)
-        .await?;
+    let ctl = labelling_controller(env).await?;
     expect_line_label(c, ns, true, "the controller is back").await?;
     expect_arrivals(c, ns, webhook, true).await?;
     let newcomer = expect_admitted(create(c, &unplaced(ns, "newcomer", "500m", 0)).await?)?;
@@ -1740,11 +1745,7 @@ async fn the_arrivals_review_runs_only_where_the_controller_keeps_the_waiting_li
         "no namespace carries the label before the controller runs"
     );
     step("[Setup] the controller, every namespace, --label-line-namespaces");
-    let ctl = Controller::builder()
-        .clusters_from_api(false)
-        .arg("--label-line-namespaces")
-        .start(env)
-        .await?;
+    let ctl = labelling_controller(env).await?;
     for ns in [&line, &plain] {
         wait_quota(&c, ns, "q", "synced", Duration::from_secs(30), |q| {
             q.status
