@@ -80,6 +80,20 @@ impl NamespaceLabels {
             .collect()
     }
 
+    /// The fingerprint of [`snapshot`](Self::snapshot) without copying it: an
+    /// order-free sum of each namespace's (name, labels) hash; 0 until the watch has
+    /// listed once. Equal numbers: the same labels (but for a hash collision).
+    pub fn version(&self) -> u64 {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        if !self.ready() {
+            return 0;
+        }
+        let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        self.store.state().iter().fold(1u64, |sum, n| {
+            sum.wrapping_add(hasher.hash_one((&n.metadata.name, &n.metadata.labels)))
+        })
+    }
+
     /// Every later change (a namespace added, relabelled or deleted; a re-list done).
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()

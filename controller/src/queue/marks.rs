@@ -6,7 +6,8 @@
 //!
 //! ```text
 //!  every MARK_ROUND, each namespace change, leadership
-//!    └─ leader, quotas and namespaces listed: core::queue::line_namespaces
+//!    └─ leader, quotas and namespaces listed, QuotaSource::version moved (or a change
+//!       is on its way): core::queue::line_namespaces
 //!         └─ changes(): the namespaces whose label differs, less those sent lately
 //!              └─ merge patch of metadata.labels (add "true" / remove)
 //! ```
@@ -34,8 +35,9 @@ use super::metrics::{QueueMetrics, ResultLabel};
 use super::quotas::QuotaSource;
 
 /// A round without a wake-up at least this often (a quota's mode changed: the quota
-/// watches do not wake this loop).
-pub const MARK_ROUND: Duration = Duration::from_secs(1);
+/// watches do not wake this loop). A round in which no quota and no namespace changed
+/// and no change is on its way reads only the version (no quota is parsed).
+pub const MARK_ROUND: Duration = Duration::from_millis(250);
 /// A label sent is not sent again for this long unless the namespace's labels show the
 /// other value by then (the namespace watch lags the patch).
 const RESEND_AFTER: Duration = Duration::from_secs(10);
@@ -88,12 +90,22 @@ pub fn changes(
         .collect()
 }
 
+/// Whether a round plans again: the quotas or namespaces changed since the last plan
+/// (`planned`: its version, `None` when there was none or a patch of it failed), or a
+/// change sent is not yet seen in the namespace watch (`in_flight`: it may have to be
+/// sent again).
+pub fn replan(planned: Option<u64>, version: u64, in_flight: bool) -> bool {
+    in_flight || planned != Some(version)
+}
+
 impl Marker {
     /// Run until the process ends.
     pub async fn run(mut self) {
         let mut round = tokio::time::interval(MARK_ROUND);
         round.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut sent: HashMap<String, (bool, Instant)> = HashMap::new();
+        // The quotas' version the last plan was made from, when all it asked was sent.
+        let mut planned: Option<u64> = None;
         let (mut leader_live, mut namespaces_live) = (true, true);
         loop {
             tokio::select! {
@@ -103,18 +115,28 @@ impl Marker {
             }
             if !*self.leader.borrow() {
                 sent.clear();
+                planned = None;
                 continue;
             }
             if !self.quotas.listed() {
                 continue;
             }
+            let version = self.quotas.version();
+            if !replan(planned, version, !sent.is_empty()) {
+                continue;
+            }
             let (states, namespaces) = self.quotas.states();
             let want = line_namespaces(&states, &namespaces);
+            let mut failed = false;
             for (namespace, on) in changes(&namespaces, &want, &mut sent, Instant::now()) {
                 if self.patch(&namespace, on).await {
                     sent.insert(namespace, (on, Instant::now()));
+                } else {
+                    failed = true;
                 }
             }
+            // A failed patch is tried again next round, whatever the version.
+            planned = (!failed).then_some(version);
         }
     }
 
@@ -174,6 +196,23 @@ mod tests {
             labels.insert(LABEL_WAITING_LINE.to_owned(), v.to_owned());
         }
         (name.to_owned(), labels)
+    }
+
+    #[test]
+    fn a_round_plans_again_only_after_a_change_a_failure_or_while_a_change_is_in_flight() {
+        assert!(
+            replan(None, 7, false),
+            "no plan yet, or the last one failed"
+        );
+        assert!(
+            !replan(Some(7), 7, false),
+            "nothing changed, nothing in flight"
+        );
+        assert!(replan(Some(7), 8, false), "a quota or a namespace changed");
+        assert!(
+            replan(Some(7), 7, true),
+            "a label sent is not seen yet: it may be sent again"
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! The releaser's one port onto the quotas ([`QuotaSource`]): whether everything a plan
-//! reads was listed, and the engine's view of every quota with the namespaces' labels.
+//! The releaser's and the marker's one port onto the quotas ([`QuotaSource`]): whether
+//! everything a plan reads was listed, the engine's view of every quota with the
+//! namespaces' labels, and a version that tells whether that view can have changed.
 //! [`WatchedQuotas`] answers from this controller's watches.
 
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -26,6 +28,20 @@ pub trait QuotaSource: Send + Sync {
     /// The engine's view of every quota (those that parse; defaults not set) and the
     /// namespaces' labels (for the cluster quotas' selectors).
     fn states(&self) -> (Vec<QuotaState>, Vec<(String, Labels)>);
+
+    /// A number that differs whenever [`states`](Self::states) can answer differently
+    /// (a quota of either kind added, changed or deleted; a namespace changed), read
+    /// without parsing a quota: a reader may skip the parse while it stays the same.
+    fn version(&self) -> u64;
+}
+
+/// The order-free fingerprint of a store: the sum of each object's (uid,
+/// resourceVersion) hash (the apiserver gives every change a new resourceVersion).
+fn fingerprint<'a>(objects: impl Iterator<Item = &'a kube::core::ObjectMeta>) -> u64 {
+    let hasher = BuildHasherDefault::<DefaultHasher>::default();
+    objects.fold(0u64, |sum, meta| {
+        sum.wrapping_add(hasher.hash_one((&meta.uid, &meta.resource_version)))
+    })
 }
 
 /// The quotas as this controller's watches hold them: the KarmadaQuota store, the
@@ -73,6 +89,18 @@ impl QuotaSource for WatchedQuotas {
             labels = ns_labels.snapshot().unwrap_or_default();
         }
         (states, labels)
+    }
+
+    fn version(&self) -> u64 {
+        let quotas = self.quotas.state();
+        let mut h = DefaultHasher::new();
+        fingerprint(quotas.iter().map(|q| &q.metadata)).hash(&mut h);
+        if let Some((clusters, labels)) = self.line.cluster_view.get() {
+            let clusters = clusters.state();
+            fingerprint(clusters.iter().map(|q| &q.metadata)).hash(&mut h);
+            labels.version().hash(&mut h);
+        }
+        h.finish()
     }
 }
 
@@ -171,5 +199,71 @@ mod tests {
         assert_eq!(states.len(), 2, "the cluster quota too");
         assert_eq!(labels.len(), 1);
         assert_eq!(labels[0].0, "team-a");
+    }
+
+    #[test]
+    fn the_version_moves_with_every_quota_and_namespace_change_and_only_then() {
+        let quota = |rv: &str| {
+            let mut q = mk_quota("team-a", "q", &[("pods", "10")]);
+            q.metadata.uid = Some("u-1".into());
+            q.metadata.resource_version = Some(rv.into());
+            q
+        };
+        let (store, mut writer) = reflector::store::<KarmadaQuota>();
+        for ev in [Event::Init, Event::InitApply(quota("1")), Event::InitDone] {
+            writer.apply_watcher_event(&ev);
+        }
+        let line = Arc::new(Line::default());
+        let watched = WatchedQuotas {
+            quotas: store,
+            line: line.clone(),
+            index: Arc::new(RwLock::new(listed_index())),
+            cluster_quotas: true,
+        };
+        let v0 = watched.version();
+        assert_eq!(watched.version(), v0, "nothing changed");
+        writer.apply_watcher_event(&Event::Apply(quota("2")));
+        let v1 = watched.version();
+        assert_ne!(v1, v0, "the quota changed (a new resourceVersion)");
+
+        let (clusters, mut cluster_writer) = reflector::store();
+        let (ns_labels, mut label_writer) = NamespaceLabels::with_writer();
+        let _ = line.cluster_view.set((clusters, ns_labels));
+        for ev in [Event::Init, Event::InitDone] {
+            cluster_writer.apply_watcher_event(&ev);
+        }
+        let namespace = |labels: &[(&str, &str)]| {
+            let mut ns =
+                kube::core::PartialObjectMeta::<k8s_openapi::api::core::v1::Namespace>::default();
+            ns.metadata.name = Some("team-a".into());
+            ns.metadata.labels = Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            );
+            ns
+        };
+        for ev in [
+            Event::Init,
+            Event::InitApply(namespace(&[("business", "a")])),
+            Event::InitDone,
+        ] {
+            label_writer.apply_watcher_event(&ev);
+        }
+        let v2 = watched.version();
+        assert_ne!(v2, v1, "the cluster quotas and the namespaces were listed");
+        let mut business = business_quota(&[("pods", "20")]);
+        business.metadata.resource_version = Some("7".into());
+        cluster_writer.apply_watcher_event(&Event::Apply(business));
+        let v3 = watched.version();
+        assert_ne!(v3, v2, "a cluster quota appeared");
+        label_writer.apply_watcher_event(&Event::Apply(namespace(&[
+            ("business", "a"),
+            ("quota.karmada.io/waiting-line", "true"),
+        ])));
+        let v4 = watched.version();
+        assert_ne!(v4, v3, "a namespace was relabelled");
+        assert_eq!(watched.version(), v4);
     }
 }
