@@ -21,6 +21,10 @@
 #   slot:k        the worker's one object of the batch kind rewritten in place with k
 #                 new entries (PUT with its resourceVersion): what a fixed ring of
 #                 ledger objects would write per admission instead                  s(k)
+#   review        ResourceBinding creates like `create`, in namespaces where a
+#                 validating webhook (kq-load bare-server: answers "allowed") reviews
+#                 every CREATE; r − c is one review's hop, what an admission webhook
+#                 adds per binding it reviews (REVIEW=1)                             r
 #
 # and charges each cell the apiserver's and etcd's CPU time (/proc/<pid>/stat) per
 # operation, less their idle rate measured in the second before the cell. A create cell
@@ -32,8 +36,10 @@
 # Usage: bench/p1-write-cost.sh [ROUNDS (default 3)]
 # Environment: OPS (300), CONCURRENCY (4), ENTRIES ("0,1,10,100,500"), BATCH (14: the k
 # of the one-namespace bound), BATCHES ("1,14,32": the k of the batch cells; "" for none),
-# SLOTS ("": the k of the slot cells, e.g. "1"), BIN_DIR (target/release), BENCH_DIR (target/bench).
-# Needs: cargo build --release -p karmada-quota-bench; controlplane.sh install.
+# SLOTS ("": the k of the slot cells, e.g. "1"), REVIEW ("": 1 adds the review cell), BIN_DIR
+# (target/release), BENCH_DIR (target/bench).
+# Needs: cargo build --release -p karmada-quota-bench (and -p karmada-quota-e2e for
+# kq-load with REVIEW=1); controlplane.sh install.
 # Output: a table per round on stdout; raw JSON in $BENCH_DIR/write-cost.json.
 # RENDER_ONLY=1 prints the tables again from that JSON (no control plane, no run).
 set -euo pipefail
@@ -47,6 +53,7 @@ ENTRIES=${ENTRIES:-0,1,10,100,500}
 BATCH=${BATCH:-14}
 BATCHES=${BATCHES-1,14,32}
 SLOTS=${SLOTS-}
+REVIEW=${REVIEW-}
 OUT=$WORK/write-cost.json
 
 [[ -n ${RENDER_ONLY:-} || -x $KQ_BENCH ]] || die "$KQ_BENCH missing: cargo build --release -p karmada-quota-bench"
@@ -58,9 +65,22 @@ if [[ -z ${RENDER_ONLY:-} ]]; then
     api=$(cp_pid apiserver-0)
     etcd=$(cp_pid etcd)
     [[ $(cat "/proc/$api/comm" 2>/dev/null) == kube-apiserver* ]] || die "pid $api is not the apiserver"
+    review=()
+    if [[ -n $REVIEW ]]; then
+        [[ -x $KQ_LOAD ]] || die "$KQ_LOAD missing: cargo build --release -p karmada-quota-e2e"
+        make_certs
+        port=$(free_port)
+        # bench_cleanup stops it; it would exit by itself after an hour.
+        "$KQ_LOAD" bare-server --listen "127.0.0.1:$port" --tls-cert-file "$TLS/tls.pem" \
+            --tls-private-key-file "$TLS/tls.key" --max-seconds 3600 >"$LOGS/review.log" 2>&1 &
+        PIDS+=("$!")
+        review=(--review-url "https://127.0.0.1:$port/" --review-ca-bundle "$(base64 -w0 <"$TLS/ca.pem")")
+        log "review cells: the bare endpoint on https://127.0.0.1:$port"
+    fi
     log "write-cost: $ROUNDS rounds, $OPS ops per cell, $CONCURRENCY workers, N in $ENTRIES (apiserver pid $api, etcd $etcd)"
     "$KQ_BENCH" write-cost --kubeconfig "$KUBECONFIG" --apiserver-pid "$api" --etcd-pid "$etcd" \
-        --rounds "$ROUNDS" --ops "$OPS" --concurrency "$CONCURRENCY" --entries "$ENTRIES" --batch-sizes "$BATCHES" --slot-sizes "$SLOTS" >"$OUT"
+        --rounds "$ROUNDS" --ops "$OPS" --concurrency "$CONCURRENCY" --entries "$ENTRIES" --batch-sizes "$BATCHES" --slot-sizes "$SLOTS" \
+        "${review[@]}" >"$OUT"
 fi
 
 # From the cells: each cell's CPU per op net of its round's median idle rate (one idle
@@ -95,6 +115,8 @@ jq -r --argjson k "$BATCH" '
       | {round: $round, idle: $ia, creates: $creates, c: ($creates | med),
          batches: [$cells[] | select(.kind == "batch") | {k: .n, c: $cb, b: .net, kb: (.body_bytes / 1024), p50: .p50_ms}],
          slots: [$cells[] | select(.kind == "slot") | {k: .n, c: $cb, s: .net, kb: (.body_bytes / 1024), p50: .p50_ms}],
+         reviews: [$cells[] | select(.kind == "review") | {c: $cb, r: .net, p50: .p50_ms}],
+         w0: (first($puts[] | select(.n == 0)) // null | if . then .net else null end),
          by_n: [$puts | to_entries[] | .key as $g | .value as $w
            | ((net("create#\($g)") + (net("create#\($g + 1)") // net("create#\($g)"))) / 2) as $c
            | {n: $w.n, kb: ($w.body_bytes / 1024), c: $c, w: $w.net, u: net("put-free:\($w.n)"),
@@ -120,6 +142,12 @@ jq -r --argjson k "$BATCH" '
     ($rounds[] | .round as $r | .batches as $bs | .slots[]
      | .k as $k | (first($bs[] | select(.k == $k)) // null) as $b
      | "| \($r) | \(.k) | \(.kb | f) | \(.c | f) | \(.s | f) | \(.s / .c | f) | \($b.b | f) | \(if $b then $b.b / .c else null end | f) | \(if $b then $b.b - .s else null end | f) | \($b.p50 | f) | \(.p50 | f) |"),
+    "",
+    "reviews: r = a ResourceBinding create that one webhook reviews; r − c = the apiserver CPU of one review hop; w(0) = put:0 of the round (a small status write, as karmada-frq writes)",
+    "| round | c (around) | r | r − c | (r − c)/c | w(0) | r p50 ms |",
+    "|---:|---:|---:|---:|---:|---:|---:|",
+    ($rounds[] | .round as $r | .w0 as $w0 | .reviews[]
+     | "| \($r) | \(.c | f) | \(.r | f) | \(.r - .c | f) | \((.r - .c) / .c | f) | \($w0 | f) | \(.p50 | f) |"),
     "",
     "errors: \([$all.cells[].errors] | add)",
     "",

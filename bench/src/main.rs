@@ -165,6 +165,16 @@ enum Command {
         /// delete (empty: no slot cells).
         #[arg(long, env = "KQ_SLOT_SIZES", value_delimiter = ',', default_value = "")]
         slot_sizes: Vec<usize>,
+        /// The `review` cells' endpoint (an HTTPS URL answering every AdmissionReview
+        /// with "allowed", e.g. `kq-load bare-server`): ResourceBinding creates in
+        /// namespaces where it reviews each CREATE. Needs --review-ca-bundle. None: no
+        /// review cells.
+        #[arg(long, env = "KQ_REVIEW_URL", requires = "review_ca_bundle")]
+        review_url: Option<String>,
+        /// The base64 of the PEM CA that signed the endpoint's certificate (the
+        /// webhook configuration's `caBundle`).
+        #[arg(long, env = "KQ_REVIEW_CA_BUNDLE", requires = "review_url")]
+        review_ca_bundle: Option<String>,
     },
     /// Counters and histograms between two scrapes of a /metrics endpoint.
     MetricsDelta {
@@ -253,6 +263,8 @@ async fn main() -> Result<()> {
             idle_seconds,
             batch_sizes,
             slot_sizes,
+            review_url,
+            review_ca_bundle,
         } => {
             write_cost::run(&write_cost::Config {
                 kubeconfig,
@@ -268,6 +280,9 @@ async fn main() -> Result<()> {
                 idle: Duration::from_secs(idle_seconds.max(1)),
                 batch_sizes,
                 slot_sizes,
+                review: review_url
+                    .zip(review_ca_bundle)
+                    .map(|(url, ca_bundle)| write_cost::Review { url, ca_bundle }),
             })
             .await?
         }

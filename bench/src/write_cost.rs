@@ -20,6 +20,10 @@
 //!                rewritten in place with k new entries (PUT with its resourceVersion,
 //!                so a second writer gets 409): what a fixed ring of ledger objects
 //!                would write per admission instead of a batch's create and delete      s(k)
+//!  review        ResourceBinding creates like `create`, in namespaces where a validating
+//!                webhook (`--review-url`: an endpoint that answers "allowed") reviews
+//!                every CREATE: r − c is what one review's hop costs the apiserver,
+//!                the price an admission webhook adds to each binding it reviews        r
 //! ```
 //!
 //! `batch:k` prototypes a reservation store outside the quota's status (the batches): a
@@ -98,7 +102,26 @@ pub struct Config {
     pub batch_sizes: Vec<usize>,
     /// Entries per ledger slot of the `slot:k` cells (empty: none).
     pub slot_sizes: Vec<usize>,
+    /// The `review` cells' webhook: its URL and the CA that signed its certificate (none:
+    /// no review cells).
+    pub review: Option<Review>,
 }
+
+/// An HTTPS endpoint that answers every AdmissionReview with "allowed".
+#[derive(Clone, Debug)]
+pub struct Review {
+    /// `https://127.0.0.1:<port>/…`
+    pub url: String,
+    /// The CA that signed the endpoint's certificate: its PEM, base64-encoded (the
+    /// configuration's `caBundle`).
+    pub ca_bundle: String,
+}
+
+/// The label of the namespaces whose creates are reviewed (the `review` cells').
+const REVIEW_LABEL: &str = "write-cost.bench.karmada-quota.io/review";
+/// The ValidatingWebhookConfiguration of the `review` cells (created and deleted here).
+const REVIEW_VWC: &str = "kq-write-cost-review";
+const VWC_PATH: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -108,6 +131,7 @@ enum Kind {
     JsonPatch,
     Batch,
     Slot,
+    Review,
 }
 
 impl Kind {
@@ -119,6 +143,7 @@ impl Kind {
             Kind::JsonPatch => "jsonpatch",
             Kind::Batch => "batch",
             Kind::Slot => "slot",
+            Kind::Review => "review",
         }
     }
 }
@@ -135,6 +160,7 @@ impl Cell {
     fn name(self) -> String {
         match self.kind {
             Kind::Create => format!("create#{}", self.slot),
+            Kind::Review => "review".to_string(),
             k => format!("{}:{}", k.label(), self.n),
         }
     }
@@ -153,6 +179,8 @@ struct Target {
 /// A worker: its namespace and, per N, its KarmadaQuota and its copy.
 struct Worker {
     ns: String,
+    /// The worker's namespace whose creates are reviewed (the `review` cells').
+    review_ns: String,
     quotas: Vec<Target>,
     free: Vec<Target>,
     made: u64,
@@ -560,10 +588,15 @@ async fn op(
     i: usize,
 ) -> Result<Duration> {
     match cell.kind {
-        Kind::Create => {
+        Kind::Create | Kind::Review => {
+            let ns = if cell.kind == Kind::Review {
+                &w.review_ns
+            } else {
+                &w.ns
+            };
             let name = format!("rb-{round}-{}-{i:05}", cell.slot);
-            let body = serde_json::to_vec(&binding(&w.ns, &name))?;
-            let url = format!("{BINDING_PATH}/namespaces/{}/resourcebindings", w.ns);
+            let body = serde_json::to_vec(&binding(ns, &name))?;
+            let url = format!("{BINDING_PATH}/namespaces/{ns}/resourcebindings");
             let t = Instant::now();
             send(client, "POST", &url, "application/json", body).await?;
             Ok(t.elapsed())
@@ -704,8 +737,19 @@ pub async fn run(cfg: &Config) -> Result<Value> {
             &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
         )
         .await?;
+        let review_ns = format!("wr-{windex}");
+        if cfg.review.is_some() {
+            post(
+                &client,
+                "/api/v1/namespaces",
+                &json!({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": review_ns, "labels": {REVIEW_LABEL: "true"}}}),
+            )
+            .await?;
+        }
         let mut w = Worker {
             ns: ns.clone(),
+            review_ns,
             quotas: Vec::new(),
             free: Vec::new(),
             made: 0,
@@ -761,13 +805,44 @@ pub async fn run(cfg: &Config) -> Result<Value> {
             format!("{BINDING_PATH}/resourcebindings"),
         ));
     }
+    if let Some(review) = &cfg.review {
+        post(&client, VWC_PATH, &review_vwc(review)).await?;
+    }
     settle(cfg.apiserver_pid).await;
     let result = rounds(cfg, &client, &mut workers).await;
     for w in watches {
         w.abort();
     }
+    if cfg.review.is_some() {
+        let url = format!("{VWC_PATH}/{REVIEW_VWC}");
+        if let Err(e) = send(&client, "DELETE", &url, "application/json", Vec::new()).await {
+            eprintln!("warning: {REVIEW_VWC} not deleted: {e:#}");
+        }
+    }
     delete_free_crd(&client).await;
     result
+}
+
+/// The `review` cells' webhook: every ResourceBinding CREATE in a namespace labelled
+/// [`REVIEW_LABEL`], as the project's chart registers its binding webhook (v1 reviews,
+/// no side effects, failure closes).
+fn review_vwc(review: &Review) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": REVIEW_VWC},
+        "webhooks": [{
+            "name": "review.write-cost.bench.karmada-quota.io",
+            "clientConfig": {"url": review.url, "caBundle": review.ca_bundle},
+            "rules": [{"apiGroups": ["work.karmada.io"], "apiVersions": ["v1alpha2"],
+                       "operations": ["CREATE"], "resources": ["resourcebindings"]}],
+            "namespaceSelector": {"matchLabels": {REVIEW_LABEL: "true"}},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 5,
+        }],
+    })
 }
 
 /// The cells of a round: a create cell before every group of writes (one N) and after the
@@ -792,7 +867,22 @@ fn round_cells(cfg: &Config) -> Vec<Cell> {
         cells.push(create(slot));
         let batches = cfg.batch_sizes.iter().map(|&n| (Kind::Batch, n));
         let slots = cfg.slot_sizes.iter().map(|&n| (Kind::Slot, n));
-        cells.extend(batches.chain(slots).map(|(kind, n)| Cell { kind, n, slot }));
+        let review = cfg.review.iter().map(|_| (Kind::Review, 0));
+        cells.extend(
+            batches
+                .chain(slots)
+                .chain(review)
+                .map(|(kind, n)| Cell { kind, n, slot }),
+        );
+        cells.push(create(slot + 1));
+    } else if cfg.review.is_some() {
+        let slot = cfg.entries.len();
+        cells.push(create(slot));
+        cells.push(Cell {
+            kind: Kind::Review,
+            n: 0,
+            slot,
+        });
         cells.push(create(slot + 1));
     } else {
         cells.push(create(cfg.entries.len()));
@@ -882,7 +972,7 @@ async fn run_cell(
                     Err(e) => {
                         errors.push(format!("{e:#}"));
                         // A failed write leaves the resourceVersion unknown: read it again.
-                        if cell.kind != Kind::Create {
+                        if !matches!(cell.kind, Kind::Create | Kind::Review) {
                             refresh_rv(client, w, cell).await;
                         }
                     }
@@ -935,7 +1025,9 @@ async fn run_cell(
 fn sample_body_bytes(workers: &[Worker], cell: Cell) -> usize {
     let Some(w) = workers.first() else { return 0 };
     match cell.kind {
-        Kind::Create => serde_json::to_vec(&binding(&w.ns, "rb-0-00000")).map_or(0, |b| b.len()),
+        Kind::Create | Kind::Review => {
+            serde_json::to_vec(&binding(&w.ns, "rb-0-00000")).map_or(0, |b| b.len())
+        }
         Kind::Put | Kind::JsonPatch => w
             .quotas
             .get(cell.slot)
@@ -1023,6 +1115,10 @@ mod tests {
             idle: Duration::from_secs(1),
             batch_sizes: vec![1, 14],
             slot_sizes: vec![1],
+            review: Some(Review {
+                url: "https://127.0.0.1:1/".into(),
+                ca_bundle: "Q0E=".into(),
+            }),
         };
         let names: Vec<String> = round_cells(&cfg).into_iter().map(Cell::name).collect();
         assert_eq!(
@@ -1040,12 +1136,24 @@ mod tests {
                 "batch:1",
                 "batch:14",
                 "slot:1",
+                "review",
                 "create#3"
             ]
         );
+        let reviews_only = Config {
+            batch_sizes: Vec::new(),
+            slot_sizes: Vec::new(),
+            ..cfg.clone()
+        };
+        let names: Vec<String> = round_cells(&reviews_only)
+            .into_iter()
+            .map(Cell::name)
+            .collect();
+        assert_eq!(names[8..], ["create#2", "review", "create#3"]);
         let no_batches = Config {
             batch_sizes: Vec::new(),
             slot_sizes: Vec::new(),
+            review: None,
             ..cfg
         };
         let names: Vec<String> = round_cells(&no_batches)
@@ -1054,6 +1162,24 @@ mod tests {
             .collect();
         assert_eq!(names.last().map(String::as_str), Some("create#2"));
         assert_eq!(names.len(), 9);
+    }
+
+    #[test]
+    fn the_review_webhook_sees_only_binding_creates_in_the_labelled_namespaces() {
+        let vwc = review_vwc(&Review {
+            url: "https://127.0.0.1:9443/".into(),
+            ca_bundle: "Q0E=".into(),
+        });
+        let hook = &vwc["webhooks"][0];
+        assert_eq!(hook["clientConfig"]["url"], "https://127.0.0.1:9443/");
+        assert_eq!(hook["clientConfig"]["caBundle"], "Q0E=");
+        assert_eq!(hook["rules"][0]["operations"], json!(["CREATE"]));
+        assert_eq!(hook["rules"][0]["resources"], json!(["resourcebindings"]));
+        assert_eq!(
+            hook["namespaceSelector"]["matchLabels"][REVIEW_LABEL],
+            "true"
+        );
+        assert_eq!(hook["failurePolicy"], "Fail");
     }
 
     #[test]
