@@ -106,7 +106,9 @@ impl QuotaSource for WatchedQuotas {
 
 #[cfg(test)]
 mod tests {
-    use kube::runtime::reflector;
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher::Event;
 
     use super::*;
@@ -158,23 +160,39 @@ mod tests {
         assert!(watched.listed());
     }
 
-    #[test]
-    fn the_states_are_every_quota_of_either_kind_with_the_namespaces_labels() {
+    /// Quotas watched with `quota` listed, a cluster quota controller that has not
+    /// started yet, and the writer of the KarmadaQuota store.
+    fn watched_with(quota: KarmadaQuota) -> (WatchedQuotas, Writer<KarmadaQuota>) {
         let (store, mut writer) = reflector::store::<KarmadaQuota>();
-        for ev in [
-            Event::Init,
-            Event::InitApply(mk_quota("team-a", "q", &[("pods", "10")])),
-            Event::InitDone,
-        ] {
+        for ev in [Event::Init, Event::InitApply(quota), Event::InitDone] {
             writer.apply_watcher_event(&ev);
         }
-        let line = Arc::new(Line::default());
         let watched = WatchedQuotas {
             quotas: store,
-            line: line.clone(),
+            line: Arc::new(Line::default()),
             index: Arc::new(RwLock::new(listed_index())),
             cluster_quotas: true,
         };
+        (watched, writer)
+    }
+
+    /// The namespace team-a with `labels`, as the metadata watch holds it.
+    fn team_a(labels: &[(&str, &str)]) -> PartialObjectMeta<Namespace> {
+        let mut ns = PartialObjectMeta::<Namespace>::default();
+        ns.metadata.name = Some("team-a".into());
+        ns.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        ns
+    }
+
+    #[test]
+    fn the_states_are_every_quota_of_either_kind_with_the_namespaces_labels() {
+        let (watched, _writer) = watched_with(mk_quota("team-a", "q", &[("pods", "10")]));
+        let line = watched.line.clone();
         let (states, labels) = watched.states();
         assert_eq!(states.len(), 1);
         assert!(labels.is_empty(), "no cluster quota controller: no labels");
@@ -188,10 +206,7 @@ mod tests {
         ] {
             cluster_writer.apply_watcher_event(&ev);
         }
-        let mut ns =
-            kube::core::PartialObjectMeta::<k8s_openapi::api::core::v1::Namespace>::default();
-        ns.metadata.name = Some("team-a".into());
-        ns.metadata.labels = Some([("business".to_owned(), "a".to_owned())].into());
+        let ns = team_a(&[("business", "a")]);
         for ev in [Event::Init, Event::InitApply(ns), Event::InitDone] {
             label_writer.apply_watcher_event(&ev);
         }
@@ -209,17 +224,8 @@ mod tests {
             q.metadata.resource_version = Some(rv.into());
             q
         };
-        let (store, mut writer) = reflector::store::<KarmadaQuota>();
-        for ev in [Event::Init, Event::InitApply(quota("1")), Event::InitDone] {
-            writer.apply_watcher_event(&ev);
-        }
-        let line = Arc::new(Line::default());
-        let watched = WatchedQuotas {
-            quotas: store,
-            line: line.clone(),
-            index: Arc::new(RwLock::new(listed_index())),
-            cluster_quotas: true,
-        };
+        let (watched, mut writer) = watched_with(quota("1"));
+        let line = watched.line.clone();
         let v0 = watched.version();
         assert_eq!(watched.version(), v0, "nothing changed");
         writer.apply_watcher_event(&Event::Apply(quota("2")));
@@ -232,21 +238,9 @@ mod tests {
         for ev in [Event::Init, Event::InitDone] {
             cluster_writer.apply_watcher_event(&ev);
         }
-        let namespace = |labels: &[(&str, &str)]| {
-            let mut ns =
-                kube::core::PartialObjectMeta::<k8s_openapi::api::core::v1::Namespace>::default();
-            ns.metadata.name = Some("team-a".into());
-            ns.metadata.labels = Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            );
-            ns
-        };
         for ev in [
             Event::Init,
-            Event::InitApply(namespace(&[("business", "a")])),
+            Event::InitApply(team_a(&[("business", "a")])),
             Event::InitDone,
         ] {
             label_writer.apply_watcher_event(&ev);
@@ -258,7 +252,7 @@ mod tests {
         cluster_writer.apply_watcher_event(&Event::Apply(business));
         let v3 = watched.version();
         assert_ne!(v3, v2, "a cluster quota appeared");
-        label_writer.apply_watcher_event(&Event::Apply(namespace(&[
+        label_writer.apply_watcher_event(&Event::Apply(team_a(&[
             ("business", "a"),
             ("quota.karmada.io/waiting-line", "true"),
         ])));
