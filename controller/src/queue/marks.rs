@@ -6,8 +6,8 @@
 //!
 //! ```text
 //!  every MARK_ROUND, each namespace change, leadership
-//!    └─ leader, quotas and namespaces listed, QuotaSource::version moved (or a change
-//!       is on its way): core::queue::line_namespaces
+//!    └─ leader, quotas and namespaces listed, and QuotaSource::version moved, a change
+//!       sent is due again or a failed one is due a retry: core::queue::line_namespaces
 //!         └─ changes(): the namespaces whose label differs, less those sent lately
 //!              └─ merge patch of metadata.labels (add "true" / remove)
 //! ```
@@ -36,11 +36,14 @@ use super::quotas::QuotaSource;
 
 /// A round without a wake-up at least this often (a quota's mode changed: the quota
 /// watches do not wake this loop). A round in which no quota and no namespace changed
-/// and no change is on its way reads only the version (no quota is parsed).
+/// and nothing is due again reads only the version (no quota is parsed).
 pub const MARK_ROUND: Duration = Duration::from_millis(250);
 /// A label sent is not sent again for this long unless the namespace's labels show the
 /// other value by then (the namespace watch lags the patch).
 const RESEND_AFTER: Duration = Duration::from_secs(10);
+/// A patch the apiserver refused is tried again after this long (a controller without
+/// `patch` on namespaces sends one a second per namespace, not one a round).
+const RETRY_FAILED: Duration = Duration::from_secs(1);
 /// Field manager of the label patch.
 const FIELD_MANAGER: &str = "karmada-quota-controller";
 
@@ -91,11 +94,23 @@ pub fn changes(
 }
 
 /// Whether a round plans again: the quotas or namespaces changed since the last plan
-/// (`planned`: its version, `None` when there was none or a patch of it failed), or a
-/// change sent is not yet seen in the namespace watch (`in_flight`: it may have to be
-/// sent again).
-pub fn replan(planned: Option<u64>, version: u64, in_flight: bool) -> bool {
-    in_flight || planned != Some(version)
+/// (`planned`: its version, `None` before the first), or something is [`due`].
+pub fn replan(planned: Option<u64>, version: u64, due: bool) -> bool {
+    due || planned != Some(version)
+}
+
+/// Whether a change sent and not seen yet may be sent again ([`RESEND_AFTER`]), or a
+/// failed one may be tried again ([`RETRY_FAILED`]).
+pub fn due(
+    sent: &HashMap<String, (bool, Instant)>,
+    failed: &HashMap<String, Instant>,
+    now: Instant,
+) -> bool {
+    sent.values()
+        .any(|(_, at)| now.duration_since(*at) >= RESEND_AFTER)
+        || failed
+            .values()
+            .any(|at| now.duration_since(*at) >= RETRY_FAILED)
 }
 
 impl Marker {
@@ -104,7 +119,9 @@ impl Marker {
         let mut round = tokio::time::interval(MARK_ROUND);
         round.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut sent: HashMap<String, (bool, Instant)> = HashMap::new();
-        // The quotas' version the last plan was made from, when all it asked was sent.
+        // Namespaces whose patch failed, and when: not tried again before RETRY_FAILED.
+        let mut failed: HashMap<String, Instant> = HashMap::new();
+        // The quotas' version the last plan was made from.
         let mut planned: Option<u64> = None;
         let (mut leader_live, mut namespaces_live) = (true, true);
         loop {
@@ -115,6 +132,7 @@ impl Marker {
             }
             if !*self.leader.borrow() {
                 sent.clear();
+                failed.clear();
                 planned = None;
                 continue;
             }
@@ -122,21 +140,24 @@ impl Marker {
                 continue;
             }
             let version = self.quotas.version();
-            if !replan(planned, version, !sent.is_empty()) {
+            let now = Instant::now();
+            if !replan(planned, version, due(&sent, &failed, now)) {
                 continue;
             }
+            planned = Some(version);
+            failed.retain(|_, at| now.duration_since(*at) < RETRY_FAILED);
             let (states, namespaces) = self.quotas.states();
             let want = line_namespaces(&states, &namespaces);
-            let mut failed = false;
-            for (namespace, on) in changes(&namespaces, &want, &mut sent, Instant::now()) {
+            for (namespace, on) in changes(&namespaces, &want, &mut sent, now) {
+                if failed.contains_key(&namespace) {
+                    continue;
+                }
                 if self.patch(&namespace, on).await {
                     sent.insert(namespace, (on, Instant::now()));
                 } else {
-                    failed = true;
+                    failed.insert(namespace, Instant::now());
                 }
             }
-            // A failed patch is tried again next round, whatever the version.
-            planned = (!failed).then_some(version);
         }
     }
 
@@ -199,19 +220,32 @@ mod tests {
     }
 
     #[test]
-    fn a_round_plans_again_only_after_a_change_a_failure_or_while_a_change_is_in_flight() {
-        assert!(
-            replan(None, 7, false),
-            "no plan yet, or the last one failed"
-        );
-        assert!(
-            !replan(Some(7), 7, false),
-            "nothing changed, nothing in flight"
-        );
+    fn a_round_plans_again_only_after_a_change_or_when_a_resend_or_a_retry_is_due() {
+        assert!(replan(None, 7, false), "no plan yet");
+        assert!(!replan(Some(7), 7, false), "nothing changed, nothing due");
         assert!(replan(Some(7), 8, false), "a quota or a namespace changed");
+        assert!(replan(Some(7), 7, true), "a resend or a retry is due");
+
+        let t0 = Instant::now();
+        let mut sent = HashMap::from([("a".to_owned(), (true, t0))]);
+        let mut failed = HashMap::new();
         assert!(
-            replan(Some(7), 7, true),
-            "a label sent is not seen yet: it may be sent again"
+            !due(&sent, &failed, t0),
+            "a label just sent waits for the watch"
+        );
+        assert!(
+            due(&sent, &failed, t0 + RESEND_AFTER),
+            "…and is sent again once RESEND_AFTER passed"
+        );
+        sent.clear();
+        failed.insert("b".to_owned(), t0);
+        assert!(
+            !due(&sent, &failed, t0 + MARK_ROUND),
+            "a refused patch is not sent every round"
+        );
+        assert!(
+            due(&sent, &failed, t0 + RETRY_FAILED),
+            "…but again after RETRY_FAILED"
         );
     }
 
