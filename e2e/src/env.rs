@@ -238,6 +238,27 @@ impl Env {
         &self.kubeconfig
     }
 
+    /// Writes a copy of [`Env::kubeconfig`] (as JSON, which kubectl and kube read as YAML)
+    /// whose user impersonates `user` in `groups`, at `path`: another identity, whose
+    /// rights are the RBAC a test grants it.
+    pub fn kubeconfig_impersonating(
+        &self,
+        user: &str,
+        groups: &[&str],
+        path: &Path,
+    ) -> Result<PathBuf> {
+        let mut config = Kubeconfig::read_from(&self.kubeconfig)?;
+        for a in &mut config.auth_infos {
+            if let Some(info) = a.auth_info.as_mut() {
+                info.impersonate = Some(user.to_owned());
+                info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
+            }
+        }
+        std::fs::write(path, serde_json::to_vec(&config)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(path.to_path_buf())
+    }
+
     /// Kubeconfigs of the member clusters, in the order of [`Env::member_clients`].
     pub fn member_kubeconfigs(&self) -> &[PathBuf] {
         &self.member_kubeconfigs

@@ -1556,6 +1556,16 @@ async fn labelling_controller(env: &karmada_quota_e2e::Env) -> Result<Controller
         .await
 }
 
+/// The controller's waiting-line label patches with this result (`added`, `removed`,
+/// `failed`).
+async fn label_patches(ctl: &Controller, result: &str) -> Result<u64> {
+    ctl.metric(
+        "kq_waiting_line_label_patches_total",
+        &[&format!("result=\"{result}\"")],
+    )
+    .await
+}
+
 /// Merge `spec` into the spec of quota `q` in `ns`.
 async fn patch_quota(c: &Client, ns: &str, spec: Value) -> Result<()> {
     kube::Api::<karmada_quota_crds::KarmadaQuota>::namespaced(c.clone(), ns)
@@ -1806,20 +1816,10 @@ async fn the_arrivals_review_runs_only_where_the_controller_keeps_the_waiting_li
     step("[Update] someone takes the label off: the controller puts it back");
     take_line_label_off(&c, &plain).await?;
     expect_line_label(&c, &plain, true, "the controller owns it").await?;
-    let patches = |result: &'static str| {
-        let ctl = &ctl;
-        async move {
-            ctl.metric(
-                "kq_waiting_line_label_patches_total",
-                &[&format!("result=\"{result}\"")],
-            )
-            .await
-        }
-    };
     let (added, removed, failed) = (
-        patches("added").await?,
-        patches("removed").await?,
-        patches("failed").await?,
+        label_patches(&ctl, "added").await?,
+        label_patches(&ctl, "removed").await?,
+        label_patches(&ctl, "failed").await?,
     );
     eprintln!("[Result] label patches: {added} added, {removed} removed, {failed} failed");
     ensure!(
@@ -1836,5 +1836,97 @@ async fn the_arrivals_review_runs_only_where_the_controller_keeps_the_waiting_li
     drop(cp);
     // A passing run leaves nothing behind (a failing one keeps the logs and etcd).
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A controller whose identity may not patch namespaces (its RBAC without the chart's
+/// `patch` on namespaces) keeps asking for the waiting-line label of a namespace a `Queue`
+/// quota covers, and is refused each time. It asks again once a second, not each 250 ms
+/// round: the refusals are counted (what the chart's alert
+/// `KarmadaQuotaWaitingLineLabelFailing` watches), the namespace stays unlabelled, and the
+/// apiserver gets about one refused patch a second from it. On a control plane of the
+/// test's own: the flag needs a controller that sees every quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the loopback control plane: make test runs it"]
+async fn a_controller_that_may_not_patch_namespaces_asks_for_the_label_once_a_second() -> Result<()>
+{
+    const USER: &str = "kq-e2e-controller-without-namespace-patch";
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("queue-line-label-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    step("[Setup] a control plane of the test's own");
+    let cp = OwnControlPlane::up(&dir, 1, "").await?;
+    let env = cp.env();
+    let c = env.client()?;
+    let line_ns = TestNs::new(&c, "line_refused").await?;
+    let line = line_ns.name().to_owned();
+    accepts(&c, &queueing_quota(&line, "1", "BestEffortFIFO")).await?;
+    step(&format!(
+        "[Setup] {USER}: may read everything and write quotas, bindings, leases and events; \
+         may not patch namespaces"
+    ));
+    accepts(
+        &c,
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": USER},
+            "rules": [
+                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["quota.karmada.io", "work.karmada.io", "coordination.k8s.io",
+                               "events.k8s.io"],
+                 "resources": ["*"], "verbs": ["*"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["*"]},
+            ],
+        }),
+    )
+    .await?;
+    accepts(
+        &c,
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": USER},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": USER},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                          "name": USER}],
+        }),
+    )
+    .await?;
+    let kubeconfig =
+        env.kubeconfig_impersonating(USER, &[], &dir.join("without-namespace-patch.json"))?;
+    let ctl = Controller::builder()
+        .clusters_from_api(false)
+        .arg("--label-line-namespaces")
+        .kubeconfig(&kubeconfig)
+        .start(env)
+        .await?;
+
+    step(&format!(
+        "[Attack] the controller wants the label on {line}; the apiserver refuses its patch"
+    ));
+    wait_for(
+        "the controller's first refused label patch",
+        Duration::from_secs(30),
+        || async { label_patches(&ctl, "failed").await.ok().filter(|n| *n >= 1) },
+    )
+    .await?;
+    let window = Duration::from_secs(4);
+    let before = label_patches(&ctl, "failed").await?;
+    tokio::time::sleep(window).await;
+    let refused = label_patches(&ctl, "failed").await? - before;
+    eprintln!("[Result] {refused} refused label patches in {window:?}");
+    // One a second: 3 to 5 in 4 s. Each 250 ms round would make about 16.
+    ensure!(
+        (2..=6).contains(&refused),
+        "{refused} refused label patches in {window:?}: a refused patch is tried again once \
+         a second (want 2 to 6; a retry each 250 ms round would make about 16)"
+    );
+    ensure!(
+        label_patches(&ctl, "added").await? == 0 && !line_label(&c, &line).await?,
+        "{line} carries the waiting-line label, yet its patch was refused"
+    );
+    drop(ctl);
+    drop(line_ns);
+    drop(cp);
     Ok(())
 }

@@ -468,20 +468,6 @@ async fn the_plugin_and_the_policy_review_price_the_cluster_quota_over_its_names
     s.teardown().await
 }
 
-/// A copy of the Env's kubeconfig (as JSON, which kubectl and kube read as YAML) whose
-/// user impersonates `user` in `groups`, at `path`.
-fn kubeconfig_as(env: &Env, user: &str, groups: &[&str], path: &std::path::Path) -> Result<()> {
-    let mut config = kube::config::Kubeconfig::read_from(env.kubeconfig())?;
-    for a in &mut config.auth_infos {
-        if let Some(info) = a.auth_info.as_mut() {
-            info.impersonate = Some(user.to_owned());
-            info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
-        }
-    }
-    std::fs::write(path, serde_json::to_vec(&config)?)
-        .with_context(|| format!("writing {}", path.display()))
-}
-
 /// `kubectl --kubeconfig <kubeconfig> <args>`.
 async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Result<std::process::Output> {
     tokio::process::Command::new("kubectl")
@@ -570,7 +556,7 @@ async fn a_tenant_reads_the_cluster_quota_over_its_namespace_through_its_share()
         .join(format!("tenancy-share-{suffix}"));
     std::fs::create_dir_all(&dir)?;
     let tenant_config = dir.join("tenant.kubeconfig");
-    kubeconfig_as(env, "team-a-viewer", &["team-a"], &tenant_config)?;
+    env.kubeconfig_impersonating("team-a-viewer", &["team-a"], &tenant_config)?;
 
     step(
         "[Setup] a controller for this test's cluster quota; KarmadaClusterQuota over A and B, cpu=10",
