@@ -23,6 +23,11 @@ impl Changes {
         self.0.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// How many pokes so far (wrapping): an equal number, nothing changed in between.
+    pub fn count(&self) -> u64 {
+        *self.0.borrow()
+    }
+
     /// A receiver that sees every later poke.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.0.subscribe()

@@ -80,18 +80,18 @@ impl NamespaceLabels {
             .collect()
     }
 
-    /// The fingerprint of [`snapshot`](Self::snapshot) without copying it: an
-    /// order-free sum of each namespace's (name, labels) hash; 0 until the watch has
-    /// listed once. Equal numbers: the same labels (but for a hash collision).
+    /// How many changes the watch has applied (the count behind [`changes`](Self::changes),
+    /// moved after the store took each one): an equal number, the same
+    /// [`snapshot`](Self::snapshot).
     pub fn version(&self) -> u64 {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        if !self.ready() {
-            return 0;
-        }
-        let hasher = BuildHasherDefault::<DefaultHasher>::default();
-        self.store.state().iter().fold(1u64, |sum, n| {
-            sum.wrapping_add(hasher.hash_one((&n.metadata.name, &n.metadata.labels)))
-        })
+        self.changes.count()
+    }
+
+    /// Signal a change, as the watch does after the store applied it (tests that feed the
+    /// store through [`with_writer`](Self::with_writer)).
+    #[cfg(test)]
+    pub fn changed(&self) {
+        self.changes.poke();
     }
 
     /// Every later change (a namespace added, relabelled or deleted; a re-list done).

@@ -234,7 +234,7 @@ mod tests {
 
         let (clusters, mut cluster_writer) = reflector::store();
         let (ns_labels, mut label_writer) = NamespaceLabels::with_writer();
-        let _ = line.cluster_view.set((clusters, ns_labels));
+        let _ = line.cluster_view.set((clusters, ns_labels.clone()));
         for ev in [Event::Init, Event::InitDone] {
             cluster_writer.apply_watcher_event(&ev);
         }
@@ -245,6 +245,7 @@ mod tests {
         ] {
             label_writer.apply_watcher_event(&ev);
         }
+        ns_labels.changed();
         let v2 = watched.version();
         assert_ne!(v2, v1, "the cluster quotas and the namespaces were listed");
         let mut business = business_quota(&[("pods", "20")]);
@@ -256,6 +257,7 @@ mod tests {
             ("business", "a"),
             ("quota.karmada.io/waiting-line", "true"),
         ])));
+        ns_labels.changed();
         let v4 = watched.version();
         assert_ne!(v4, v3, "a namespace was relabelled");
         assert_eq!(watched.version(), v4);
